@@ -1,0 +1,42 @@
+/* cli.h - the plansim executable: one source file per subcommand.
+ *
+ * Each command takes (argc, argv) with argv[0] the command name and returns a
+ * psim_status; main() prints psim_error_message() for failures and maps the
+ * status to the exit code (0 ok, 1 the work failed, 2 bad input or usage). */
+#ifndef PSIM_CLI_H
+#define PSIM_CLI_H
+
+#include <stdbool.h>
+
+#include "status.h"
+
+typedef psim_status (*psim_cli_fn)(int argc, char **argv);
+
+typedef struct psim_cli_command {
+  const char *name;
+  psim_cli_fn run;
+  const char *synopsis; /* one line: "plansim simulate MODEL CLUSTER STRATEGY [options]" */
+  const char *summary;  /* one sentence for plansim --help */
+  const char *help;     /* full help text for plansim help COMMAND */
+} psim_cli_command;
+
+/* Command table (main.c). */
+extern const psim_cli_command psim_cli_commands[];
+const psim_cli_command *psim_cli_find(const char *name);
+
+psim_status psim_cmd_check(int argc, char **argv);
+psim_status psim_cmd_model(int argc, char **argv);
+psim_status psim_cmd_cluster(int argc, char **argv);
+psim_status psim_cmd_expand(int argc, char **argv);
+psim_status psim_cmd_simulate(int argc, char **argv);
+psim_status psim_cmd_plan(int argc, char **argv);
+psim_status psim_cmd_profile(int argc, char **argv);
+psim_status psim_cmd_unbuilt(int argc, char **argv); /* export, sweep, report until built */
+
+/* Usage error for a command: records the message, returns PSIM_EINPUT. */
+psim_status psim_cli_usage(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* True when stderr is a terminal (progress lines are shown only then). */
+bool psim_cli_stderr_is_tty(void);
+
+#endif

@@ -1,0 +1,1 @@
+/* costdb.c - not written yet. */

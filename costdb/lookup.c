@@ -1,0 +1,1 @@
+/* lookup.c - not written yet. */

@@ -1,0 +1,1 @@
+/* profile_cpu.c - not written yet. */

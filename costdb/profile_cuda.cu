@@ -1,0 +1,1 @@
+/* profile_cuda.cu - not written yet. */

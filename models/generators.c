@@ -1,0 +1,1 @@
+/* generators.c - not written yet. */

@@ -1,0 +1,1 @@
+/* grid.c - not written yet. */

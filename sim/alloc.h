@@ -1,0 +1,32 @@
+/* alloc.h - the library's one counting allocation wrapper.
+ *
+ * All library allocations go through these functions so that tests can count
+ * live blocks and fail the N-th allocation (psim_alloc_fail_at) to prove that
+ * every path returns PSIM_ENOMEM cleanly without leaking. */
+#ifndef PSIM_ALLOC_H
+#define PSIM_ALLOC_H
+
+#include <stddef.h>
+
+void *psim_malloc(size_t bytes);
+void *psim_calloc(size_t count, size_t bytes);
+void *psim_realloc(void *ptr, size_t bytes);
+void psim_free(void *ptr);
+char *psim_strdup(const char *s);
+
+/* Makes the n-th allocation from now fail (n >= 1); 0 disables injection. */
+void psim_alloc_fail_at(long n);
+/* Allocations made since start-up (successful ones). */
+long psim_alloc_count(void);
+
+/* Grows *items (element size elem) so that it holds at least need elements,
+ * doubling the capacity *cap. Returns PSIM_ENOMEM on failure, leaving *items
+ * untouched. Amortised O(1) per element. */
+#include "status.h"
+psim_status psim_grow(void **items, size_t *cap, size_t need, size_t elem);
+
+/* Appends one element: PSIM_PUSH(status_var_ptr, array, len, cap, value). */
+#define PSIM_VEC_RESERVE(arr, cap, need) \
+  psim_grow((void **)&(arr), &(cap), (need), sizeof *(arr))
+
+#endif

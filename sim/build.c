@@ -1,0 +1,1 @@
+/* build.c - not written yet. */

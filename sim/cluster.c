@@ -1,0 +1,1 @@
+/* cluster.c - not written yet. */

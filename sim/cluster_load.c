@@ -1,0 +1,1 @@
+/* cluster_load.c - not written yet. */

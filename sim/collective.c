@@ -1,0 +1,1 @@
+/* collective.c - not written yet. */

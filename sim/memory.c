@@ -1,0 +1,1 @@
+/* memory.c - not written yet. */

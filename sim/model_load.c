@@ -1,0 +1,1 @@
+/* model_load.c - not written yet. */

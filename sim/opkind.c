@@ -1,0 +1,1 @@
+/* opkind.c - not written yet. */

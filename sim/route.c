@@ -1,0 +1,1 @@
+/* route.c - not written yet. */

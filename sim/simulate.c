@@ -1,0 +1,1 @@
+/* simulate.c - not written yet. */

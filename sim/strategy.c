@@ -1,0 +1,1 @@
+/* strategy.c - not written yet. */

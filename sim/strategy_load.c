@@ -1,0 +1,1 @@
+/* strategy_load.c - not written yet. */

@@ -1,0 +1,1 @@
+/* taskgraph.c - not written yet. */

@@ -1,0 +1,104 @@
+/* taskgraph.h - the simulator's task graph and its list-scheduling engine.
+ *
+ * A task occupies one or more resources for its duration: a device's compute
+ * stream, a device's communication engine, or a directed link. Edges are
+ * finish-to-start dependencies. Data is kept in contiguous arrays (no
+ * allocation per task or event once capacities are reserved) with successor
+ * lists in CSR form after psim_tg_finalize.
+ *
+ * Full simulation (DESIGN.md 4): tasks are taken in ready-time order (ties by
+ * task id, so results are deterministic); a task starts at
+ * max(ready time, every resource's free time) and holds all its resources
+ * until it ends. Each resource thus serves its tasks first in, first out. */
+#ifndef PSIM_TASKGRAPH_H
+#define PSIM_TASKGRAPH_H
+
+#include <stdint.h>
+
+#include "status.h"
+
+typedef enum psim_task_kind {
+  PSIM_TASK_COMPUTE = 0, /* kernel on a device's compute stream */
+  PSIM_TASK_TRANSFER,    /* point-to-point bytes over links */
+  PSIM_TASK_COLLECTIVE,  /* aggregated collective over a device group */
+  PSIM_TASK_BARRIER      /* zero-duration join, no resources */
+} psim_task_kind;
+
+/* What a task stands for; used for traces, breakdowns and the memory model. */
+typedef enum psim_task_pass {
+  PSIM_TP_FWD = 0,
+  PSIM_TP_BWD,
+  PSIM_TP_RECOMPUTE,
+  PSIM_TP_UPDATE, /* optimizer step */
+  PSIM_TP_COMM_TP,   /* tensor-parallel / resharding communication */
+  PSIM_TP_COMM_PP,   /* pipeline point-to-point */
+  PSIM_TP_COMM_DP,   /* gradient synchronisation */
+  PSIM_TP_COMM_OTHER,
+  PSIM_TP_COUNT
+} psim_task_pass;
+
+typedef struct psim_task_info {
+  uint8_t kind;  /* psim_task_kind */
+  uint8_t pass;  /* psim_task_pass */
+  int16_t stage; /* pipeline stage or -1 */
+  int32_t op;    /* model op index or -1 */
+  int32_t micro; /* micro-batch or -1 */
+  int32_t device;/* representative device (first resource owner) or -1 */
+  int32_t shard; /* shard index within the op, or -1 */
+} psim_task_info;
+
+typedef struct psim_taskgraph {
+  int32_t n_tasks;
+  size_t cap_tasks;
+  double *duration_s;     /* per task */
+  psim_task_info *info;   /* per task */
+  int32_t *res_first;     /* per task: first index into res (n_tasks + 1 entries once finalized) */
+  int32_t *res;           /* resource ids, grouped per task */
+  size_t n_res, cap_res;
+  /* edges as added (from, to); CSR after finalize */
+  int32_t *edge_from, *edge_to;
+  size_t n_edges, cap_edges;
+  int32_t *succ_first;    /* n_tasks + 1 */
+  int32_t *succ;          /* n_edges */
+  int32_t *n_pred;        /* per task */
+  int32_t n_resources;    /* resource ids are in [0, n_resources) */
+  int finalized;
+} psim_taskgraph;
+
+typedef struct psim_schedule_result {
+  double makespan_s;
+  double *start_s; /* per task, owned */
+  double *end_s;   /* per task, owned */
+  int32_t n_tasks;
+} psim_schedule_result;
+
+void psim_tg_init(psim_taskgraph *g, int32_t n_resources);
+void psim_tg_destroy(psim_taskgraph *g);
+/* Reserves room for tasks, resource slots and edges (optional, speeds up). */
+psim_status psim_tg_reserve(psim_taskgraph *g, size_t tasks, size_t res, size_t edges);
+/* Adds a task holding n_res resources (0 for barriers). O(1) amortised. */
+psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t *res,
+                             int32_t n_res, const psim_task_info *info, int32_t *id);
+/* Adds the dependency from -> to (from must finish before to starts). */
+psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to);
+/* Builds successor lists; fails (PSIM_EFAILED) if the graph has a cycle. O(V+E). */
+psim_status psim_tg_finalize(psim_taskgraph *g);
+
+void psim_schedule_result_init(psim_schedule_result *r);
+void psim_schedule_result_destroy(psim_schedule_result *r);
+/* Full simulation of a finalized graph. O((V + E) log V). Polls the interrupt
+ * flag every 2^16 tasks. */
+psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r);
+
+/* Resource id conventions used by the builder. */
+static inline int32_t psim_res_compute(int32_t device) { return 2 * device; }
+static inline int32_t psim_res_comm(int32_t device) { return 2 * device + 1; }
+static inline int32_t psim_res_link(int32_t n_devices, int32_t link) {
+  return 2 * n_devices + link;
+}
+
+/* Interrupt polling: long loops call psim_interrupted(); SIGINT handlers set it. */
+void psim_set_interrupt(int on);
+int psim_interrupted(void);
+
+#endif

@@ -1,0 +1,1 @@
+/* templates.c - not written yet. */

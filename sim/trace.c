@@ -1,0 +1,1 @@
+/* trace.c - not written yet. */

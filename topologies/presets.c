@@ -1,0 +1,1 @@
+/* presets.c - not written yet. */
