@@ -29,7 +29,7 @@ void psim_json_init_hooks(void);
 /* Reads and parses a file. Syntax errors give "file:LINE:COL: ...". The caller
  * owns *out (cJSON_Delete). */
 psim_status psim_json_load_file(const char *file, cJSON **out);
-/* Parses text of len bytes; name is used in messages. */
+/* Parses text of len bytes, NUL-terminated at text[len]; name is used in messages. */
 psim_status psim_json_parse(const char *name, const char *text, size_t len, cJSON **out);
 
 void psim_jctx_init(psim_jctx *c, const char *file);
