@@ -7,6 +7,7 @@
 #define PSIM_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "status.h"
 
@@ -27,6 +28,8 @@ const psim_cli_command *psim_cli_find(const char *name);
 psim_status psim_cmd_check(int argc, char **argv);
 psim_status psim_cmd_model(int argc, char **argv);
 psim_status psim_cmd_cluster(int argc, char **argv);
+extern const char psim_cmd_cluster_help[]; /* cmd_cluster.c */
+extern const char psim_cmd_profile_help[]; /* cmd_profile.c */
 psim_status psim_cmd_expand(int argc, char **argv);
 psim_status psim_cmd_simulate(int argc, char **argv);
 psim_status psim_cmd_plan(int argc, char **argv);
@@ -38,5 +41,8 @@ psim_status psim_cli_usage(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* True when stderr is a terminal (progress lines are shown only then). */
 bool psim_cli_stderr_is_tty(void);
+/* Writes a count for people: exact below 1e6, else three significant digits
+ * with an exponent ("1.32e9"). */
+void psim_cli_format_count(double n, char *out, size_t size);
 
 #endif

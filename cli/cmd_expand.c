@@ -1,4 +1,63 @@
-/* cmd_expand.c - plansim expand (not written yet). */
-#include "cli.h"
+/* cmd_expand.c - plansim expand MODEL CLUSTER STRATEGY [-o FILE]: prints the
+ * explicit form of a strategy after expanding it against a model and cluster. */
+#include <string.h>
 
-psim_status psim_cmd_expand(int argc, char **argv) { return psim_cmd_unbuilt(argc, argv); }
+#include "cli.h"
+#include "cluster.h"
+#include "json.h"
+#include "model.h"
+#include "strategy.h"
+
+typedef struct expand_args {
+  const char *files[3]; /* model, cluster, strategy */
+  const char *out;      /* "-" for standard output */
+} expand_args;
+
+static psim_status parse_args(int argc, char **argv, expand_args *a) {
+  int n = 0;
+  a->out = "-";
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
+      if (i + 1 >= argc)
+        return psim_cli_usage("expand", "option %s needs a file name", argv[i]);
+      a->out = argv[++i];
+    } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+      return psim_cli_usage("expand", "unknown option '%s'", argv[i]);
+    } else if (n == 3) {
+      return psim_cli_usage("expand", "too many arguments: '%s'", argv[i]);
+    } else {
+      a->files[n++] = argv[i];
+    }
+  }
+  if (n != 3)
+    return psim_cli_usage("expand", "expected MODEL CLUSTER STRATEGY");
+  return PSIM_OK;
+}
+
+static psim_status expand(const expand_args *a, psim_model *m, psim_cluster *c, psim_strategy *s) {
+  PSIM_CHECK(psim_model_load(a->files[0], m));
+  PSIM_CHECK(psim_cluster_load(a->files[1], c));
+  PSIM_CHECK(psim_strategy_load(a->files[2], m, c, s));
+  cJSON *root = NULL;
+  PSIM_CHECK(psim_strategy_to_json(s, m, c, &root));
+  psim_status st = psim_json_write_file(a->out, root);
+  cJSON_Delete(root);
+  return st;
+}
+
+psim_status psim_cmd_expand(int argc, char **argv) {
+  expand_args a;
+  memset(&a, 0, sizeof a);
+  PSIM_CHECK(parse_args(argc, argv, &a));
+  psim_model m;
+  psim_cluster c;
+  psim_strategy s;
+  psim_model_init(&m);
+  psim_cluster_init(&c);
+  psim_strategy_init(&s);
+  psim_status st = expand(&a, &m, &c, &s);
+  psim_strategy_destroy(&s);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+  return st;
+}

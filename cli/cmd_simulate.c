@@ -1,4 +1,132 @@
-/* cmd_simulate.c - plansim simulate (not written yet). */
-#include "cli.h"
+/* cmd_simulate.c - plansim simulate MODEL CLUSTER STRATEGY [options]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-psim_status psim_cmd_simulate(int argc, char **argv) { return psim_cmd_unbuilt(argc, argv); }
+#include "cli.h"
+#include "cli_load.h"
+#include "json.h"
+#include "simulate.h"
+#include "trace_sim.h"
+#include "units.h"
+
+typedef struct simulate_args {
+  const char *files[3];
+  int n_files;
+  bool json;
+  const char *trace;
+  const char *costdb;
+  psim_sim_options opts;
+} simulate_args;
+
+static psim_status parse_args(int argc, char **argv, simulate_args *a) {
+  psim_sim_options_init(&a->opts);
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(arg, "--json") == 0) {
+      a->json = true;
+    } else if (strcmp(arg, "--no-fold") == 0) {
+      a->opts.fold = false;
+    } else if (strcmp(arg, "--trace") == 0 || strcmp(arg, "--costdb") == 0 ||
+               strcmp(arg, "--fidelity") == 0 || strcmp(arg, "--max-tasks") == 0) {
+      if (!val)
+        return psim_cli_usage("simulate", "%s needs a value", arg);
+      i++;
+      if (strcmp(arg, "--trace") == 0)
+        a->trace = val;
+      else if (strcmp(arg, "--costdb") == 0)
+        a->costdb = val;
+      else if (strcmp(arg, "--max-tasks") == 0) {
+        char *end;
+        long long n = strtoll(val, &end, 10);
+        if (*end || n <= 0)
+          return psim_cli_usage("simulate", "--max-tasks wants a positive integer, not '%s'", val);
+        a->opts.max_tasks = n;
+      } else if (strcmp(val, "aggregate") == 0)
+        a->opts.fidelity = PSIM_FIDELITY_AGGREGATE;
+      else if (strcmp(val, "expanded") == 0)
+        a->opts.fidelity = PSIM_FIDELITY_EXPANDED;
+      else
+        return psim_cli_usage("simulate", "--fidelity is aggregate or expanded, not '%s'", val);
+    } else if (arg[0] == '-' && arg[1]) {
+      return psim_cli_usage("simulate", "unknown option '%s'", arg);
+    } else if (a->n_files < 3) {
+      a->files[a->n_files++] = arg;
+    } else {
+      return psim_cli_usage("simulate", "too many arguments ('%s')", arg);
+    }
+  }
+  if (a->n_files != 3)
+    return psim_cli_usage("simulate", "expected MODEL CLUSTER STRATEGY");
+  if (a->trace)
+    a->opts.keep_graph = true;
+  return PSIM_OK;
+}
+
+/* Formats one quantity into its own slot of a small ring of buffers, so a
+ * printf can take several. */
+static const char *fmt(double v, psim_unit_kind kind) {
+  static char ring[8][48];
+  static int next;
+  char *buf = ring[next++ % 8];
+  return psim_units_format(v, kind, buf, sizeof ring[0]);
+}
+
+static void print_summary(const psim_model *m, const psim_cluster *c, const psim_sim_result *r) {
+  printf("model %s on %s: %s per iteration (%.1f samples/s", m->name, c->name,
+         fmt(r->iteration_time_s, PSIM_UNIT_TIME), r->samples_per_s);
+  if (r->tokens_per_s > 0)
+    printf(", %.0f tokens/s", r->tokens_per_s);
+  printf(")\n  model FLOP/s per device %s, MFU %.1f%%, HFU %.1f%%\n",
+         fmt(r->model_flops_per_s_per_device, PSIM_UNIT_FLOPS), 100 * r->mfu, 100 * r->hfu);
+  printf("  memory: peak %s of %s on device %d (%s): weights %s, gradients %s, optimizer %s, "
+         "activations %s\n",
+         fmt(r->peak_memory_bytes, PSIM_UNIT_BYTES), fmt(r->capacity_bytes, PSIM_UNIT_BYTES),
+         r->peak_device, r->fits ? "fits" : "DOES NOT FIT", fmt(r->memory.weights, PSIM_UNIT_BYTES),
+         fmt(r->memory.gradients, PSIM_UNIT_BYTES), fmt(r->memory.optimizer, PSIM_UNIT_BYTES),
+         fmt(r->memory.activations, PSIM_UNIT_BYTES));
+  printf("  critical device: compute %s, pipeline bubble %s, exposed communication:",
+         fmt(r->compute_s, PSIM_UNIT_TIME), fmt(r->bubble_s, PSIM_UNIT_TIME));
+  for (int k = 0; k < PSIM_COMM_KIND_COUNT; k++)
+    printf(" %s %s", psim_comm_kind_name(k), fmt(r->exposed_comm_s[k], PSIM_UNIT_TIME));
+  printf("\n  simulated %lld tasks on %d devices%s in %.3f s (build %.3f s)\n",
+         (long long)r->n_tasks, r->simulated_devices, r->folded ? " (symmetric devices folded)" : "",
+         r->simulate_s, r->build_s);
+}
+
+static psim_status print_json(const psim_sim_result *r) {
+  cJSON *root = cJSON_CreateObject();
+  if (!root)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  psim_status s = psim_sim_result_to_json(r, root);
+  if (s == PSIM_OK)
+    s = psim_json_write_file("-", root);
+  cJSON_Delete(root);
+  return s;
+}
+
+psim_status psim_cmd_simulate(int argc, char **argv) {
+  simulate_args a;
+  memset(&a, 0, sizeof a);
+  PSIM_CHECK(parse_args(argc, argv, &a));
+  psim_cli_inputs in;
+  psim_status s = psim_cli_load_inputs(&in, a.files[0], a.files[1], a.files[2], a.costdb);
+  psim_sim_result r;
+  psim_sim_result_init(&r);
+  if (s == PSIM_OK) {
+    a.opts.costdb = in.costdb;
+    s = psim_simulate(&in.model, &in.cluster, &in.strategy, &a.opts, &r);
+  }
+  if (s == PSIM_OK && a.trace)
+    s = psim_trace_write_sim(a.trace, &in.model, &in.cluster, &r);
+  if (s == PSIM_OK) {
+    if (a.json)
+      s = print_json(&r);
+    else
+      print_summary(&in.model, &in.cluster, &r);
+  }
+  psim_sim_result_destroy(&r);
+  psim_cli_inputs_destroy(&in);
+  return s;
+}

@@ -6,27 +6,91 @@
 #include "json.h"
 #include "psim_config.h"
 
+/* Long help texts, one static string per command, shown by 'plansim help COMMAND'. */
+static const char help_check[] =
+    "Validates each FILE by its \"format\" key: plansim.model/1, plansim.cluster/1,\n"
+    "plansim.strategy/1, plansim.costdb/1, plansim.plan/1, plansim.sweep/1. Models and\n"
+    "clusters go through the full loaders; strategies are checked for structure (their fit\n"
+    "to a model and cluster is checked by 'plansim expand'); cost databases by their\n"
+    "loader; plans and sweeps only for the format key until those issues land.\n"
+    "\n"
+    "Every file is checked, even after a bad one. A good file prints one line on standard\n"
+    "output, \"FILE: ok (what it holds)\"; a bad one prints its error on standard error\n"
+    "(the file, line:column for JSON syntax, the JSON path for content) and nothing on\n"
+    "standard output.\n"
+    "\n"
+    "Exit status: 0 when every file is valid, 2 when any file is bad, 1 when a check could\n"
+    "not run (a validator not built yet, out of memory).\n"
+    "\n"
+    "Example:\n"
+    "  plansim check models/*.json topologies/*.json\n";
+static const char help_expand[] =
+    "Loads MODEL and CLUSTER, expands STRATEGY (a template such as megatron, data_parallel\n"
+    "or zero, or an explicit form) against them and prints the explicit form: the mesh and\n"
+    "layout, the pipeline stages with their layer ranges and devices, per-op overrides where\n"
+    "an op differs from the layout, gradient synchronisation and memory options. The output\n"
+    "is a plansim.strategy/1 file that loads back to the identical strategy.\n"
+    "\n"
+    "A strategy that does not fit (tp that does not divide the heads, more devices than the\n"
+    "cluster has, a layer in two stages, ...) is an error naming the file, field and why.\n"
+    "\n"
+    "Options:\n"
+    "  -o FILE   write to FILE (atomically) instead of standard output\n"
+    "\n"
+    "Example:\n"
+    "  plansim expand models/gpt-22b.json topologies/dgx-a100-x1.json \\\n"
+    "      strategies/megatron-22b-x1.json\n";
+static const char help_sweep[] =
+    "Not built yet: planned in a later issue. It will run models x clusters x searchers\n"
+    "from a plansim.sweep/1 file, resume an interrupted sweep, and spread the work over\n"
+    "MPI ranks under mpirun. Today it exits with status 1.\n";
+static const char help_export[] =
+    "Not built yet: planned in a later issue. It will turn a plan into the configuration\n"
+    "of a runtime (Megatron-LM arguments, a DeepSpeed config, a FlexFlow strategy file,\n"
+    "GSPMD sharding annotations). Today it exits with status 1.\n";
+static const char help_report[] =
+    "Not built yet: planned in a later issue. It will render a plan as a self-contained\n"
+    "HTML page. Today it exits with status 1.\n";
+
 const psim_cli_command psim_cli_commands[] = {
     {"plan", psim_cmd_plan, "plansim plan MODEL CLUSTER [options]",
      "search for the fastest strategy and write a plan", NULL},
     {"simulate", psim_cmd_simulate, "plansim simulate MODEL CLUSTER STRATEGY [options]",
      "predict one training iteration of a strategy", NULL},
     {"profile", psim_cmd_profile, "plansim profile [--device cpu|cuda] [options] -o DB",
-     "measure operator costs on this machine into a cost database", NULL},
+     "measure operator costs on this machine into a cost database", psim_cmd_profile_help},
     {"sweep", psim_cmd_unbuilt, "plansim sweep SWEEP [-o RESULTS] [--resume] [-j N]",
-     "run models x clusters x searchers and collect results", NULL},
+     "run models x clusters x searchers and collect results (not built yet)", help_sweep},
     {"export", psim_cmd_unbuilt, "plansim export PLAN --format megatron|deepspeed|flexflow|gspmd",
-     "turn a plan into a runtime's configuration", NULL},
+     "turn a plan into a runtime's configuration (not built yet)", help_export},
     {"report", psim_cmd_unbuilt, "plansim report PLAN [-o report.html]",
-     "render a plan as a self-contained HTML page", NULL},
+     "render a plan as a self-contained HTML page (not built yet)", help_report},
     {"model", psim_cmd_model, "plansim model FAMILY [options] [-o FILE]",
-     "generate a model file (gpt, llama, bert, moe, mlp, alexnet, resnet, inception, dlrm)", NULL},
+     "generate a model file (gpt, llama, bert, moe, mlp, alexnet, resnet, inception, dlrm)",
+     "Writes a plansim.model/1 file (docs/model.md) to FILE, or to standard output.\n\n"
+     "families and options (defaults in brackets):\n"
+     "  gpt    --layers [24] --hidden [2048] --heads [16] --seq [2048] --vocab [51200]\n"
+     "         --batch [512] --ffn [4*hidden] --dtype [bf16] --flash --name NAME\n"
+     "  llama  as gpt, defaults LLaMA-2 7B: --layers [32] --hidden [4096] --heads [32]\n"
+     "         --kv-heads [heads] --ffn [11008] --seq [4096] --vocab [32000] --batch [1024];\n"
+     "         always RMSNorm, SwiGLU, rotary positions (not modelled), untied output\n"
+     "  bert   as gpt, defaults BERT-large: --layers [24] --hidden [1024] --heads [16]\n"
+     "         --seq [512] --vocab [30522] --batch [256]\n"
+     "  moe    as gpt, plus --experts [8] --top-k [2] --capacity-factor [1.0]\n"
+     "  mlp    --layers [4] --hidden [1024] --batch [64] --classes [10] --dtype [fp32]\n"
+     "  alexnet   --batch [128] --classes [1000] --dtype [fp32]\n"
+     "  resnet    --depth [50] (50, 101, 152) --batch [256] --classes [1000] --dtype [fp32]\n"
+     "  inception --batch [256] --classes [1000] --dtype [fp32]   (Inception-v3)\n"
+     "  dlrm      --tables [26] --rows [1000000] --emb-dim [128] --batch [2048] --dtype [fp32]\n\n"
+     "  -o FILE   write FILE atomically instead of standard output\n\n"
+     "--flash replaces the attention core (scores matmul, softmax, dropout, context matmul,\n"
+     "tagged attn_core) with one fused attention op. Unknown families or options exit 2.\n"},
     {"cluster", psim_cmd_cluster, "plansim cluster PRESET [--nodes N] [options] [-o FILE]",
-     "generate a cluster file from a preset", NULL},
+     "generate a cluster file from a preset", psim_cmd_cluster_help},
     {"expand", psim_cmd_expand, "plansim expand MODEL CLUSTER STRATEGY [-o FILE]",
-     "print the explicit form of a strategy", NULL},
+     "print the explicit form of a strategy", help_expand},
     {"check", psim_cmd_check, "plansim check FILE...",
-     "validate model, cluster, strategy, plan and cost database files", NULL},
+     "validate model, cluster, strategy, plan and cost database files", help_check},
     {NULL, NULL, NULL, NULL, NULL}};
 
 const psim_cli_command *psim_cli_find(const char *name) {

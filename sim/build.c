@@ -1,1 +1,1045 @@
-/* build.c - not written yet. */
+/* build.c - the task-graph builder: (model, cluster, strategy) -> tasks.
+ *
+ * Compute tasks: one per (op, simulated shard, micro-batch, pass), issued per
+ * device in the pipeline schedule's order and chained in that order (a CUDA
+ * stream runs kernels in issue order).
+ *
+ * Communication follows from layouts (GSPMD/Alpa rules), per tensor edge
+ * X -> T -> Y and micro-batch:
+ *  - partial sums: X splits a dim that T does not carry (forward: a contracted
+ *    dim; backward: any dim of the consumer outside T) -> the group of shards
+ *    differing only in those dims reduces: reduce-scatter when Y's region is
+ *    1/k of X's, else all-reduce;
+ *  - then Y's shard region of T is gathered from the shards of X that overlap
+ *    it (FlexFlow's rectangle intersection): a local edge when Y's device
+ *    holds it, else point-to-point transfers over the route (this covers
+ *    all-gather, all-to-all and pipeline boundaries alike).
+ * Backward mirrors forward with producer and consumer swapped. Weight
+ * gradients of shards that differ only in non-weight dims are synchronised
+ * (all-reduce, or reduce-scatter under ZeRO >= 2) in buckets, optionally
+ * overlapped with the backward pass; then the optimizer update runs. */
+#include "build.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "collective.h"
+
+enum { DIR_FWD = 0, DIR_BWD = 1, DIR_REC = 2 };
+
+/* ---- communication cache: (kind, a, b, c, d) -> task ------------------- */
+
+typedef struct cache_entry {
+  uint64_t k1, k2;
+  int32_t value;
+  int32_t used;
+} cache_entry;
+
+typedef struct comm_cache {
+  cache_entry *slots;
+  size_t cap, n;
+  uint8_t *served; /* scratch for gather_region, one byte per shard */
+  size_t cap_served;
+} comm_cache;
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+static psim_status cache_grow(comm_cache *h) {
+  size_t ncap = h->cap ? h->cap * 2 : 1024;
+  cache_entry *ns = psim_calloc(ncap, sizeof *ns);
+  if (!ns)
+    return psim_error(PSIM_ENOMEM, "out of memory in the task-graph builder");
+  for (size_t i = 0; i < h->cap; i++) {
+    if (!h->slots[i].used)
+      continue;
+    size_t j = mix64(h->slots[i].k1 ^ mix64(h->slots[i].k2)) & (ncap - 1);
+    while (ns[j].used)
+      j = (j + 1) & (ncap - 1);
+    ns[j] = h->slots[i];
+  }
+  psim_free(h->slots);
+  h->slots = ns;
+  h->cap = ncap;
+  return PSIM_OK;
+}
+
+/* Finds key; returns the slot (used or the empty one where it would go). */
+static cache_entry *cache_slot(comm_cache *h, uint64_t k1, uint64_t k2) {
+  size_t j = mix64(k1 ^ mix64(k2)) & (h->cap - 1);
+  while (h->slots[j].used && (h->slots[j].k1 != k1 || h->slots[j].k2 != k2))
+    j = (j + 1) & (h->cap - 1);
+  return &h->slots[j];
+}
+
+static psim_status cache_put(comm_cache *h, uint64_t k1, uint64_t k2, int32_t v) {
+  if ((h->n + 1) * 2 > h->cap)
+    PSIM_CHECK(cache_grow(h));
+  cache_entry *e = cache_slot(h, k1, k2);
+  if (!e->used)
+    h->n++;
+  e->k1 = k1;
+  e->k2 = k2;
+  e->value = v;
+  e->used = 1;
+  return PSIM_OK;
+}
+
+static int32_t cache_get(comm_cache *h, uint64_t k1, uint64_t k2) {
+  if (!h->cap)
+    return -1;
+  cache_entry *e = cache_slot(h, k1, k2);
+  return e->used ? e->value : -1;
+}
+
+static uint64_t key1(int kind, int32_t op, int32_t slot, int32_t micro, int dir) {
+  return ((uint64_t)kind << 60) | ((uint64_t)(uint32_t)op << 28) | ((uint64_t)slot << 24) |
+         ((uint64_t)(micro & 0x3fffff) << 2) | (uint64_t)dir;
+}
+
+/* ---- shards and regions -------------------------------------------------- */
+
+/* Size of model dim d within one micro-batch (the batch dim is sliced). */
+static int64_t dim_size(const psim_build *b, int32_t d) {
+  int64_t n = b->m->dims[d].size;
+  if (b->m->dims[d].role == PSIM_ROLE_BATCH && b->n_micro > 1)
+    n = n / b->n_micro;
+  return n > 0 ? n : 1;
+}
+
+static void shard_coords(const psim_op *op, const psim_op_config *cfg, int32_t shard,
+                         int32_t *coord) {
+  for (int32_t i = op->n_dims - 1; i >= 0; i--) {
+    coord[i] = shard % cfg->degree[i];
+    shard /= cfg->degree[i];
+  }
+}
+
+static int32_t shard_index(const psim_op *op, const psim_op_config *cfg, const int32_t *coord) {
+  int32_t s = 0;
+  for (int32_t i = 0; i < op->n_dims; i++)
+    s = s * cfg->degree[i] + coord[i];
+  return s;
+}
+
+static int64_t shard_offset(int64_t n, int32_t d, int32_t j) {
+  int64_t base = n / d, rem = n % d;
+  return j * base + (j < rem ? j : rem);
+}
+
+/* Extents of op's iteration dims in shard `shard` (per micro-batch). */
+static void shard_extents(const psim_build *b, int32_t o, int32_t shard, int64_t *ext) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  int32_t coord[PSIM_MAX_OP_DIMS];
+  shard_coords(op, cfg, shard, coord);
+  for (int32_t i = 0; i < op->n_dims; i++)
+    ext[i] = psim_shard_size(dim_size(b, op->dims[i].dim), cfg->degree[i], coord[i]);
+}
+
+typedef struct region {
+  int64_t lo[PSIM_MAX_RANK], hi[PSIM_MAX_RANK];
+} region;
+
+/* Region of tensor t held (or needed) by shard `shard` of op o. */
+static void tensor_region(const psim_build *b, int32_t o, int32_t shard, int32_t t, region *r) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  const psim_tensor *ten = &b->m->tensors[t];
+  int32_t coord[PSIM_MAX_OP_DIMS];
+  shard_coords(op, cfg, shard, coord);
+  for (int32_t j = 0; j < ten->rank; j++) {
+    int64_t n = dim_size(b, ten->dims[j]);
+    int32_t i = psim_op_dim_index(op, ten->dims[j]);
+    if (i < 0 || cfg->degree[i] == 1) {
+      r->lo[j] = 0;
+      r->hi[j] = n;
+    } else {
+      r->lo[j] = shard_offset(n, cfg->degree[i], coord[i]);
+      r->hi[j] = r->lo[j] + psim_shard_size(n, cfg->degree[i], coord[i]);
+    }
+  }
+}
+
+/* Elements of the intersection of two regions of a tensor of rank n. */
+static double overlap(const region *a, const region *c, int32_t rank) {
+  double v = 1;
+  for (int32_t j = 0; j < rank; j++) {
+    int64_t lo = a->lo[j] > c->lo[j] ? a->lo[j] : c->lo[j];
+    int64_t hi = a->hi[j] < c->hi[j] ? a->hi[j] : c->hi[j];
+    if (hi <= lo)
+      return 0;
+    v *= (double)(hi - lo);
+  }
+  return v;
+}
+
+static double region_elems(const region *a, int32_t rank) { return overlap(a, a, rank); }
+
+/* Entry index (shard * replicas + replica) of op o on device d, or -1. */
+static int32_t entry_on(const psim_build *b, int32_t o, int32_t d) {
+  const psim_op_config *cfg = &b->s->ops[o];
+  for (int32_t e = 0; e < cfg->n_devices; e++)
+    if (cfg->devices[e] == d)
+      return e;
+  return -1;
+}
+
+/* Local index (within op o's locals) on device d, or -1. */
+static int32_t local_on(const psim_build *b, int32_t o, int32_t d) {
+  for (int32_t k = b->loc_first[o]; k < b->loc_first[o + 1]; k++)
+    if (b->locals[k].device == d)
+      return k - b->loc_first[o];
+  return -1;
+}
+
+static int32_t *task_slot(const psim_build *b, int32_t *arr, int32_t o, int32_t k, int32_t mu) {
+  return &arr[((size_t)b->loc_first[o] + (size_t)k) * (size_t)b->n_micro + (size_t)mu];
+}
+
+/* ---- locals (which shards are simulated) -------------------------------- */
+
+/* Folding applies when every op is spread evenly over all of its stage's
+ * devices and the stages are equally large. */
+static bool can_fold(const psim_build *b) {
+  const psim_strategy *s = b->s;
+  const psim_model *m = b->m;
+  for (int32_t o = 0; o < m->n_ops; o++) {
+    const psim_op_config *cfg = &s->ops[o];
+    const psim_stage *st = &s->stages[cfg->stage];
+    if (cfg->n_devices != st->n_devices || st->n_devices != s->stages[0].n_devices)
+      return false;
+    for (int32_t i = 0; i < m->ops[o].n_dims; i++)
+      if (dim_size(b, m->ops[o].dims[i].dim) % cfg->degree[i] != 0)
+        return false;
+    for (int32_t e = 0; e < cfg->n_devices; e++) {
+      bool in_stage = false;
+      for (int32_t k = 0; k < st->n_devices && !in_stage; k++)
+        in_stage = st->devices[k] == cfg->devices[e];
+      if (!in_stage)
+        return false;
+    }
+  }
+  return true;
+}
+
+static psim_status choose_simulated(psim_build *b) {
+  int32_t nd = b->c->n_devices;
+  b->simulated = psim_calloc((size_t)nd, 1);
+  if (!b->simulated)
+    return psim_error(PSIM_ENOMEM, "out of memory choosing simulated devices");
+  b->folded = b->o->fold && can_fold(b);
+  int32_t n_entries = b->s->n_stages * (b->s->virtual_stages > 0 ? b->s->virtual_stages : 1);
+  if (b->folded) {
+    for (int32_t v = 0; v < n_entries; v++)
+      b->simulated[b->s->stages[v].devices[0]] = 1;
+  } else {
+    for (int32_t o = 0; o < b->m->n_ops; o++)
+      for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
+        b->simulated[b->s->ops[o].devices[e]] = 1;
+  }
+  for (int32_t d = 0; d < nd; d++)
+    b->n_simulated += b->simulated[d];
+  return PSIM_OK;
+}
+
+static psim_status make_locals(psim_build *b) {
+  const psim_model *m = b->m;
+  size_t total = 0;
+  for (int32_t o = 0; o < m->n_ops; o++)
+    for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
+      total += b->simulated[b->s->ops[o].devices[e]];
+  b->loc_first = psim_calloc((size_t)m->n_ops + 1, sizeof *b->loc_first);
+  b->locals = psim_calloc(total ? total : 1, sizeof *b->locals);
+  if (!b->loc_first || !b->locals)
+    return psim_error(PSIM_ENOMEM, "out of memory for %zu op shards", total);
+  int32_t k = 0;
+  for (int32_t o = 0; o < m->n_ops; o++) {
+    const psim_op_config *cfg = &b->s->ops[o];
+    b->loc_first[o] = k;
+    for (int32_t e = 0; e < cfg->n_devices; e++) {
+      if (!b->simulated[cfg->devices[e]])
+        continue;
+      b->locals[k].device = cfg->devices[e];
+      b->locals[k].shard = e / cfg->replicas;
+      b->locals[k].replica = e % cfg->replicas;
+      k++;
+    }
+  }
+  b->loc_first[m->n_ops] = k;
+  size_t slots = (size_t)k * (size_t)b->n_micro;
+  if (b->o->max_tasks > 0 && (int64_t)slots * 3 > b->o->max_tasks)
+    return psim_error(PSIM_ELIMIT,
+                      "the task graph would hold about %zu compute tasks, over the limit of "
+                      "%lld (raise it with --max-tasks)",
+                      slots * 3, (long long)b->o->max_tasks);
+  b->fwd = psim_malloc((slots ? slots : 1) * sizeof *b->fwd);
+  b->bwd = psim_malloc((slots ? slots : 1) * sizeof *b->bwd);
+  b->rec = psim_malloc((slots ? slots : 1) * sizeof *b->rec);
+  if (!b->fwd || !b->bwd || !b->rec)
+    return psim_error(PSIM_ENOMEM, "out of memory for %zu task slots", slots);
+  memset(b->rec, 0xff, (slots ? slots : 1) * sizeof *b->rec);
+  return PSIM_OK;
+}
+
+/* ---- task creation ------------------------------------------------------- */
+
+/* Whether op o is recomputed in backward under the strategy's mode. */
+static bool is_attention_core(const psim_model *m, const psim_op *op) {
+  if (op->kind == PSIM_OP_ATTENTION)
+    return true;
+  for (int32_t i = 0; i < op->n_in + op->n_out; i++) {
+    int32_t t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+    const psim_tensor *ten = &m->tensors[t];
+    int seq = 0;
+    for (int32_t j = 0; j < ten->rank; j++)
+      seq += m->dims[ten->dims[j]].role == PSIM_ROLE_SEQUENCE;
+    if (seq >= 2)
+      return true;
+  }
+  return false;
+}
+
+static bool recomputed(const psim_build *b, int32_t o) {
+  const psim_op *op = &b->m->ops[o];
+  if (op->block < 0)
+    return false; /* embedding and head are not checkpointed (Megatron) */
+  switch (b->s->recompute) {
+  case PSIM_RECOMPUTE_FULL: return true;
+  case PSIM_RECOMPUTE_SELECTIVE: return is_attention_core(b->m, op);
+  default: return false;
+  }
+}
+
+/* The host issues each kernel (runtime.host_issue_s) and runs ahead of the
+ * device, except at the start of a pipeline slot when pp > 1: Megatron-LM's
+ * point-to-point calls synchronise the device first. */
+static psim_status host_issue(psim_build *b, int32_t dev, int32_t task) {
+  const psim_device_type *t = &b->c->types[b->c->devices[dev].type];
+  if (t->rt.host_issue_s <= 0)
+    return PSIM_OK;
+  psim_task_info info = b->g.info[task];
+  info.kind = PSIM_TASK_HOST;
+  int32_t res = psim_res_host(b->c->n_devices, b->c->n_links, dev), host;
+  PSIM_CHECK(psim_tg_add_task(&b->g, t->rt.host_issue_s, &res, 1, &info, &host));
+  if (b->last_host[dev] >= 0)
+    PSIM_CHECK(psim_tg_add_edge(&b->g, b->last_host[dev], host));
+  if (b->need_sync[dev] && b->s->n_stages > 1 && b->last_task[dev] >= 0)
+    PSIM_CHECK(psim_tg_add_edge(&b->g, b->last_task[dev], host));
+  b->need_sync[dev] = 0;
+  b->last_host[dev] = host;
+  return psim_tg_add_edge(&b->g, host, task);
+}
+
+/* Appends a kernel to its device's stream (issue order = run order). */
+static psim_status chain(psim_build *b, int32_t dev, int32_t task, bool kernel) {
+  if (kernel)
+    PSIM_CHECK(host_issue(b, dev, task));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
+  b->next_compute[task] = -1;
+  int32_t *last = &b->last_task[dev];
+  if (*last >= 0) {
+    PSIM_CHECK(psim_tg_add_edge(&b->g, *last, task));
+    b->next_compute[*last] = task;
+  }
+  *last = task;
+  return PSIM_OK;
+}
+
+static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
+                                int32_t *id) {
+  const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
+  int64_t ext[PSIM_MAX_OP_DIMS];
+  shard_extents(b, o, loc->shard, ext);
+  psim_pass pass = pass_kind == DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD;
+  psim_cost_origin origin = PSIM_ORIGIN_ESTIMATED;
+  double dur = psim_cost_compute(b->c, loc->device, b->m, &b->m->ops[o], ext, pass,
+                                 b->o->costdb, &origin);
+  b->compute_by_origin[origin] += dur;
+  double flops = 0, bytes = 0;
+  psim_op_shard_work(b->m, &b->m->ops[o], ext, pass, &flops, &bytes);
+  b->hardware_flops += flops;
+  psim_task_info info = {PSIM_TASK_COMPUTE,
+                         pass_kind == DIR_FWD   ? PSIM_TP_FWD
+                         : pass_kind == DIR_BWD ? PSIM_TP_BWD
+                                                : PSIM_TP_RECOMPUTE,
+                         (int16_t)b->s->ops[o].stage, o, mu, loc->device, loc->shard};
+  int32_t res = psim_res_compute(loc->device);
+  PSIM_CHECK(psim_tg_add_task(&b->g, dur, &res, 1, &info, id));
+  PSIM_CHECK(chain(b, loc->device, *id, dur > 0));
+  if (pass_kind == DIR_BWD)
+    b->last_bwd[loc->device] = *id;
+  /* memory: saved activations live from the forward's end to the backward's
+   * end; recomputed ones from the recompute's end to the backward's end */
+  bool rc = recomputed(b, o);
+  double saved = psim_memory_saved_bytes(b, o, ext, pass_kind == DIR_FWD && rc);
+  if (pass_kind == DIR_BWD)
+    saved = -(psim_memory_saved_bytes(b, o, ext, rc) +
+              (rc ? psim_memory_saved_bytes(b, o, ext, false) : 0));
+  if (saved != 0) {
+    PSIM_CHECK(PSIM_VEC_RESERVE(b->mem, b->cap_mem, b->n_mem + 1));
+    b->mem[b->n_mem++] = (psim_mem_event){*id, loc->device, saved};
+  }
+  return PSIM_OK;
+}
+
+/* Recompute (forward order) then backward (reverse order) of ops lo..hi. */
+static psim_status issue_layer_backward(psim_build *b, int32_t lo, int32_t hi, int32_t mu) {
+  for (int32_t o = lo; o <= hi; o++) {
+    if (!recomputed(b, o))
+      continue;
+    for (int32_t k = 0; k < b->loc_first[o + 1] - b->loc_first[o]; k++)
+      PSIM_CHECK(compute_task(b, o, k, mu, DIR_REC, task_slot(b, b->rec, o, k, mu)));
+  }
+  for (int32_t o = hi; o >= lo; o--)
+    for (int32_t k = 0; k < b->loc_first[o + 1] - b->loc_first[o]; k++)
+      PSIM_CHECK(compute_task(b, o, k, mu, DIR_BWD, task_slot(b, b->bwd, o, k, mu)));
+  return PSIM_OK;
+}
+
+/* Issues the ops of virtual stage vs for micro-batch mu and a pass. */
+static psim_status issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_kind) {
+  const psim_model *m = b->m;
+  const psim_stage *st = &b->s->stages[vs];
+  for (int32_t i = 0; i < st->n_devices; i++)
+    b->need_sync[st->devices[i]] = 1;
+  if (pass_kind == DIR_FWD) {
+    for (int32_t o = 0; o < m->n_ops; o++) {
+      if (b->s->ops[o].stage != vs)
+        continue;
+      for (int32_t k = 0; k < b->loc_first[o + 1] - b->loc_first[o]; k++)
+        PSIM_CHECK(compute_task(b, o, k, mu, DIR_FWD, task_slot(b, b->fwd, o, k, mu)));
+    }
+    return PSIM_OK;
+  }
+  /* layer by layer from the last: recompute a layer (checkpointed per layer,
+   * as Megatron-LM does), then run its backward */
+  for (int32_t hi = m->n_ops - 1; hi >= 0;) {
+    if (b->s->ops[hi].stage != vs) {
+      hi--;
+      continue;
+    }
+    int32_t lo = hi;
+    while (lo > 0 && b->s->ops[lo - 1].stage == vs && m->ops[lo - 1].layer == m->ops[hi].layer)
+      lo--;
+    PSIM_CHECK(issue_layer_backward(b, lo, hi, mu));
+    hi = lo - 1;
+  }
+  return PSIM_OK;
+}
+
+/* ---- pipeline schedules --------------------------------------------------- */
+
+typedef struct slot {
+  int32_t chunk; /* virtual chunk on this physical stage */
+  int32_t micro;
+  int pass_kind;
+} slot;
+
+/* Megatron-LM's interleaved order: the k-th forward (or backward) of a stage
+ * runs micro-batch `micro` of chunk `chunk` (schedules.py, get_model_chunk_id). */
+static slot nth_slot(int32_t k, int32_t p, int32_t v, int pass_kind) {
+  slot s = {0, k, pass_kind};
+  if (v > 1) {
+    int32_t in_group = k % (p * v);
+    s.chunk = in_group / p;
+    s.micro = (k / (p * v)) * p + in_group % p;
+  }
+  if (pass_kind == DIR_BWD)
+    s.chunk = v - 1 - s.chunk;
+  return s;
+}
+
+/* Stage i's issue order (2 * m * v slots): warm-up forwards, then one
+ * forward and one backward in turn, then the remaining backwards. GPipe runs
+ * every forward first. Warm-up lengths are Megatron-LM's. */
+static int32_t schedule_order(const psim_strategy *s, int32_t i, int32_t m, slot *out) {
+  int32_t p = s->n_stages, v = s->virtual_stages > 0 ? s->virtual_stages : 1;
+  int32_t total = m * v, n = 0, warm;
+  if (s->schedule == PSIM_SCHED_GPIPE)
+    warm = total;
+  else if (v == 1)
+    warm = p - i - 1;
+  else
+    warm = (p - i - 1) * 2 + (v - 1) * p;
+  if (warm > total)
+    warm = total;
+  for (int32_t k = 0; k < warm; k++)
+    out[n++] = nth_slot(k, p, v, DIR_FWD);
+  for (int32_t j = 0; j < total - warm; j++) {
+    out[n++] = nth_slot(warm + j, p, v, DIR_FWD);
+    out[n++] = nth_slot(j, p, v, DIR_BWD);
+  }
+  for (int32_t j = total - warm; j < total; j++)
+    out[n++] = nth_slot(j, p, v, DIR_BWD);
+  return n;
+}
+
+static psim_status issue_compute(psim_build *b) {
+  const psim_strategy *s = b->s;
+  int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1;
+  slot *order = psim_malloc(sizeof *order * (size_t)b->n_micro * (size_t)v * 2);
+  if (!order)
+    return psim_error(PSIM_ENOMEM, "out of memory for the pipeline schedule");
+  psim_status st = PSIM_OK;
+  for (int32_t i = 0; i < s->n_stages && st == PSIM_OK; i++) {
+    int32_t n = schedule_order(s, i, b->n_micro, order);
+    for (int32_t j = 0; j < n && st == PSIM_OK; j++)
+      st = issue_slot(b, order[j].chunk * s->n_stages + i, order[j].micro, order[j].pass_kind);
+  }
+  psim_free(order);
+  return st;
+}
+
+/* ---- communication -------------------------------------------------------- */
+
+static bool dim_in_tensor(const psim_tensor *t, int32_t d) {
+  for (int32_t j = 0; j < t->rank; j++)
+    if (t->dims[j] == d)
+      return true;
+  return false;
+}
+
+/* Mask of op dims whose split makes op's view of tensor t a partial sum. */
+static uint32_t partial_mask(const psim_build *b, int32_t o, int32_t t, int dir) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  uint32_t mask = 0;
+  for (int32_t i = 0; i < op->n_dims; i++) {
+    if (cfg->degree[i] == 1 || dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
+      continue;
+    if (dir == DIR_BWD || op->dims[i].use == PSIM_USE_CONTRACTED)
+      mask |= 1u << i;
+  }
+  return mask;
+}
+
+typedef struct group {
+  int32_t devices[4096];
+  int32_t n;
+  int32_t stride; /* device offset of the next concurrent group, 0 = unknown */
+  int32_t n_groups;
+} group;
+
+/* Devices holding the partial sums that entry e of op o reduces with. */
+static void partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask, group *g) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  int32_t coord[PSIM_MAX_OP_DIMS], idx[PSIM_MAX_OP_DIMS] = {0};
+  int32_t r = e % cfg->replicas;
+  shard_coords(op, cfg, e / cfg->replicas, coord);
+  int32_t k = 1;
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (mask & (1u << i))
+      k *= cfg->degree[i];
+  g->n = 0;
+  for (int32_t n = 0; n < k && g->n < 4096; n++) {
+    int32_t rem = n;
+    for (int32_t i = op->n_dims - 1; i >= 0; i--) {
+      if (!(mask & (1u << i)))
+        continue;
+      idx[i] = rem % cfg->degree[i];
+      rem /= cfg->degree[i];
+    }
+    int32_t c2[PSIM_MAX_OP_DIMS];
+    for (int32_t i = 0; i < op->n_dims; i++)
+      c2[i] = (mask & (1u << i)) ? idx[i] : coord[i];
+    g->devices[g->n++] = cfg->devices[shard_index(op, cfg, c2) * cfg->replicas + r];
+  }
+  g->n_groups = cfg->n_devices / (g->n ? g->n : 1);
+  g->stride = 0;
+}
+
+/* Offset between this group and a neighbouring one, when all members shift
+ * alike (identical concurrent groups share links). */
+static void group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t mask, group *g) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  int32_t other = -1;
+  if (cfg->replicas > 1) {
+    other = e % cfg->replicas + 1 < cfg->replicas ? e + 1 : e - 1;
+  } else {
+    int32_t coord[PSIM_MAX_OP_DIMS];
+    shard_coords(op, cfg, e / cfg->replicas, coord);
+    for (int32_t i = 0; i < op->n_dims && other < 0; i++) {
+      if ((mask & (1u << i)) || cfg->degree[i] == 1)
+        continue;
+      coord[i] = coord[i] + 1 < cfg->degree[i] ? coord[i] + 1 : coord[i] - 1;
+      other = shard_index(op, cfg, coord) * cfg->replicas;
+    }
+  }
+  if (other < 0 || g->n_groups <= 1)
+    return;
+  group g2;
+  partial_group(b, o, other, mask, &g2);
+  int32_t stride = g2.devices[0] - g->devices[0];
+  for (int32_t i = 0; i < g->n; i++)
+    if (g2.devices[i] - g->devices[i] != stride)
+      return;
+  g->stride = stride;
+}
+
+static int32_t src_task(const psim_build *b, int32_t *arr, int32_t o, int32_t d, int32_t mu) {
+  int32_t k = local_on(b, o, d);
+  if (k < 0)
+    k = 0; /* folded: the representative stands for its symmetric peers */
+  if (b->loc_first[o + 1] == b->loc_first[o])
+    return -1;
+  return *task_slot(b, arr, o, k, mu);
+}
+
+/* Tensor-parallel collectives inside training wait for the slowest of their
+ * ranks: runtime.coll_sync_s per peer, on the members' communication
+ * engines, before the collective itself. *entry becomes the wait. */
+static psim_status rank_skew(psim_build *b, const group *g, const psim_task_info *info,
+                             int32_t *entry) {
+  const psim_device_type *t = &b->c->types[b->c->devices[g->devices[0]].type];
+  if (t->rt.coll_sync_s <= 0 || g->n < 2)
+    return PSIM_OK;
+  int32_t res[64], n = 0, wait;
+  for (int32_t i = 0; i < g->n && n < 64; i++)
+    if (b->simulated[g->devices[i]])
+      res[n++] = psim_res_comm(g->devices[i]);
+  PSIM_CHECK(psim_tg_add_task(&b->g, t->rt.coll_sync_s * (g->n - 1), res, n, info, &wait));
+  PSIM_CHECK(psim_tg_add_edge(&b->g, wait, *entry));
+  *entry = wait;
+  return PSIM_OK;
+}
+
+/* Adds (once) the reduction of X's partial sums for the group containing
+ * entry e and returns its exit task. */
+static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, int32_t *xt,
+                             int32_t e, uint32_t mask, int32_t mu, int dir, bool scatter,
+                             int32_t *exit) {
+  group *g = psim_malloc(sizeof *g);
+  if (!g)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  partial_group(b, x, e, mask, g);
+  comm_cache *cache = b->cache;
+  uint64_t k1 = key1(1, x, slot, mu, dir);
+  int32_t cached = cache_get(cache, k1, (uint64_t)g->devices[0]);
+  psim_status st = PSIM_OK;
+  if (cached >= 0) {
+    *exit = cached;
+    psim_free(g);
+    return PSIM_OK;
+  }
+  if (b->folded)
+    group_stride(b, x, e, mask, g);
+  region r;
+  tensor_region(b, x, e / b->s->ops[x].replicas, t, &r);
+  const psim_tensor *ten = &b->m->tensors[t];
+  psim_coll_desc d = {scatter ? PSIM_COLL_REDUCE_SCATTER : PSIM_COLL_ALL_REDUCE,
+                      b->s->allreduce,
+                      g->devices,
+                      g->n,
+                      region_elems(&r, ten->rank) * (double)psim_dtype_bytes(ten->dtype),
+                      b->folded ? g->n_groups : 1,
+                      g->stride};
+  psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_TP, (int16_t)b->s->ops[x].stage,
+                         x, mu, g->devices[0], -1};
+  int32_t entry;
+  st = psim_coll_add(&b->g, b->c, &d, b->o->fidelity, &info, &entry, exit);
+  if (st == PSIM_OK)
+    st = rank_skew(b, g, &info, &entry);
+  for (int32_t i = 0; i < g->n && st == PSIM_OK; i++) {
+    if (!b->simulated[g->devices[i]])
+      continue;
+    int32_t from = src_task(b, xt, x, g->devices[i], mu);
+    if (from >= 0)
+      st = psim_tg_add_edge(&b->g, from, entry);
+  }
+  if (st == PSIM_OK)
+    st = cache_put(cache, k1, (uint64_t)g->devices[0], *exit);
+  psim_free(g);
+  return st;
+}
+
+/* Canonical shard of sh: the same coordinates on t's dims, 0 elsewhere
+ * (shards differing only off t's dims hold the same region of t). */
+static int32_t region_id(const psim_build *b, int32_t x, int32_t sh, int32_t t) {
+  const psim_op *op = &b->m->ops[x];
+  const psim_op_config *cfg = &b->s->ops[x];
+  int32_t coord[PSIM_MAX_OP_DIMS];
+  shard_coords(op, cfg, sh, coord);
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (!dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
+      coord[i] = 0;
+  return shard_index(op, cfg, coord);
+}
+
+/* Marks the regions X holds on device d (any shard, any replica) in served. */
+static void serve_local(const psim_build *b, int32_t x, int32_t t, int32_t d, uint8_t *served) {
+  const psim_op_config *cx = &b->s->ops[x];
+  for (int32_t e = 0; e < cx->n_devices; e++)
+    if (cx->devices[e] == d)
+      served[region_id(b, x, e / cx->replicas, t)] = 2;
+}
+
+static psim_status add_transfer(psim_build *b, int32_t x, int32_t *xt, int32_t src, int32_t d,
+                                double bytes, int32_t mu, int pipeline, int32_t arrived) {
+  psim_task_info info = {PSIM_TASK_TRANSFER, (uint8_t)(pipeline ? PSIM_TP_COMM_PP : PSIM_TP_COMM_TP),
+                         (int16_t)b->s->ops[x].stage, x, mu, d, -1};
+  int32_t entry, exit, from = src_task(b, xt, x, src, mu);
+  PSIM_CHECK(psim_p2p_add(&b->g, b->c, src, d, bytes, &info, &entry, &exit));
+  if (from >= 0)
+    PSIM_CHECK(psim_tg_add_edge(&b->g, from, entry));
+  /* Megatron-LM's pipeline sends block the sender until they complete */
+  if (pipeline && from >= 0 && b->next_compute[from] >= 0)
+    PSIM_CHECK(psim_tg_add_edge(&b->g, exit, b->next_compute[from]));
+  return psim_tg_add_edge(&b->g, exit, arrived);
+}
+
+/* Transfers that bring region r of tensor t to device d from X's shards (one
+ * source per distinct region, the local copy when d holds one). Returns the
+ * barrier task that completes when everything has arrived. */
+static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *xt,
+                                 const region *r, int32_t d, int32_t mu, int pipeline,
+                                 int32_t *arrived) {
+  const psim_op_config *cx = &b->s->ops[x];
+  const psim_tensor *ten = &b->m->tensors[t];
+  int32_t n_shards = cx->n_devices / cx->replicas;
+  comm_cache *cache = b->cache;
+  PSIM_CHECK(PSIM_VEC_RESERVE(cache->served, cache->cap_served, (size_t)n_shards));
+  memset(cache->served, 0, (size_t)n_shards);
+  serve_local(b, x, t, d, cache->served);
+  psim_task_info bar = {PSIM_TASK_BARRIER, (uint8_t)(pipeline ? PSIM_TP_COMM_PP : PSIM_TP_COMM_TP),
+                        -1, x, mu, d, -1};
+  PSIM_CHECK(psim_tg_add_task(&b->g, 0, NULL, 0, &bar, arrived));
+  for (int32_t sh = 0; sh < n_shards; sh++) {
+    int32_t id = region_id(b, x, sh, t);
+    if (cache->served[id] == 1)
+      continue;
+    region rx;
+    tensor_region(b, x, sh, t, &rx);
+    double elems = overlap(&rx, r, ten->rank);
+    if (elems <= 0)
+      continue;
+    if (cache->served[id] == 2) { /* d holds this region itself */
+      int32_t from = src_task(b, xt, x, d, mu);
+      cache->served[id] = 1;
+      if (from >= 0)
+        PSIM_CHECK(psim_tg_add_edge(&b->g, from, *arrived));
+      continue;
+    }
+    cache->served[id] = 1;
+    int32_t src = cx->devices[id * cx->replicas];
+    PSIM_CHECK(add_transfer(b, x, xt, src, d, elems * (double)psim_dtype_bytes(ten->dtype), mu,
+                            pipeline, *arrived));
+  }
+  return PSIM_OK;
+}
+
+/* Connects X's tasks (producing tensor t, in X's layout) to Y's task on local
+ * k, adding whatever communication the two layouts need. */
+static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, int32_t y,
+                           int32_t k, int32_t *yt, int32_t t, int32_t mu, int dir) {
+  const psim_op_local *ly = &b->locals[b->loc_first[y] + k];
+  const psim_op_config *cx = &b->s->ops[x];
+  int32_t to = *task_slot(b, yt, y, k, mu);
+  region ry;
+  tensor_region(b, y, ly->shard, t, &ry);
+  const psim_tensor *ten = &b->m->tensors[t];
+  uint32_t mask = partial_mask(b, x, t, dir);
+  int pipeline = cx->stage != b->s->ops[y].stage;
+  int32_t e = entry_on(b, x, ly->device);
+  if (mask && e < 0)
+    e = 0; /* different device sets: reduce in X's first group, then transfer */
+  if (mask) {
+    region rx;
+    tensor_region(b, x, e / cx->replicas, t, &rx);
+    int32_t k_red = 1;
+    for (int32_t i = 0; i < b->m->ops[x].n_dims; i++)
+      if (mask & (1u << i))
+        k_red *= cx->degree[i];
+    double ratio = region_elems(&rx, ten->rank) / fmax(1, region_elems(&ry, ten->rank));
+    bool scatter = fabs(ratio - k_red) < 0.5 && cx->devices[e] == ly->device;
+    int32_t exit;
+    PSIM_CHECK(reduction(b, x, slot, t, xt, e, mask, mu, dir, scatter, &exit));
+    if (cx->devices[e] == ly->device)
+      return psim_tg_add_edge(&b->g, exit, to);
+    int32_t arrived;
+    PSIM_CHECK(gather_region(b, x, t, xt, &ry, ly->device, mu, pipeline, &arrived));
+    PSIM_CHECK(psim_tg_add_edge(&b->g, exit, arrived));
+    return psim_tg_add_edge(&b->g, arrived, to);
+  }
+  if (e >= 0) {
+    region rx;
+    tensor_region(b, x, e / cx->replicas, t, &rx);
+    if (overlap(&rx, &ry, ten->rank) == region_elems(&ry, ten->rank)) {
+      int32_t from = src_task(b, xt, x, ly->device, mu);
+      return from >= 0 ? psim_tg_add_edge(&b->g, from, to) : PSIM_OK;
+    }
+  }
+  comm_cache *cache = b->cache;
+  uint64_t k1 = key1(2, x, slot, mu, dir);
+  uint64_t k2 = ((uint64_t)(uint32_t)ly->device << 32) | (uint32_t)(dir == DIR_BWD ? y : t);
+  int32_t arrived = cache_get(cache, k1, k2);
+  if (arrived < 0) {
+    PSIM_CHECK(gather_region(b, x, t, xt, &ry, ly->device, mu, pipeline, &arrived));
+    PSIM_CHECK(cache_put(cache, k1, k2, arrived));
+  }
+  return psim_tg_add_edge(&b->g, arrived, to);
+}
+
+/* Forward (and recompute) data edges into op y. */
+static psim_status connect_inputs(psim_build *b, int32_t y, int32_t mu) {
+  const psim_op *op = &b->m->ops[y];
+  int32_t nk = b->loc_first[y + 1] - b->loc_first[y];
+  for (int32_t i = 0; i < op->n_in; i++) {
+    int32_t t = op->in[i];
+    int32_t x = b->m->tensors[t].producer;
+    if (x < 0)
+      continue; /* inputs come from the data loader, weights are resident */
+    int32_t slot = 0;
+    for (int32_t j = 0; j < b->m->ops[x].n_out; j++)
+      if (b->m->ops[x].out[j] == t)
+        slot = j;
+    for (int32_t k = 0; k < nk; k++) {
+      PSIM_CHECK(connect(b, x, slot, b->fwd, y, k, b->fwd, t, mu, DIR_FWD));
+      if (recomputed(b, y) && recomputed(b, x) && b->m->ops[x].layer == op->layer)
+        PSIM_CHECK(connect(b, x, slot, b->rec, y, k, b->rec, t, mu, DIR_REC));
+    }
+  }
+  return PSIM_OK;
+}
+
+/* Backward: the gradient of each input activation flows from y back to x. */
+static psim_status connect_grads(psim_build *b, int32_t y, int32_t mu) {
+  const psim_op *op = &b->m->ops[y];
+  for (int32_t i = 0; i < op->n_in; i++) {
+    int32_t t = op->in[i];
+    int32_t x = b->m->tensors[t].producer;
+    if (x < 0)
+      continue;
+    int32_t nk = b->loc_first[x + 1] - b->loc_first[x];
+    for (int32_t k = 0; k < nk; k++)
+      PSIM_CHECK(connect(b, y, i, b->bwd, x, k, b->bwd, t, mu, DIR_BWD));
+  }
+  return PSIM_OK;
+}
+
+/* Orders a backward after its recompute on the same device (the chain does
+ * most of it; this covers a recompute issued earlier in the slot). */
+static psim_status connect_all(psim_build *b) {
+  for (int32_t mu = 0; mu < b->n_micro; mu++)
+    for (int32_t o = 0; o < b->m->n_ops; o++) {
+      PSIM_CHECK(connect_inputs(b, o, mu));
+      PSIM_CHECK(connect_grads(b, o, mu));
+      if (psim_interrupted())
+        return psim_error(PSIM_EINTERRUPTED, "interrupted while building the task graph");
+    }
+  return PSIM_OK;
+}
+
+/* ---- gradient synchronisation and optimizer ------------------------------ */
+
+/* A gradient bucket: weights whose gradients reduce over the same groups. */
+typedef struct bucket {
+  double bytes;   /* gradient bytes per group */
+  int32_t op;     /* first op added (defines the groups) */
+  int32_t last_op;/* last op added: its backward finishes last */
+  group key;      /* group of op's first local */
+} bucket;
+
+static double grad_bytes_per_elem(const psim_model *m) {
+  /* Megatron-LM accumulates and all-reduces bf16 models' gradients in fp32
+   * (arguments.py: accumulate_allreduce_grads_in_fp32 forced for bf16). */
+  return m->dtype == PSIM_DTYPE_BF16 ? 4.0 : (double)psim_dtype_bytes(m->dtype);
+}
+
+static int32_t local_entry(const psim_build *b, int32_t o, int32_t k) {
+  const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
+  return loc->shard * b->s->ops[o].replicas + loc->replica;
+}
+
+/* One collective for the group holding entry e of the bucket's first op. */
+static psim_status sync_group(psim_build *b, const bucket *bk, group *g, int32_t *sync_done) {
+  psim_coll_desc d = {b->s->zero_stage >= 2 ? PSIM_COLL_REDUCE_SCATTER : PSIM_COLL_ALL_REDUCE,
+                      b->s->allreduce, g->devices, g->n, bk->bytes,
+                      b->folded ? g->n_groups : 1, g->stride};
+  psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_DP, (int16_t)b->s->ops[bk->op].stage,
+                         bk->op, -1, g->devices[0], -1};
+  int32_t entry, exit;
+  PSIM_CHECK(psim_coll_add(&b->g, b->c, &d, b->o->fidelity, &info, &entry, &exit));
+  for (int32_t i = 0; i < g->n; i++) {
+    int32_t dev = g->devices[i];
+    if (!b->simulated[dev])
+      continue;
+    int32_t dep = b->s->overlap_grad_reduce
+                      ? src_task(b, b->bwd, bk->last_op, dev, b->n_micro - 1)
+                      : b->last_bwd[dev];
+    if (dep >= 0)
+      PSIM_CHECK(psim_tg_add_edge(&b->g, dep, entry));
+    if (sync_done[dev] >= 0)
+      PSIM_CHECK(psim_tg_add_edge(&b->g, exit, sync_done[dev]));
+  }
+  return PSIM_OK;
+}
+
+static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, int32_t *sync_done) {
+  if (bk->bytes <= 0)
+    return PSIM_OK;
+  group *g = psim_malloc(sizeof *g);
+  if (!g)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  psim_status st = PSIM_OK;
+  int32_t nk = b->loc_first[bk->op + 1] - b->loc_first[bk->op];
+  for (int32_t k = 0; k < nk && st == PSIM_OK; k++) {
+    int32_t e = local_entry(b, bk->op, k);
+    partial_group(b, bk->op, e, mask, g);
+    if (!b->folded && g->devices[0] != b->s->ops[bk->op].devices[e])
+      continue; /* each group once, from its first member */
+    if (b->folded)
+      group_stride(b, bk->op, e, mask, g);
+    st = sync_group(b, bk, g, sync_done);
+  }
+  psim_free(g);
+  bk->bytes = 0;
+  return st;
+}
+
+static bool same_group(const group *a, const group *c) {
+  return a->n == c->n && memcmp(a->devices, c->devices, sizeof(int32_t) * (size_t)a->n) == 0;
+}
+
+/* Weight gradients: buckets of bucket_bytes in reverse op order. */
+static psim_status grad_sync(psim_build *b, int32_t *sync_done) {
+  const psim_model *m = b->m;
+  bucket *bk = psim_calloc(1, sizeof *bk);
+  group *g = psim_malloc(sizeof *g);
+  uint32_t bk_mask = 0;
+  psim_status st = bk && g ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
+  for (int32_t o = m->n_ops - 1; o >= 0 && st == PSIM_OK; o--) {
+    const psim_op *op = &m->ops[o];
+    if (b->loc_first[o + 1] == b->loc_first[o])
+      continue;
+    for (int32_t i = 0; i < op->n_in && st == PSIM_OK; i++) {
+      int32_t t = op->in[i];
+      uint32_t mask = partial_mask(b, o, t, DIR_BWD);
+      if (m->tensors[t].kind != PSIM_TENSOR_WEIGHT || !mask)
+        continue;
+      region r;
+      tensor_region(b, o, b->locals[b->loc_first[o]].shard, t, &r);
+      partial_group(b, o, local_entry(b, o, 0), mask, g);
+      if (bk->bytes > 0 && !same_group(&bk->key, g))
+        st = flush_bucket(b, bk, bk_mask, sync_done);
+      if (st != PSIM_OK)
+        break;
+      if (bk->bytes == 0) {
+        bk->op = o;
+        bk->key = *g;
+        bk_mask = mask;
+      }
+      bk->last_op = o;
+      bk->bytes += region_elems(&r, m->tensors[t].rank) * grad_bytes_per_elem(m);
+      if (bk->bytes >= b->s->bucket_bytes)
+        st = flush_bucket(b, bk, bk_mask, sync_done);
+    }
+  }
+  if (st == PSIM_OK)
+    st = flush_bucket(b, bk, bk_mask, sync_done);
+  psim_free(bk);
+  psim_free(g);
+  return st;
+}
+
+/* Per simulated device: a barrier after its gradient sync, then the update. */
+static psim_status optimizer(psim_build *b) {
+  int32_t nd = b->c->n_devices;
+  int32_t *sync_done = psim_malloc(sizeof *sync_done * (size_t)nd);
+  if (!sync_done)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  psim_status st = PSIM_OK;
+  for (int32_t d = 0; d < nd && st == PSIM_OK; d++) {
+    sync_done[d] = -1;
+    if (!b->simulated[d] || b->last_task[d] < 0)
+      continue;
+    psim_task_info info = {PSIM_TASK_BARRIER, PSIM_TP_COMM_DP, -1, -1, -1, d, -1};
+    st = psim_tg_add_task(&b->g, 0, NULL, 0, &info, &sync_done[d]);
+    if (st == PSIM_OK)
+      st = psim_tg_add_edge(&b->g, b->last_task[d], sync_done[d]);
+  }
+  if (st == PSIM_OK)
+    st = grad_sync(b, sync_done);
+  for (int32_t d = 0; d < nd && st == PSIM_OK; d++) {
+    if (sync_done[d] < 0)
+      continue;
+    double params = b->static_mem[3 * d] / (double)psim_dtype_bytes(b->m->dtype);
+    double shards = 1;
+    if (b->s->zero_stage >= 1) /* ZeRO shards the update over data-parallel ranks */
+      shards = b->s->tmpl.dp > 1 ? b->s->tmpl.dp : 1;
+    psim_task_info info = {PSIM_TASK_COMPUTE, PSIM_TP_UPDATE, -1, -1, -1, d, -1};
+    int32_t res = psim_res_compute(d), id;
+    st = psim_tg_add_task(&b->g, psim_cost_optimizer(b->c, d, params / shards), &res, 1, &info,
+                          &id);
+    if (st == PSIM_OK)
+      st = psim_tg_add_edge(&b->g, sync_done[d], id);
+  }
+  psim_free(sync_done);
+  return st;
+}
+
+/* ---- entry point ------------------------------------------------------------ */
+
+psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,
+                             const psim_strategy *s, const psim_sim_options *o) {
+  memset(b, 0, sizeof *b);
+  b->m = m;
+  b->c = c;
+  b->s = s;
+  b->o = o;
+  b->n_micro = s->n_micro > 0 ? s->n_micro : 1;
+  psim_tg_init(&b->g, 3 * c->n_devices + c->n_links); /* compute, comm, links, host */
+  b->cache = psim_calloc(1, sizeof(comm_cache));
+  if (!b->cache)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  PSIM_CHECK(choose_simulated(b));
+  PSIM_CHECK(make_locals(b));
+  size_t nd = (size_t)c->n_devices;
+  b->last_task = psim_malloc(sizeof *b->last_task * nd);
+  b->last_bwd = psim_malloc(sizeof *b->last_bwd * nd);
+  b->last_host = psim_malloc(sizeof *b->last_host * nd);
+  b->need_sync = psim_calloc(nd, 1);
+  if (!b->last_task || !b->last_bwd || !b->last_host || !b->need_sync)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  memset(b->last_task, 0xff, sizeof *b->last_task * nd);
+  memset(b->last_bwd, 0xff, sizeof *b->last_bwd * nd);
+  memset(b->last_host, 0xff, sizeof *b->last_host * nd);
+  size_t slots = (size_t)b->loc_first[m->n_ops] * (size_t)b->n_micro;
+  PSIM_CHECK(psim_tg_reserve(&b->g, slots * 3, slots * 3, slots * 6));
+  PSIM_CHECK(psim_memory_static(b));
+  PSIM_CHECK(issue_compute(b));
+  PSIM_CHECK(connect_all(b));
+  PSIM_CHECK(optimizer(b));
+  return psim_tg_finalize(&b->g);
+}
+
+void psim_build_destroy(psim_build *b) {
+  psim_tg_destroy(&b->g);
+  psim_free(b->simulated);
+  psim_free(b->locals);
+  psim_free(b->loc_first);
+  psim_free(b->fwd);
+  psim_free(b->bwd);
+  psim_free(b->rec);
+  psim_free(b->last_task);
+  psim_free(b->last_bwd);
+  psim_free(b->last_host);
+  psim_free(b->need_sync);
+  psim_free(b->next_compute);
+  psim_free(b->mem);
+  psim_free(b->static_mem);
+  if (b->cache) {
+    psim_free(((comm_cache *)b->cache)->slots);
+    psim_free(((comm_cache *)b->cache)->served);
+    psim_free(b->cache);
+  }
+  memset(b, 0, sizeof *b);
+}

@@ -35,6 +35,16 @@ typedef struct psim_efficiency {
   double mem;             /* fraction of memory bandwidth, (0, 1] */
 } psim_efficiency;
 
+/* Overheads of the training software stack (PyTorch + NCCL, as Megatron-LM
+ * runs it) on a device, fitted to measured iteration times (docs/accuracy.md).
+ * Zero for runtimes without them (the cpu device type). */
+typedef struct psim_runtime {
+  double host_issue_s; /* host time to issue one kernel; the host runs ahead of the
+                          device except where the schedule synchronises */
+  double coll_sync_s;  /* extra latency of a collective per peer (rank skew), s */
+  double iteration_s;  /* fixed overhead per iteration (data loader, logging), s */
+} psim_runtime;
+
 typedef struct psim_device_type {
   char *name;
   double peak_flops[PSIM_DTYPE_COUNT]; /* FLOP/s per dtype; 0 = unsupported */
@@ -42,6 +52,8 @@ typedef struct psim_device_type {
   double mem_bw;                       /* device memory bandwidth, bytes/s */
   double launch_s;                     /* kernel launch overhead, s */
   psim_efficiency eff;
+  double peak_tf32; /* FLOP/s of fp32 matmuls on tensor cores (TF32); 0 = none */
+  psim_runtime rt;
 } psim_device_type;
 
 typedef struct psim_device {
@@ -85,6 +97,18 @@ typedef struct psim_coll_table {
 
 typedef struct psim_route_cache psim_route_cache; /* private */
 
+/* What a vertex of the topology graph is. Routes treat NIC vertices as
+ * transit between a host side and the network only (a route never enters a
+ * NIC from a host-side link and leaves through another host-side link). */
+typedef enum psim_vertex_kind {
+  PSIM_VERTEX_DEVICE = 0,
+  PSIM_VERTEX_SWITCH, /* NVSwitch, PCIe switch, host bridge, network switch, memory bus */
+  PSIM_VERTEX_NIC
+} psim_vertex_kind;
+
+/* Most devices a cluster may hold (hierarchical nodes * devices_per_node). */
+#define PSIM_CLUSTER_MAX_DEVICES 1048576
+
 typedef struct psim_cluster {
   char *name;
   char *file;
@@ -102,6 +126,10 @@ typedef struct psim_cluster {
   int32_t n_coll_tables;
   void *graph; /* igraph_t *, private to cluster.c / route.c */
   psim_route_cache *routes;
+  /* Added by the cluster module: */
+  unsigned char *vertex_kinds; /* n_vertices psim_vertex_kind values */
+  int32_t *name_index;         /* vertex indices sorted by name (private; for lookups) */
+  int32_t n_racks;             /* racks / leaf switches (1 when flat) */
 } psim_cluster;
 
 void psim_cluster_init(psim_cluster *c);
@@ -109,7 +137,10 @@ void psim_cluster_destroy(psim_cluster *c);
 psim_status psim_cluster_load(const char *file, psim_cluster *c);
 struct cJSON;
 psim_status psim_cluster_from_json(const char *file, const struct cJSON *root, psim_cluster *c);
+/* Writes the explicit form (every vertex and link; duplex pairs merged). */
 psim_status psim_cluster_to_json(const psim_cluster *c, struct cJSON **out);
+/* Adds a device type's fields (SI numbers) to the JSON object o. */
+psim_status psim_device_type_to_json(const psim_device_type *t, struct cJSON *o);
 
 /* Directed links from device src to device dst along the shortest route.
  * *links points into the cache (valid until the cluster is destroyed).
@@ -117,7 +148,8 @@ psim_status psim_cluster_to_json(const psim_cluster *c, struct cJSON **out);
  * a shortest-path search. Thread-safe. */
 psim_status psim_cluster_route(psim_cluster *c, int32_t src, int32_t dst, const int32_t **links,
                                int32_t *n_links);
-/* Bottleneck bandwidth (bytes/s) and summed latency (s) of a route. */
+/* Bottleneck bandwidth (bytes/s, each link's bw / slowdown) and summed
+ * latency (s) of a route; an empty route gives INFINITY and 0. O(n_links). */
 void psim_cluster_route_cost(const psim_cluster *c, const int32_t *links, int32_t n_links,
                              double *bw, double *latency_s);
 
@@ -126,7 +158,31 @@ int32_t psim_cluster_find_type(const psim_cluster *c, const char *name);
 /* Peak FLOP/s of a device for a dtype, falling back to fp32 when unsupported. */
 double psim_device_peak_flops(const psim_cluster *c, int32_t device, psim_dtype dt);
 
+/* Vertex index of a device or switch by name, -1 when absent. O(log V). */
+int32_t psim_cluster_find_vertex(const psim_cluster *c, const char *name);
+
+/* Built-in device types (sim/device_types.c; every figure names its source):
+ * a100-80g a100-40g h100 h200 v100 p100 k80 cpu. "cpu" is one core of this
+ * machine. Fills *out (out->name allocated; psim_device_type_destroy frees
+ * it). PSIM_EINPUT when name is not built in. */
+psim_status psim_device_type_builtin(const char *name, psim_device_type *out);
+/* NULL-terminated list of the built-in type names. */
+const char *const *psim_device_type_builtin_names(void);
+void psim_device_type_destroy(psim_device_type *t);
+/* This machine's CPU figures used by the "cpu" type and preset: online cores,
+ * per-core peak fp32 FLOP/s, node memory bandwidth (bytes/s), node RAM (bytes). */
+typedef struct psim_cpu_info {
+  int32_t cores;
+  double core_fp32_flops;
+  double node_mem_bw;
+  double node_mem_bytes;
+  double clock_hz;
+  int32_t simd_fp32_lanes; /* per FMA unit: 16 AVX-512, 8 AVX2, 4 SSE */
+} psim_cpu_info;
+void psim_cpu_info_detect(psim_cpu_info *out);
+
 const char *psim_link_kind_name(psim_link_kind k);
+psim_status psim_link_kind_parse(const char *s, psim_link_kind *out);
 const char *psim_coll_kind_name(psim_coll_kind k);
 psim_status psim_coll_kind_parse(const char *s, psim_coll_kind *out);
 

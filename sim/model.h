@@ -23,6 +23,7 @@
 #define PSIM_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -109,6 +110,7 @@ typedef struct psim_tensor {
   int32_t dims[PSIM_MAX_RANK]; /* model dim indices, in memory-layout order */
   int32_t producer;            /* op index; -1 for inputs and weights */
   int32_t layer;               /* producer's layer; for weights the first consumer's */
+  bool requires_grad;          /* weight, or an activation computed from one (backward exists) */
 } psim_tensor;
 
 typedef struct psim_op_dim {
@@ -122,9 +124,20 @@ typedef struct psim_op_attrs {
   double dropout_p;                     /* dropout probability */
   bool causal, flash;                   /* attention */
   int32_t top_k;                        /* MoE dispatch */
-  int32_t axis_dims[PSIM_MAX_RANK];     /* softmax/norm reduce dims (model dim indices) */
+  int32_t axis_dims[PSIM_MAX_RANK];     /* softmax/norm reduce dims; concat/split axis */
   int32_t n_axis_dims;
+  int32_t window_in[2]; /* conv2d/pool2d: input spatial dims (h, w) that map onto the output's
+                           window dims when they are distinct model dims; -1 otherwise */
 } psim_op_attrs;
+
+/* One term of an op's work: value[pass] at full size, scaled in a shard by the
+ * product of shard/full extents over the op dims whose bits are set in mask
+ * (bit i = op->dims[i]). psim_op_shard_work sums these terms. */
+typedef struct psim_op_term {
+  uint16_t mask;
+  bool is_flops; /* FLOPs term, else bytes */
+  double value[PSIM_PASS_COUNT];
+} psim_op_term;
 
 typedef struct psim_op {
   char *name;
@@ -143,6 +156,10 @@ typedef struct psim_op {
    * device memory, per pass. Backward covers input and weight gradients. */
   double flops[PSIM_PASS_COUNT];
   double bytes[PSIM_PASS_COUNT];
+  char *tag;        /* optional free-form tag from the file ("attn_core": the attention core that
+                       selective recomputation recomputes); NULL when absent */
+  int64_t term0;    /* first of this op's work terms in psim_model.terms */
+  int32_t n_terms;
 } psim_op;
 
 typedef struct psim_model {
@@ -159,7 +176,13 @@ typedef struct psim_model {
   int32_t n_blocks;
   int32_t role_dim[PSIM_ROLE_COUNT]; /* first dim with each role, -1 if none */
   double n_params;                   /* sum of weight tensor elements */
+  psim_op_term *terms;               /* work terms of all ops (see psim_op_term) */
+  int64_t n_terms;
 } psim_model;
+
+/* Limits of the loader (refused with a message naming the limit). */
+#define PSIM_MODEL_MAX_OPS 10000000LL   /* ops after block expansion */
+#define PSIM_MODEL_MAX_REPEAT 1000000LL /* "repeat" of one block */
 
 /* Loads and validates a model file. On error returns PSIM_EINPUT with the
  * file and JSON path in the message; *m is then left empty (destroyable). */

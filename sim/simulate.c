@@ -1,1 +1,231 @@
-/* simulate.c - not written yet. */
+/* simulate.c - build, simulate, and derive the iteration's figures. */
+#define _POSIX_C_SOURCE 200809L
+#include "simulate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "build.h"
+
+void psim_sim_options_init(psim_sim_options *o) {
+  memset(o, 0, sizeof *o);
+  o->fidelity = PSIM_FIDELITY_AGGREGATE;
+  o->fold = true;
+  o->costdb = NULL;
+  o->max_tasks = 100000000;
+  o->keep_graph = false;
+}
+
+void psim_sim_result_init(psim_sim_result *r) { memset(r, 0, sizeof *r); }
+
+void psim_sim_result_destroy(psim_sim_result *r) {
+  if (r->graph) {
+    psim_tg_destroy(r->graph);
+    psim_free(r->graph);
+  }
+  if (r->schedule) {
+    psim_schedule_result_destroy(r->schedule);
+    psim_free(r->schedule);
+  }
+  psim_free(r->activation_peak);
+  psim_free(r->mem_samples);
+  memset(r, 0, sizeof *r);
+}
+
+const char *psim_comm_kind_name(int kind) {
+  static const char *const names[] = {"tensor_parallel", "pipeline", "data_parallel", "other"};
+  return kind >= 0 && kind < PSIM_COMM_KIND_COUNT ? names[kind] : "unknown";
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int comm_kind_of(uint8_t pass) {
+  switch (pass) {
+  case PSIM_TP_COMM_TP: return 0;
+  case PSIM_TP_COMM_PP: return 1;
+  case PSIM_TP_COMM_DP: return 2;
+  default: return 3;
+  }
+}
+
+typedef struct span_event {
+  double t;
+  int8_t delta; /* +1 start, -1 end */
+  int8_t kind;  /* 0..3 comm kinds, 4 compute */
+} span_event;
+
+static int cmp_span(const void *a, const void *b) {
+  const span_event *x = a, *y = b;
+  if (x->t != y->t)
+    return x->t < y->t ? -1 : 1;
+  return x->delta - y->delta; /* ends before starts */
+}
+
+/* Splits device d's iteration into compute, exposed communication by kind
+ * (comm active while compute idle), and bubble (neither). O(n log n). */
+static psim_status breakdown(const psim_taskgraph *g, const psim_schedule_result *r, int32_t d,
+                             psim_sim_result *out) {
+  size_t n = 0;
+  span_event *ev = psim_malloc(sizeof *ev * 2 * ((size_t)g->n_tasks + 1));
+  if (!ev)
+    return psim_error(PSIM_ENOMEM, "out of memory in the time breakdown");
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    const psim_task_info *inf = &g->info[i];
+    if (inf->device != d || inf->kind == PSIM_TASK_BARRIER || g->duration_s[i] <= 0)
+      continue;
+    int8_t kind = inf->kind == PSIM_TASK_COMPUTE ? 4 : (int8_t)comm_kind_of(inf->pass);
+    ev[n++] = (span_event){r->start_s[i], 1, kind};
+    ev[n++] = (span_event){r->end_s[i], -1, kind};
+  }
+  qsort(ev, n, sizeof *ev, cmp_span);
+  int active[5] = {0};
+  double last = 0;
+  for (size_t i = 0; i < n; i++) {
+    double dt = ev[i].t - last;
+    if (dt > 0) {
+      if (active[4] > 0)
+        out->compute_s += dt;
+      else if (active[2] > 0)
+        out->exposed_comm_s[2] += dt;
+      else if (active[1] > 0)
+        out->exposed_comm_s[1] += dt;
+      else if (active[0] > 0)
+        out->exposed_comm_s[0] += dt;
+      else if (active[3] > 0)
+        out->exposed_comm_s[3] += dt;
+      else
+        out->bubble_s += dt;
+    }
+    active[ev[i].kind] += ev[i].delta;
+    last = ev[i].t;
+  }
+  if (r->makespan_s > last)
+    out->bubble_s += r->makespan_s - last;
+  psim_free(ev);
+  return PSIM_OK;
+}
+
+/* The simulated device with the most compute time: the critical one. */
+static int32_t critical_device(const psim_taskgraph *g, int32_t n_devices) {
+  double *busy = psim_calloc((size_t)n_devices, sizeof *busy);
+  if (!busy)
+    return 0;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].device >= 0)
+      busy[g->info[i].device] += g->duration_s[i];
+  int32_t best = 0;
+  for (int32_t d = 1; d < n_devices; d++)
+    if (busy[d] > busy[best])
+      best = d;
+  psim_free(busy);
+  return best;
+}
+
+static int32_t devices_used(const psim_strategy *s, int32_t n_devices) {
+  uint8_t *used = psim_calloc((size_t)n_devices, 1);
+  if (!used)
+    return 1;
+  int32_t n = 0;
+  for (int32_t o = 0; o < s->n_ops; o++)
+    for (int32_t e = 0; e < s->ops[o].n_devices; e++)
+      if (!used[s->ops[o].devices[e]]) {
+        used[s->ops[o].devices[e]] = 1;
+        n++;
+      }
+  psim_free(used);
+  return n > 0 ? n : 1;
+}
+
+static void throughput(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                       const psim_build *b, psim_sim_result *r) {
+  double t = r->iteration_time_s > 0 ? r->iteration_time_s : 1e-30;
+  int32_t bd = m->role_dim[PSIM_ROLE_BATCH], sd = m->role_dim[PSIM_ROLE_SEQUENCE];
+  double samples = bd >= 0 ? (double)m->dims[bd].size : 1;
+  r->samples_per_s = samples / t;
+  r->tokens_per_s = sd >= 0 ? samples * (double)m->dims[sd].size / t : 0;
+  for (int32_t o = 0; o < m->n_ops; o++)
+    r->model_flops += m->ops[o].flops[PSIM_PASS_FWD] + m->ops[o].flops[PSIM_PASS_BWD];
+  int32_t n = devices_used(s, c->n_devices);
+  int32_t dev0 = s->ops[0].devices[0];
+  double peak = psim_device_peak_flops(c, dev0, m->dtype);
+  r->model_flops_per_s_per_device = r->model_flops / n / t;
+  r->mfu = peak > 0 ? r->model_flops_per_s_per_device / peak : 0;
+  r->hardware_flops = b->hardware_flops * (double)n / (double)(b->n_simulated ? b->n_simulated : 1);
+  r->hfu = peak > 0 ? r->hardware_flops / n / t / peak : 0;
+  double total = 0;
+  for (int i = 0; i < PSIM_ORIGIN_COUNT; i++)
+    total += b->compute_by_origin[i];
+  if (total > 0) {
+    r->share_measured = b->compute_by_origin[PSIM_ORIGIN_MEASURED] / total;
+    r->share_interpolated = b->compute_by_origin[PSIM_ORIGIN_INTERPOLATED] / total;
+    r->share_estimated = b->compute_by_origin[PSIM_ORIGIN_ESTIMATED] / total;
+  }
+}
+
+/* Moves the graph and schedule into the result (traces need them). */
+static psim_status keep(psim_build *b, psim_schedule_result *sched, psim_sim_result *r) {
+  r->graph = psim_malloc(sizeof *r->graph);
+  r->schedule = psim_malloc(sizeof *r->schedule);
+  if (!r->graph || !r->schedule)
+    return psim_error(PSIM_ENOMEM, "out of memory keeping the task graph");
+  *r->graph = b->g;
+  *r->schedule = *sched;
+  memset(&b->g, 0, sizeof b->g);
+  psim_schedule_result_init(sched);
+  return PSIM_OK;
+}
+
+static psim_status run(psim_build *b, const psim_sim_options *o, psim_sim_result *r) {
+  psim_schedule_result sched;
+  psim_schedule_result_init(&sched);
+  double t1 = now_s();
+  psim_status st = psim_tg_simulate(&b->g, &sched);
+  r->simulate_s = now_s() - t1;
+  if (st == PSIM_OK) {
+    r->iteration_time_s = sched.makespan_s;
+    r->n_tasks = b->g.n_tasks;
+    r->n_edges = (int64_t)b->g.n_edges;
+    st = psim_memory_peak(b, &sched, r);
+  }
+  if (st == PSIM_OK)
+    st = breakdown(&b->g, &sched, critical_device(&b->g, b->c->n_devices), r);
+  if (st == PSIM_OK && o->keep_graph)
+    st = keep(b, &sched, r);
+  psim_schedule_result_destroy(&sched);
+  return st;
+}
+
+psim_status psim_simulate(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                          const psim_sim_options *opts, psim_sim_result *r) {
+  psim_sim_options defaults;
+  if (!opts) {
+    psim_sim_options_init(&defaults);
+    opts = &defaults;
+  }
+  psim_sim_result_init(r);
+  if (s->n_ops != m->n_ops)
+    return psim_error(PSIM_EINPUT, "the strategy has %d ops but the model has %d",
+                      (int)s->n_ops, (int)m->n_ops);
+  psim_build b;
+  double t0 = now_s();
+  psim_status st = psim_build_graph(&b, m, c, s, opts);
+  r->build_s = now_s() - t0;
+  if (st == PSIM_OK) {
+    r->folded = b.folded;
+    r->simulated_devices = b.n_simulated;
+    st = run(&b, opts, r);
+  }
+  if (st == PSIM_OK)
+    throughput(m, c, s, &b, r);
+  psim_build_destroy(&b);
+  if (st != PSIM_OK)
+    psim_sim_result_destroy(r);
+  return st;
+}

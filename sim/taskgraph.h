@@ -13,6 +13,7 @@
 #ifndef PSIM_TASKGRAPH_H
 #define PSIM_TASKGRAPH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -21,7 +22,8 @@ typedef enum psim_task_kind {
   PSIM_TASK_COMPUTE = 0, /* kernel on a device's compute stream */
   PSIM_TASK_TRANSFER,    /* point-to-point bytes over links */
   PSIM_TASK_COLLECTIVE,  /* aggregated collective over a device group */
-  PSIM_TASK_BARRIER      /* zero-duration join, no resources */
+  PSIM_TASK_BARRIER,     /* zero-duration join, no resources */
+  PSIM_TASK_HOST         /* the host issuing a kernel (runtime overhead) */
 } psim_task_kind;
 
 /* What a task stands for; used for traces, breakdowns and the memory model. */
@@ -63,6 +65,10 @@ typedef struct psim_taskgraph {
   int32_t *n_pred;        /* per task */
   int32_t n_resources;    /* resource ids are in [0, n_resources) */
   int finalized;
+  /* Built by finalize for the engine: per task (n_tasks + 1 entries) its
+   * res_first and succ_first side by side, so one cache line serves both.
+   * Private to taskgraph.c / engine.c. */
+  int32_t (*index_)[2];
 } psim_taskgraph;
 
 typedef struct psim_schedule_result {
@@ -70,10 +76,20 @@ typedef struct psim_schedule_result {
   double *start_s; /* per task, owned */
   double *end_s;   /* per task, owned */
   int32_t n_tasks;
+  /* Engine scratch, kept between calls so that repeated simulations (search)
+   * allocate nothing once warm. Private to engine.c. */
+  size_t cap_tasks_;     /* capacity of start_s, end_s, state_ */
+  void *state_;          /* per task: ready time and unfinished predecessors */
+  double *res_free_;     /* per resource: time it becomes free, s */
+  int32_t cap_resources_;/* capacity of res_free_ */
+  void *heap_;           /* ready heap entries */
+  size_t cap_heap_;
 } psim_schedule_result;
 
 void psim_tg_init(psim_taskgraph *g, int32_t n_resources);
 void psim_tg_destroy(psim_taskgraph *g);
+/* Empties g for rebuilding, keeping its capacity. */
+void psim_tg_clear(psim_taskgraph *g, int32_t n_resources);
 /* Reserves room for tasks, resource slots and edges (optional, speeds up). */
 psim_status psim_tg_reserve(psim_taskgraph *g, size_t tasks, size_t res, size_t edges);
 /* Adds a task holding n_res resources (0 for barriers). O(1) amortised. */
@@ -86,8 +102,10 @@ psim_status psim_tg_finalize(psim_taskgraph *g);
 
 void psim_schedule_result_init(psim_schedule_result *r);
 void psim_schedule_result_destroy(psim_schedule_result *r);
-/* Full simulation of a finalized graph. O((V + E) log V). Polls the interrupt
- * flag every 2^16 tasks. */
+/* Full simulation of a finalized graph. O((V + E) + V log H) time, H the
+ * largest number of tasks ready at once; O(V + R) memory in r (reused across
+ * calls). Polls the interrupt flag every 2^16 tasks (PSIM_EINTERRUPTED). r may
+ * be reused for another graph. */
 psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r);
 
 /* Resource id conventions used by the builder. */
@@ -95,6 +113,10 @@ static inline int32_t psim_res_compute(int32_t device) { return 2 * device; }
 static inline int32_t psim_res_comm(int32_t device) { return 2 * device + 1; }
 static inline int32_t psim_res_link(int32_t n_devices, int32_t link) {
   return 2 * n_devices + link;
+}
+/* The host thread that issues a device's kernels (after all links). */
+static inline int32_t psim_res_host(int32_t n_devices, int32_t n_links, int32_t device) {
+  return 2 * n_devices + n_links + device;
 }
 
 /* Interrupt polling: long loops call psim_interrupted(); SIGINT handlers set it. */

@@ -1,1 +1,220 @@
-/* presets.c - not written yet. */
+/* presets.c - known machines as hierarchical plansim.cluster/1 files.
+ *
+ * Bandwidths are per direction. Device figures live in sim/device_types.c
+ * (hardware.csv); the GPU presets name the built-in type, so refitted
+ * efficiency figures reach every preset file without regenerating it. */
+#include "presets.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cluster.h"
+#include "json.h"
+
+/* PCIe per direction, x16: lanes x GT/s x 128/130 encoding / 8 bits.
+ * Gen3 8 GT/s -> 15.75 GB/s; Gen4 16 GT/s -> 31.5 GB/s; Gen5 32 GT/s -> 63 GB/s. */
+#define PCIE3_X16 15.75e9
+#define PCIE4_X16 31.5e9
+#define PCIE5_X16 63e9
+/* PCIe 3.0 x16 as achieved GPU-to-GPU through a PCIe switch: about 12 GB/s
+ * per direction (CUDA sample p2pBandwidthLatencyTest on Gen3 systems reports
+ * 10-13 GB/s unidirectional of the 15.75 GB/s line rate). */
+#define PCIE3_ACHIEVED 12e9
+/* InfiniBand data rates per port and direction: FDR 56 Gb/s, EDR 100 Gb/s,
+ * HDR 200 Gb/s, NDR 400 Gb/s (hardware.csv note; IBTA). */
+#define IB_FDR  (56e9 / 8)
+#define IB_EDR  (100e9 / 8)
+#define IB_HDR  (200e9 / 8)
+#define IB_NDR  (400e9 / 8)
+#define ETH_25G (25e9 / 8)
+
+typedef struct preset {
+  const char *name, *type, *description;
+  int32_t dpn;
+  const char *intra;
+  double intra_bw;         /* per direction: per GPU port (nvswitch), per link otherwise */
+  int32_t gpus_per_switch; /* pcie_tree */
+  int32_t nics;
+  double nic_bw, nic_lat, pcie_bw;
+  int32_t rack; /* nodes per leaf switch */
+} preset;
+
+/* Sources:
+ * DGX A100: NVIDIA DGX A100 System Architecture white paper (WP-10083-001):
+ *   8 A100 on 6 NVSwitches, 12 NVLink3 links per GPU = 600 GB/s both
+ *   directions (hardware.csv) = 300 GB/s per direction; 8 single-port
+ *   ConnectX-6 HDR 200 Gb/s compute NICs, one per GPU, PCIe Gen4.
+ *   Rack size: the DGX SuperPOD scalable unit of 20 DGX A100 (DGX SuperPOD
+ *   reference architecture).
+ * DGX H100/H200: DGX H100 data sheet / DGX SuperPOD H100 reference
+ *   architecture: 4 NVSwitches, 18 NVLink4 links = 900 GB/s both directions
+ *   = 450 GB/s per direction; 8 ConnectX-7 NDR 400 Gb/s, PCIe Gen5; scalable
+ *   unit of 32 nodes.
+ * DGX-1 V100: DGX-1 System Architecture white paper (WP-08437-002): hybrid
+ *   cube mesh of NVLink2 links, 25 GB/s per link per direction (hardware.csv:
+ *   300 GB/s both directions over 6 links); 4 EDR 100 Gb/s InfiniBand, PCIe Gen3.
+ * P100 NVLink: FlexFlow (Jia et al., SysML'19, section 8) P100 cluster: 4
+ *   P100 per node joined by NVLink, 100 Gb/s EDR InfiniBand between nodes;
+ *   NVLink1 20 GB/s per link per direction (hardware.csv: 160 GB/s both
+ *   directions over 4 links).
+ * K80 PCIe: FlexFlow's K80 cluster: 4 K80 GPUs per node on PCIe switches,
+ *   56 Gb/s InfiniBand; each K80 board carries a PCIe switch joining its two
+ *   GK210 GPUs (Tesla K80 board spec), so two devices per PCIe switch.
+ * PCIe box: 8 V100 (built-in v100 figures; a V100 PCIe card peaks at 112
+ *   TFLOP/s fp16, 10% under SXM2) under two PCIe 3.0 switches of 4 GPUs,
+ *   12 GB/s achieved per direction, one EDR NIC.
+ * CPU: this machine's cores (sim/device_types.c), one shared memory bus per
+ *   node, 25 Gb/s Ethernet; 10 us per Ethernet hop (typical kernel TCP
+ *   latency on 25 GbE; estimate). */
+static const preset presets[] = {
+    {"dgx-a100-80g", "a100-80g", "NVIDIA DGX A100 80GB: 8 A100 on NVSwitch, 8x HDR 200 Gb/s", 8,
+     "nvswitch", 300e9, 0, 8, IB_HDR, 1e-6, PCIE4_X16, 20},
+    {"dgx-a100-40g", "a100-40g", "NVIDIA DGX A100 40GB: 8 A100 on NVSwitch, 8x HDR 200 Gb/s", 8,
+     "nvswitch", 300e9, 0, 8, IB_HDR, 1e-6, PCIE4_X16, 20},
+    {"dgx-h100", "h100", "NVIDIA DGX H100: 8 H100 on NVSwitch, 8x NDR 400 Gb/s", 8, "nvswitch",
+     450e9, 0, 8, IB_NDR, 1e-6, PCIE5_X16, 32},
+    {"dgx-h200", "h200", "NVIDIA DGX H200: 8 H200 on NVSwitch, 8x NDR 400 Gb/s", 8, "nvswitch",
+     450e9, 0, 8, IB_NDR, 1e-6, PCIE5_X16, 32},
+    {"dgx1-v100", "v100", "NVIDIA DGX-1 V100: 8 V100 in a hybrid cube mesh, 4x EDR 100 Gb/s", 8,
+     "hybrid_cube_mesh", 25e9, 0, 4, IB_EDR, 1e-6, PCIE3_X16, 16},
+    {"p100-nvlink", "p100", "4 P100 per node on all-to-all NVLink, 1x EDR 100 Gb/s", 4,
+     "nvlink_mesh", 20e9, 0, 1, IB_EDR, 1e-6, PCIE3_X16, 16},
+    {"k80-pcie", "k80", "4 K80 GPUs per node on PCIe switches, 1x FDR 56 Gb/s", 4, "pcie_tree",
+     PCIE3_ACHIEVED, 2, 1, IB_FDR, 1e-6, PCIE3_X16, 16},
+    {"pcie-box", "v100", "8 V100 behind two PCIe 3.0 switches, 1x EDR 100 Gb/s", 8, "pcie_tree",
+     PCIE3_ACHIEVED, 4, 1, IB_EDR, 1e-6, PCIE3_X16, 16},
+    {"cpu", "cpu", "nodes of this machine's CPU cores on a shared memory bus, 25 Gb/s Ethernet", 0,
+     "shared_memory", 0, 0, 1, ETH_25G, 10e-6, PCIE3_X16, 16},
+    {NULL, NULL, NULL, 0, NULL, 0, 0, 0, 0, 0, 0, 0}};
+
+static const char *const names[] = {
+    "dgx-a100-80g", "dgx-a100-40g", "dgx-h100", "dgx-h200", "dgx1-v100",
+    "p100-nvlink",  "k80-pcie",     "pcie-box", "cpu",      NULL};
+
+const char *const *psim_preset_names(void) {
+  return names;
+}
+
+static const preset *find(const char *name) {
+  for (const preset *p = presets; p->name; p++)
+    if (name && strcmp(p->name, name) == 0)
+      return p;
+  return NULL;
+}
+
+const char *psim_preset_description(const char *name) {
+  const preset *p = find(name);
+  return p ? p->description : NULL;
+}
+
+void psim_preset_opts_init(psim_preset_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->nodes = 1;
+  o->oversubscription = 1;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+/* "300 GB/s", "200 Gb/s" (bits when bits is set), "0.5 us". */
+static psim_status add_qty(cJSON *o, const char *key, double v, const char *unit, double scale) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.6g %s", v / scale, unit);
+  return psim_json_add_string(o, key, buf);
+}
+
+static psim_status add_cpu_type(cJSON *root) {
+  cJSON *types, *t;
+  psim_device_type cpu;
+  PSIM_CHECK(psim_json_add_object(root, "device_types", &types));
+  PSIM_CHECK(psim_json_add_object(types, "cpu", &t));
+  PSIM_CHECK(psim_device_type_builtin("cpu", &cpu));
+  psim_status s = psim_json_add_string(t, "description",
+                                       "one core of the machine that wrote "
+                                       "this file (sim/device_types.c)");
+  if (s == PSIM_OK)
+    s = psim_device_type_to_json(&cpu, t);
+  psim_device_type_destroy(&cpu);
+  return s;
+}
+
+static psim_status add_intra(cJSON *root, const preset *p, double intra_bw) {
+  cJSON *in;
+  PSIM_CHECK(psim_json_add_object(root, "intra_node", &in));
+  PSIM_CHECK(psim_json_add_string(in, "kind", p->intra));
+  PSIM_CHECK(add_qty(in, "bandwidth", intra_bw, "GB/s", 1e9));
+  if (p->gpus_per_switch > 0)
+    PSIM_CHECK(psim_json_add_number(in, "gpus_per_switch", p->gpus_per_switch));
+  return PSIM_OK;
+}
+
+static psim_status add_fabric(cJSON *root, const psim_preset_opts *o, int32_t rack) {
+  cJSON *f;
+  PSIM_CHECK(psim_json_add_object(root, "fabric", &f));
+  PSIM_CHECK(psim_json_add_string(f, "kind", "fat_tree"));
+  PSIM_CHECK(psim_json_add_number(f, "nodes_per_rack", rack));
+  PSIM_CHECK(psim_json_add_number(f, "oversubscription", o->oversubscription));
+  return add_qty(f, "latency", 0.13e-6, "us", 1e-6); /* HDR switch hop, sim/cluster_hier.c */
+}
+
+static psim_status check_opts(const psim_preset_opts *o, const preset *p) {
+  if (!p) {
+    char list[256] = "";
+    for (const char *const *n = names; *n; n++)
+      snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", *list ? ", " : "", *n);
+    return psim_error(PSIM_EINPUT, "unknown preset '%.80s'; expected one of: %s",
+                      o->preset ? o->preset : "", list);
+  }
+  if (o->nodes < 1 || o->nodes > PSIM_CLUSTER_MAX_DEVICES)
+    return psim_error(PSIM_EINPUT, "--nodes must be in [1, %d]", PSIM_CLUSTER_MAX_DEVICES);
+  if (o->nics_per_node < 0 || o->nics_per_node > 64)
+    return psim_error(PSIM_EINPUT, "--nics-per-node must be in [1, 64]");
+  if (o->nodes_per_rack < 0 || o->nodes_per_rack > o->nodes)
+    return psim_error(PSIM_EINPUT, "--nodes-per-rack must be in [1, nodes = %d]", (int)o->nodes);
+  if (!(o->oversubscription >= 1) || o->oversubscription > 1e6)
+    return psim_error(PSIM_EINPUT, "--oversubscription must be >= 1 (1 = non-blocking)");
+  if (o->nic_bw < 0)
+    return psim_error(PSIM_EINPUT, "--nic-bandwidth must be greater than zero");
+  return PSIM_OK;
+}
+
+static psim_status build(cJSON *root, const psim_preset_opts *o, const preset *p) {
+  char name[128];
+  snprintf(name, sizeof name, "%s-x%d", p->name, (int)o->nodes);
+  PSIM_CHECK(psim_json_add_string(root, "format", "plansim.cluster/1"));
+  PSIM_CHECK(psim_json_add_string(root, "name", o->name ? o->name : name));
+  PSIM_CHECK(psim_json_add_string(root, "description", p->description));
+  psim_cpu_info ci;
+  psim_cpu_info_detect(&ci);
+  bool cpu = strcmp(p->type, "cpu") == 0;
+  if (cpu)
+    PSIM_CHECK(add_cpu_type(root));
+  PSIM_CHECK(psim_json_add_number(root, "nodes", o->nodes));
+  PSIM_CHECK(psim_json_add_number(root, "devices_per_node", cpu ? ci.cores : p->dpn));
+  PSIM_CHECK(psim_json_add_string(root, "device_type", p->type));
+  /* CPU cores share the node's memory bus: each core's link gets its share. */
+  PSIM_CHECK(add_intra(root, p, cpu ? ci.node_mem_bw / ci.cores : p->intra_bw));
+  PSIM_CHECK(
+      psim_json_add_number(root, "nics_per_node", o->nics_per_node ? o->nics_per_node : p->nics));
+  PSIM_CHECK(
+      add_qty(root, "nic_bandwidth", o->nic_bw > 0 ? o->nic_bw : p->nic_bw, "Gb/s", 1e9 / 8));
+  PSIM_CHECK(add_qty(root, "nic_latency", p->nic_lat, "us", 1e-6));
+  PSIM_CHECK(add_qty(root, "pcie_bandwidth", p->pcie_bw, "GB/s", 1e9));
+  int32_t rack = o->nodes_per_rack ? o->nodes_per_rack : p->rack;
+  return add_fabric(root, o, rack < o->nodes ? rack : o->nodes);
+}
+
+psim_status psim_preset_cluster(const psim_preset_opts *o, cJSON **out) {
+  const preset *p = find(o->preset);
+  PSIM_CHECK(check_opts(o, p));
+  psim_json_init_hooks();
+  cJSON *root = cJSON_CreateObject();
+  if (!root)
+    return psim_error(PSIM_ENOMEM, "out of memory building JSON");
+  psim_status s = build(root, o, p);
+  if (s != PSIM_OK) {
+    cJSON_Delete(root);
+    return s;
+  }
+  *out = root;
+  return PSIM_OK;
+}

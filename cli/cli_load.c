@@ -1,0 +1,30 @@
+/* cli_load.c - shared loading of command inputs. */
+#include "cli_load.h"
+
+#include <string.h>
+
+#include "costdb_cli.h"
+
+psim_status psim_cli_load_inputs(psim_cli_inputs *in, const char *model_file,
+                                 const char *cluster_file, const char *strategy_file,
+                                 const char *costdb_file) {
+  memset(in, 0, sizeof *in);
+  psim_model_init(&in->model);
+  psim_cluster_init(&in->cluster);
+  psim_strategy_init(&in->strategy);
+  PSIM_CHECK(psim_model_load(model_file, &in->model));
+  PSIM_CHECK(psim_cluster_load(cluster_file, &in->cluster));
+  if (strategy_file)
+    PSIM_CHECK(psim_strategy_load(strategy_file, &in->model, &in->cluster, &in->strategy));
+  if (costdb_file)
+    PSIM_CHECK(psim_cli_costdb_open(costdb_file, &in->costdb));
+  return PSIM_OK;
+}
+
+void psim_cli_inputs_destroy(psim_cli_inputs *in) {
+  psim_strategy_destroy(&in->strategy);
+  psim_cluster_destroy(&in->cluster);
+  psim_model_destroy(&in->model);
+  psim_cli_costdb_close(in->costdb);
+  in->costdb = NULL;
+}

@@ -1,0 +1,79 @@
+/* generators.h - model generators behind `plansim model FAMILY`.
+ *
+ * Each generator writes a plansim.model/1 document (docs/model.md) from a few
+ * numbers, with the repeated layers written once as a block with "repeat".
+ * The caller owns *out (cJSON_Delete). Options structs have an _init that
+ * sets the documented defaults; generators validate them (PSIM_EINPUT with
+ * the option's name) and never return a document that fails to load. */
+#ifndef PSIM_GENERATORS_H
+#define PSIM_GENERATORS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "status.h"
+
+struct cJSON;
+
+/* Transformers: gpt, llama, bert, moe. */
+typedef struct psim_gen_tf_opts {
+  const char *name;   /* model name; NULL = family-based default */
+  int64_t layers;     /* transformer layers */
+  int64_t hidden;     /* model width h */
+  int64_t heads;      /* attention heads (query heads for llama) */
+  int64_t kv_heads;   /* llama: key/value heads (grouped-query attention); 0 = heads */
+  int64_t seq;        /* sequence length (tokens) */
+  int64_t vocab;      /* vocabulary size */
+  int64_t batch;      /* global batch (sequences per iteration) */
+  int64_t ffn;        /* feed-forward width; 0 = 4h (gpt, bert, moe), 11008-style for llama */
+  const char *dtype;  /* tensor dtype: bf16 by default */
+  bool flash;         /* one fused attention op (FlashAttention) instead of the separate core */
+  int64_t experts;    /* moe: experts per MoE layer */
+  int64_t top_k;      /* moe: experts per token */
+  double capacity_factor; /* moe: expert capacity = ceil(cf * top_k * seq / experts) per sample */
+} psim_gen_tf_opts;
+
+/* Defaults: GPT-3 1.3B (Brown et al. 2020, Table 2.1): 24 layers, h 2048, 16
+ * heads, seq 2048, vocab 51200 (GPT-2's 50257 padded as Megatron-LM does),
+ * batch 512, bf16. */
+void psim_gen_gpt_opts_init(psim_gen_tf_opts *o);
+/* Defaults: LLaMA-2 7B (Touvron et al. 2023): 32 layers, 4096, 32 heads, 32
+ * kv heads, ffn 11008, seq 4096, vocab 32000, batch 1024 (4M tokens), flash. */
+void psim_gen_llama_opts_init(psim_gen_tf_opts *o);
+/* Defaults: BERT-large (Devlin et al. 2019): 24 layers, 1024, 16 heads, seq
+ * 512, vocab 30522, batch 256. */
+void psim_gen_bert_opts_init(psim_gen_tf_opts *o);
+/* Defaults: the GPT 1.3B shape with 8 experts, top-2, capacity factor 1.0. */
+void psim_gen_moe_opts_init(psim_gen_tf_opts *o);
+
+psim_status psim_gen_gpt(const psim_gen_tf_opts *o, struct cJSON **out);
+psim_status psim_gen_llama(const psim_gen_tf_opts *o, struct cJSON **out);
+psim_status psim_gen_bert(const psim_gen_tf_opts *o, struct cJSON **out);
+psim_status psim_gen_moe(const psim_gen_tf_opts *o, struct cJSON **out);
+
+/* Vision, MLP and recommendation models. */
+typedef struct psim_gen_net_opts {
+  const char *name;  /* NULL = family-based default */
+  int64_t batch;     /* samples per iteration */
+  int64_t layers;    /* mlp: hidden layers */
+  int64_t hidden;    /* mlp: width */
+  int64_t classes;   /* mlp, alexnet, resnet, inception: output classes */
+  int64_t depth;     /* resnet: 50 or 101 */
+  int64_t tables;    /* dlrm: embedding tables */
+  int64_t rows;      /* dlrm: rows per table */
+  int64_t emb_dim;   /* dlrm: embedding width */
+  const char *dtype; /* fp32 by default */
+} psim_gen_net_opts;
+
+/* Defaults: mlp 4 layers x 1024, batch 64, 10 classes; alexnet batch 128;
+ * resnet depth 50, batch 256; inception batch 256; dlrm 26 tables x 1e6 rows
+ * x 128, batch 2048 (MLPerf DLRM layer widths); all fp32. */
+void psim_gen_net_opts_init(psim_gen_net_opts *o, const char *family);
+
+psim_status psim_gen_mlp(const psim_gen_net_opts *o, struct cJSON **out);
+psim_status psim_gen_alexnet(const psim_gen_net_opts *o, struct cJSON **out);
+psim_status psim_gen_resnet(const psim_gen_net_opts *o, struct cJSON **out);
+psim_status psim_gen_inception(const psim_gen_net_opts *o, struct cJSON **out);
+psim_status psim_gen_dlrm(const psim_gen_net_opts *o, struct cJSON **out);
+
+#endif

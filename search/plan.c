@@ -1,0 +1,82 @@
+/* plan.c - plan documents. */
+#include "plan.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "json.h"
+
+static psim_status add_search(cJSON *root, const psim_plan_info *info) {
+  cJSON *se, *curve;
+  PSIM_CHECK(psim_json_add_object(root, "search", &se));
+  PSIM_CHECK(psim_json_add_string(se, "searcher", info->searcher));
+  PSIM_CHECK(psim_json_add_number(se, "seed", (double)info->seed));
+  if (info->budget)
+    PSIM_CHECK(psim_json_add_string(se, "budget", info->budget));
+  PSIM_CHECK(psim_json_add_number(se, "evaluations", (double)info->evaluations));
+  PSIM_CHECK(psim_json_add_number(se, "wall_s", info->wall_s));
+  PSIM_CHECK(psim_json_add_array(se, "best_so_far", &curve));
+  for (int32_t i = 0; i < info->n_curve; i++) {
+    cJSON *pt = cJSON_CreateObject();
+    if (!pt || !cJSON_AddItemToArray(curve, pt)) {
+      cJSON_Delete(pt);
+      return psim_error(PSIM_ENOMEM, "out of memory");
+    }
+    PSIM_CHECK(psim_json_add_number(pt, "evaluation", (double)info->curve[i].evaluation));
+    PSIM_CHECK(psim_json_add_number(pt, "wall_s", info->curve[i].wall_s));
+    PSIM_CHECK(psim_json_add_number(pt, "iteration_time_s", info->curve[i].best_time_s));
+  }
+  return PSIM_OK;
+}
+
+static psim_status add_baselines(cJSON *root, const psim_plan_info *info) {
+  cJSON *bl;
+  PSIM_CHECK(psim_json_add_object(root, "baselines", &bl));
+  if (!info->data_parallel)
+    return PSIM_OK;
+  cJSON *dp;
+  PSIM_CHECK(psim_json_add_object(bl, "data_parallel", &dp));
+  return psim_sim_result_to_json(info->data_parallel, dp);
+}
+
+psim_status psim_plan_to_json(const psim_model *m, const psim_cluster *c, const psim_strategy *s,
+                              const psim_sim_result *r, const psim_plan_info *info,
+                              cJSON **out) {
+  cJSON *root = cJSON_CreateObject(), *strategy = NULL, *pred;
+  if (!root)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  psim_status st = psim_json_add_string(root, "format", "plansim.plan/1");
+  if (st == PSIM_OK)
+    st = psim_json_add_string(root, "model", m->name);
+  if (st == PSIM_OK)
+    st = psim_json_add_string(root, "cluster", c->name);
+  if (st == PSIM_OK)
+    st = psim_strategy_to_json(s, m, c, &strategy);
+  if (st == PSIM_OK && !cJSON_AddItemToObject(root, "strategy", strategy)) {
+    cJSON_Delete(strategy);
+    st = psim_error(PSIM_ENOMEM, "out of memory");
+  }
+  if (st == PSIM_OK)
+    st = psim_json_add_object(root, "prediction", &pred);
+  if (st == PSIM_OK)
+    st = psim_sim_result_to_json(r, pred);
+  if (st == PSIM_OK)
+    st = add_search(root, info);
+  if (st == PSIM_OK)
+    st = add_baselines(root, info);
+  if (st != PSIM_OK) {
+    cJSON_Delete(root);
+    return st;
+  }
+  *out = root;
+  return PSIM_OK;
+}
+
+const cJSON *psim_plan_strategy_json(const cJSON *root) {
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+  if (cJSON_IsString(f) && strcmp(f->valuestring, "plansim.plan/1") == 0) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "strategy");
+    return s ? s : root;
+  }
+  return root;
+}

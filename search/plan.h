@@ -1,0 +1,28 @@
+/* plan.h - plans (plansim.plan/1): the explicit strategy, the full-simulation
+ * figures of it, the searcher's statistics and the baselines beside it. */
+#ifndef PSIM_PLAN_H
+#define PSIM_PLAN_H
+
+#include "grid.h"
+#include "simulate.h"
+
+typedef struct psim_plan_info {
+  const char *searcher;          /* "grid", ... */
+  uint64_t seed;
+  const char *budget;            /* as given, or NULL */
+  int64_t evaluations;
+  double wall_s;
+  const psim_search_point *curve;
+  int32_t n_curve;
+  const psim_sim_result *data_parallel; /* baseline, or NULL when it does not run */
+} psim_plan_info;
+
+/* Builds the plan document. The caller owns *out. */
+psim_status psim_plan_to_json(const psim_model *m, const psim_cluster *c, const psim_strategy *s,
+                              const psim_sim_result *r, const psim_plan_info *info,
+                              struct cJSON **out);
+
+/* When root is a plan, returns its "strategy" member; else root itself. */
+const struct cJSON *psim_plan_strategy_json(const struct cJSON *root);
+
+#endif

@@ -1,0 +1,68 @@
+/* build.h - the task-graph builder: (model, cluster, strategy) -> tasks.
+ *
+ * Private to the simulator (sim/simulate.c, sim/memory.c). See build.c for
+ * the rules that turn layouts into communication. */
+#ifndef PSIM_BUILD_H
+#define PSIM_BUILD_H
+
+#include "cost.h"
+#include "simulate.h"
+
+/* A simulated instance of an op: its shard on one device. */
+typedef struct psim_op_local {
+  int32_t device;
+  int32_t shard;
+  int32_t replica;
+} psim_op_local;
+
+/* A change of a device's activation memory at the end of a task. */
+typedef struct psim_mem_event {
+  int32_t task;
+  int32_t device;
+  double bytes; /* + allocate, - free */
+} psim_mem_event;
+
+typedef struct psim_build {
+  const psim_model *m;
+  psim_cluster *c;
+  const psim_strategy *s;
+  const psim_sim_options *o;
+  psim_taskgraph g;
+  bool folded;
+  uint8_t *simulated;      /* per device */
+  int32_t n_simulated;
+  psim_op_local *locals;   /* grouped per op */
+  int32_t *loc_first;      /* n_ops + 1 */
+  int32_t n_micro;
+  int32_t *fwd, *bwd, *rec;/* task per (local, micro): [(loc_first[o] + k) * n_micro + mu] */
+  int32_t *last_task;      /* per device: last compute task issued (stream order) */
+  int32_t *last_bwd;       /* per device: last backward task issued */
+  int32_t *last_host;      /* per device: last host issue task */
+  uint8_t *need_sync;      /* per device: the next kernel starts a synchronised slot */
+  int32_t *next_compute;   /* per task: the next compute task on its device, or -1 */
+  size_t cap_next;
+  double compute_by_origin[PSIM_ORIGIN_COUNT]; /* compute seconds by cost source */
+  double hardware_flops;   /* FLOPs of the simulated compute tasks */
+  psim_mem_event *mem;     /* activation memory events */
+  size_t n_mem, cap_mem;
+  double *static_mem;      /* per device: weights, gradients, optimizer bytes (3 per device) */
+  uint32_t *save_slots;    /* per op: bit i set when the op saves input i for backward */
+  void *cache;             /* communication cache (build.c) */
+} psim_build;
+
+psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,
+                             const psim_strategy *s, const psim_sim_options *o);
+void psim_build_destroy(psim_build *b);
+
+/* Memory (memory.c): static per-device bytes and which inputs ops save. */
+psim_status psim_memory_static(psim_build *b);
+/* Bytes an op's shard keeps for its backward, per micro-batch. When
+ * `recomputed`, only what the recompute needs (inputs from another layer). */
+double psim_memory_saved_bytes(const psim_build *b, int32_t op, const int64_t *shard,
+                               bool recomputed);
+/* Peak memory per device from the simulated timeline; fills the result's
+ * memory fields for the most loaded device. */
+psim_status psim_memory_peak(const psim_build *b, const psim_schedule_result *r,
+                             psim_sim_result *out);
+
+#endif

@@ -1,0 +1,320 @@
+/* test_engine.c - task graph and list-scheduling engine. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "taskgraph.h"
+
+static int32_t add(psim_taskgraph *g, double d, const int32_t *res, int32_t n) {
+  int32_t id = -1;
+  ck_assert_int_eq(psim_tg_add_task(g, d, res, n, NULL, &id), PSIM_OK);
+  return id;
+}
+
+static void edge(psim_taskgraph *g, int32_t a, int32_t b) {
+  ck_assert_int_eq(psim_tg_add_edge(g, a, b), PSIM_OK);
+}
+
+static double simulate(psim_taskgraph *g, psim_schedule_result *r) {
+  ck_assert_int_eq(psim_tg_finalize(g), PSIM_OK);
+  ck_assert_int_eq(psim_tg_simulate(g, r), PSIM_OK);
+  return r->makespan_s;
+}
+
+START_TEST(chain_sums_durations) {
+  psim_taskgraph g;
+  psim_tg_init(&g, 2);
+  int32_t r0 = 0, r1 = 1, prev = -1;
+  double sum = 0;
+  for (int i = 0; i < 10; i++) {
+    double d = 0.5 + i;
+    int32_t t = add(&g, d, i % 2 ? &r1 : &r0, 1);
+    sum += d;
+    if (prev >= 0)
+      edge(&g, prev, t);
+    prev = t;
+  }
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  ck_assert_double_eq_tol(simulate(&g, &r), sum, 1e-12);
+  ck_assert_double_eq_tol(r.start_s[9], sum - 9.5, 1e-12);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+}
+END_TEST
+
+START_TEST(shared_resource_serialises_distinct_overlap) {
+  psim_taskgraph g;
+  psim_tg_init(&g, 2);
+  int32_t r0 = 0, r1 = 1;
+  add(&g, 2.0, &r0, 1);
+  add(&g, 3.0, &r0, 1);
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  ck_assert_double_eq(simulate(&g, &r), 5.0);
+  ck_assert_double_eq(r.start_s[1], 2.0); /* tie at t=0 broken by id */
+  psim_tg_clear(&g, 2);
+  add(&g, 2.0, &r0, 1);
+  add(&g, 3.0, &r1, 1);
+  ck_assert_double_eq(simulate(&g, &r), 3.0);
+  ck_assert_double_eq(r.start_s[1], 0.0);
+  /* A task on both resources waits for both, and holds both. */
+  int32_t both[2] = {0, 1};
+  add(&g, 1.0, both, 2);
+  add(&g, 1.0, &r1, 1);
+  ck_assert_double_eq(simulate(&g, &r), 5.0);
+  ck_assert_double_eq(r.start_s[2], 3.0);
+  ck_assert_double_eq(r.start_s[3], 4.0);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+}
+END_TEST
+
+START_TEST(ties_follow_ready_time_then_id) {
+  /* Task 2 becomes ready at 1 (after task 0), task 1 is ready at 0 but its
+   * resource is shared: FIFO by ready time means 1 runs first. */
+  psim_taskgraph g;
+  psim_tg_init(&g, 2);
+  int32_t r0 = 0, r1 = 1;
+  add(&g, 1.0, &r1, 1);  /* 0 */
+  add(&g, 4.0, &r0, 1);  /* 1: ready 0 */
+  add(&g, 1.0, &r0, 1);  /* 2: ready 1 */
+  add(&g, 0.0, NULL, 0); /* 3: barrier */
+  edge(&g, 0, 2);
+  edge(&g, 1, 3);
+  edge(&g, 2, 3);
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  ck_assert_double_eq(simulate(&g, &r), 5.0);
+  ck_assert_double_eq(r.start_s[2], 4.0);
+  ck_assert_double_eq(r.end_s[3], 5.0);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+}
+END_TEST
+
+/* Naive reference: repeatedly scan all tasks for the ready one with the
+ * smallest (ready time, id), computing ready times from the edge list. */
+static void reference(const psim_taskgraph *g, double *start, double *end) {
+  int32_t n = g->n_tasks;
+  char *done = calloc((size_t)n, 1);
+  double *res_free = calloc((size_t)g->n_resources + 1, sizeof *res_free);
+  for (int32_t step = 0; step < n; step++) {
+    int32_t best = -1;
+    double best_t = 0;
+    for (int32_t v = 0; v < n; v++) {
+      if (done[v])
+        continue;
+      int ok = 1;
+      double t = 0;
+      for (size_t e = 0; e < g->n_edges && ok; e++)
+        if (g->edge_to[e] == v) {
+          ok = done[g->edge_from[e]];
+          if (ok && end[g->edge_from[e]] > t)
+            t = end[g->edge_from[e]];
+        }
+      if (ok && (best < 0 || t < best_t)) {
+        best = v;
+        best_t = t;
+      }
+    }
+    double s = best_t;
+    for (int32_t k = g->res_first[best]; k < g->res_first[best + 1]; k++)
+      s = fmax(s, res_free[g->res[k]]);
+    start[best] = s;
+    end[best] = s + g->duration_s[best];
+    for (int32_t k = g->res_first[best]; k < g->res_first[best + 1]; k++)
+      res_free[g->res[k]] = end[best];
+    done[best] = 1;
+  }
+  free(done);
+  free(res_free);
+}
+
+/* Random DAG over a random topological order, with small integer durations
+ * (many ties, some zero) and 0-3 of 5 resources per task. */
+static void random_dag(psim_taskgraph *g, unsigned *seed) {
+  int32_t n = 2 + rand_r(seed) % 60;
+  int32_t *order = malloc((size_t)n * sizeof *order);
+  for (int32_t i = 0; i < n; i++)
+    order[i] = i;
+  for (int32_t i = n - 1; i > 0; i--) {
+    int32_t j = rand_r(seed) % (i + 1), t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    int32_t res[3], nr = rand_r(seed) % 4, used = 0;
+    for (int32_t k = 0; k < nr; k++) {
+      int32_t x = rand_r(seed) % 5, dup = 0;
+      for (int32_t q = 0; q < used; q++)
+        dup |= res[q] == x;
+      if (!dup)
+        res[used++] = x;
+    }
+    add(g, (double)(rand_r(seed) % 4), res, used);
+  }
+  for (int32_t i = 0; i < n; i++)
+    for (int32_t j = i + 1; j < n; j++)
+      if (rand_r(seed) % 8 == 0)
+        edge(g, order[i], order[j]);
+  free(order);
+}
+
+START_TEST(matches_reference_on_random_dags) {
+  unsigned seed = 12345;
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  for (int trial = 0; trial < 200; trial++) {
+    psim_taskgraph g;
+    psim_tg_init(&g, 5);
+    random_dag(&g, &seed);
+    simulate(&g, &r);
+    double *s = malloc((size_t)g.n_tasks * sizeof *s), *e = malloc((size_t)g.n_tasks * sizeof *e);
+    reference(&g, s, e);
+    double mk = 0;
+    for (int32_t i = 0; i < g.n_tasks; i++) {
+      ck_assert_double_eq(r.start_s[i], s[i]);
+      ck_assert_double_eq(r.end_s[i], e[i]);
+      mk = fmax(mk, e[i]);
+    }
+    ck_assert_double_eq(r.makespan_s, mk);
+    /* Deterministic: a second run gives bit-identical times. */
+    double m1 = r.makespan_s;
+    ck_assert_int_eq(psim_tg_simulate(&g, &r), PSIM_OK);
+    ck_assert_double_eq(r.makespan_s, m1);
+    free(s);
+    free(e);
+    psim_tg_destroy(&g);
+  }
+  psim_schedule_result_destroy(&r);
+}
+END_TEST
+
+START_TEST(cycle_is_rejected_naming_a_task_on_it) {
+  psim_taskgraph g;
+  psim_tg_init(&g, 1);
+  for (int i = 0; i < 5; i++)
+    add(&g, 1.0, NULL, 0);
+  edge(&g, 0, 1);
+  edge(&g, 1, 2);
+  edge(&g, 2, 3);
+  edge(&g, 3, 1);
+  edge(&g, 3, 4);
+  ck_assert_int_eq(psim_tg_finalize(&g), PSIM_EFAILED);
+  const char *m = psim_error_message();
+  ck_assert_ptr_nonnull(strstr(m, "cycle"));
+  ck_assert(strstr(m, "task 1 ") || strstr(m, "task 2 ") || strstr(m, "task 3 "));
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  ck_assert_int_eq(psim_tg_simulate(&g, &r), PSIM_EFAILED);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+}
+END_TEST
+
+START_TEST(bad_arguments_are_rejected) {
+  psim_taskgraph g;
+  psim_tg_init(&g, 2);
+  int32_t bad = 2, id;
+  ck_assert_int_eq(psim_tg_add_task(&g, 1.0, &bad, 1, NULL, &id), PSIM_EINPUT);
+  ck_assert_int_eq(psim_tg_add_task(&g, -1.0, NULL, 0, NULL, &id), PSIM_EINPUT);
+  ck_assert_int_eq(psim_tg_add_task(&g, NAN, NULL, 0, NULL, &id), PSIM_EINPUT);
+  ck_assert_int_eq(psim_tg_add_task(&g, INFINITY, NULL, 0, NULL, &id), PSIM_EINPUT);
+  ck_assert_int_eq(g.n_tasks, 0);
+  add(&g, 1.0, NULL, 0);
+  ck_assert_int_eq(psim_tg_add_edge(&g, 0, 1), PSIM_EINPUT);
+  ck_assert_int_eq(psim_tg_add_edge(&g, -1, 0), PSIM_EINPUT);
+  ck_assert_int_eq(psim_tg_add_edge(&g, 0, 0), PSIM_OK); /* self loop = cycle */
+  ck_assert_int_eq(psim_tg_finalize(&g), PSIM_EFAILED);
+  psim_tg_destroy(&g);
+}
+END_TEST
+
+START_TEST(empty_graph_and_reuse) {
+  psim_taskgraph g;
+  psim_tg_init(&g, 0);
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  ck_assert_double_eq(simulate(&g, &r), 0.0);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+}
+END_TEST
+
+START_TEST(interrupt_stops_simulation) {
+  psim_taskgraph g;
+  psim_tg_init(&g, 1);
+  int32_t r0 = 0;
+  for (int i = 0; i < 200000; i++)
+    add(&g, 1e-6, &r0, 1);
+  ck_assert_int_eq(psim_tg_finalize(&g), PSIM_OK);
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  psim_set_interrupt(1);
+  ck_assert_int_eq(psim_tg_simulate(&g, &r), PSIM_EINTERRUPTED);
+  psim_set_interrupt(0);
+  ck_assert_int_eq(psim_tg_simulate(&g, &r), PSIM_OK);
+  ck_assert_double_eq_tol(r.makespan_s, 0.2, 1e-9);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+}
+END_TEST
+
+/* Builds and simulates a small graph; returns the first failing status. */
+static psim_status build_and_run(void) {
+  psim_taskgraph g;
+  psim_schedule_result r;
+  psim_tg_init(&g, 3);
+  psim_schedule_result_init(&r);
+  psim_status s = PSIM_OK;
+  int32_t res[2] = {0, 2};
+  for (int i = 0; i < 100 && s == PSIM_OK; i++)
+    s = psim_tg_add_task(&g, 1.0, res, 1 + i % 2, NULL, NULL);
+  for (int i = 1; i < 100 && s == PSIM_OK; i++)
+    s = psim_tg_add_edge(&g, i / 2, i);
+  if (s == PSIM_OK)
+    s = psim_tg_finalize(&g);
+  if (s == PSIM_OK)
+    s = psim_tg_simulate(&g, &r);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+  return s;
+}
+
+START_TEST(allocation_failures_are_clean) {
+  int failures = 0;
+  for (long n = 1; n < 60; n++) {
+    psim_alloc_fail_at(n);
+    psim_status s = build_and_run();
+    psim_alloc_fail_at(0);
+    ck_assert(s == PSIM_OK || s == PSIM_ENOMEM);
+    failures += s == PSIM_ENOMEM;
+  }
+  ck_assert_int_gt(failures, 5);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("engine");
+  TCase *tc = tcase_create("engine");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, chain_sums_durations);
+  tcase_add_test(tc, shared_resource_serialises_distinct_overlap);
+  tcase_add_test(tc, ties_follow_ready_time_then_id);
+  tcase_add_test(tc, matches_reference_on_random_dags);
+  tcase_add_test(tc, cycle_is_rejected_naming_a_task_on_it);
+  tcase_add_test(tc, bad_arguments_are_rejected);
+  tcase_add_test(tc, empty_graph_and_reuse);
+  tcase_add_test(tc, interrupt_stops_simulation);
+  tcase_add_test(tc, allocation_failures_are_clean);
+  suite_add_tcase(s, tc);
+  SRunner *r = srunner_create(s);
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
