@@ -17,32 +17,37 @@ typedef struct flag {
   const char *families; /* space-separated families that take it */
 } flag;
 
-#define TF(f) offsetof(psim_gen_tf_opts, f)
+#define TF(f)  offsetof(psim_gen_tf_opts, f)
 #define NET(f) offsetof(psim_gen_net_opts, f)
-#define TFS "gpt llama bert moe"
+#define TFS    "gpt llama bert moe"
 
-static const flag tf_flags[] = {
-    {"layers", F_INT, TF(layers), TFS},       {"hidden", F_INT, TF(hidden), TFS},
-    {"heads", F_INT, TF(heads), TFS},         {"kv-heads", F_INT, TF(kv_heads), "llama"},
-    {"seq", F_INT, TF(seq), TFS},             {"vocab", F_INT, TF(vocab), TFS},
-    {"batch", F_INT, TF(batch), TFS},         {"ffn", F_INT, TF(ffn), TFS},
-    {"dtype", F_STR, TF(dtype), TFS},         {"name", F_STR, TF(name), TFS},
-    {"flash", F_BOOL, TF(flash), TFS},        {"experts", F_INT, TF(experts), "moe"},
-    {"top-k", F_INT, TF(top_k), "moe"},       {"capacity-factor", F_DBL, TF(capacity_factor), "moe"},
-    {NULL, F_INT, 0, NULL}};
+static const flag tf_flags[] = {{"layers", F_INT, TF(layers), TFS},
+                                {"hidden", F_INT, TF(hidden), TFS},
+                                {"heads", F_INT, TF(heads), TFS},
+                                {"kv-heads", F_INT, TF(kv_heads), "llama"},
+                                {"seq", F_INT, TF(seq), TFS},
+                                {"vocab", F_INT, TF(vocab), TFS},
+                                {"batch", F_INT, TF(batch), TFS},
+                                {"ffn", F_INT, TF(ffn), TFS},
+                                {"dtype", F_STR, TF(dtype), TFS},
+                                {"name", F_STR, TF(name), TFS},
+                                {"flash", F_BOOL, TF(flash), TFS},
+                                {"experts", F_INT, TF(experts), "moe"},
+                                {"top-k", F_INT, TF(top_k), "moe"},
+                                {"capacity-factor", F_DBL, TF(capacity_factor), "moe"},
+                                {NULL, F_INT, 0, NULL}};
 
-static const flag net_flags[] = {
-    {"batch", F_INT, NET(batch), "mlp alexnet resnet inception dlrm"},
-    {"layers", F_INT, NET(layers), "mlp"},
-    {"hidden", F_INT, NET(hidden), "mlp"},
-    {"classes", F_INT, NET(classes), "mlp alexnet resnet inception"},
-    {"depth", F_INT, NET(depth), "resnet"},
-    {"tables", F_INT, NET(tables), "dlrm"},
-    {"rows", F_INT, NET(rows), "dlrm"},
-    {"emb-dim", F_INT, NET(emb_dim), "dlrm"},
-    {"dtype", F_STR, NET(dtype), "mlp alexnet resnet inception dlrm"},
-    {"name", F_STR, NET(name), "mlp alexnet resnet inception dlrm"},
-    {NULL, F_INT, 0, NULL}};
+static const flag net_flags[] = {{"batch", F_INT, NET(batch), "mlp alexnet resnet inception dlrm"},
+                                 {"layers", F_INT, NET(layers), "mlp"},
+                                 {"hidden", F_INT, NET(hidden), "mlp"},
+                                 {"classes", F_INT, NET(classes), "mlp alexnet resnet inception"},
+                                 {"depth", F_INT, NET(depth), "resnet"},
+                                 {"tables", F_INT, NET(tables), "dlrm"},
+                                 {"rows", F_INT, NET(rows), "dlrm"},
+                                 {"emb-dim", F_INT, NET(emb_dim), "dlrm"},
+                                 {"dtype", F_STR, NET(dtype), "mlp alexnet resnet inception dlrm"},
+                                 {"name", F_STR, NET(name), "mlp alexnet resnet inception dlrm"},
+                                 {NULL, F_INT, 0, NULL}};
 
 static bool takes(const char *families, const char *fam) {
   size_t n = strlen(fam);
@@ -88,8 +93,7 @@ static psim_status parse_flags(int argc, char **argv, const char *fam, const fla
       if (strcmp(a + 2, x->name) == 0 && takes(x->families, fam))
         f = x;
     if (!f)
-      return psim_cli_usage("model", "unknown option '%s' for %s", a,
-                            fam);
+      return psim_cli_usage("model", "unknown option '%s' for %s", a, fam);
     if (f->type == F_BOOL) {
       *(bool *)((char *)opts + f->off) = true;
       continue;
@@ -144,8 +148,10 @@ psim_status psim_cmd_model(int argc, char **argv) {
     if (strcmp(argv[1], families[i].family) == 0)
       k = i;
   if (k < 0)
-    return psim_cli_usage("model", "unknown family '%s'; expected gpt, llama, bert, moe, mlp, "
-                                   "alexnet, resnet, inception or dlrm", argv[1]);
+    return psim_cli_usage("model",
+                          "unknown family '%s'; expected gpt, llama, bert, moe, mlp, "
+                          "alexnet, resnet, inception or dlrm",
+                          argv[1]);
   const char *out = "-";
   cJSON *doc = NULL;
   PSIM_CHECK(generate(argc, argv, k, &out, &doc));

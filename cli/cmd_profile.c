@@ -44,7 +44,8 @@ const char psim_cmd_profile_help[] =
     "profile runs may write one DB at once).\n"
     "\n"
     "Example:\n"
-    "  plansim profile --model models/mlp.json --cluster topologies/cpu-x4.json -o cpu.costdb.json\n";
+    "  plansim profile --model models/mlp.json --cluster topologies/cpu-x4.json -o "
+    "cpu.costdb.json\n";
 
 typedef struct profile_args {
   const char *device, *model, *cluster, *out, *dtype;
@@ -75,12 +76,12 @@ static psim_status parse_number(const char *opt, const char *v, double min, doub
 
 static psim_status parse_option(int argc, char **argv, int *i, profile_args *a) {
   const char *o = argv[*i];
-  const char **str = !strcmp(o, "--device")    ? &a->device
-                     : !strcmp(o, "--model")   ? &a->model
-                     : !strcmp(o, "--cluster") ? &a->cluster
-                     : !strcmp(o, "--dtype")   ? &a->dtype
+  const char **str = !strcmp(o, "--device")                         ? &a->device
+                     : !strcmp(o, "--model")                        ? &a->model
+                     : !strcmp(o, "--cluster")                      ? &a->cluster
+                     : !strcmp(o, "--dtype")                        ? &a->dtype
                      : (!strcmp(o, "-o") || !strcmp(o, "--output")) ? &a->out
-                                                                     : NULL;
+                                                                    : NULL;
   if (str) {
     PSIM_CHECK(need_value(argc, argv, *i));
     *str = argv[++*i];
@@ -91,8 +92,10 @@ static psim_status parse_option(int argc, char **argv, int *i, profile_args *a) 
     double *dst = o[2] == 'b' ? &a->opts.budget_s : &a->opts.max_flops;
     return parse_number(o, argv[++*i], o[2] == 'b' ? 1e-4 : 1e6, dst);
   }
-  bool *flag = !strcmp(o, "--grid") ? &a->grid : !strcmp(o, "--resume") ? &a->resume
-               : !strcmp(o, "--force") ? &a->force : NULL;
+  bool *flag = !strcmp(o, "--grid")     ? &a->grid
+               : !strcmp(o, "--resume") ? &a->resume
+               : !strcmp(o, "--force")  ? &a->force
+                                        : NULL;
   if (!flag)
     return psim_cli_usage("profile", "unknown option '%s'", o);
   *flag = true;
@@ -189,8 +192,8 @@ static psim_status run_profile(profile_args *a, psim_costdb *db, psim_key_set *k
   if (s == PSIM_OK || s == PSIM_EINTERRUPTED)
     report(a, &st);
   if (s == PSIM_EINTERRUPTED)
-    psim_error(s, "interrupted; %zu measurements kept in %s (run again with --resume)",
-               st.measured, a->out);
+    psim_error(s, "interrupted; %zu measurements kept in %s (run again with --resume)", st.measured,
+               a->out);
   return s;
 }
 

@@ -3,9 +3,28 @@
 
 #include <stddef.h>
 
+#include "alloc.h"
+#include "costdb.h"
+
 psim_status psim_cli_costdb_open(const char *file, struct psim_costdb **out) {
   *out = NULL;
-  return psim_error(PSIM_EUNIMPLEMENTED, "%s: --costdb is not wired up yet", file);
+  psim_costdb *db = psim_malloc(sizeof *db);
+  if (!db)
+    return psim_error(PSIM_ENOMEM, "%s: out of memory", file);
+  psim_costdb_init(db);
+  psim_status s = psim_costdb_load(file, db);
+  if (s != PSIM_OK) {
+    psim_costdb_destroy(db);
+    psim_free(db);
+    return s;
+  }
+  *out = db;
+  return PSIM_OK;
 }
 
-void psim_cli_costdb_close(struct psim_costdb *db) { (void)db; }
+void psim_cli_costdb_close(struct psim_costdb *db) {
+  if (!db)
+    return;
+  psim_costdb_destroy(db);
+  psim_free(db);
+}

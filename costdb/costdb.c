@@ -13,13 +13,13 @@ struct psim_costdb_index {
 };
 
 static const char *const kind_names[PSIM_COSTDB_KIND_COUNT] = {
-    "matmul",    "elementwise", "dropout", "softmax", "layernorm", "rmsnorm",
-    "attention", "embedding",   "cross_entropy", "conv2d", "pool2d", "concat",
-    "split",     "reshape",     "transpose", "dispatch", "combine", "adam"};
+    "matmul",    "elementwise", "dropout",       "softmax",  "layernorm", "rmsnorm",
+    "attention", "embedding",   "cross_entropy", "conv2d",   "pool2d",    "concat",
+    "split",     "reshape",     "transpose",     "dispatch", "combine",   "adam"};
 
 static const char *const kind_sigs[PSIM_COSTDB_KIND_COUNT] = {
-    "bmnk", "ob", "o",  "ra", "ra", "ra", "bqkd", "thv", "ra",
-    "bchwoxys", "io", "io", "io", "io", "io", "io", "io", "p"};
+    "bmnk",     "ob", "o",  "ra", "ra", "ra", "bqkd", "thv", "ra",
+    "bchwoxys", "io", "io", "io", "io", "io", "io",   "io",  "p"};
 
 static const char *const source_names[PSIM_COST_SOURCE_COUNT] = {"measured", "interpolated",
                                                                  "estimated"};
@@ -49,7 +49,9 @@ const char *psim_cost_source_name(psim_cost_source s) {
   return s < PSIM_COST_SOURCE_COUNT ? source_names[s] : "?";
 }
 
-void psim_costdb_init(psim_costdb *db) { memset(db, 0, sizeof *db); }
+void psim_costdb_init(psim_costdb *db) {
+  memset(db, 0, sizeof *db);
+}
 
 static void coll_table_free(psim_coll_table *t) {
   psim_free(t->bytes);
@@ -196,8 +198,8 @@ psim_status psim_costdb_merge(psim_costdb *dst, const psim_costdb *src,
   return PSIM_OK;
 }
 
-static const char *const dtype_names[PSIM_DTYPE_COUNT] = {"fp32",  "fp16",  "bf16", "fp8",
-                                                          "fp64",  "int32", "int64", "bool"};
+static const char *const dtype_names[PSIM_DTYPE_COUNT] = {"fp32", "fp16",  "bf16",  "fp8",
+                                                          "fp64", "int32", "int64", "bool"};
 
 const char *psim_costdb_dtype_name(psim_dtype dt) {
   return dt < PSIM_DTYPE_COUNT ? dtype_names[dt] : "?";
@@ -272,14 +274,22 @@ static void work_memory(const psim_cost_key *k, double *flops, double *bytes) {
   switch (k->kind) {
   case PSIM_OP_ELEMENTWISE: *bytes = (2.0 * (double)s[0] + (double)s[1]) * ds; break;
   case PSIM_OP_EMBEDDING: *bytes = (double)s[0] * ((double)s[1] * ds + 8); break;
-  case PSIM_OP_SOFTMAX: case PSIM_OP_LAYERNORM: case PSIM_OP_RMSNORM: case PSIM_OP_CROSS_ENTROPY:
-    *bytes = 2.0 * (double)s[0] * (double)s[1] * ds; break;
-  case PSIM_COSTDB_KIND_ADAM: *bytes = (double)s[0] * (4 * 4 + 3 * 4); pass = 1; break;
+  case PSIM_OP_SOFTMAX:
+  case PSIM_OP_LAYERNORM:
+  case PSIM_OP_RMSNORM:
+  case PSIM_OP_CROSS_ENTROPY: *bytes = 2.0 * (double)s[0] * (double)s[1] * ds; break;
+  case PSIM_COSTDB_KIND_ADAM:
+    *bytes = (double)s[0] * (4 * 4 + 3 * 4);
+    pass = 1;
+    break;
   case PSIM_OP_DROPOUT: *bytes = (double)s[0] * (2 * ds + 1); break;
   default: *bytes = ((double)s[0] + (double)(k->n > 1 ? s[1] : s[0])) * ds; break;
   }
   *bytes *= pass;
-  *flops = (double)s[0] * (k->n > 1 && k->kind != PSIM_OP_ELEMENTWISE ? (double)s[1] : 1) * pass;
+  bool rows = k->kind == PSIM_OP_SOFTMAX || k->kind == PSIM_OP_LAYERNORM ||
+              k->kind == PSIM_OP_RMSNORM || k->kind == PSIM_OP_CROSS_ENTROPY ||
+              k->kind == PSIM_OP_EMBEDDING; /* shape[0] x shape[1] elements */
+  *flops = (double)s[0] * (rows ? (double)s[1] : 1) * pass;
 }
 
 void psim_costdb_key_work(const psim_cost_key *key, double *flops, double *bytes) {

@@ -43,17 +43,17 @@ typedef enum psim_cost_source {
 } psim_cost_source;
 
 /* Kind code of the optimizer update (Adam), which is not a model op kind. */
-#define PSIM_COSTDB_KIND_ADAM ((int32_t)PSIM_OP_KIND_COUNT)
+#define PSIM_COSTDB_KIND_ADAM  ((int32_t)PSIM_OP_KIND_COUNT)
 #define PSIM_COSTDB_KIND_COUNT (PSIM_COSTDB_KIND_ADAM + 1)
-#define PSIM_COSTDB_MAX_SHAPE 8
-#define PSIM_COSTDB_FN_LEN 24
+#define PSIM_COSTDB_MAX_SHAPE  8
+#define PSIM_COSTDB_FN_LEN     24
 
 typedef struct psim_cost_key {
-  int32_t kind;                       /* psim_op_kind or PSIM_COSTDB_KIND_ADAM */
+  int32_t kind; /* psim_op_kind or PSIM_COSTDB_KIND_ADAM */
   psim_dtype dtype;
   psim_pass pass;
-  char fn[PSIM_COSTDB_FN_LEN];        /* elementwise fn, "causal" for attention, else "" */
-  int32_t n;                          /* shape length = strlen(signature) */
+  char fn[PSIM_COSTDB_FN_LEN]; /* elementwise fn, "causal" for attention, else "" */
+  int32_t n;                   /* shape length = strlen(signature) */
   int64_t shape[PSIM_COSTDB_MAX_SHAPE];
 } psim_cost_key;
 
@@ -101,7 +101,8 @@ psim_status psim_costdb_add(psim_costdb *db, const psim_cost_entry *e, psim_cost
 /* The entry with this key, or NULL. O(1). */
 const psim_cost_entry *psim_costdb_find(const psim_costdb *db, const psim_cost_key *key);
 /* Adds every entry and collective table of src into dst. O(|src|). */
-psim_status psim_costdb_merge(psim_costdb *dst, const psim_costdb *src, psim_costdb_merge_mode mode);
+psim_status psim_costdb_merge(psim_costdb *dst, const psim_costdb *src,
+                              psim_costdb_merge_mode mode);
 /* Adds (or replaces, same kind/group/scope) a collective table; copies it. */
 psim_status psim_costdb_add_coll(psim_costdb *db, const psim_coll_table *t);
 
@@ -134,8 +135,7 @@ const char *psim_costdb_dtype_name(psim_dtype dt);
 psim_status psim_costdb_dtype_parse(const char *s, psim_dtype *out);
 /* Fills key for one shard of op (shard_sizes[i] = extent of op->dims[i]). */
 psim_status psim_costdb_key_from_op(const psim_model *m, const psim_op *op,
-                                    const int64_t *shard_sizes, psim_pass pass,
-                                    psim_cost_key *key);
+                                    const int64_t *shard_sizes, psim_pass pass, psim_cost_key *key);
 /* Key of the optimizer update of n parameters of dtype dt. */
 void psim_costdb_key_adam(int64_t n_params, psim_dtype dt, psim_cost_key *key);
 /* Work of a key's kernel: FLOPs (2BMNK for a GEMM, ...) and bytes of memory
@@ -158,8 +158,8 @@ void psim_costdb_interp_opts_init(psim_costdb_interp_opts *o);
  * interpolation of log(time/work) in log2(shape) from measured entries with
  * the same kind, fn, dtype and pass (PSIM_COST_INTERPOLATED; O(entries of
  * that group)): multilinear over the enclosing grid cell when all its corners
- * are measured, else a local linear (LOESS) fit over the nearest entries. Returns false when neither applies, so the
- * caller falls back to the roofline estimate (psim_costdb_roofline). opts
+ * are measured, else a local linear (LOESS) fit over the nearest entries. Returns false when
+ * neither applies, so the caller falls back to the roofline estimate (psim_costdb_roofline). opts
  * may be NULL. Never allocates; thread-safe for concurrent readers. */
 bool psim_costdb_lookup(const psim_costdb *db, const psim_cost_key *key,
                         const psim_costdb_interp_opts *opts, double *seconds,

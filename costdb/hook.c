@@ -20,7 +20,9 @@ bool psim_costdb_hook_lookup_model(const struct psim_costdb *db, const psim_mode
                                    const psim_op *op, const int64_t *shard, psim_pass pass,
                                    psim_dtype dtype, double *seconds, psim_cost_origin *origin) {
   psim_cost_key key;
-  if (!db || db->n_entries == 0 || psim_costdb_key_from_op(m, op, shard, pass, &key) != PSIM_OK)
+  if (!db || db->n_entries == 0 || (op->flops[pass] <= 0 && op->bytes[pass] <= 0))
+    return false; /* free in the model (a view): the roofline gives it no time */
+  if (psim_costdb_key_from_op(m, op, shard, pass, &key) != PSIM_OK)
     return false;
   return finish(db, &key, dtype, seconds, origin);
 }
@@ -47,9 +49,9 @@ static bool key_without_model(const psim_op *op, const int64_t *shard, psim_cost
   return true;
 }
 
-bool psim_costdb_hook_lookup(const struct psim_costdb *db, const psim_op *op,
-                             const int64_t *shard, psim_pass pass, psim_dtype dtype,
-                             double *seconds, psim_cost_origin *origin) {
+bool psim_costdb_hook_lookup(const struct psim_costdb *db, const psim_op *op, const int64_t *shard,
+                             psim_pass pass, psim_dtype dtype, double *seconds,
+                             psim_cost_origin *origin) {
   psim_cost_key key;
   if (!db || db->n_entries == 0 || !key_without_model(op, shard, &key))
     return false;

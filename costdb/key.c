@@ -122,8 +122,9 @@ static psim_status key_conv(const shard_view *v, psim_cost_key *k) {
   if (w->rank != 4 || o->rank != 4)
     return psim_error(PSIM_EINPUT, "op '%s': conv2d expects 4-d weight and output tensors",
                       v->op->name);
-  int64_t s[8] = {dim_size(v, o->dims[0]), dim_size(v, w->dims[1]), dim_size(v, o->dims[2]),
-                  dim_size(v, o->dims[3]), dim_size(v, o->dims[1]), dim_size(v, w->dims[2]),
+  int64_t s[8] = {dim_size(v, o->dims[0]), dim_size(v, w->dims[1]),
+                  dim_size(v, o->dims[2]), dim_size(v, o->dims[3]),
+                  dim_size(v, o->dims[1]), dim_size(v, w->dims[2]),
                   dim_size(v, w->dims[3]), v->op->attrs.stride[0] > 0 ? v->op->attrs.stride[0] : 1};
   k->n = 8;
   memcpy(k->shape, s, sizeof s);
@@ -159,10 +160,16 @@ psim_status psim_costdb_key_from_op(const psim_model *m, const psim_op *op,
   switch (op->kind) {
   case PSIM_OP_MATMUL: key_matmul(&v, key); break;
   case PSIM_OP_ATTENTION: key_attention(&v, key); break;
-  case PSIM_OP_SOFTMAX: case PSIM_OP_LAYERNORM: case PSIM_OP_RMSNORM:
+  case PSIM_OP_SOFTMAX:
+  case PSIM_OP_LAYERNORM:
+  case PSIM_OP_RMSNORM:
   case PSIM_OP_CROSS_ENTROPY: key_rows(&v, key); break;
   case PSIM_OP_ELEMENTWISE: key_elementwise(&v, key); break;
-  case PSIM_OP_DROPOUT: key_elementwise(&v, key); key->n = 1; key->fn[0] = '\0'; break;
+  case PSIM_OP_DROPOUT:
+    key_elementwise(&v, key);
+    key->n = 1;
+    key->fn[0] = '\0';
+    break;
   case PSIM_OP_EMBEDDING: key_embedding(&v, key); break;
   case PSIM_OP_CONV2D: return key_conv(&v, key);
   default: key_io(&v, key); break;

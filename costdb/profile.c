@@ -32,8 +32,7 @@ static double quantile(const double *s, int32_t n, double q) {
   return i + 1 < n ? s[i] + (pos - i) * (s[i + 1] - s[i]) : s[n - 1];
 }
 
-void psim_profile_summary(double *samples, int32_t n, double *median, double *iqr,
-                          double *min) {
+void psim_profile_summary(double *samples, int32_t n, double *median, double *iqr, double *min) {
   if (n <= 0) {
     *median = *iqr = *min = 0;
     return;
@@ -55,8 +54,8 @@ static double key_size(const psim_cost_key *k, double max_flops, double max_byte
 static double key_scale_work(const psim_cost_key *k) {
   double f = 0, b = 0;
   psim_costdb_key_work(k, &f, &b);
-  bool compute = k->kind == PSIM_OP_MATMUL || k->kind == PSIM_OP_ATTENTION ||
-                 k->kind == PSIM_OP_CONV2D;
+  bool compute =
+      k->kind == PSIM_OP_MATMUL || k->kind == PSIM_OP_ATTENTION || k->kind == PSIM_OP_CONV2D;
   return compute ? f : b;
 }
 
@@ -180,6 +179,8 @@ static psim_status emit_shard(enum_ctx *c) {
   }
   psim_cost_key k;
   for (int p = 0; p < PSIM_PASS_COUNT; p++) {
+    if (c->op->flops[p] <= 0 && c->op->bytes[p] <= 0)
+      continue; /* free in the model (a view): nothing to measure */
     PSIM_CHECK(psim_costdb_key_from_op(c->m, c->op, sizes, (psim_pass)p, &k));
     if (c->dtype != PSIM_DTYPE_COUNT)
       k.dtype = c->dtype;
@@ -219,8 +220,8 @@ static psim_status weight_keys(const psim_model *m, int32_t devices, psim_key_se
   return PSIM_OK;
 }
 
-psim_status psim_profile_keys_model(const psim_model *m, const psim_cluster *c,
-                                    psim_dtype dtype, psim_key_set *out) {
+psim_status psim_profile_keys_model(const psim_model *m, const psim_cluster *c, psim_dtype dtype,
+                                    psim_key_set *out) {
   int32_t devices = c && c->n_devices > 0 ? c->n_devices : 1;
   for (int32_t i = 0; i < m->n_ops; i++) {
     if (m->ops[i].proto >= 0 && m->ops[i].proto != i)

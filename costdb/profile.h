@@ -16,18 +16,18 @@
 #include "psim_config.h"
 
 typedef struct psim_profile_opts {
-  double budget_s;      /* timing budget per shape, s (default 0.05) */
-  int32_t min_reps;     /* timed repetitions at least (default 3) */
-  int32_t max_reps;     /* timed repetitions at most (default 25) */
-  double max_flops;     /* FLOP cap per kernel call (default 4e9): larger shapes are
-                           measured on a slice of their first dims and scaled
-                           linearly (entry "scale" > 1) */
-  double max_bytes;     /* buffer cap per kernel, bytes (default 256 MiB); same slicing */
-  bool progress;        /* a progress line on stderr (callers set it when isatty(2)) */
+  double budget_s;       /* timing budget per shape, s (default 0.05) */
+  int32_t min_reps;      /* timed repetitions at least (default 3) */
+  int32_t max_reps;      /* timed repetitions at most (default 25) */
+  double max_flops;      /* FLOP cap per kernel call (default 4e9): larger shapes are
+                            measured on a slice of their first dims and scaled
+                            linearly (entry "scale" > 1) */
+  double max_bytes;      /* buffer cap per kernel, bytes (default 256 MiB); same slicing */
+  bool progress;         /* a progress line on stderr (callers set it when isatty(2)) */
   const char *save_path; /* checkpoint file (psim_costdb_save), NULL for none */
-  double save_every_s;  /* checkpoint interval, s (default 5) */
+  double save_every_s;   /* checkpoint interval, s (default 5) */
   volatile sig_atomic_t *interrupt; /* non-zero asks the run to stop (SIGINT) */
-  int32_t device_index; /* GPU ordinal for the CUDA backend (default 0) */
+  int32_t device_index;             /* GPU ordinal for the CUDA backend (default 0) */
 } psim_profile_opts;
 
 void psim_profile_opts_init(psim_profile_opts *o);
@@ -44,13 +44,12 @@ psim_status psim_profile_keys_grid(psim_dtype dt, psim_key_set *out);
  * degrees of its splittable dims with product <= devices, forward and
  * backward, plus the optimizer update of each weight's shards. dtype
  * overrides the model's dtypes when not PSIM_DTYPE_COUNT. */
-psim_status psim_profile_keys_model(const psim_model *m, const psim_cluster *c,
-                                    psim_dtype dtype, psim_key_set *out);
+psim_status psim_profile_keys_model(const psim_model *m, const psim_cluster *c, psim_dtype dtype,
+                                    psim_key_set *out);
 
 /* A backend: measures one key (entry->key is set on entry). Returns
  * PSIM_EUNIMPLEMENTED when the device lacks the kernel (e.g. bf16 GEMM). */
-typedef psim_status (*psim_profile_measure_fn)(const psim_cost_key *key,
-                                               const psim_profile_opts *o,
+typedef psim_status (*psim_profile_measure_fn)(const psim_cost_key *key, const psim_profile_opts *o,
                                                psim_cost_entry *out);
 
 /* CPU backend: OpenBLAS (one thread) and the project's own loops. */
@@ -92,7 +91,6 @@ void psim_profile_slice(const psim_cost_key *key, double max_flops, double max_b
                         psim_cost_key *slice, double *scale);
 
 /* Median, interquartile range and minimum of n samples (sorted in place). */
-void psim_profile_summary(double *samples, int32_t n, double *median, double *iqr,
-                          double *min);
+void psim_profile_summary(double *samples, int32_t n, double *median, double *iqr, double *min);
 
 #endif

@@ -41,7 +41,9 @@ static sbgemm_fn sbgemm_ptr(void) {
   return fn;
 }
 
-bool psim_profile_cpu_has_bf16(void) { return sbgemm_ptr() != NULL; }
+bool psim_profile_cpu_has_bf16(void) {
+  return sbgemm_ptr() != NULL;
+}
 
 static double now_s(void) {
   struct timespec ts;
@@ -51,8 +53,8 @@ static double now_s(void) {
 
 /* ---- GEMM-based kernels --------------------------------------------------- */
 
-static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
-                  const float *b, float *c) {
+static void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+                  float *c) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               (blasint)m, (blasint)n, (blasint)k, 1.0f, a, ta ? (blasint)m : (blasint)k, b,
               tb ? (blasint)k : (blasint)n, 0.0f, c, (blasint)n);
@@ -77,8 +79,8 @@ static void run_dgemm(kernel *k) {
   int64_t m = s[1], n = s[2], kk = s[3], passes = k->bwd ? 2 : 1;
   double *a = (double *)k->x[0], *w = (double *)k->x[1], *c = (double *)k->x[2];
   for (int64_t i = 0; i < s[0] * passes; i++)
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)kk,
-                1.0, a, (blasint)kk, w, (blasint)n, 0.0, c, (blasint)n);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)m, (blasint)n, (blasint)kk, 1.0,
+                a, (blasint)kk, w, (blasint)n, 0.0, c, (blasint)n);
 }
 
 static void run_sbgemm(kernel *k) {
@@ -131,7 +133,7 @@ static void run_attention(kernel *k) {
       sgemm(false, false, q, d, kv, P, V, O);
       continue;
     }
-    sgemm(false, true, q, kv, d, O, V, dP);                  /* dP = dO V^T */
+    sgemm(false, true, q, kv, d, O, V, dP);                   /* dP = dO V^T */
     sgemm(true, false, kv, d, q, P, O, k->x[8] + i * kv * d); /* dV = P^T dO */
     softmax_rows_bwd(P, dP, dP, q, kv);
     sgemm(false, false, q, d, kv, dP, K, k->x[6] + i * q * d); /* dQ = dS K */
@@ -179,14 +181,26 @@ static void run_conv(kernel *k) {
 
 /* ---- memory-bound kernels (the project's own loops) ------------------- */
 
-typedef enum ew_fn { EW_ADD, EW_MUL, EW_DIV, EW_RELU, EW_GELU, EW_SILU, EW_TANH, EW_SIGMOID,
-                     EW_SCALE, EW_SWIGLU } ew_fn;
+typedef enum ew_fn {
+  EW_ADD,
+  EW_MUL,
+  EW_DIV,
+  EW_RELU,
+  EW_GELU,
+  EW_SILU,
+  EW_TANH,
+  EW_SIGMOID,
+  EW_SCALE,
+  EW_SWIGLU
+} ew_fn;
 
 static ew_fn ew_parse(const char *fn) {
-  static const struct { const char *name; ew_fn f; } t[] = {
-      {"add", EW_ADD}, {"sub", EW_ADD}, {"mul", EW_MUL}, {"div", EW_DIV}, {"relu", EW_RELU},
-      {"gelu", EW_GELU}, {"silu", EW_SILU}, {"tanh", EW_TANH}, {"sigmoid", EW_SIGMOID},
-      {"swiglu", EW_SWIGLU}, {"mask", EW_MUL}};
+  static const struct {
+    const char *name;
+    ew_fn f;
+  } t[] = {{"add", EW_ADD},         {"sub", EW_ADD},       {"mul", EW_MUL},   {"div", EW_DIV},
+           {"relu", EW_RELU},       {"gelu", EW_GELU},     {"silu", EW_SILU}, {"tanh", EW_TANH},
+           {"sigmoid", EW_SIGMOID}, {"swiglu", EW_SWIGLU}, {"mask", EW_MUL}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
     if (strcmp(fn, t[i].name) == 0)
       return t[i].f;
@@ -197,7 +211,8 @@ static inline float ew_unary(ew_fn f, float a) {
   switch (f) {
   case EW_RELU: return a > 0 ? a : 0;
   case EW_GELU: return 0.5f * a * (1 + tanhf(0.7978845608f * (a + 0.044715f * a * a * a)));
-  case EW_SILU: case EW_SWIGLU: return a / (1 + expf(-a));
+  case EW_SILU:
+  case EW_SWIGLU: return a / (1 + expf(-a));
   case EW_TANH: return tanhf(a);
   case EW_SIGMOID: return 1 / (1 + expf(-a));
   default: return 0.5f * a;
@@ -239,7 +254,7 @@ static void run_dropout(kernel *k) {
   for (int64_t i = 0; i < n; i++) {
     if (!k->bwd) {
       r ^= r << 13, r ^= r >> 17, r ^= r << 5; /* xorshift32 */
-      k->mask[i] = (r & 1023u) >= 102u;       /* keep with p = 0.9 */
+      k->mask[i] = (r & 1023u) >= 102u;        /* keep with p = 0.9 */
     }
     k->x[1][i] = k->mask[i] ? k->x[0][i] * 1.1111111f : 0.0f;
   }
@@ -372,7 +387,10 @@ static bool plan_buffers(kernel *k) {
     n[0] = n[1] = (size_t)s[0];
     k->run = run_dropout;
     return true;
-  case PSIM_OP_SOFTMAX: case PSIM_OP_LAYERNORM: case PSIM_OP_RMSNORM: case PSIM_OP_CROSS_ENTROPY:
+  case PSIM_OP_SOFTMAX:
+  case PSIM_OP_LAYERNORM:
+  case PSIM_OP_RMSNORM:
+  case PSIM_OP_CROSS_ENTROPY:
     n[0] = n[1] = n[3] = n[4] = (size_t)(s[0] * s[1]), n[2] = n[5] = (size_t)s[1];
     k->n_ids = (size_t)s[0];
     k->run = run_rows;

@@ -21,12 +21,12 @@ namespace {
 struct gpu_kernel {
   const psim_cost_key *key;
   bool bwd;
-  size_t elem;            /* bytes per element of the key's dtype */
-  cudaDataType_t type;    /* cuBLAS data type */
+  size_t elem;         /* bytes per element of the key's dtype */
+  cudaDataType_t type; /* cuBLAS data type */
   cublasComputeType_t compute;
   void *x[NBUF];
-  size_t len[NBUF];       /* elements */
-  float *f32[4];          /* fp32 side buffers (Adam state, embedding grads) */
+  size_t len[NBUF]; /* elements */
+  float *f32[4];    /* fp32 side buffers (Adam state, embedding grads) */
   size_t f32_len;
 };
 
@@ -41,11 +41,21 @@ psim_status blas_fail(cublasStatus_t s, const char *what) {
   return psim_error(PSIM_EFAILED, "cuBLAS %s failed with status %d", what, (int)s);
 }
 
-template <typename T> __device__ float to_f(T v) { return (float)v; }
-template <> __device__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ T from_f(float v) { return (T)v; }
-template <> __device__ __half from_f<__half>(float v) { return __float2half(v); }
+template <typename T> __device__ float to_f(T v) {
+  return (float)v;
+}
+template <> __device__ float to_f<__half>(__half v) {
+  return __half2float(v);
+}
+template <> __device__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T> __device__ T from_f(float v) {
+  return (T)v;
+}
+template <> __device__ __half from_f<__half>(float v) {
+  return __float2half(v);
+}
 template <> __device__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16(v);
 }
@@ -58,7 +68,8 @@ __device__ float gelu(float a) {
 
 template <typename T>
 __global__ void ew_kernel(const T *a, const T *b, T *y, T *ga, long n, long nb, bool bwd) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x) {
     float v = nb > 0 ? to_f(a[i]) + to_f(b[i % nb]) : gelu(to_f(a[i]));
     if (bwd)
       ga[i] = from_f<T>(to_f(y[i]) * v);
@@ -69,7 +80,8 @@ __global__ void ew_kernel(const T *a, const T *b, T *y, T *ga, long n, long nb, 
 
 template <typename T>
 __global__ void dropout_kernel(const T *a, T *y, unsigned char *mask, long n, bool bwd) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x) {
     if (!bwd) {
       unsigned h = (unsigned)i * 2654435761u;
       mask[i] = (h >> 7) % 10u != 0u; /* keep with p = 0.9 */
@@ -117,7 +129,8 @@ __global__ void rows_kernel(const T *x, const T *g, T *y, long cols, int mode, b
 template <typename T>
 __global__ void gather_kernel(const T *table, T *out, float *gtable, long t, long h, long v,
                               bool bwd) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < t * h; i += (long)gridDim.x * blockDim.x) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < t * h;
+       i += (long)gridDim.x * blockDim.x) {
     long row = ((i / h) * 2654435761l) % v, col = i % h;
     if (bwd)
       atomicAdd(&gtable[row * h + col], to_f(out[i]));
@@ -127,13 +140,15 @@ __global__ void gather_kernel(const T *table, T *out, float *gtable, long t, lon
 }
 
 template <typename T> __global__ void copy_kernel(const T *in, T *out, long nin, long nout) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < nout; i += (long)gridDim.x * blockDim.x)
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < nout;
+       i += (long)gridDim.x * blockDim.x)
     out[i] = in[nin > 0 ? i % nin : 0];
 }
 
 /* Adam (Kingma & Ba 2015) on fp32 master weights and moments. */
 __global__ void adam_kernel(float *w, const float *g, float *m, float *v, long n) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x) {
     m[i] = 0.9f * m[i] + 0.1f * g[i];
     v[i] = 0.999f * v[i] + 0.001f * g[i] * g[i];
     w[i] -= 1e-4f * (m[i] * 10.f) / (sqrtf(v[i] * 1000.f) + 1e-8f);
@@ -170,13 +185,13 @@ template <typename T> psim_status launch_memory(gpu_kernel *k) {
   case PSIM_OP_DROPOUT:
     dropout_kernel<T><<<grid_for(s[0]), 256>>>(x[0], x[1], (unsigned char *)x[2], s[0], b);
     break;
-  case PSIM_OP_SOFTMAX: case PSIM_OP_CROSS_ENTROPY: case PSIM_OP_LAYERNORM: case PSIM_OP_RMSNORM:
-    rows_kernel<T><<<(unsigned)s[0], 256>>>(x[0], x[3], x[1], s[1],
-                                            k->key->kind == PSIM_OP_SOFTMAX ||
-                                                    k->key->kind == PSIM_OP_CROSS_ENTROPY
-                                                ? 0
-                                                : 1,
-                                            b);
+  case PSIM_OP_SOFTMAX:
+  case PSIM_OP_CROSS_ENTROPY:
+  case PSIM_OP_LAYERNORM:
+  case PSIM_OP_RMSNORM:
+    rows_kernel<T><<<(unsigned)s[0], 256>>>(
+        x[0], x[3], x[1], s[1],
+        k->key->kind == PSIM_OP_SOFTMAX || k->key->kind == PSIM_OP_CROSS_ENTROPY ? 0 : 1, b);
     break;
   case PSIM_OP_EMBEDDING:
     gather_kernel<T><<<grid_for(s[0] * s[1]), 256>>>(x[0], x[1], k->f32[0], s[0], s[1], s[2], b);
@@ -186,7 +201,7 @@ template <typename T> psim_status launch_memory(gpu_kernel *k) {
     break;
   default:
     copy_kernel<T><<<grid_for(b ? s[0] : s[1]), 256>>>(b ? x[1] : x[0], b ? x[0] : x[1],
-                                                      b ? s[1] : s[0], b ? s[0] : s[1]);
+                                                       b ? s[1] : s[0], b ? s[0] : s[1]);
   }
   cudaError_t e = cudaGetLastError();
   return e == cudaSuccess ? PSIM_OK : cuda_fail(e, "kernel launch");
@@ -262,9 +277,10 @@ bool plan(gpu_kernel *k) {
     return true;
   case PSIM_OP_ELEMENTWISE: n[0] = n[2] = n[3] = (size_t)s[0], n[1] = (size_t)s[1]; return true;
   case PSIM_OP_DROPOUT: n[0] = n[1] = n[2] = (size_t)s[0]; return true;
-  case PSIM_OP_SOFTMAX: case PSIM_OP_LAYERNORM: case PSIM_OP_RMSNORM: case PSIM_OP_CROSS_ENTROPY:
-    n[0] = n[1] = n[3] = (size_t)(s[0] * s[1]);
-    return s[1] >= 1;
+  case PSIM_OP_SOFTMAX:
+  case PSIM_OP_LAYERNORM:
+  case PSIM_OP_RMSNORM:
+  case PSIM_OP_CROSS_ENTROPY: n[0] = n[1] = n[3] = (size_t)(s[0] * s[1]); return s[1] >= 1;
   case PSIM_OP_EMBEDDING:
     n[0] = (size_t)(s[2] * s[1]), n[1] = (size_t)(s[0] * s[1]), k->f32_len = n[0];
     return s[2] >= 1;
@@ -364,8 +380,9 @@ extern "C" psim_status psim_profile_cuda_available(int32_t device_index) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0)
-    return psim_error(PSIM_EFAILED, "no CUDA GPU is present on this machine (%s); "
-                                    "--device cuda needs one",
+    return psim_error(PSIM_EFAILED,
+                      "no CUDA GPU is present on this machine (%s); "
+                      "--device cuda needs one",
                       e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
   if (device_index < 0 || device_index >= n)
     return psim_error(PSIM_EINPUT, "GPU %d does not exist (this machine has %d)", device_index, n);
@@ -389,14 +406,13 @@ extern "C" psim_status psim_profile_cuda_fingerprint(int32_t device_index,
   snprintf(fp->name, sizeof fp->name, "%.120s", p.name);
   fp->cores = p.multiProcessorCount;
   fp->threads = 1;
-  snprintf(fp->library, sizeof fp->library, "cuBLAS %d, CUDA runtime %d, driver %d", blas,
-           runtime, driver);
+  snprintf(fp->library, sizeof fp->library, "cuBLAS %d, CUDA runtime %d, driver %d", blas, runtime,
+           driver);
   return PSIM_OK;
 }
 
 extern "C" psim_status psim_profile_cuda_measure(const psim_cost_key *key,
-                                                 const psim_profile_opts *o,
-                                                 psim_cost_entry *out) {
+                                                 const psim_profile_opts *o, psim_cost_entry *out) {
   gpu_kernel k;
   memset(&k, 0, sizeof k);
   k.key = key;

@@ -116,8 +116,8 @@ static cJSON *ew(gb *g, cJSON *ops, const char *name, const char *fn, const char
   return o;
 }
 
-static blk block(gb *g, const char *name, int64_t repeat, const char *inputs,
-                 const char *outputs, const char *in, const char *out) {
+static blk block(gb *g, const char *name, int64_t repeat, const char *inputs, const char *outputs,
+                 const char *in, const char *out) {
   blk b = {0};
   cJSON *o = cJSON_CreateObject();
   if (!o || !g->ops || !cJSON_AddItemToArray(g->ops, o)) {
@@ -166,8 +166,10 @@ static psim_status gb_finish(gb *g, struct cJSON **out) {
 static psim_status check_dtype(const char *dt) {
   psim_dtype t;
   if (psim_dtype_parse(dt, &t) != PSIM_OK)
-    return psim_error(PSIM_EINPUT, "--dtype: unknown dtype '%.40s'; expected fp32, fp16, bf16, "
-                                   "fp8 or fp64", dt);
+    return psim_error(PSIM_EINPUT,
+                      "--dtype: unknown dtype '%.40s'; expected fp32, fp16, bf16, "
+                      "fp8 or fp64",
+                      dt);
   return PSIM_OK;
 }
 
@@ -204,9 +206,13 @@ static void tf_defaults(psim_gen_tf_opts *o) {
   o->capacity_factor = 1.0;
 }
 
-void psim_gen_gpt_opts_init(psim_gen_tf_opts *o) { tf_defaults(o); }
+void psim_gen_gpt_opts_init(psim_gen_tf_opts *o) {
+  tf_defaults(o);
+}
 
-void psim_gen_moe_opts_init(psim_gen_tf_opts *o) { tf_defaults(o); }
+void psim_gen_moe_opts_init(psim_gen_tf_opts *o) {
+  tf_defaults(o);
+}
 
 void psim_gen_llama_opts_init(psim_gen_tf_opts *o) {
   tf_defaults(o);
@@ -246,8 +252,10 @@ static psim_status tf_check(const psim_gen_tf_opts *o, tf_family fam) {
     return psim_error(PSIM_EINPUT, "--kv-heads %lld must divide --heads %lld",
                       (long long)o->kv_heads, (long long)o->heads);
   if (o->kv_heads && o->kv_heads != o->heads && !o->flash)
-    return psim_error(PSIM_EINPUT, "--kv-heads %lld differs from --heads: grouped-query "
-                      "attention needs --flash (the fused attention op)", (long long)o->kv_heads);
+    return psim_error(PSIM_EINPUT,
+                      "--kv-heads %lld differs from --heads: grouped-query "
+                      "attention needs --flash (the fused attention op)",
+                      (long long)o->kv_heads);
   if (fam == TF_MOE) {
     PSIM_CHECK(positive("experts", o->experts, 1 << 20));
     PSIM_CHECK(positive("top-k", o->top_k, o->experts));
@@ -588,12 +596,12 @@ psim_status psim_gen_mlp(const psim_gen_net_opts *o, struct cJSON **out) {
 
 typedef struct cnn {
   gb *g;
-  cJSON *ws, *ts, *ops; /* where declarations go (top level or a block) */
-  char x[64];           /* current activation */
+  cJSON *ws, *ts, *ops;     /* where declarations go (top level or a block) */
+  char x[64];               /* current activation */
   char c[32], h[32], w[32]; /* its channel and spatial dim names */
-  int64_t cs, hs, ws_;  /* their sizes */
-  int n;                /* op counter for unique names */
-  int layer;            /* explicit layer for top-level ops; -1 = none */
+  int64_t cs, hs, ws_;      /* their sizes */
+  int n;                    /* op counter for unique names */
+  int layer;                /* explicit layer for top-level ops; -1 = none */
 } cnn;
 
 static void cnn_at(cnn *k, const char *x, const char *c, int64_t cs, const char *h, int64_t hs,
@@ -631,8 +639,8 @@ static void cnn_new(cnn *k, char *name, const char *dims) {
 
 /* conv kh x kw (stride s, pad ph/pw) to cout channels, then relu (BatchNorm
  * folded into the conv: its 2 parameters per channel are omitted). */
-static void conv(cnn *k, int64_t cout, int64_t kh, int64_t kw, int64_t s, int64_t ph,
-                 int64_t pw, bool relu) {
+static void conv(cnn *k, int64_t cout, int64_t kh, int64_t kw, int64_t s, int64_t ph, int64_t pw,
+                 bool relu) {
   gb *g = k->g;
   char c2[32], hd[32], wd[32], khd[32], kwd[32], wt[64], y[64], dims[160], in[160];
   chan(k, cout, k->c, c2);
@@ -932,24 +940,27 @@ static void module(cnn *k, const int64_t (*spec)[6], const int *len, int nb) {
 }
 
 static void inception_a(cnn *k, int64_t pool_c) {
-  const int64_t s[][6] = {{64, 1, 1, 1, 0, 0},  {48, 1, 1, 1, 0, 0}, {64, 5, 5, 1, 2, 2},
-                          {64, 1, 1, 1, 0, 0},  {96, 3, 3, 1, 1, 1}, {96, 3, 3, 1, 1, 1},
-                          {0, 3, 3, 1, 1, 1},   {pool_c, 1, 1, 1, 0, 0}};
+  const int64_t s[][6] = {{64, 1, 1, 1, 0, 0}, {48, 1, 1, 1, 0, 0},    {64, 5, 5, 1, 2, 2},
+                          {64, 1, 1, 1, 0, 0}, {96, 3, 3, 1, 1, 1},    {96, 3, 3, 1, 1, 1},
+                          {0, 3, 3, 1, 1, 1},  {pool_c, 1, 1, 1, 0, 0}};
   static const int len[] = {1, 2, 3, 2};
   module(k, s, len, 4);
 }
 
 static void inception_b(cnn *k) {
-  const int64_t s[][6] = {{384, 3, 3, 2, 0, 0}, {64, 1, 1, 1, 0, 0}, {96, 3, 3, 1, 1, 1},
-                          {96, 3, 3, 2, 0, 0},  {0, 3, 3, 2, -1, 0}};
+  const int64_t s[][6] = {{384, 3, 3, 2, 0, 0},
+                          {64, 1, 1, 1, 0, 0},
+                          {96, 3, 3, 1, 1, 1},
+                          {96, 3, 3, 2, 0, 0},
+                          {0, 3, 3, 2, -1, 0}};
   static const int len[] = {1, 3, 1};
   module(k, s, len, 3);
 }
 
 static void inception_c(cnn *k, int64_t c7) {
-  const int64_t s[][6] = {{192, 1, 1, 1, 0, 0}, {c7, 1, 1, 1, 0, 0},  {c7, 1, 7, 1, 0, 3},
-                          {192, 7, 1, 1, 3, 0}, {c7, 1, 1, 1, 0, 0},  {c7, 7, 1, 1, 3, 0},
-                          {c7, 1, 7, 1, 0, 3},  {c7, 7, 1, 1, 3, 0},  {192, 1, 7, 1, 0, 3},
+  const int64_t s[][6] = {{192, 1, 1, 1, 0, 0}, {c7, 1, 1, 1, 0, 0}, {c7, 1, 7, 1, 0, 3},
+                          {192, 7, 1, 1, 3, 0}, {c7, 1, 1, 1, 0, 0}, {c7, 7, 1, 1, 3, 0},
+                          {c7, 1, 7, 1, 0, 3},  {c7, 7, 1, 1, 3, 0}, {192, 1, 7, 1, 0, 3},
                           {0, 3, 3, 1, 1, 1},   {192, 1, 1, 1, 0, 0}};
   static const int len[] = {1, 3, 5, 2};
   module(k, s, len, 4);

@@ -17,19 +17,19 @@ struct cJSON;
 
 /* Transformers: gpt, llama, bert, moe. */
 typedef struct psim_gen_tf_opts {
-  const char *name;   /* model name; NULL = family-based default */
-  int64_t layers;     /* transformer layers */
-  int64_t hidden;     /* model width h */
-  int64_t heads;      /* attention heads (query heads for llama) */
-  int64_t kv_heads;   /* llama: key/value heads (grouped-query attention); 0 = heads */
-  int64_t seq;        /* sequence length (tokens) */
-  int64_t vocab;      /* vocabulary size */
-  int64_t batch;      /* global batch (sequences per iteration) */
-  int64_t ffn;        /* feed-forward width; 0 = 4h (gpt, bert, moe), 11008-style for llama */
-  const char *dtype;  /* tensor dtype: bf16 by default */
-  bool flash;         /* one fused attention op (FlashAttention) instead of the separate core */
-  int64_t experts;    /* moe: experts per MoE layer */
-  int64_t top_k;      /* moe: experts per token */
+  const char *name;       /* model name; NULL = family-based default */
+  int64_t layers;         /* transformer layers */
+  int64_t hidden;         /* model width h */
+  int64_t heads;          /* attention heads (query heads for llama) */
+  int64_t kv_heads;       /* llama: key/value heads (grouped-query attention); 0 = heads */
+  int64_t seq;            /* sequence length (tokens) */
+  int64_t vocab;          /* vocabulary size */
+  int64_t batch;          /* global batch (sequences per iteration) */
+  int64_t ffn;            /* feed-forward width; 0 = 4h (gpt, bert, moe), 11008-style for llama */
+  const char *dtype;      /* tensor dtype: bf16 by default */
+  bool flash;             /* one fused attention op (FlashAttention) instead of the separate core */
+  int64_t experts;        /* moe: experts per MoE layer */
+  int64_t top_k;          /* moe: experts per token */
   double capacity_factor; /* moe: expert capacity = ceil(cf * top_k * seq / experts) per sample */
 } psim_gen_tf_opts;
 

@@ -290,23 +290,33 @@ static psim_status make_locals(psim_build *b) {
 
 /* ---- task creation ------------------------------------------------------- */
 
-/* Whether op o is recomputed in backward under the strategy's mode. */
+/* The attention core (QK^T, softmax, dropout, AV): ops tagged "attn_core"
+ * by the model, fused attention, or else ops touching a tensor with two
+ * sequence-long dims (the score matrix). */
 static bool is_attention_core(const psim_model *m, const psim_op *op) {
-  if (op->kind == PSIM_OP_ATTENTION)
+  if (op->kind == PSIM_OP_ATTENTION || (op->tag && strcmp(op->tag, "attn_core") == 0))
     return true;
+  int32_t sd = m->role_dim[PSIM_ROLE_SEQUENCE];
+  if (sd < 0)
+    return false;
+  int64_t seq = m->dims[sd].size;
   for (int32_t i = 0; i < op->n_in + op->n_out; i++) {
     int32_t t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
     const psim_tensor *ten = &m->tensors[t];
-    int seq = 0;
-    for (int32_t j = 0; j < ten->rank; j++)
-      seq += m->dims[ten->dims[j]].role == PSIM_ROLE_SEQUENCE;
-    if (seq >= 2)
+    int n = 0;
+    bool has_role = false;
+    for (int32_t j = 0; j < ten->rank; j++) {
+      n += m->dims[ten->dims[j]].size == seq;
+      has_role = has_role || m->dims[ten->dims[j]].role == PSIM_ROLE_SEQUENCE;
+    }
+    if (n >= 2 && has_role)
       return true;
   }
   return false;
 }
 
-static bool recomputed(const psim_build *b, int32_t o) {
+/* Whether op o is recomputed in backward under the strategy's mode. */
+bool psim_build_recomputed(const psim_build *b, int32_t o) {
   const psim_op *op = &b->m->ops[o];
   if (op->block < 0)
     return false; /* embedding and head are not checkpointed (Megatron) */
@@ -316,6 +326,8 @@ static bool recomputed(const psim_build *b, int32_t o) {
   default: return false;
   }
 }
+
+static bool recomputed(const psim_build *b, int32_t o) { return psim_build_recomputed(b, o); }
 
 /* The host issues each kernel (runtime.host_issue_s) and runs ahead of the
  * device, except at the start of a pipeline slot when pp > 1: Megatron-LM's
@@ -736,6 +748,76 @@ static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *x
   return PSIM_OK;
 }
 
+/* Dims of X (in t) along which region r is wider than entry e's shard. */
+static uint32_t gather_mask(const psim_build *b, int32_t x, int32_t t, int32_t e,
+                            const region *r) {
+  const psim_op *op = &b->m->ops[x];
+  const psim_op_config *cfg = &b->s->ops[x];
+  const psim_tensor *ten = &b->m->tensors[t];
+  region rx;
+  tensor_region(b, x, e / cfg->replicas, t, &rx);
+  uint32_t mask = 0;
+  for (int32_t j = 0; j < ten->rank; j++) {
+    if (rx.lo[j] == r->lo[j] && rx.hi[j] == r->hi[j])
+      continue;
+    int32_t i = psim_op_dim_index(op, ten->dims[j]);
+    if (i >= 0 && cfg->degree[i] > 1)
+      mask |= 1u << i;
+  }
+  return mask;
+}
+
+/* When region r on entry e's device is exactly the union of the shards of a
+ * group that differs from e only along dims of t (sharded -> replicated),
+ * adds (once) that group's all-gather and returns its exit in *exit; else
+ * leaves *exit at -1. */
+static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t, int32_t *xt,
+                              int32_t e, const region *r, int32_t mu, int dir, int32_t *exit) {
+  const psim_tensor *ten = &b->m->tensors[t];
+  uint32_t mask = gather_mask(b, x, t, e, r);
+  if (!mask)
+    return PSIM_OK;
+  group *g = psim_malloc(sizeof *g);
+  if (!g)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  partial_group(b, x, e, mask, g);
+  double covered = 0;
+  for (int32_t i = 0; i < g->n; i++) {
+    region rg;
+    int32_t ge = entry_on(b, x, g->devices[i]);
+    tensor_region(b, x, ge / b->s->ops[x].replicas, t, &rg);
+    covered += overlap(&rg, r, ten->rank) == region_elems(&rg, ten->rank) ? region_elems(&rg, ten->rank) : -1e300;
+  }
+  psim_status st = PSIM_OK;
+  if (g->n > 1 && covered == region_elems(r, ten->rank)) {
+    comm_cache *cache = b->cache;
+    uint64_t k1 = key1(3, x, slot, mu, dir);
+    *exit = cache_get(cache, k1, (uint64_t)g->devices[0]);
+    if (*exit < 0) {
+      if (b->folded)
+        group_stride(b, x, e, mask, g);
+      psim_coll_desc d = {PSIM_COLL_ALL_GATHER, b->s->allreduce, g->devices, g->n,
+                          covered * (double)psim_dtype_bytes(ten->dtype),
+                          b->folded ? g->n_groups : 1, g->stride};
+      psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_TP, (int16_t)b->s->ops[x].stage,
+                             x, mu, g->devices[0], -1};
+      int32_t entry;
+      st = psim_coll_add(&b->g, b->c, &d, b->o->fidelity, &info, &entry, exit);
+      if (st == PSIM_OK)
+        st = rank_skew(b, g, &info, &entry);
+      for (int32_t i = 0; i < g->n && st == PSIM_OK; i++) {
+        int32_t from = b->simulated[g->devices[i]] ? src_task(b, xt, x, g->devices[i], mu) : -1;
+        if (from >= 0)
+          st = psim_tg_add_edge(&b->g, from, entry);
+      }
+      if (st == PSIM_OK)
+        st = cache_put(cache, k1, (uint64_t)g->devices[0], *exit);
+    }
+  }
+  psim_free(g);
+  return st;
+}
+
 /* Connects X's tasks (producing tensor t, in X's layout) to Y's task on local
  * k, adding whatever communication the two layouts need. */
 static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, int32_t y,
@@ -776,6 +858,12 @@ static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, 
       int32_t from = src_task(b, xt, x, ly->device, mu);
       return from >= 0 ? psim_tg_add_edge(&b->g, from, to) : PSIM_OK;
     }
+  }
+  if (e >= 0 && !pipeline) {
+    int32_t exit = -1;
+    PSIM_CHECK(all_gather(b, x, slot, t, xt, e, &ry, mu, dir, &exit));
+    if (exit >= 0)
+      return psim_tg_add_edge(&b->g, exit, to);
   }
   comm_cache *cache = b->cache;
   uint64_t k1 = key1(2, x, slot, mu, dir);

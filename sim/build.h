@@ -53,6 +53,8 @@ typedef struct psim_build {
 psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,
                              const psim_strategy *s, const psim_sim_options *o);
 void psim_build_destroy(psim_build *b);
+/* Whether op o is recomputed in backward under the strategy's recompute mode. */
+bool psim_build_recomputed(const psim_build *b, int32_t o);
 
 /* Memory (memory.c): static per-device bytes and which inputs ops save. */
 psim_status psim_memory_static(psim_build *b);

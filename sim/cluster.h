@@ -134,6 +134,9 @@ typedef struct psim_cluster {
 
 void psim_cluster_init(psim_cluster *c);
 void psim_cluster_destroy(psim_cluster *c);
+/* Loading (docs/cluster.md): c must have been initialised; what it held is
+ * destroyed first, and on failure it is left empty. Errors name the file and
+ * the JSON path. O(V + E) plus an O(V log V) name index. */
 psim_status psim_cluster_load(const char *file, psim_cluster *c);
 struct cJSON;
 psim_status psim_cluster_from_json(const char *file, const struct cJSON *root, psim_cluster *c);

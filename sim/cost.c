@@ -45,7 +45,8 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
     *origin = PSIM_ORIGIN_ESTIMATED; /* views: no kernel, no data movement */
     return 0;
   }
-  if (db && psim_costdb_hook_lookup(db, op, shard, pass, op_dtype(m, op), &seconds, origin))
+  if (db && psim_costdb_hook_lookup_model(db, m, op, shard, pass, op_dtype(m, op), &seconds,
+                                           origin))
     return seconds * slow;
   double flops = 0, bytes = 0;
   psim_op_shard_work(m, op, shard, pass, &flops, &bytes);

@@ -12,31 +12,42 @@
 #include "alloc.h"
 #include "cluster.h"
 
-/* Kernel launch overhead of GPUs: typical CUDA kernel launch latency of
- * 4-5 us measured from the host (NVIDIA, "CUDA C++ Best Practices Guide",
- * asynchronous launch cost; also the figure FlexFlow and Alpa's simulators
- * use). One value for every GPU generation. */
-#define GPU_LAUNCH_S 4.5e-6
+/* Fixed device-side cost of one GPU kernel (launch gap, tail of the last
+ * wave): 21.56 us, fitted to the A100 iteration times of Korthikanti et al.
+ * 2022 and vTrain together with the efficiencies below
+ * (tests/calibration/prototype/FINDINGS.md, docs/accuracy.md). */
+#define GPU_LAUNCH_S 21.56e-6
 /* CPU "launch": the call overhead of an OpenBLAS / loop kernel on one core,
  * about 1 us (estimate; profiles replace it). */
 #define CPU_LAUNCH_S 1e-6
 
-/* ---- PROVISIONAL EFFICIENCY TABLE -------------------------------------
- * gemm_max, gemm_half_flops (FLOPs at which a GEMM reaches half of
- * gemm_max) and mem (fraction of memory bandwidth reached by memory-bound
- * kernels). These are placeholders, NOT fitted values: the lead replaces them
- * with figures fitted to ../shared/calibration (docs/accuracy.md). A100's
- * 0.75 is the commonly measured large-GEMM fraction of the 312 TFLOP/s bf16
- * peak; the others are scaled guesses. */
+/* ---- CALIBRATED EFFICIENCY TABLE ---------------------------------------
+ * gemm_max and gemm_half_flops (GEMM efficiency eff(F) = gemm_max * F /
+ * (F + gemm_half_flops)) and mem (fraction of memory bandwidth reached by
+ * memory-bound kernels). A100: gemm_max 0.7738 and mem 0.8491 fitted to the
+ * Korthikanti 2022 and vTrain A100 measurements (docs/accuracy.md);
+ * gemm_half_flops 1.5 GFLOP (46% efficiency for a 1024^3 GEMM, held fixed:
+ * the data constrain it little). Other GPUs: no calibration data in
+ * ../shared; gemm_half_flops scaled with the peak (the same tile quantisation
+ * takes the same time), gemm_max 0.70 for Hopper (large bf16 GEMMs reach
+ * 650-700 of 989 TFLOP/s in cuBLAS), the A100 value elsewhere. */
 typedef struct eff_row {
   const char *type;
   psim_efficiency eff;
 } eff_row;
-static const eff_row provisional_eff[] = {
-    {"a100-80g", {0.75, 2e9, 0.80}}, {"a100-40g", {0.75, 2e9, 0.80}}, {"h100", {0.70, 8e9, 0.80}},
-    {"h200", {0.70, 8e9, 0.85}},     {"v100", {0.80, 1e9, 0.80}},     {"p100", {0.80, 5e8, 0.75}},
-    {"k80", {0.70, 2e8, 0.70}},      {"cpu", {0.80, 1e8, 0.70}},      {NULL, {0, 0, 0}}};
-/* ---- end of the provisional table ------------------------------------ */
+static const eff_row calibrated_eff[] = {
+    {"a100-80g", {0.7738, 1.5e9, 0.8491}}, {"a100-40g", {0.7738, 1.5e9, 0.8491}},
+    {"h100", {0.70, 4.75e9, 0.8491}},      {"h200", {0.70, 4.75e9, 0.8491}},
+    {"v100", {0.7738, 0.6e9, 0.8491}},     {"p100", {0.7738, 1.0e8, 0.8491}},
+    {"k80", {0.7738, 2.1e7, 0.8491}},      {"cpu", {0.80, 1e8, 0.70}},
+    {NULL, {0, 0, 0}}};
+
+/* Training-runtime overheads of GPUs (PyTorch eager + NCCL as Megatron-LM
+ * runs them on a DGX A100 host), fitted with the table above: 67.41 us of host
+ * time to issue a kernel, 11.49 us of rank skew per peer of a tensor-parallel
+ * collective, 5.033 ms fixed per iteration. */
+static const psim_runtime gpu_runtime = {67.41e-6, 11.49e-6, 5.033e-3};
+/* ---- end of the calibrated table ------------------------------------ */
 
 typedef struct gpu_row {
   const char *name;
@@ -73,8 +84,8 @@ void psim_device_type_destroy(psim_device_type *t) {
   t->name = NULL;
 }
 
-static psim_efficiency provisional(const char *name) {
-  for (const eff_row *r = provisional_eff; r->type; r++)
+static psim_efficiency calibrated(const char *name) {
+  for (const eff_row *r = calibrated_eff; r->type; r++)
     if (strcmp(r->type, name) == 0)
       return r->eff;
   return (psim_efficiency){0.75, 1e9, 0.8};
@@ -90,6 +101,7 @@ static void fill_gpu(const gpu_row *r, psim_device_type *t) {
   t->mem_bytes = r->mem_bytes;
   t->mem_bw = r->mem_bw;
   t->launch_s = GPU_LAUNCH_S;
+  t->rt = gpu_runtime;
 }
 
 static void fill_cpu(psim_device_type *t) {
@@ -117,7 +129,7 @@ psim_status psim_device_type_builtin(const char *name, psim_device_type *out) {
     fill_gpu(row, out);
   else
     fill_cpu(out);
-  out->eff = provisional(name);
+  out->eff = calibrated(name);
   out->name = psim_strdup(name);
   if (!out->name)
     return psim_error(PSIM_ENOMEM, "out of memory");

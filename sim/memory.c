@@ -70,6 +70,23 @@ static double kept_outputs(const psim_model *m, const psim_op *op, const int64_t
   return v;
 }
 
+/* Elements of the largest shard of tensor t as its producer p holds it, per
+ * micro-batch. */
+static double producer_shard_elems(const psim_build *b, int32_t p, int32_t t) {
+  const psim_model *m = b->m;
+  const psim_op *op = &m->ops[p];
+  const psim_tensor *ten = &m->tensors[t];
+  double v = 1;
+  for (int32_t j = 0; j < ten->rank; j++) {
+    int64_t n = m->dims[ten->dims[j]].size;
+    if (m->dims[ten->dims[j]].role == PSIM_ROLE_BATCH && b->n_micro > 1)
+      n /= b->n_micro;
+    int32_t i = psim_op_dim_index(op, ten->dims[j]);
+    v *= (double)psim_shard_max(n, i >= 0 ? b->s->ops[p].degree[i] : 1);
+  }
+  return v;
+}
+
 double psim_memory_saved_bytes(const psim_build *b, int32_t o, const int64_t *ext,
                                bool recomputed) {
   const psim_model *m = b->m;
@@ -80,10 +97,17 @@ double psim_memory_saved_bytes(const psim_build *b, int32_t o, const int64_t *ex
     if (!(b->save_slots[o] & (1u << i)))
       continue;
     int32_t p = m->tensors[t].producer;
-    bool boundary = p < 0 || m->ops[p].layer != op->layer || m->ops[p].block < 0;
-    if (recomputed && !boundary)
+    /* a recomputed op keeps only inputs that the recompute cannot rebuild */
+    bool kept = p < 0 || m->ops[p].layer != op->layer || !psim_build_recomputed(b, p);
+    if (recomputed && !kept)
       continue;
-    v += tensor_shard_bytes(m, op, ext, t);
+    /* an input gathered from smaller shards is kept as its producer's shard
+     * and gathered again in backward (Megatron-LM's sequence parallelism,
+     * Korthikanti et al. 2022, section 4.2.2) */
+    double elems = shard_elems_of(m, op, ext, t);
+    if (p >= 0)
+      elems = fmin(elems, producer_shard_elems(b, p, t));
+    v += elems * (double)psim_dtype_bytes(m->tensors[t].dtype);
   }
   if (!recomputed)
     v += kept_outputs(m, op, ext);

@@ -225,8 +225,10 @@ static psim_status parse_tensor_shape(loader *L, const cJSON *v, psim_tensor *t)
   PSIM_CHECK(psim_json_string(&L->c, v, "dtype", false, &dt));
   t->dtype = L->m->dtype;
   if (dt && psim_dtype_parse(dt, &t->dtype) != PSIM_OK)
-    return psim_jerr((psim_jctx_key(&L->c, "dtype"), &L->c), "unknown dtype '%.40s'; expected fp32, fp16, bf16, fp8, fp64, "
-                            "int32, int64 or bool", dt);
+    return psim_jerr((psim_jctx_key(&L->c, "dtype"), &L->c),
+                     "unknown dtype '%.40s'; expected fp32, fp16, bf16, fp8, fp64, "
+                     "int32, int64 or bool",
+                     dt);
   return PSIM_OK;
 }
 
@@ -240,8 +242,7 @@ static psim_status add_tensor(loader *L, const char *full, psim_tensor *t, int32
                      (long long)MAX_TENSORS);
   PSIM_CHECK(psim_grow((void **)&m->tensors, &L->cap_tensors, (size_t)m->n_tensors + 1,
                        sizeof *m->tensors));
-  PSIM_CHECK(psim_grow((void **)&L->tdef, &L->cap_tdef, (size_t)m->n_tensors + 1,
-                       sizeof *L->tdef));
+  PSIM_CHECK(psim_grow((void **)&L->tdef, &L->cap_tdef, (size_t)m->n_tensors + 1, sizeof *L->tdef));
   PSIM_CHECK(def_here(L, &L->tdef[m->n_tensors]));
   t->name = psim_strdup(full);
   if (!t->name)
@@ -259,14 +260,15 @@ static bool same_shape(const psim_tensor *a, const psim_tensor *b) {
 
 /* Block output of the last repeat: takes the outer name (reusing a declared
  * activation of the same dims). */
-static psim_status add_block_output(loader *L, const scope *s, const char *outer,
-                                    psim_tensor *t) {
+static psim_status add_block_output(loader *L, const scope *s, const char *outer, psim_tensor *t) {
   int32_t idx = resolve(L, s->parent, outer);
   if (idx >= 0) {
     const psim_tensor *o = &L->m->tensors[idx];
     if (o->kind != PSIM_TENSOR_ACTIVATION || !same_shape(o, t))
-      return psim_jerr(&L->c, "the block output '%.100s' must be an activation with the dims "
-                       "of its local declaration", outer);
+      return psim_jerr(&L->c,
+                       "the block output '%.100s' must be an activation with the dims "
+                       "of its local declaration",
+                       outer);
   } else {
     char full[NAME_MAX_LEN];
     if (!join(full, s->parent->prefix, outer))
@@ -283,8 +285,8 @@ static psim_status add_block_output(loader *L, const scope *s, const char *outer
  * outputs/outer (block only, may be NULL): local names of the block outputs
  * and, for the last repeat, the outer names they take. */
 static psim_status parse_tensor_group(loader *L, const cJSON *obj, const char *key,
-                                      psim_tensor_kind kind, const scope *s,
-                                      const cJSON *outputs, const cJSON *outer) {
+                                      psim_tensor_kind kind, const scope *s, const cJSON *outputs,
+                                      const cJSON *outer) {
   const cJSON *g = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!g)
     return PSIM_OK;
@@ -369,9 +371,10 @@ static psim_status set_producers(loader *L, int32_t oi) {
     size_t sv = psim_jctx_key(&L->c, "out");
     psim_jctx_index(&L->c, (size_t)i);
     if (t->kind != PSIM_TENSOR_ACTIVATION)
-      return psim_jerr(&L->c, "'%.100s' is %s; ops write activations (declare it under "
-                       "\"tensors\")", t->name, t->kind == PSIM_TENSOR_WEIGHT ? "a weight" :
-                       "an input");
+      return psim_jerr(&L->c,
+                       "'%.100s' is %s; ops write activations (declare it under "
+                       "\"tensors\")",
+                       t->name, t->kind == PSIM_TENSOR_WEIGHT ? "a weight" : "an input");
     if (t->producer >= 0)
       return psim_jerr(&L->c, "tensor '%.100s' is produced twice: by '%.100s' and '%.100s'",
                        t->name, m->ops[t->producer].name, op->name);
@@ -455,8 +458,8 @@ static psim_status parse_op(loader *L, const scope *s, const cJSON *j) {
 
 static psim_status parse_ops(loader *L, const scope *s, const cJSON *ops);
 
-static const char *const block_keys[] = {"block",  "repeat",  "inputs",  "outputs", "in",
-                                         "out",    "weights", "tensors", "ops",     NULL};
+static const char *const block_keys[] = {"block", "repeat",  "inputs",  "outputs", "in",
+                                         "out",   "weights", "tensors", "ops",     NULL};
 
 /* Checks that key is an array of n strings (n < 0: any count, set into *n). */
 static psim_status names_array(loader *L, const cJSON *j, const char *key, int *n) {
@@ -487,8 +490,10 @@ static psim_status alias(loader *L, const scope *s, const char *local, int32_t i
   if (!join(full, s->prefix, local))
     return psim_jerr(&L->c, "name too long");
   if (smap_get(&L->tensors, full) >= 0)
-    return psim_jerr(&L->c, "block input '%.100s' is declared twice (block inputs alias the "
-                     "block's \"in\" tensors and must not be declared)", local);
+    return psim_jerr(&L->c,
+                     "block input '%.100s' is declared twice (block inputs alias the "
+                     "block's \"in\" tensors and must not be declared)",
+                     local);
   return smap_put(&L->tensors, full, idx);
 }
 
@@ -526,8 +531,10 @@ static psim_status collect_outputs(loader *L, const scope *s, const cJSON *j, in
       return psim_jerr(&L->c, "'%.100s' must be declared under the block's \"tensors\"",
                        e->valuestring);
     if (repeat > 1 && !same_shape(&L->m->tensors[idx], &L->m->tensors[in[k]]))
-      return psim_jerr(&L->c, "'%.100s' must have the dims of '%.100s' (repeat i's outputs "
-                       "feed repeat i+1's inputs)", e->valuestring, L->m->tensors[in[k]].name);
+      return psim_jerr(&L->c,
+                       "'%.100s' must have the dims of '%.100s' (repeat i's outputs "
+                       "feed repeat i+1's inputs)",
+                       e->valuestring, L->m->tensors[in[k]].name);
     next[k] = idx;
     psim_jctx_pop(&L->c, si);
   }
@@ -576,8 +583,10 @@ static psim_status parse_block(loader *L, const scope *parent, const cJSON *j) {
   PSIM_CHECK(names_array(L, j, "outputs", &no));
   PSIM_CHECK(names_array(L, j, "out", &no));
   if (n != no)
-    return psim_jerr(&L->c, "\"outputs\" has %d names but \"inputs\" has %d; repeat i's outputs "
-                     "feed repeat i+1's inputs positionally", no, n);
+    return psim_jerr(&L->c,
+                     "\"outputs\" has %d names but \"inputs\" has %d; repeat i's outputs "
+                     "feed repeat i+1's inputs positionally",
+                     no, n);
   if (!cJSON_GetObjectItemCaseSensitive(j, "ops"))
     return psim_jerr(&L->c, "missing required key 'ops'");
   int32_t chain[64];
@@ -682,9 +691,10 @@ static psim_status topo_order(loader *L, int32_t *order) {
         continue;
       if (state[p] == 1) {
         char msg[900];
-        snprintf(msg, sizeof msg, "the ops form a cycle: '%.200s' needs '%.200s' of '%.200s', "
-                 "which depends on '%.200s'", m->ops[u].name, m->tensors[m->ops[u].in[k]].name,
-                 m->ops[p].name, m->ops[u].name);
+        snprintf(msg, sizeof msg,
+                 "the ops form a cycle: '%.200s' needs '%.200s' of '%.200s', "
+                 "which depends on '%.200s'",
+                 m->ops[u].name, m->tensors[m->ops[u].in[k]].name, m->ops[p].name, m->ops[u].name);
         s = def_err(L, L->opx[u].def, msg);
         break;
       }
@@ -744,8 +754,10 @@ static psim_status assign_layers(loader *L) {
     op->layer = L->opx[i].given >= 0 ? L->opx[i].given : lmax;
     if (op->layer < lmax) {
       char msg[600];
-      snprintf(msg, sizeof msg, "op '%.200s' is in layer %d but reads the output of layer %d; "
-               "layers must not decrease along the data flow", op->name, op->layer, lmax);
+      snprintf(msg, sizeof msg,
+               "op '%.200s' is in layer %d but reads the output of layer %d; "
+               "layers must not decrease along the data flow",
+               op->name, op->layer, lmax);
       return def_err(L, L->opx[i].def, msg);
     }
     if (op->layer + 1 > m->n_layers)
@@ -781,9 +793,9 @@ static psim_status check_tensors(loader *L) {
   for (int32_t t = 0; t < m->n_tensors; t++) {
     const psim_tensor *x = &m->tensors[t];
     char msg[600];
-    snprintf(msg, sizeof msg, "%s '%.200s' is %s", x->kind == PSIM_TENSOR_WEIGHT ? "weight" :
-             "activation", x->name, x->kind == PSIM_TENSOR_WEIGHT ? "never used" :
-             "declared but never produced");
+    snprintf(msg, sizeof msg, "%s '%.200s' is %s",
+             x->kind == PSIM_TENSOR_WEIGHT ? "weight" : "activation", x->name,
+             x->kind == PSIM_TENSOR_WEIGHT ? "never used" : "declared but never produced");
     if ((x->kind == PSIM_TENSOR_WEIGHT && x->layer < 0) ||
         (x->kind == PSIM_TENSOR_ACTIVATION && x->producer < 0))
       return def_err(L, L->tdef[t], msg);
@@ -819,8 +831,8 @@ static psim_status finish(loader *L) {
 /* ------------------------------------------------------------------- top */
 
 static psim_status parse_header(loader *L, const cJSON *root) {
-  static const char *const keys[] = {"format", "name", "description", "dtype", "dims", "inputs",
-                                     "weights", "tensors", "ops", NULL};
+  static const char *const keys[] = {"format", "name",    "description", "dtype", "dims",
+                                     "inputs", "weights", "tensors",     "ops",   NULL};
   PSIM_CHECK(psim_json_check_keys(&L->c, root, keys));
   const char *fmt = NULL, *name = "model", *dt = NULL, *desc = NULL;
   PSIM_CHECK(psim_json_string(&L->c, root, "format", true, &fmt));
@@ -832,8 +844,10 @@ static psim_status parse_header(loader *L, const cJSON *root) {
   L->m->dtype = PSIM_DTYPE_FP32;
   if (dt && psim_dtype_parse(dt, &L->m->dtype) != PSIM_OK) {
     psim_jctx_key(&L->c, "dtype");
-    return psim_jerr(&L->c, "unknown dtype '%.40s'; expected fp32, fp16, bf16, fp8, fp64, "
-                            "int32, int64 or bool", dt);
+    return psim_jerr(&L->c,
+                     "unknown dtype '%.40s'; expected fp32, fp16, bf16, fp8, fp64, "
+                     "int32, int64 or bool",
+                     dt);
   }
   if (!(L->m->name = psim_strdup(name)))
     return psim_error(PSIM_ENOMEM, "out of memory");

@@ -12,8 +12,7 @@
 /* Parses the kind-specific keys of op JSON j (already holding in/out tensor
  * indices and kind), checks the dims of its tensors and fills op->dims and
  * op->attrs. c points at the op. The model's dims and tensors must be loaded. */
-psim_status psim_opkind_analyse(psim_jctx *c, const psim_model *m, psim_op *op,
-                                const cJSON *j);
+psim_status psim_opkind_analyse(psim_jctx *c, const psim_model *m, psim_op *op, const cJSON *j);
 
 /* Keys an op of kind k accepts besides name, kind, in, out, layer, tag
  * (NULL-terminated). */

@@ -15,27 +15,31 @@
 #include "alloc.h"
 #include "model_priv.h"
 
-#define IN(i) (&m->tensors[op->in[i]])
+#define IN(i)  (&m->tensors[op->in[i]])
 #define OUT(i) (&m->tensors[op->out[i]])
 
 /* ---------------------------------------------------------------- names */
 
-static const char *const dtype_names[PSIM_DTYPE_COUNT] = {
-    "fp32", "fp16", "bf16", "fp8", "fp64", "int32", "int64", "bool"};
+static const char *const dtype_names[PSIM_DTYPE_COUNT] = {"fp32", "fp16",  "bf16",  "fp8",
+                                                          "fp64", "int32", "int64", "bool"};
 static const size_t dtype_sizes[PSIM_DTYPE_COUNT] = {4, 2, 2, 1, 8, 4, 8, 1};
-static const char *const role_names[PSIM_ROLE_COUNT] = {
-    "none",     "batch", "sequence", "hidden",  "heads",  "head_dim",
-    "ffn",      "vocab", "expert",   "channel", "spatial"};
+static const char *const role_names[PSIM_ROLE_COUNT] = {"none",   "batch",    "sequence", "hidden",
+                                                        "heads",  "head_dim", "ffn",      "vocab",
+                                                        "expert", "channel",  "spatial"};
 static const char *const kind_names[PSIM_OP_KIND_COUNT] = {
-    "matmul",  "elementwise", "dropout", "softmax", "layernorm", "rmsnorm",
-    "attention", "embedding", "cross_entropy", "conv2d", "pool2d",  "concat",
-    "split",   "reshape",     "transpose", "dispatch", "combine"};
+    "matmul",    "elementwise", "dropout",       "softmax",  "layernorm", "rmsnorm",
+    "attention", "embedding",   "cross_entropy", "conv2d",   "pool2d",    "concat",
+    "split",     "reshape",     "transpose",     "dispatch", "combine"};
 
-size_t psim_dtype_bytes(psim_dtype t) { return t < PSIM_DTYPE_COUNT ? dtype_sizes[t] : 0; }
+size_t psim_dtype_bytes(psim_dtype t) {
+  return t < PSIM_DTYPE_COUNT ? dtype_sizes[t] : 0;
+}
 const char *psim_dtype_name(psim_dtype t) {
   return t < PSIM_DTYPE_COUNT ? dtype_names[t] : "?";
 }
-const char *psim_role_name(psim_role r) { return r < PSIM_ROLE_COUNT ? role_names[r] : "?"; }
+const char *psim_role_name(psim_role r) {
+  return r < PSIM_ROLE_COUNT ? role_names[r] : "?";
+}
 const char *psim_op_kind_name(psim_op_kind k) {
   return k < PSIM_OP_KIND_COUNT ? kind_names[k] : "?";
 }
@@ -50,8 +54,10 @@ static int find_name(const char *const *names, int n, const char *s) {
 psim_status psim_dtype_parse(const char *s, psim_dtype *out) {
   int i = find_name(dtype_names, PSIM_DTYPE_COUNT, s);
   if (i < 0)
-    return psim_error(PSIM_EINPUT, "unknown dtype '%.60s'; expected one of: fp32, fp16, bf16, "
-                                   "fp8, fp64, int32, int64, bool", s);
+    return psim_error(PSIM_EINPUT,
+                      "unknown dtype '%.60s'; expected one of: fp32, fp16, bf16, "
+                      "fp8, fp64, int32, int64, bool",
+                      s);
   *out = (psim_dtype)i;
   return PSIM_OK;
 }
@@ -59,9 +65,11 @@ psim_status psim_dtype_parse(const char *s, psim_dtype *out) {
 psim_status psim_role_parse(const char *s, psim_role *out) {
   int i = find_name(role_names, PSIM_ROLE_COUNT, s);
   if (i < 0)
-    return psim_error(PSIM_EINPUT, "unknown role '%.60s'; expected one of: batch, sequence, "
-                                   "hidden, heads, head_dim, ffn, vocab, expert, channel, "
-                                   "spatial, none", s);
+    return psim_error(PSIM_EINPUT,
+                      "unknown role '%.60s'; expected one of: batch, sequence, "
+                      "hidden, heads, head_dim, ffn, vocab, expert, channel, "
+                      "spatial, none",
+                      s);
   *out = (psim_role)i;
   return PSIM_OK;
 }
@@ -69,10 +77,12 @@ psim_status psim_role_parse(const char *s, psim_role *out) {
 psim_status psim_op_kind_parse(const char *s, psim_op_kind *out) {
   int i = strcmp(s, "einsum") == 0 ? PSIM_OP_MATMUL : find_name(kind_names, PSIM_OP_KIND_COUNT, s);
   if (i < 0)
-    return psim_error(PSIM_EINPUT, "unknown op kind '%.60s'; expected one of: matmul, einsum, "
-                                   "elementwise, dropout, softmax, layernorm, rmsnorm, "
-                                   "attention, embedding, cross_entropy, conv2d, pool2d, concat, "
-                                   "split, reshape, transpose, dispatch, combine", s);
+    return psim_error(PSIM_EINPUT,
+                      "unknown op kind '%.60s'; expected one of: matmul, einsum, "
+                      "elementwise, dropout, softmax, layernorm, rmsnorm, "
+                      "attention, embedding, cross_entropy, conv2d, pool2d, concat, "
+                      "split, reshape, transpose, dispatch, combine",
+                      s);
   *out = (psim_op_kind)i;
   return PSIM_OK;
 }
@@ -86,13 +96,12 @@ typedef struct ew_fn {
 } ew_fn;
 
 static const ew_fn ew_fns[] = {
-    {"add", 2, 4, 1, 1},   {"sub", 2, 2, 1, 1},     {"mul", 2, 4, 1, 2},
-    {"div", 2, 2, 1, 3},   {"max", 2, 2, 1, 1},     {"min", 2, 2, 1, 1},
-    {"scale", 1, 1, 1, 1}, {"mask", 1, 2, 1, 1},    {"neg", 1, 1, 1, 1},
-    {"exp", 1, 1, 1, 1},   {"square", 1, 1, 1, 2},  {"sqrt", 1, 1, 1, 2},
-    {"rsqrt", 1, 1, 1, 3}, {"relu", 1, 1, 1, 1},    {"gelu", 1, 1, 8, 13},
-    {"silu", 1, 1, 4, 6},  {"sigmoid", 1, 1, 3, 3}, {"tanh", 1, 1, 1, 3},
-    {"swiglu", 2, 2, 5, 8}, {"copy", 1, 1, 0, 0},   {"cast", 1, 1, 0, 0},
+    {"add", 2, 4, 1, 1},     {"sub", 2, 2, 1, 1},  {"mul", 2, 4, 1, 2},    {"div", 2, 2, 1, 3},
+    {"max", 2, 2, 1, 1},     {"min", 2, 2, 1, 1},  {"scale", 1, 1, 1, 1},  {"mask", 1, 2, 1, 1},
+    {"neg", 1, 1, 1, 1},     {"exp", 1, 1, 1, 1},  {"square", 1, 1, 1, 2}, {"sqrt", 1, 1, 1, 2},
+    {"rsqrt", 1, 1, 1, 3},   {"relu", 1, 1, 1, 1}, {"gelu", 1, 1, 8, 13},  {"silu", 1, 1, 4, 6},
+    {"sigmoid", 1, 1, 3, 3}, {"tanh", 1, 1, 1, 3}, {"swiglu", 2, 2, 5, 8}, {"copy", 1, 1, 0, 0},
+    {"cast", 1, 1, 0, 0},
 };
 enum { N_EW_FNS = sizeof ew_fns / sizeof ew_fns[0] };
 
@@ -112,7 +121,9 @@ static int tpos(const psim_tensor *t, int32_t d) {
   return -1;
 }
 
-static const char *dn(const psim_model *m, int32_t d) { return m->dims[d].name; }
+static const char *dn(const psim_model *m, int32_t d) {
+  return m->dims[d].name;
+}
 
 static psim_status io_err(psim_jctx *c, const char *key, int i, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -243,9 +254,10 @@ static psim_status an_matmul(psim_jctx *c, const psim_model *m, psim_op *op, con
   for (int k = 0; k < o->rank; k++) {
     int32_t d = o->dims[k];
     if (tpos(a, d) < 0 && tpos(b, d) < 0)
-      return io_err(c, "out", 0, "dim '%s' of '%s' is in neither input ('%s', '%s'); a "
-                    "matmul's output dims must come from its inputs", dn(m, d), o->name, a->name,
-                    b->name);
+      return io_err(c, "out", 0,
+                    "dim '%s' of '%s' is in neither input ('%s', '%s'); a "
+                    "matmul's output dims must come from its inputs",
+                    dn(m, d), o->name, a->name, b->name);
     PSIM_CHECK(add_iter(c, op, d, PSIM_USE_OUTPUT));
   }
   PSIM_CHECK(add_dims(c, op, a, PSIM_USE_CONTRACTED));
@@ -255,8 +267,7 @@ static psim_status an_matmul(psim_jctx *c, const psim_model *m, psim_op *op, con
   return PSIM_OK;
 }
 
-static psim_status an_elementwise(psim_jctx *c, const psim_model *m, psim_op *op,
-                                  const cJSON *j) {
+static psim_status an_elementwise(psim_jctx *c, const psim_model *m, psim_op *op, const cJSON *j) {
   const char *fn = NULL;
   PSIM_CHECK(psim_json_string(c, j, "fn", true, &fn));
   const ew_fn *f = ew_find(fn);
@@ -309,26 +320,29 @@ static psim_status an_norm(psim_jctx *c, const psim_model *m, psim_op *op, const
 }
 
 /* q [b, s, h, d], k and v [b, s_kv, h_kv, d] -> o [b, s, h, d]. */
-static psim_status an_attention(psim_jctx *c, const psim_model *m, psim_op *op,
-                                const cJSON *j) {
+static psim_status an_attention(psim_jctx *c, const psim_model *m, psim_op *op, const cJSON *j) {
   PSIM_CHECK(psim_json_bool(c, j, "causal", false, &op->attrs.causal));
   PSIM_CHECK(psim_json_bool(c, j, "flash", false, &op->attrs.flash));
   const psim_tensor *q = IN(0), *k = IN(1), *v = IN(2), *o = OUT(0);
   for (int i = 0; i < 3; i++)
     if (IN(i)->rank != 4)
-      return io_err(c, "in", i, "'%s' has %d dims; attention expects [batch, seq, heads, "
-                    "head_dim]", IN(i)->name, IN(i)->rank);
+      return io_err(c, "in", i,
+                    "'%s' has %d dims; attention expects [batch, seq, heads, "
+                    "head_dim]",
+                    IN(i)->name, IN(i)->rank);
   if (o->rank != 4 || memcmp(o->dims, q->dims, sizeof q->dims[0] * 4) != 0)
     return io_err(c, "out", 0, "'%s' must have the dims of the query '%s'", o->name, q->name);
   if (memcmp(k->dims, v->dims, sizeof k->dims[0] * 4) != 0)
     return io_err(c, "in", 2, "'%s' must have the dims of the key '%s'", v->name, k->name);
   if (k->dims[0] != q->dims[0] || k->dims[3] != q->dims[3])
-    return io_err(c, "in", 1, "'%s' must share the batch dim (first) and head_dim (last) of "
-                  "the query '%s'", k->name, q->name);
+    return io_err(c, "in", 1,
+                  "'%s' must share the batch dim (first) and head_dim (last) of "
+                  "the query '%s'",
+                  k->name, q->name);
   int64_t h = m->dims[q->dims[2]].size, hkv = m->dims[k->dims[2]].size;
   if (h % hkv != 0)
-    return io_err(c, "in", 1, "key heads (%lld) must divide query heads (%lld)",
-                  (long long)hkv, (long long)h);
+    return io_err(c, "in", 1, "key heads (%lld) must divide query heads (%lld)", (long long)hkv,
+                  (long long)h);
   PSIM_CHECK(add_iter(c, op, q->dims[0], PSIM_USE_OUTPUT));
   PSIM_CHECK(add_iter(c, op, q->dims[1], PSIM_USE_OUTPUT));
   PSIM_CHECK(add_iter(c, op, q->dims[2], PSIM_USE_OUTPUT));
@@ -338,8 +352,7 @@ static psim_status an_attention(psim_jctx *c, const psim_model *m, psim_op *op,
 }
 
 /* ids [..], table [vocab, hidden] -> out [.., hidden]. */
-static psim_status an_embedding(psim_jctx *c, const psim_model *m, psim_op *op,
-                                const cJSON *j) {
+static psim_status an_embedding(psim_jctx *c, const psim_model *m, psim_op *op, const cJSON *j) {
   (void)j;
   const psim_tensor *ids = IN(0), *tab = IN(1), *o = OUT(0);
   if (tab->rank != 2)
@@ -351,8 +364,8 @@ static psim_status an_embedding(psim_jctx *c, const psim_model *m, psim_op *op,
   for (int k = 0; ok && k < ids->rank; k++)
     ok = o->dims[k] == ids->dims[k];
   if (!ok)
-    return io_err(c, "out", 0, "'%s' must have the dims of the ids '%s' followed by '%s'",
-                  o->name, ids->name, dn(m, tab->dims[1]));
+    return io_err(c, "out", 0, "'%s' must have the dims of the ids '%s' followed by '%s'", o->name,
+                  ids->name, dn(m, tab->dims[1]));
   PSIM_CHECK(add_dims(c, op, o, PSIM_USE_OUTPUT));
   return add_iter(c, op, tab->dims[0], PSIM_USE_CONTRACTED);
 }
@@ -367,9 +380,10 @@ static psim_status an_cross_entropy(psim_jctx *c, const psim_model *m, psim_op *
     if (tpos(lb, lg->dims[k]) >= 0)
       continue;
     if (vocab >= 0)
-      return io_err(c, "in", 1, "the logits '%s' must have exactly one dim (the classes) that "
-                    "the labels '%s' lack; found '%s' and '%s'", lg->name, lb->name,
-                    dn(m, vocab), dn(m, lg->dims[k]));
+      return io_err(c, "in", 1,
+                    "the logits '%s' must have exactly one dim (the classes) that "
+                    "the labels '%s' lack; found '%s' and '%s'",
+                    lg->name, lb->name, dn(m, vocab), dn(m, lg->dims[k]));
     vocab = lg->dims[k];
   }
   if (vocab < 0)
@@ -391,13 +405,15 @@ static psim_status window_sizes(psim_jctx *c, const psim_model *m, psim_op *op) 
     int64_t in = m->dims[x->dims[2 + k]].size, got = m->dims[o->dims[2 + k]].size;
     int64_t kk = op->attrs.kernel[k], p = op->attrs.pad[k], st = op->attrs.stride[k];
     if (in + 2 * p < kk)
-      return io_err(c, "in", 0, "window %lld is larger than the padded input %lld",
-                    (long long)kk, (long long)(in + 2 * p));
+      return io_err(c, "in", 0, "window %lld is larger than the padded input %lld", (long long)kk,
+                    (long long)(in + 2 * p));
     int64_t want = (in + 2 * p - kk) / st + 1;
     if (got != want)
-      return io_err(c, "out", 0, "dim '%s' of '%s' has size %lld; (%lld + 2*%lld - %lld) / %lld "
-                    "+ 1 = %lld", dn(m, o->dims[2 + k]), o->name, (long long)got, (long long)in,
-                    (long long)p, (long long)kk, (long long)st, (long long)want);
+      return io_err(c, "out", 0,
+                    "dim '%s' of '%s' has size %lld; (%lld + 2*%lld - %lld) / %lld "
+                    "+ 1 = %lld",
+                    dn(m, o->dims[2 + k]), o->name, (long long)got, (long long)in, (long long)p,
+                    (long long)kk, (long long)st, (long long)want);
     op->attrs.window_in[k] = x->dims[2 + k] != o->dims[2 + k] ? x->dims[2 + k] : -1;
   }
   return PSIM_OK;
@@ -422,8 +438,8 @@ static psim_status an_conv2d(psim_jctx *c, const psim_model *m, psim_op *op, con
     return io_err(c, "out", 0, "'%s' must start with the batch dim '%s' of '%s'", o->name,
                   dn(m, x->dims[0]), x->name);
   if (w->dims[0] != o->dims[1] || w->dims[1] != x->dims[1])
-    return io_err(c, "in", 1, "the weight '%s' must be [cout, cin, kh, kw] = [%s, %s, ..]",
-                  w->name, dn(m, o->dims[1]), dn(m, x->dims[1]));
+    return io_err(c, "in", 1, "the weight '%s' must be [cout, cin, kh, kw] = [%s, %s, ..]", w->name,
+                  dn(m, o->dims[1]), dn(m, x->dims[1]));
   PSIM_CHECK(parse_pair(c, j, "kernel", 0, 1, op->attrs.kernel));
   for (int k = 0; k < 2; k++) {
     int64_t ks = m->dims[w->dims[2 + k]].size;
@@ -476,8 +492,8 @@ static psim_status an_pool2d(psim_jctx *c, const psim_model *m, psim_op *op, con
 
 /* Checks that the pieces (same rank as whole, equal but at position p, or
  * one rank less with position p removed) add up to whole along p. */
-static psim_status pieces_add_up(psim_jctx *c, const psim_model *m, const psim_tensor *whole,
-                                 int p, const int32_t *pieces, int n, const char *key) {
+static psim_status pieces_add_up(psim_jctx *c, const psim_model *m, const psim_tensor *whole, int p,
+                                 const int32_t *pieces, int n, const char *key) {
   int64_t sum = 0;
   for (int i = 0; i < n; i++) {
     const psim_tensor *t = &m->tensors[pieces[i]];
@@ -500,8 +516,7 @@ static psim_status pieces_add_up(psim_jctx *c, const psim_model *m, const psim_t
 }
 
 /* concat (pieces = inputs, whole = out) and split (whole = input, pieces = outputs). */
-static psim_status an_concat_split(psim_jctx *c, const psim_model *m, psim_op *op,
-                                   const cJSON *j) {
+static psim_status an_concat_split(psim_jctx *c, const psim_model *m, psim_op *op, const cJSON *j) {
   bool cat = op->kind == PSIM_OP_CONCAT;
   const psim_tensor *whole = cat ? OUT(0) : IN(0);
   PSIM_CHECK(parse_axis(c, m, j, true, whole, op));
@@ -518,17 +533,17 @@ static psim_status an_reshape(psim_jctx *c, const psim_model *m, psim_op *op, co
   (void)j;
   const psim_tensor *x = IN(0), *o = OUT(0);
   if (psim_tensor_elems(m, x) != psim_tensor_elems(m, o))
-    return io_err(c, "out", 0, "'%s' has %.17g elements but '%s' has %.17g; a reshape keeps "
-                  "the element count", o->name, psim_tensor_elems(m, o), x->name,
-                  psim_tensor_elems(m, x));
+    return io_err(c, "out", 0,
+                  "'%s' has %.17g elements but '%s' has %.17g; a reshape keeps "
+                  "the element count",
+                  o->name, psim_tensor_elems(m, o), x->name, psim_tensor_elems(m, x));
   for (int k = 0; k < o->rank; k++)
-    PSIM_CHECK(add_iter(c, op, o->dims[k],
-                        tpos(x, o->dims[k]) >= 0 ? PSIM_USE_OUTPUT : PSIM_USE_FIXED));
+    PSIM_CHECK(
+        add_iter(c, op, o->dims[k], tpos(x, o->dims[k]) >= 0 ? PSIM_USE_OUTPUT : PSIM_USE_FIXED));
   return PSIM_OK;
 }
 
-static psim_status an_transpose(psim_jctx *c, const psim_model *m, psim_op *op,
-                                const cJSON *j) {
+static psim_status an_transpose(psim_jctx *c, const psim_model *m, psim_op *op, const cJSON *j) {
   (void)j;
   PSIM_CHECK(same_dims(c, m, op, 0));
   return add_dims(c, op, OUT(0), PSIM_USE_OUTPUT);
@@ -551,19 +566,19 @@ static psim_status an_moe(psim_jctx *c, const psim_model *m, psim_op *op, const 
   const psim_tensor *routed = disp ? OUT(0) : IN(0), *tok = disp ? IN(0) : OUT(0);
   int32_t e = expert_dim(m, routed);
   if (e < 0)
-    return io_err(c, disp ? "out" : "in", 0, "'%s' needs a dim with role 'expert'",
-                  routed->name);
+    return io_err(c, disp ? "out" : "in", 0, "'%s' needs a dim with role 'expert'", routed->name);
   if (k > m->dims[e].size)
     return psim_jerr(c, "top_k %lld exceeds the %lld experts", (long long)k,
                      (long long)m->dims[e].size);
   if (tok->rank < 1 || tpos(routed, tok->dims[tok->rank - 1]) < 0)
-    return io_err(c, disp ? "in" : "out", 0, "the last (model) dim of '%s' must be a dim of "
-                  "'%s'", tok->name, routed->name);
+    return io_err(c, disp ? "in" : "out", 0,
+                  "the last (model) dim of '%s' must be a dim of "
+                  "'%s'",
+                  tok->name, routed->name);
   const psim_tensor *o = OUT(0), *x = IN(0);
   PSIM_CHECK(add_dims(c, op, o, PSIM_USE_OUTPUT));
   for (int q = 0; q < x->rank; q++)
-    PSIM_CHECK(add_iter(c, op, x->dims[q], x->dims[q] == e ? PSIM_USE_CONTRACTED
-                                                           : PSIM_USE_FIXED));
+    PSIM_CHECK(add_iter(c, op, x->dims[q], x->dims[q] == e ? PSIM_USE_CONTRACTED : PSIM_USE_FIXED));
   return PSIM_OK;
 }
 
@@ -597,7 +612,9 @@ static const kind_info kinds[PSIM_OP_KIND_COUNT] = {
     [PSIM_OP_COMBINE] = {1, 2, 1, 1, {"top_k", NULL}, an_moe},
 };
 
-const char *const *psim_opkind_keys(psim_op_kind k) { return kinds[k].keys; }
+const char *const *psim_opkind_keys(psim_op_kind k) {
+  return kinds[k].keys;
+}
 
 void psim_opkind_arity(psim_op_kind k, int *min_in, int *max_in, int *min_out, int *max_out) {
   *min_in = kinds[k].min_in;
@@ -606,8 +623,7 @@ void psim_opkind_arity(psim_op_kind k, int *min_in, int *max_in, int *min_out, i
   *max_out = kinds[k].max_out;
 }
 
-psim_status psim_opkind_analyse(psim_jctx *c, const psim_model *m, psim_op *op,
-                                const cJSON *j) {
+psim_status psim_opkind_analyse(psim_jctx *c, const psim_model *m, psim_op *op, const cJSON *j) {
   op->attrs.window_in[0] = op->attrs.window_in[1] = -1;
   PSIM_CHECK(kinds[op->kind].analyse(c, m, op, j));
   mark_weight_dims(m, op);
@@ -642,7 +658,9 @@ static uint16_t tmask(const psim_model *m, const psim_op *op, const psim_tensor 
   return mask;
 }
 
-static uint16_t all_mask(const psim_op *op) { return (uint16_t)((1u << op->n_dims) - 1); }
+static uint16_t all_mask(const psim_op *op) {
+  return (uint16_t)((1u << op->n_dims) - 1);
+}
 
 static double mask_size(const psim_model *m, const psim_op *op, uint16_t mask) {
   double p = 1;
@@ -784,10 +802,14 @@ static psim_status wk_pool2d(wctx *w) {
   return io_bytes(w, 0);
 }
 
-static psim_status wk_copy(wctx *w) { return io_bytes(w, 0); }
+static psim_status wk_copy(wctx *w) {
+  return io_bytes(w, 0);
+}
 
 /* A reshape is a view: no FLOPs, no traffic. */
-static psim_status wk_reshape(wctx *w) { return flops(w, 0, 0, 0); }
+static psim_status wk_reshape(wctx *w) {
+  return flops(w, 0, 0, 0);
+}
 
 /* dispatch copies each routed token once per expert slot; combine takes a
  * gate-weighted sum of top_k expert outputs per token (2 FLOPs each). */
@@ -802,14 +824,22 @@ static psim_status wk_moe(wctx *w) {
 
 typedef psim_status (*wk_fn)(wctx *);
 static const wk_fn works[PSIM_OP_KIND_COUNT] = {
-    [PSIM_OP_MATMUL] = wk_matmul,      [PSIM_OP_ELEMENTWISE] = wk_elementwise,
-    [PSIM_OP_DROPOUT] = wk_dropout,    [PSIM_OP_SOFTMAX] = wk_norm,
-    [PSIM_OP_LAYERNORM] = wk_norm,     [PSIM_OP_RMSNORM] = wk_norm,
-    [PSIM_OP_ATTENTION] = wk_attention, [PSIM_OP_EMBEDDING] = wk_embedding,
-    [PSIM_OP_CROSS_ENTROPY] = wk_cross_entropy, [PSIM_OP_CONV2D] = wk_conv2d,
-    [PSIM_OP_POOL2D] = wk_pool2d,      [PSIM_OP_CONCAT] = wk_copy,
-    [PSIM_OP_SPLIT] = wk_copy,         [PSIM_OP_RESHAPE] = wk_reshape,
-    [PSIM_OP_TRANSPOSE] = wk_copy,     [PSIM_OP_DISPATCH] = wk_moe,
+    [PSIM_OP_MATMUL] = wk_matmul,
+    [PSIM_OP_ELEMENTWISE] = wk_elementwise,
+    [PSIM_OP_DROPOUT] = wk_dropout,
+    [PSIM_OP_SOFTMAX] = wk_norm,
+    [PSIM_OP_LAYERNORM] = wk_norm,
+    [PSIM_OP_RMSNORM] = wk_norm,
+    [PSIM_OP_ATTENTION] = wk_attention,
+    [PSIM_OP_EMBEDDING] = wk_embedding,
+    [PSIM_OP_CROSS_ENTROPY] = wk_cross_entropy,
+    [PSIM_OP_CONV2D] = wk_conv2d,
+    [PSIM_OP_POOL2D] = wk_pool2d,
+    [PSIM_OP_CONCAT] = wk_copy,
+    [PSIM_OP_SPLIT] = wk_copy,
+    [PSIM_OP_RESHAPE] = wk_reshape,
+    [PSIM_OP_TRANSPOSE] = wk_copy,
+    [PSIM_OP_DISPATCH] = wk_moe,
     [PSIM_OP_COMBINE] = wk_moe,
 };
 
@@ -892,8 +922,11 @@ psim_status psim_opkind_to_json(const psim_model *m, const psim_op *op, cJSON *o
   switch (op->kind) {
   case PSIM_OP_ELEMENTWISE: return psim_json_add_string(o, "fn", op->fn);
   case PSIM_OP_DROPOUT: return psim_json_add_number(o, "p", a->dropout_p);
-  case PSIM_OP_SOFTMAX: case PSIM_OP_LAYERNORM: case PSIM_OP_RMSNORM:
-  case PSIM_OP_CONCAT: case PSIM_OP_SPLIT: return axis_json(m, op, o);
+  case PSIM_OP_SOFTMAX:
+  case PSIM_OP_LAYERNORM:
+  case PSIM_OP_RMSNORM:
+  case PSIM_OP_CONCAT:
+  case PSIM_OP_SPLIT: return axis_json(m, op, o);
   case PSIM_OP_ATTENTION:
     PSIM_CHECK(psim_json_add_bool(o, "causal", a->causal));
     return psim_json_add_bool(o, "flash", a->flash);
@@ -902,8 +935,8 @@ psim_status psim_opkind_to_json(const psim_model *m, const psim_op *op, cJSON *o
     PSIM_CHECK(pair_json(o, "kernel", a->kernel));
     PSIM_CHECK(pair_json(o, "stride", a->stride));
     return pair_json(o, "pad", a->pad);
-  case PSIM_OP_DISPATCH: case PSIM_OP_COMBINE:
-    return psim_json_add_number(o, "top_k", a->top_k);
+  case PSIM_OP_DISPATCH:
+  case PSIM_OP_COMBINE: return psim_json_add_number(o, "top_k", a->top_k);
   default: return PSIM_OK;
   }
 }

@@ -178,14 +178,16 @@ static int korthikanti(const char *dir, stats *st) {
 
 /* Korthikanti et al. 2022, Figure 1 (first pipeline stage). */
 static int memory(const char *dir, stats *st) {
+  /* the configurations of korthikanti2022_iterations.csv (global batch too:
+   * it sets how many micro-batches are in flight) */
   static const struct {
     const char *name;
-    int64_t heads, hidden, layers;
-    int32_t tp, pp, gpus, interleave;
-  } rows[] = {{"22B", 64, 6144, 48, 8, 1, 8, 1},
-              {"175B", 96, 12288, 96, 8, 8, 64, 3},
-              {"530B", 128, 20480, 105, 8, 35, 280, 3},
-              {"1T", 160, 25600, 128, 8, 64, 512, 1}};
+    int64_t heads, hidden, layers, batch;
+    int32_t tp, pp, gpus, interleave, micro_batch;
+  } rows[] = {{"22B", 64, 6144, 48, 4, 8, 1, 8, 1, 4},
+              {"175B", 96, 12288, 96, 64, 8, 8, 64, 3, 1},
+              {"530B", 128, 20480, 105, 280, 8, 35, 280, 3, 1},
+              {"1T", 160, 25600, 128, 512, 8, 64, 512, 1, 1}};
   FILE *f = open_data(dir, "korthikanti2022_memory.csv");
   if (!f)
     return 1;
@@ -202,14 +204,9 @@ static int memory(const char *dir, stats *st) {
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
       if (strcmp(rows[i].name, name) != 0)
         continue;
-      config k = {rows[i].layers, rows[i].hidden, rows[i].heads, 2048, 51200, 0, rows[i].gpus,
-                  rows[i].tp, rows[i].pp, 1, 1, rows[i].interleave, PSIM_RECOMPUTE_NONE, false,
-                  "bf16", "dgx-a100-80g"};
-      /* one micro-batch per stage in flight per 1F1B slot: batch = 4x the
-       * stages keeps the schedule's steady state (the paper's global batch) */
-      k.batch = rows[i].gpus / rows[i].tp * (strcmp(name, "22B") == 0 ? 4 : 1);
-      if (strcmp(name, "22B") == 0)
-        k.micro_batch = 4;
+      config k = {rows[i].layers, rows[i].hidden, rows[i].heads, 2048, 51200, rows[i].batch,
+                  rows[i].gpus, rows[i].tp, rows[i].pp, 1, rows[i].micro_batch,
+                  rows[i].interleave, PSIM_RECOMPUTE_NONE, false, "bf16", "dgx-a100-80g"};
       outcome base, sel;
       if (simulate_config(&k, &base) != PSIM_OK)
         return printf("failed: %s\n", psim_error_message()), 1;
@@ -230,6 +227,92 @@ static int memory(const char *dir, stats *st) {
   fclose(f);
   printf("\nmean absolute error %.2f%%, worst %.2f%% over %d figures\n",
          st->n ? 100 * st->sum_abs / st->n : 0, 100 * st->max_abs, st->n);
+  return 0;
+}
+
+/* End of the last task of layer L with one of the passes, on device d. */
+static double layer_end(const psim_model *m, const psim_sim_result *r, int32_t d, int32_t layer,
+                        int pass_a, int pass_b) {
+  double t = 0;
+  const psim_taskgraph *g = r->graph;
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    const psim_task_info *in = &g->info[i];
+    if (in->op < 0 || in->device != d || m->ops[in->op].layer != layer ||
+        m->ops[in->op].block < 0 || (in->pass != pass_a && in->pass != pass_b) ||
+        in->kind == PSIM_TASK_HOST)
+      continue;
+    if (r->schedule->end_s[i] > t)
+      t = r->schedule->end_s[i];
+  }
+  return t;
+}
+
+/* Korthikanti et al. 2022, Table 4: one 22B layer (tp 8, micro-batch 4). */
+static int layer_times(const char *dir, stats *st) {
+  FILE *f = open_data(dir, "korthikanti2022_layer_times.csv");
+  if (!f)
+    return 1;
+  char line[512], name[64];
+  bool hdr = false;
+  printf("\n## Korthikanti et al. 2022: one 22B transformer layer (Table 4), ms\n\n");
+  printf("| experiment | forward measured | predicted | backward measured | predicted | error "
+         "(fwd+bwd) |\n|---|---|---|---|---|---|\n");
+  while (next_line(f, line, sizeof line, &hdr)) {
+    double fm, bm, cm;
+    if (sscanf(line, "%63[^,],%lf,%lf,%lf", name, &fm, &bm, &cm) != 4)
+      continue;
+    config k = {48, 6144, 64, 2048, 51200, 4, 8, 8, 1, 1, 4, 1, PSIM_RECOMPUTE_NONE, false,
+                "bf16", "dgx-a100-80g"};
+    k.seq_parallel = strstr(name, "sequence_parallel") != NULL;
+    k.recompute = strstr(name, "full") ? PSIM_RECOMPUTE_FULL
+                  : strstr(name, "selective") ? PSIM_RECOMPUTE_SELECTIVE
+                                              : PSIM_RECOMPUTE_NONE;
+    psim_model m;
+    psim_cluster c;
+    psim_strategy s;
+    psim_model_init(&m);
+    psim_cluster_init(&c);
+    psim_strategy_init(&s);
+    psim_megatron_opts mo;
+    psim_megatron_opts_init(&mo);
+    mo.tp = 8;
+    mo.pp = mo.dp = 1;
+    mo.micro_batch = 4;
+    mo.recompute = k.recompute;
+    mo.sequence_parallel = k.seq_parallel;
+    psim_sim_options so;
+    psim_sim_options_init(&so);
+    so.keep_graph = true;
+    psim_sim_result r;
+    psim_sim_result_init(&r);
+    psim_status e = load_model(&k, &m);
+    if (e == PSIM_OK)
+      e = load_cluster(&k, &c);
+    if (e == PSIM_OK)
+      e = psim_strategy_megatron(&m, &c, &mo, &s);
+    if (e == PSIM_OK)
+      e = psim_simulate(&m, &c, &s, &so, &r);
+    if (e != PSIM_OK) {
+      printf("| %s | failed: %s |\n", name, psim_error_message());
+      return 1;
+    }
+    int32_t d = s.stages[0].devices[0];
+    double fwd = layer_end(&m, &r, d, 24, PSIM_TP_FWD, PSIM_TP_FWD) -
+                 layer_end(&m, &r, d, 23, PSIM_TP_FWD, PSIM_TP_FWD);
+    double bwd = layer_end(&m, &r, d, 23, PSIM_TP_BWD, PSIM_TP_RECOMPUTE) -
+                 layer_end(&m, &r, d, 24, PSIM_TP_BWD, PSIM_TP_RECOMPUTE);
+    double err = ((fwd + bwd) * 1e3 - cm) / cm;
+    add_err(st, err);
+    printf("| %s | %.1f | %.1f | %.1f | %.1f | %+.1f%% |\n", name, fm, fwd * 1e3, bm, bwd * 1e3,
+           100 * err);
+    psim_sim_result_destroy(&r);
+    psim_strategy_destroy(&s);
+    psim_cluster_destroy(&c);
+    psim_model_destroy(&m);
+  }
+  fclose(f);
+  printf("\nmean absolute error %.2f%% (forward + backward), worst %.2f%%\n",
+         st->n ? 100 * st->sum_abs / st->n : 0, 100 * st->max_abs);
   return 0;
 }
 
@@ -295,8 +378,9 @@ int main(int argc, char **argv) {
   }
   psim_json_init_hooks();
   printf("# plansim calibration report\n");
-  stats k = {0}, mem = {0}, vt = {0};
-  if (korthikanti(dir, &k) || memory(dir, &mem) || vtrain(dir, max_vtrain, &vt))
+  stats k = {0}, mem = {0}, vt = {0}, lt = {0};
+  if (korthikanti(dir, &k) || layer_times(dir, &lt) || memory(dir, &mem) ||
+      vtrain(dir, max_vtrain, &vt))
     return 2;
   bool ok = k.n > 0 && k.max_abs <= 0.05 && k.sum_abs / k.n <= 0.03 && mem.max_abs <= 0.10 &&
             vt.n > 0 && vt.sum_abs / vt.n < 0.10;

@@ -21,9 +21,10 @@ ERR="$TEST_TMP/stderr"
 STATUS=0
 
 # run ARGS...: runs plansim with ARGS; sets STATUS, and $OUT / $ERR hold its output.
+# A run that takes over PSIM_CLI_TIMEOUT seconds (default 120) is killed: status 124.
 run() {
   STATUS=0
-  "$PLANSIM" "$@" >"$OUT" 2>"$ERR" </dev/null || STATUS=$?
+  timeout "${PSIM_CLI_TIMEOUT:-120}" "$PLANSIM" "$@" >"$OUT" 2>"$ERR" </dev/null || STATUS=$?
 }
 
 ok() {

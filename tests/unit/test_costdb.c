@@ -3,6 +3,7 @@
  * SIGKILL, corrupt files. */
 #include <check.h>
 #include <dirent.h>
+#include <glob.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,6 +35,13 @@ static psim_cost_entry gemm_entry(int64_t m, int64_t n, int64_t k, double t) {
 static void tmp_path(char *buf, size_t n, const char *tag) {
   snprintf(buf, n, "/tmp/psim_costdb_%s_%ld.json", tag, (long)getpid());
   remove(buf);
+}
+
+static void remove_db(const char *path) {
+  char lock[300];
+  snprintf(lock, sizeof lock, "%s.lock", path);
+  remove(path);
+  remove(lock);
 }
 
 START_TEST(add_find_and_hash_growth) {
@@ -129,7 +137,7 @@ START_TEST(round_trip) {
   ck_assert_int_eq(psim_costdb_check_file(path), PSIM_OK);
   psim_costdb_destroy(&db);
   psim_costdb_destroy(&back);
-  remove(path);
+  remove_db(path);
 }
 END_TEST
 
@@ -163,7 +171,7 @@ START_TEST(save_merges_with_file_and_refuses_other_device) {
   psim_costdb_destroy(&a);
   psim_costdb_destroy(&b);
   psim_costdb_destroy(&back);
-  remove(path);
+  remove_db(path);
 }
 END_TEST
 
@@ -208,7 +216,7 @@ START_TEST(concurrent_savers_lose_nothing) {
       ck_assert_double_eq_tol(f->median_s, 1.0 + c + 0.001 * i, 1e-12);
     }
   psim_costdb_destroy(&db);
-  remove(path);
+  remove_db(path);
 }
 END_TEST
 
@@ -254,7 +262,15 @@ START_TEST(sigkill_never_leaves_half_written_file) {
     psim_costdb_destroy(&db);
   }
   psim_costdb_destroy(&base);
-  remove(path);
+  remove_db(path);
+  /* killed savers may leave their temporary files: never read, removed here */
+  char pattern[300];
+  glob_t g;
+  snprintf(pattern, sizeof pattern, "%s.tmp.*", path);
+  if (glob(pattern, 0, NULL, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; i++)
+      remove(g.gl_pathv[i]);
+  globfree(&g);
 }
 END_TEST
 
@@ -300,7 +316,7 @@ static void tiny_model(psim_model *m, psim_dim *dims, psim_tensor *ts, psim_op *
   int32_t td[6][4] = {{0, 1, 2}, {2, 3}, {0, 1, 3}, {0, 4, 1, 6}, {0, 4, 5, 6}, {0, 4, 1, 5}};
   int32_t rank[6] = {3, 2, 3, 4, 4, 4};
   psim_tensor_kind kinds[6] = {PSIM_TENSOR_INPUT, PSIM_TENSOR_WEIGHT, PSIM_TENSOR_ACTIVATION,
-                               PSIM_TENSOR_INPUT, PSIM_TENSOR_INPUT, PSIM_TENSOR_ACTIVATION};
+                               PSIM_TENSOR_INPUT, PSIM_TENSOR_INPUT,  PSIM_TENSOR_ACTIVATION};
   for (int i = 0; i < 6; i++) {
     memset(&ts[i], 0, sizeof ts[i]);
     ts[i].kind = kinds[i], ts[i].rank = rank[i], ts[i].dtype = PSIM_DTYPE_FP32;
@@ -314,8 +330,8 @@ static void tiny_model(psim_model *m, psim_dim *dims, psim_tensor *ts, psim_op *
   int32_t od0[] = {0, 1, 2, 3}, od1[] = {0, 4, 1, 5, 6};
   ops[0].n_dims = 4, ops[1].n_dims = 5;
   for (int i = 0; i < 4; i++)
-    ops[0].dims[i] = (psim_op_dim){od0[i], od0[i] == 2 ? PSIM_USE_CONTRACTED : PSIM_USE_OUTPUT,
-                                   od0[i] >= 2};
+    ops[0].dims[i] =
+        (psim_op_dim){od0[i], od0[i] == 2 ? PSIM_USE_CONTRACTED : PSIM_USE_OUTPUT, od0[i] >= 2};
   for (int i = 0; i < 5; i++)
     ops[1].dims[i] =
         (psim_op_dim){od1[i], od1[i] == 6 ? PSIM_USE_CONTRACTED : PSIM_USE_OUTPUT, false};
@@ -333,9 +349,9 @@ START_TEST(key_from_op_maps_to_bmnk) {
   ck_assert_int_eq(psim_costdb_key_from_op(&m, &ops[0], shard0, PSIM_PASS_FWD, &k), PSIM_OK);
   ck_assert_int_eq(k.n, 4);
   ck_assert_int_eq(k.shape[0], 1);
-  ck_assert_int_eq(k.shape[1], 8 * 128); /* M = tokens */
-  ck_assert_int_eq(k.shape[2], 512);     /* N = weight output dim */
-  ck_assert_int_eq(k.shape[3], 256);     /* K = contracted */
+  ck_assert_int_eq(k.shape[1], 8 * 128);   /* M = tokens */
+  ck_assert_int_eq(k.shape[2], 512);       /* N = weight output dim */
+  ck_assert_int_eq(k.shape[3], 256);       /* K = contracted */
   int64_t shard1[] = {8, 2, 128, 128, 64}; /* heads split 2 ways */
   ck_assert_int_eq(psim_costdb_key_from_op(&m, &ops[1], shard1, PSIM_PASS_BWD, &k), PSIM_OK);
   ck_assert_int_eq(k.shape[0], 16); /* batch = b * heads: in both inputs */
@@ -406,7 +422,7 @@ START_TEST(allocation_failures_are_clean) {
     psim_costdb_destroy(&db);
   }
   ck_assert_int_gt(failures, 5);
-  remove(path);
+  remove_db(path);
 }
 END_TEST
 

@@ -28,7 +28,8 @@ static const char *mm_model =
     " \"inputs\": {\"x\": {\"dims\": [\"b\", \"k\"]}},"
     " \"weights\": {\"w\": {\"dims\": [\"k\", \"n\"]}},"
     " \"tensors\": {\"y\": {\"dims\": [\"b\", \"n\"]}},"
-    " \"ops\": [{\"name\": \"mm\", \"kind\": \"matmul\", \"in\": [\"x\", \"w\"], \"out\": [\"y\"]}]}";
+    " \"ops\": [{\"name\": \"mm\", \"kind\": \"matmul\", \"in\": [\"x\", \"w\"], \"out\": "
+    "[\"y\"]}]}";
 
 START_TEST(matmul_flops_2mnk) {
   psim_model m;
@@ -58,7 +59,8 @@ static const char *mm2_model =
     " \"weights\": {\"w\": {\"dims\": [\"k\", \"n\"]}, \"v\": {\"dims\": [\"n\", \"o\"]}},"
     " \"tensors\": {\"y\": {\"dims\": [\"b\", \"n\"]}, \"z\": {\"dims\": [\"b\", \"o\"]}},"
     " \"ops\": [{\"name\": \"b2\", \"kind\": \"einsum\", \"in\": [\"y\", \"v\"], \"out\": [\"z\"]},"
-    "          {\"name\": \"a1\", \"kind\": \"matmul\", \"in\": [\"x\", \"w\"], \"out\": [\"y\"]}]}";
+    "          {\"name\": \"a1\", \"kind\": \"matmul\", \"in\": [\"x\", \"w\"], \"out\": "
+    "[\"y\"]}]}";
 
 START_TEST(matmul_backward_and_order) {
   psim_model m;
@@ -143,8 +145,8 @@ START_TEST(attention_flops) {
     ck_assert_int_eq(psim_model_from_json("gpt", doc, &m), PSIM_OK);
     double core = 0;
     for (int i = 0; i < m.n_ops; i++)
-      if (m.ops[i].layer == 0 && m.ops[i].tag && (m.ops[i].kind == PSIM_OP_MATMUL ||
-                                                  m.ops[i].kind == PSIM_OP_ATTENTION))
+      if (m.ops[i].layer == 0 && m.ops[i].tag &&
+          (m.ops[i].kind == PSIM_OP_MATMUL || m.ops[i].kind == PSIM_OP_ATTENTION))
         core += m.ops[i].flops[PSIM_PASS_FWD];
     /* 4 b s^2 h (QK^T and PV); flash with causal skips half */
     double want = 4.0 * 8 * 128 * 128 * 256 * (flash ? 0.5 : 1.0);
@@ -165,11 +167,13 @@ static const char *block_model =
     "   \"in\": [\"x0\"], \"out\": [\"out\"], \"weights\": {\"w\": {\"dims\": [\"h\", \"h2\"]}},"
     "   \"tensors\": {\"t\": {\"dims\": [\"b\", \"h2\"]}, \"u\": {\"dims\": [\"b\", \"h\"]},"
     "                 \"y\": {\"dims\": [\"b\", \"h\"]}},"
-    "   \"ops\": [{\"name\": \"fc\", \"kind\": \"matmul\", \"in\": [\"x\", \"w\"], \"out\": [\"t\"]},"
+    "   \"ops\": [{\"name\": \"fc\", \"kind\": \"matmul\", \"in\": [\"x\", \"w\"], \"out\": "
+    "[\"t\"]},"
     "             {\"name\": \"view\", \"kind\": \"reshape\", \"in\": [\"t\"], \"out\": [\"u\"]},"
     "             {\"name\": \"m\", \"kind\": \"elementwise\", \"fn\": \"mul\","
     "              \"in\": [\"u\", \"mask\"], \"out\": [\"y\"]}]},"
-    "  {\"name\": \"head\", \"kind\": \"matmul\", \"in\": [\"out\", \"wl\"], \"out\": [\"loss\"]}]}";
+    "  {\"name\": \"head\", \"kind\": \"matmul\", \"in\": [\"out\", \"wl\"], \"out\": "
+    "[\"loss\"]}]}";
 
 START_TEST(block_expansion) {
   psim_model m;
@@ -316,8 +320,10 @@ END_TEST
 /* Narayanan et al. 2021, eq. 2: P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)), plus the
  * final layer norm's 2h, which the formula leaves out. */
 START_TEST(gpt_parameter_counts) {
-  static const int64_t cfg[][5] = {{24, 2048, 16, 51200, 2048}, {96, 12288, 96, 51200, 2048},
-                                   {2, 64, 4, 1000, 128},        {105, 20480, 128, 51200, 2048},
+  static const int64_t cfg[][5] = {{24, 2048, 16, 51200, 2048},
+                                   {96, 12288, 96, 51200, 2048},
+                                   {2, 64, 4, 1000, 128},
+                                   {105, 20480, 128, 51200, 2048},
                                    {40, 5120, 40, 50257, 1024}};
   for (int i = 0; i < 5; i++) {
     psim_gen_tf_opts o;
@@ -365,8 +371,7 @@ START_TEST(llama_and_bert_parameter_counts) {
 }
 END_TEST
 
-static double net_params(psim_status (*gen)(const psim_gen_net_opts *, cJSON **),
-                         const char *fam) {
+static double net_params(psim_status (*gen)(const psim_gen_net_opts *, cJSON **), const char *fam) {
   psim_gen_net_opts o;
   psim_gen_net_opts_init(&o, fam);
   o.batch = 2;
