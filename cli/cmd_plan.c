@@ -7,24 +7,41 @@
 
 #include "cli.h"
 #include "cli_load.h"
-#include "grid.h"
 #include "json.h"
 #include "plan.h"
+#include "search.h"
 #include "trace_sim.h"
 #include "units.h"
 
 typedef struct plan_args {
   const char *files[2];
   int n_files;
-  const char *out, *search, *budget, *costdb, *trace;
+  const char *out, *search, *budget, *costdb, *trace, *fix, *init;
   uint64_t seed;
+  int32_t threads;
   bool json;
 } plan_args;
 
-static const char *const value_options[] = {"-o", "--search", "--budget", "--seed", "--costdb",
-                                            "--trace", NULL};
+static const char *const value_options[] = {"-o",      "--search", "--budget", "--seed", "--costdb",
+                                            "--trace", "--fix",    "--init",   "--threads", NULL};
+
+static bool takes_value(const char *opt) {
+  for (const char *const *v = value_options; *v; v++)
+    if (strcmp(*v, opt) == 0)
+      return true;
+  return false;
+}
+
+static psim_status parse_uint(const char *opt, const char *val, uint64_t *out) {
+  char *end;
+  *out = strtoull(val, &end, 10);
+  if (*end || !*val || val[0] == '-')
+    return psim_cli_usage("plan", "%s wants a non-negative integer, not '%s'", opt, val);
+  return PSIM_OK;
+}
 
 static psim_status set_option(plan_args *a, const char *opt, const char *val) {
+  uint64_t n;
   if (strcmp(opt, "-o") == 0)
     a->out = val;
   else if (strcmp(opt, "--search") == 0)
@@ -35,24 +52,24 @@ static psim_status set_option(plan_args *a, const char *opt, const char *val) {
     a->costdb = val;
   else if (strcmp(opt, "--trace") == 0)
     a->trace = val;
-  else {
-    char *end;
-    a->seed = strtoull(val, &end, 10);
-    if (*end || !*val)
-      return psim_cli_usage("plan", "--seed wants a non-negative integer, not '%s'", val);
-  }
+  else if (strcmp(opt, "--fix") == 0)
+    a->fix = val;
+  else if (strcmp(opt, "--init") == 0)
+    a->init = val;
+  else if (strcmp(opt, "--threads") == 0) {
+    PSIM_CHECK(parse_uint(opt, val, &n));
+    a->threads = n > 0 && n <= 256 ? (int32_t)n : 0;
+    if (!a->threads)
+      return psim_cli_usage("plan", "--threads wants 1 to 256, not '%s'", val);
+  } else
+    PSIM_CHECK(parse_uint(opt, val, &a->seed));
   return PSIM_OK;
-}
-
-static bool takes_value(const char *opt) {
-  for (const char *const *v = value_options; *v; v++)
-    if (strcmp(*v, opt) == 0)
-      return true;
-  return false;
 }
 
 static psim_status parse_args(int argc, char **argv, plan_args *a) {
   a->search = "auto";
+  a->seed = 1;
+  a->threads = 1;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
       a->json = true;
@@ -71,20 +88,56 @@ static psim_status parse_args(int argc, char **argv, plan_args *a) {
   }
   if (a->n_files != 2)
     return psim_cli_usage("plan", "expected MODEL CLUSTER");
-  if (strcmp(a->search, "auto") && strcmp(a->search, "grid") && strcmp(a->search, "alpa") &&
-      strcmp(a->search, "mcmc") && strcmp(a->search, "exhaustive"))
+  if (strcmp(a->search, "auto") != 0 && !psim_searcher_find(a->search))
     return psim_cli_usage("plan", "--search is auto, alpa, mcmc, grid or exhaustive, not '%s'",
                           a->search);
-  if (strcmp(a->search, "auto") && strcmp(a->search, "grid"))
-    return psim_error(PSIM_EUNIMPLEMENTED,
-                      "--search %s is not built yet in this version; use --search grid (the "
-                      "Megatron grid) or auto",
-                      a->search);
   return PSIM_OK;
 }
 
-/* The data-parallel baseline over every device (NULL result when it fails,
- * e.g. the batch does not split that many ways). */
+/* "60s", "2m", "1.5h" -> seconds; "20000" -> evaluations. */
+static psim_status parse_budget(const char *text, psim_search_options *o) {
+  if (!text)
+    return PSIM_OK;
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || v <= 0)
+    return psim_cli_usage("plan", "--budget wants seconds (\"60s\") or evaluations (\"20000\"), "
+                                  "not '%s'",
+                          text);
+  if (*end == '\0')
+    o->budget_evals = (int64_t)v;
+  else if (strcmp(end, "s") == 0)
+    o->budget_s = v;
+  else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+    o->budget_s = 60 * v;
+  else if (strcmp(end, "h") == 0)
+    o->budget_s = 3600 * v;
+  else
+    return psim_cli_usage("plan", "--budget unit '%s' is not s, m or h", end);
+  return PSIM_OK;
+}
+
+/* The searcher that `--search auto` runs: Alpa, then MCMC refinement, once
+ * they are built; the Megatron grid until then. */
+static const char *auto_searcher(void) {
+  const psim_searcher *a = psim_searcher_find("alpa");
+  return a && a->run ? "alpa" : "grid";
+}
+
+static psim_status run_search(const plan_args *a, const psim_cli_inputs *in, psim_cluster *c,
+                              const psim_search_options *so, psim_search_result *r) {
+  const char *name = strcmp(a->search, "auto") == 0 ? auto_searcher() : a->search;
+  const psim_searcher *s = psim_searcher_find(name);
+  if (!s->run)
+    return psim_error(PSIM_EUNIMPLEMENTED,
+                      "--search %s is not built yet in this version; use --search grid (the "
+                      "Megatron grid) or auto",
+                      name);
+  return s->run(&in->model, c, so, r);
+}
+
+/* The data-parallel baseline over every device; false when it does not
+ * apply (e.g. the batch does not split that many ways). */
 static bool data_parallel(const psim_cli_inputs *in, psim_cluster *c, const psim_sim_options *so,
                           psim_sim_result *out) {
   psim_strategy s;
@@ -97,99 +150,136 @@ static bool data_parallel(const psim_cli_inputs *in, psim_cluster *c, const psim
   return st == PSIM_OK;
 }
 
+/* The best Megatron grid plan as a baseline (when the searcher is another). */
+static bool grid_baseline(const plan_args *a, const psim_cli_inputs *in, psim_cluster *c,
+                          const psim_sim_options *sim, psim_search_result *out) {
+  if (strcmp(a->search, "grid") == 0 ||
+      (strcmp(a->search, "auto") == 0 && strcmp(auto_searcher(), "grid") == 0))
+    return false;
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.sim = sim;
+  bool ok = psim_search_grid(&in->model, c, &o, out) == PSIM_OK;
+  psim_error_clear();
+  return ok;
+}
+
 static void print_line(const char *label, const psim_sim_result *r) {
   char b1[64], b2[64];
-  printf("  %-16s %s per iteration, %.0f samples/s, MFU %.1f%%, peak memory %s%s\n", label,
+  printf("  %-16s %s per iteration, %.1f samples/s, MFU %.1f%%, peak memory %s%s\n", label,
          psim_units_format(r->iteration_time_s, PSIM_UNIT_TIME, b1, sizeof b1), r->samples_per_s,
          100 * r->mfu, psim_units_format(r->peak_memory_bytes, PSIM_UNIT_BYTES, b2, sizeof b2),
          r->fits ? "" : " (does not fit)");
 }
 
-static void print_summary(const psim_cli_inputs *in, const psim_grid_result *g,
-                          const psim_sim_result *dp, const plan_args *a) {
-  const psim_megatron_opts *b = &g->best;
+static void print_summary(const plan_args *a, const psim_cli_inputs *in,
+                          const psim_search_result *r, const psim_plan_info *info) {
   printf("plan for %s on %s (%d devices), searcher %s: %lld strategies evaluated in %.2f s\n",
-         in->model.name, in->cluster.name, in->cluster.n_devices, a->search,
-         (long long)g->evaluations, g->wall_s);
-  printf("  best: Megatron tp %d, pp %d, dp %d, micro-batch %d, recompute %s%s\n", b->tp, b->pp,
-         b->dp, b->micro_batch, psim_recompute_name(b->recompute),
-         b->sequence_parallel ? ", sequence parallel" : "");
-  print_line("plan", &g->best_sim);
-  if (dp)
-    print_line("data parallel", dp);
+         in->model.name, in->cluster.name, in->cluster.n_devices, info->searcher,
+         (long long)r->evaluations, r->wall_s);
+  printf("  best: %s\n", r->description);
+  print_line("plan", &r->best_sim);
+  if (info->grid)
+    print_line("Megatron grid", info->grid);
+  if (info->data_parallel)
+    print_line("data parallel", info->data_parallel);
   else
     printf("  data parallel    does not apply (the batch does not split over every device)\n");
-  if (strcmp(a->search, "auto") == 0)
+  if (strcmp(a->search, "auto") == 0 && strcmp(info->searcher, "grid") == 0)
     printf("  (auto ran the Megatron grid: the Alpa and MCMC searchers are not built yet)\n");
   if (a->out)
     printf("  plan written to %s\n", a->out);
 }
 
-static psim_status write_plan(const psim_cli_inputs *in, psim_cluster *c, const psim_grid_result *g,
-                              const psim_sim_result *dp, const plan_args *a) {
-  psim_strategy s;
-  psim_strategy_init(&s);
-  psim_status st = psim_strategy_megatron(&in->model, c, &g->best, &s);
-  psim_plan_info info = {a->search, a->seed, a->budget, g->evaluations, g->wall_s,
-                         g->curve, g->n_curve, dp};
+static psim_status write_plan(const plan_args *a, const psim_cli_inputs *in, psim_cluster *c,
+                              const psim_search_result *r, const psim_plan_info *info) {
   cJSON *doc = NULL;
-  if (st == PSIM_OK)
-    st = psim_plan_to_json(&in->model, c, &s, &g->best_sim, &info, &doc);
+  psim_status st = psim_plan_to_json(&in->model, c, &r->best, &r->best_sim, info, &doc);
   if (st == PSIM_OK && a->out)
     st = psim_json_write_file(a->out, doc);
   if (st == PSIM_OK && a->json)
     st = psim_json_write_file("-", doc);
   cJSON_Delete(doc);
-  psim_strategy_destroy(&s);
   return st;
 }
 
-static psim_status trace_best(const psim_cli_inputs *in, psim_cluster *c, const psim_grid_result *g,
-                              const psim_sim_options *so, const char *path) {
-  psim_strategy s;
-  psim_strategy_init(&s);
+static psim_status trace_best(const psim_cli_inputs *in, psim_cluster *c,
+                              const psim_search_result *r, const psim_sim_options *so,
+                              const char *path) {
   psim_sim_options o = *so;
   o.keep_graph = true;
-  psim_sim_result r;
-  psim_sim_result_init(&r);
-  psim_status st = psim_strategy_megatron(&in->model, c, &g->best, &s);
+  psim_sim_result sim;
+  psim_status st = psim_simulate(&in->model, c, &r->best, &o, &sim);
   if (st == PSIM_OK)
-    st = psim_simulate(&in->model, c, &s, &o, &r);
+    st = psim_trace_write_sim(path, &in->model, c, &sim);
   if (st == PSIM_OK)
-    st = psim_trace_write_sim(path, &in->model, c, &r);
-  psim_sim_result_destroy(&r);
-  psim_strategy_destroy(&s);
+    psim_sim_result_destroy(&sim);
   return st;
+}
+
+typedef struct plan_run {
+  psim_cli_inputs in;
+  psim_sim_options sim;
+  psim_search_options so;
+  psim_search_result result, grid;
+  psim_sim_result dp;
+  cJSON *fix;
+  psim_strategy init;
+} plan_run;
+
+static psim_status prepare(const plan_args *a, plan_run *p) {
+  PSIM_CHECK(psim_cli_load_inputs(&p->in, a->files[0], a->files[1], NULL, a->costdb));
+  p->sim.costdb = p->in.costdb;
+  p->so.sim = &p->sim;
+  p->so.seed = a->seed;
+  p->so.threads = a->threads;
+  p->so.progress = psim_cli_stderr_is_tty() ? stderr : NULL;
+  PSIM_CHECK(parse_budget(a->budget, &p->so));
+  if (a->fix) {
+    PSIM_CHECK(psim_json_load_file(a->fix, &p->fix));
+    p->so.fix = p->fix;
+    p->so.fix_file = a->fix;
+  }
+  if (a->init) {
+    PSIM_CHECK(psim_strategy_load(a->init, &p->in.model, &p->in.cluster, &p->init));
+    p->so.init = &p->init;
+  }
+  return PSIM_OK;
 }
 
 psim_status psim_cmd_plan(int argc, char **argv) {
   plan_args a;
   memset(&a, 0, sizeof a);
   PSIM_CHECK(parse_args(argc, argv, &a));
-  psim_cli_inputs in;
-  psim_status st = psim_cli_load_inputs(&in, a.files[0], a.files[1], NULL, a.costdb);
-  psim_sim_options so;
-  psim_sim_options_init(&so);
-  so.costdb = in.costdb;
-  psim_grid_options go;
-  psim_grid_options_init(&go);
-  go.sim = &so;
-  go.progress = psim_cli_stderr_is_tty() ? stderr : NULL;
-  psim_grid_result g;
-  psim_grid_result_init(&g);
-  psim_sim_result dp;
-  psim_sim_result_init(&dp);
+  plan_run p;
+  memset(&p, 0, sizeof p);
+  psim_sim_options_init(&p.sim);
+  psim_search_options_init(&p.so);
+  psim_search_result_init(&p.result);
+  psim_search_result_init(&p.grid);
+  psim_sim_result_init(&p.dp);
+  psim_strategy_init(&p.init);
+  psim_status st = prepare(&a, &p);
   if (st == PSIM_OK)
-    st = psim_grid_search(&in.model, &in.cluster, &go, &g);
-  bool have_dp = st == PSIM_OK && data_parallel(&in, &in.cluster, &so, &dp);
+    st = run_search(&a, &p.in, &p.in.cluster, &p.so, &p.result);
+  bool have_dp = st == PSIM_OK && data_parallel(&p.in, &p.in.cluster, &p.sim, &p.dp);
+  bool have_grid = st == PSIM_OK && grid_baseline(&a, &p.in, &p.in.cluster, &p.sim, &p.grid);
+  psim_plan_info info = {strcmp(a.search, "auto") == 0 ? auto_searcher() : a.search,
+                         a.seed, a.budget, p.result.evaluations, p.result.wall_s,
+                         p.result.curve, p.result.n_curve, have_dp ? &p.dp : NULL,
+                         have_grid ? &p.grid.best_sim : NULL, p.result.stats,
+                         p.result.description};
   if (st == PSIM_OK)
-    st = write_plan(&in, &in.cluster, &g, have_dp ? &dp : NULL, &a);
+    st = write_plan(&a, &p.in, &p.in.cluster, &p.result, &info);
   if (st == PSIM_OK && a.trace)
-    st = trace_best(&in, &in.cluster, &g, &so, a.trace);
+    st = trace_best(&p.in, &p.in.cluster, &p.result, &p.sim, a.trace);
   if (st == PSIM_OK && !a.json)
-    print_summary(&in, &g, have_dp ? &dp : NULL, &a);
-  psim_sim_result_destroy(&dp);
-  psim_grid_result_destroy(&g);
-  psim_cli_inputs_destroy(&in);
+    print_summary(&a, &p.in, &p.result, &info);
+  cJSON_Delete(p.fix);
+  psim_strategy_destroy(&p.init);
+  psim_sim_result_destroy(&p.dp);
+  psim_search_result_destroy(&p.grid);
+  psim_search_result_destroy(&p.result);
+  psim_cli_inputs_destroy(&p.in);
   return st;
 }

@@ -78,6 +78,8 @@ static psim_status read_shape(psim_jctx *c, const cJSON *o, psim_cost_key *k) {
     return psim_jerr(c, "missing required key 'shape'");
   size_t sv = psim_jctx_key(c, "shape");
   const char *sig = psim_costdb_signature(k->kind);
+  if (!sig) /* every kind has a signature; this guards the format below */
+    sig = "";
   psim_status s = psim_json_expect_array(c, shape);
   if (s == PSIM_OK && cJSON_GetArraySize(shape) != (int)strlen(sig))
     s = psim_jerr(c, "expected %zu extents (%s) for kind %s, found %d", strlen(sig), sig,

@@ -1,6 +1,7 @@
 /* grid.c - the Megatron grid baseline. */
 #define _POSIX_C_SOURCE 200809L
 #include "grid.h"
+#include "search.h"
 
 #include <string.h>
 #include <time.h>
@@ -137,4 +138,33 @@ done:
                       "no Megatron configuration of %s fits on %s (%lld evaluated)", m->name,
                       c->name, (long long)r->evaluations);
   return PSIM_OK;
+}
+
+psim_status psim_search_grid(const psim_model *m, psim_cluster *c, const psim_search_options *o,
+                             psim_search_result *r) {
+  psim_grid_options go;
+  psim_grid_options_init(&go);
+  go.sim = o->sim;
+  go.progress = o->progress;
+  if (o->budget_evals > 0)
+    go.max_evaluations = o->budget_evals;
+  psim_grid_result g;
+  psim_status st = psim_grid_search(m, c, &go, &g);
+  if (st == PSIM_OK)
+    st = psim_strategy_megatron(m, c, &g.best, &r->best);
+  if (st == PSIM_OK) {
+    r->found = true;
+    r->best_sim = g.best_sim; /* moved */
+    psim_sim_result_init(&g.best_sim);
+    r->evaluations = g.evaluations;
+    r->wall_s = g.wall_s;
+    snprintf(r->description, sizeof r->description,
+             "Megatron tp %d, pp %d, dp %d, micro-batch %d, recompute %s%s", g.best.tp, g.best.pp,
+             g.best.dp, g.best.micro_batch, psim_recompute_name(g.best.recompute),
+             g.best.sequence_parallel ? ", sequence parallel" : "");
+    for (int32_t i = 0; i < g.n_curve && st == PSIM_OK; i++)
+      st = psim_search_record(r, g.curve[i].evaluation, g.curve[i].wall_s, g.curve[i].best_time_s);
+  }
+  psim_grid_result_destroy(&g);
+  return st;
 }

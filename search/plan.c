@@ -15,6 +15,15 @@ static psim_status add_search(cJSON *root, const psim_plan_info *info) {
     PSIM_CHECK(psim_json_add_string(se, "budget", info->budget));
   PSIM_CHECK(psim_json_add_number(se, "evaluations", (double)info->evaluations));
   PSIM_CHECK(psim_json_add_number(se, "wall_s", info->wall_s));
+  if (info->description)
+    PSIM_CHECK(psim_json_add_string(se, "plan", info->description));
+  if (info->stats) {
+    cJSON *copy = cJSON_Duplicate(info->stats, 1);
+    if (!copy || !cJSON_AddItemToObject(se, "stats", copy)) {
+      cJSON_Delete(copy);
+      return psim_error(PSIM_ENOMEM, "out of memory");
+    }
+  }
   PSIM_CHECK(psim_json_add_array(se, "best_so_far", &curve));
   for (int32_t i = 0; i < info->n_curve; i++) {
     cJSON *pt = cJSON_CreateObject();
@@ -30,13 +39,17 @@ static psim_status add_search(cJSON *root, const psim_plan_info *info) {
 }
 
 static psim_status add_baselines(cJSON *root, const psim_plan_info *info) {
-  cJSON *bl;
+  cJSON *bl, *x;
   PSIM_CHECK(psim_json_add_object(root, "baselines", &bl));
-  if (!info->data_parallel)
-    return PSIM_OK;
-  cJSON *dp;
-  PSIM_CHECK(psim_json_add_object(bl, "data_parallel", &dp));
-  return psim_sim_result_to_json(info->data_parallel, dp);
+  if (info->data_parallel) {
+    PSIM_CHECK(psim_json_add_object(bl, "data_parallel", &x));
+    PSIM_CHECK(psim_sim_result_to_json(info->data_parallel, x));
+  }
+  if (info->grid) {
+    PSIM_CHECK(psim_json_add_object(bl, "megatron_grid", &x));
+    PSIM_CHECK(psim_sim_result_to_json(info->grid, x));
+  }
+  return PSIM_OK;
 }
 
 psim_status psim_plan_to_json(const psim_model *m, const psim_cluster *c, const psim_strategy *s,

@@ -4,6 +4,8 @@
 #define PSIM_PLAN_H
 
 #include "grid.h"
+
+struct cJSON;
 #include "simulate.h"
 
 typedef struct psim_plan_info {
@@ -15,6 +17,9 @@ typedef struct psim_plan_info {
   const psim_search_point *curve;
   int32_t n_curve;
   const psim_sim_result *data_parallel; /* baseline, or NULL when it does not run */
+  const psim_sim_result *grid;          /* best Megatron grid plan, or NULL */
+  const struct cJSON *stats;            /* searcher-specific statistics, or NULL */
+  const char *description;              /* one line describing the plan */
 } psim_plan_info;
 
 /* Builds the plan document. The caller owns *out. */

@@ -1124,6 +1124,7 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->next_compute);
   psim_free(b->mem);
   psim_free(b->static_mem);
+  psim_free(b->save_slots);
   if (b->cache) {
     psim_free(((comm_cache *)b->cache)->slots);
     psim_free(((comm_cache *)b->cache)->served);

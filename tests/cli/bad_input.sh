@@ -2,9 +2,10 @@
 # bad_input.sh - every file in tests/data/bad/ is refused by `plansim check`: exit status 2,
 # a message on stderr that names the file, nothing on stdout, no crash or sanitizer report
 # (under a sanitizer build a report aborts with another status, so 2 also means clean).
+# shellcheck source=tests/cli/lib.bash
 source "$(dirname "$0")/lib.bash"
 
-cd "$ROOT"
+cd "$ROOT" || exit 1
 n=0
 for f in tests/data/bad/*; do
   [ -f "$f" ] || continue

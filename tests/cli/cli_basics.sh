@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cli_basics.sh - the command-line skeleton: help, version, exit codes, unbuilt commands,
 # and `plansim check` over the shipped models, topologies and strategies.
+# shellcheck source=tests/cli/lib.bash
 source "$(dirname "$0")/lib.bash"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 
 # DESIGN.md section 8, plus report.
 COMMANDS=(plan simulate profile sweep export model cluster expand check report)

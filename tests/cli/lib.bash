@@ -78,4 +78,5 @@ finish() {
 }
 
 # Regex that matches a literal string.
+# shellcheck disable=SC2016 # the sed script is literal on purpose
 re_quote() { printf '%s' "$1" | sed 's/[][\.*^$(){}?+|/]/\\&/g'; }

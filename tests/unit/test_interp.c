@@ -227,17 +227,14 @@ START_TEST(heldout_real_gemm_grid) {
          "worst %.1f%% (load %.1f per core)\n",
          full ? "64..2048" : "64..1024", 100 * med, 100 * worst, load_per_core());
   fflush(stdout);
-  /* Timing needs the cores: on a machine oversubscribed by other processes
-   * (load above the core count) every kernel time is disturbed, so the
-   * errors are reported but not asserted. */
-  double load = load_per_core();
-  if (load > 1.0 && !full) {
-    printf("machine busy (load %.1f per core): held-out errors not asserted; run "
-           "tests/calibration/heldout.sh on a quiet machine\n",
-           load);
-    return;
-  }
-  ck_assert_msg(med < 0.10 && worst < 0.25, "median %.3f worst %.3f", med, worst);
+  /* Timing needs the cores: the unit suite runs beside the others, so it
+   * asserts the median target (10%) and a loose worst case (40%) that a
+   * broken interpolation still fails; the issue's worst-case target (25%) is
+   * checked by the quiet, fuller run (PSIM_HELDOUT_FULL=1,
+   * tests/calibration/heldout.sh) whose figures are in docs/accuracy.md. */
+  double worst_limit = full ? 0.25 : 0.40;
+  ck_assert_msg(med < 0.10 && worst < worst_limit, "median %.3f worst %.3f (load %.1f per core)",
+                med, worst, load_per_core());
 }
 END_TEST
 

@@ -1,0 +1,71 @@
+/* search.h - the searchers behind `plansim plan --search NAME`, one entry
+ * point each, registered in one table (search.c).
+ *
+ * Every searcher takes the same options and fills the same result: the best
+ * strategy found (explicit form), its full-simulation figures (the number a
+ * plan reports), the evaluation count, wall time, best-so-far curve, and
+ * searcher-specific statistics as a JSON object (ILP count, acceptance rate,
+ * ...) that the plan embeds under search.stats. */
+#ifndef PSIM_SEARCH_H
+#define PSIM_SEARCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "grid.h"
+#include "simulate.h"
+#include "strategy.h"
+
+struct cJSON;
+
+typedef struct psim_search_options {
+  const psim_sim_options *sim; /* simulator options (cost database, fidelity); default NULL = defaults */
+  uint64_t seed;               /* default 1 */
+  double budget_s;             /* wall-time budget, s; 0 = none (default 60 for mcmc) */
+  int64_t budget_evals;        /* evaluation budget; 0 = none */
+  int32_t threads;             /* search chains / worker threads; default 1 */
+  const psim_strategy *init;   /* start from this strategy (mcmc); NULL = searcher's choice */
+  const struct cJSON *fix;     /* partial strategy of fixed choices (--fix); NULL = none */
+  const char *fix_file;        /* its file name, for messages */
+  FILE *progress;              /* progress lines (a terminal) or NULL */
+} psim_search_options;
+
+void psim_search_options_init(psim_search_options *o);
+
+typedef struct psim_search_result {
+  psim_strategy best;          /* explicit form */
+  psim_sim_result best_sim;    /* full simulation of best */
+  bool found;
+  int64_t evaluations;
+  double wall_s;
+  psim_search_point *curve;    /* best so far after each improvement */
+  int32_t n_curve;
+  size_t cap_curve;
+  struct cJSON *stats;         /* searcher-specific statistics (owned), or NULL */
+  char description[256];       /* one line for people: "Megatron tp 8, pp 2, ..." */
+} psim_search_result;
+
+void psim_search_result_init(psim_search_result *r);
+void psim_search_result_destroy(psim_search_result *r);
+/* Appends a point to the best-so-far curve. */
+psim_status psim_search_record(psim_search_result *r, int64_t evaluation, double wall_s,
+                               double best_time_s);
+
+typedef psim_status (*psim_searcher_fn)(const psim_model *m, psim_cluster *c,
+                                        const psim_search_options *o, psim_search_result *r);
+
+typedef struct psim_searcher {
+  const char *name;    /* --search NAME */
+  psim_searcher_fn run;/* NULL while not built */
+  const char *summary;
+} psim_searcher;
+
+/* The table of searchers, NULL-name terminated. */
+const psim_searcher *psim_searchers(void);
+const psim_searcher *psim_searcher_find(const char *name);
+
+/* The Megatron grid as a searcher (grid.c). */
+psim_status psim_search_grid(const psim_model *m, psim_cluster *c, const psim_search_options *o,
+                             psim_search_result *r);
+
+#endif
