@@ -6,6 +6,7 @@
 #ifndef PSIM_CLI_H
 #define PSIM_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -21,6 +22,11 @@ typedef struct psim_cli_command {
   const char *help;     /* full help text for plansim help COMMAND */
 } psim_cli_command;
 
+/* The signal (SIGINT or SIGTERM) that asked plansim to stop, 0 when none
+ * (main.c). Its handler also sets psim_set_interrupt(1); main maps
+ * PSIM_EINTERRUPTED to exit 130 (SIGINT) or 143 (SIGTERM). */
+extern volatile sig_atomic_t psim_cli_signal;
+
 /* Command table (main.c). */
 extern const psim_cli_command psim_cli_commands[];
 const psim_cli_command *psim_cli_find(const char *name);
@@ -34,7 +40,11 @@ psim_status psim_cmd_expand(int argc, char **argv);
 psim_status psim_cmd_simulate(int argc, char **argv);
 psim_status psim_cmd_plan(int argc, char **argv);
 psim_status psim_cmd_profile(int argc, char **argv);
-psim_status psim_cmd_unbuilt(int argc, char **argv); /* export, sweep, report until built */
+psim_status psim_cmd_unbuilt(int argc, char **argv); /* commands registered, not built yet */
+psim_status psim_cmd_export(int argc, char **argv);  /* cmd_export.c */
+psim_status psim_cmd_sweep(int argc, char **argv);   /* cmd_sweep.c */
+psim_status psim_cmd_report(int argc, char **argv);  /* cmd_report.c */
+extern const char psim_cmd_export_help[], psim_cmd_sweep_help[], psim_cmd_report_help[];
 
 /* Usage error for a command: records the message, returns PSIM_EINPUT. */
 psim_status psim_cli_usage(const char *command, const char *fmt, ...)

@@ -183,7 +183,7 @@ static void print_summary(const plan_args *a, const psim_cli_inputs *in,
     print_line("Megatron grid", info->grid);
   if (info->data_parallel)
     print_line("data parallel", info->data_parallel);
-  else
+  else if (!psim_interrupted()) /* interrupted: baselines are not run */
     printf("  data parallel    does not apply (the batch does not split over every device)\n");
   if (strcmp(a->search, "auto") == 0 && strcmp(info->searcher, "grid") == 0)
     printf("  (auto ran the Megatron grid: the Alpa and MCMC searchers are not built yet)\n");
@@ -212,8 +212,7 @@ static psim_status trace_best(const psim_cli_inputs *in, psim_cluster *c,
   psim_status st = psim_simulate(&in->model, c, &r->best, &o, &sim);
   if (st == PSIM_OK)
     st = psim_trace_write_sim(path, &in->model, c, &sim);
-  if (st == PSIM_OK)
-    psim_sim_result_destroy(&sim);
+  psim_sim_result_destroy(&sim); /* also when the trace write fails (issue 9: was leaked) */
   return st;
 }
 
@@ -262,8 +261,16 @@ psim_status psim_cmd_plan(int argc, char **argv) {
   psim_status st = prepare(&a, &p);
   if (st == PSIM_OK)
     st = run_search(&a, &p.in, &p.in.cluster, &p.so, &p.result);
-  bool have_dp = st == PSIM_OK && data_parallel(&p.in, &p.in.cluster, &p.sim, &p.dp);
-  bool have_grid = st == PSIM_OK && grid_baseline(&a, &p.in, &p.in.cluster, &p.sim, &p.grid);
+  /* Interrupted (SIGINT/SIGTERM, issue 9): a search that found a strategy
+   * still writes it as the plan (its figures are a full simulation), with no
+   * baselines and no trace; the command then ends with PSIM_EINTERRUPTED. */
+  bool stopped = psim_interrupted() && (st == PSIM_OK || st == PSIM_EINTERRUPTED) &&
+                 p.result.found;
+  if (stopped)
+    st = PSIM_OK;
+  bool have_dp = st == PSIM_OK && !stopped && data_parallel(&p.in, &p.in.cluster, &p.sim, &p.dp);
+  bool have_grid =
+      st == PSIM_OK && !stopped && grid_baseline(&a, &p.in, &p.in.cluster, &p.sim, &p.grid);
   psim_plan_info info = {strcmp(a.search, "auto") == 0 ? auto_searcher() : a.search,
                          a.seed, a.budget, p.result.evaluations, p.result.wall_s,
                          p.result.curve, p.result.n_curve, have_dp ? &p.dp : NULL,
@@ -271,10 +278,14 @@ psim_status psim_cmd_plan(int argc, char **argv) {
                          p.result.description};
   if (st == PSIM_OK)
     st = write_plan(&a, &p.in, &p.in.cluster, &p.result, &info);
-  if (st == PSIM_OK && a.trace)
+  if (st == PSIM_OK && a.trace && !stopped)
     st = trace_best(&p.in, &p.in.cluster, &p.result, &p.sim, a.trace);
   if (st == PSIM_OK && !a.json)
     print_summary(&a, &p.in, &p.result, &info);
+  if (st == PSIM_OK && stopped)
+    st = psim_error(PSIM_EINTERRUPTED, "interrupted after %lld evaluations; the best plan so far %s%s",
+                    (long long)p.result.evaluations, a.out ? "was written to " : "is above",
+                    a.out ? a.out : "");
   cJSON_Delete(p.fix);
   psim_strategy_destroy(&p.init);
   psim_sim_result_destroy(&p.dp);

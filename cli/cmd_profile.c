@@ -37,6 +37,11 @@ const char psim_cmd_profile_help[] =
     "  --resume                 continue an interrupted run (shapes in DB are skipped;\n"
     "                           this is also the default)\n"
     "  --force                  measure again shapes that DB already holds\n"
+    "  --collectives            also measure a shared-memory ring all-reduce between\n"
+    "                           threads (one per device, memcpy + add) at 64 KiB, 1 MiB\n"
+    "                           and 16 MiB for groups of 2, 4, ... up to the devices per\n"
+    "                           node of C (at most this machine's cores), stored as\n"
+    "                           collective tables; may be given alone (CPU only)\n"
     "  -o DB                    the cost database; merged into when it exists\n"
     "\n"
     "A progress line is shown on a terminal. Ctrl-C keeps what was measured (the file is\n"
@@ -49,15 +54,9 @@ const char psim_cmd_profile_help[] =
 
 typedef struct profile_args {
   const char *device, *model, *cluster, *out, *dtype;
-  bool grid, resume, force;
+  bool grid, resume, force, collectives;
   psim_profile_opts opts;
 } profile_args;
-
-static volatile sig_atomic_t interrupted;
-static void on_signal(int sig) {
-  (void)sig;
-  interrupted = 1;
-}
 
 static psim_status need_value(int argc, char **argv, int i) {
   if (i + 1 >= argc)
@@ -95,6 +94,7 @@ static psim_status parse_option(int argc, char **argv, int *i, profile_args *a) 
   bool *flag = !strcmp(o, "--grid")     ? &a->grid
                : !strcmp(o, "--resume") ? &a->resume
                : !strcmp(o, "--force")  ? &a->force
+               : !strcmp(o, "--collectives") ? &a->collectives
                                         : NULL;
   if (!flag)
     return psim_cli_usage("profile", "unknown option '%s'", o);
@@ -112,14 +112,47 @@ static psim_status parse_args(int argc, char **argv, profile_args *a) {
     return psim_cli_usage("profile", "missing -o DB (the cost database to write)");
   if (strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
     return psim_cli_usage("profile", "--device expects cpu or cuda, found '%s'", a->device);
-  if (a->grid == (a->model != NULL) || (a->model == NULL) != (a->cluster == NULL))
-    return psim_cli_usage("profile", "give either --model MODEL --cluster CLUSTER, or --grid");
+  if ((a->model == NULL) != (a->cluster == NULL) || (a->grid && a->model) ||
+      (!a->grid && !a->model && !a->collectives))
+    return psim_cli_usage("profile", "give either --model MODEL --cluster CLUSTER, or --grid "
+                                     "(or --collectives alone)");
+  if (a->collectives && strcmp(a->device, "cpu") != 0)
+    return psim_cli_usage("profile", "--collectives measures CPU threads; use --device cpu");
   if (a->resume && a->force)
     return psim_cli_usage("profile", "--resume and --force exclude each other");
   return PSIM_OK;
 }
 
+/* Largest all-reduce group for --collectives: the devices of one node of the
+ * cluster when given, at most this machine's online cores, at least 2. */
+static psim_status max_group(const profile_args *a, int32_t *out) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int32_t g = cores > 1 ? (int32_t)cores : 2;
+  if (a->cluster) {
+    psim_cluster c;
+    psim_cluster_init(&c);
+    psim_status s = psim_cluster_load(a->cluster, &c);
+    int32_t per_node = c.devices_per_node > 0 ? c.devices_per_node : c.n_devices;
+    psim_cluster_destroy(&c);
+    PSIM_CHECK(s);
+    g = per_node < g ? per_node : g;
+  }
+  *out = g < 2 ? 2 : g;
+  return PSIM_OK;
+}
+
+static psim_status profile_collectives(const profile_args *a, psim_costdb *db) {
+  int32_t g;
+  PSIM_CHECK(max_group(a, &g));
+  PSIM_CHECK(psim_profile_cpu_collectives(g, &a->opts, db));
+  PSIM_CHECK(psim_costdb_save(db, a->out));
+  printf("%s: all-reduce tables for groups of 2..%d threads\n", a->out, g);
+  return PSIM_OK;
+}
+
 static psim_status collect_keys(const profile_args *a, psim_dtype dt, psim_key_set *keys) {
+  if (!a->grid && !a->model)
+    return PSIM_OK; /* --collectives alone */
   if (a->grid)
     return psim_profile_keys_grid(dt == PSIM_DTYPE_COUNT ? PSIM_DTYPE_FP32 : dt, keys);
   psim_model m;
@@ -182,13 +215,13 @@ static psim_status run_profile(profile_args *a, psim_costdb *db, psim_key_set *k
   PSIM_CHECK(collect_keys(a, dt, keys));
   a->opts.progress = psim_cli_stderr_is_tty();
   a->opts.save_path = a->out;
-  a->opts.interrupt = &interrupted;
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
+  /* main's SIGINT/SIGTERM handler sets psim_cli_signal (issue 9: main maps the
+   * interruption to exit 130 or 143 by the signal received). */
+  a->opts.interrupt = &psim_cli_signal;
   psim_profile_stats st;
   psim_status s = psim_profile_run(db, keys, measure, &a->opts, &st);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
+  if (s == PSIM_OK && a->collectives)
+    s = profile_collectives(a, db);
   if (s == PSIM_OK || s == PSIM_EINTERRUPTED)
     report(a, &st);
   if (s == PSIM_EINTERRUPTED)

@@ -1,10 +1,44 @@
-/* main.c - plansim entry point: command dispatch, help, exit codes. */
+/* main.c - plansim entry point: command dispatch, help, exit codes, signals. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "json.h"
 #include "psim_config.h"
+#include "taskgraph.h"
+
+volatile sig_atomic_t psim_cli_signal;
+
+/* SIGINT/SIGTERM: the first asks the work to stop (long loops poll
+ * psim_interrupted(); plan writes its best plan so far, profile saves what it
+ * measured); a second one ends the process at once. Only async-signal-safe
+ * calls here: the interrupt flag is a lock-free atomic. */
+static void on_signal(int sig) {
+  if (psim_cli_signal) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return;
+  }
+  psim_cli_signal = sig;
+  psim_set_interrupt(1);
+}
+
+static void install_signal_handlers(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+/* 130 after SIGINT, 143 after SIGTERM (128 + signal, as shells report). */
+static int exit_code(psim_status s) {
+  if (s == PSIM_EINTERRUPTED && psim_cli_signal == SIGTERM)
+    return 128 + SIGTERM;
+  return psim_status_exit_code(s);
+}
 
 /* Long help texts, one static string per command, shown by 'plansim help COMMAND'. */
 static const char help_check[] =
@@ -40,18 +74,6 @@ static const char help_expand[] =
     "Example:\n"
     "  plansim expand models/gpt-22b.json topologies/dgx-a100-x1.json \\\n"
     "      strategies/megatron-22b-x1.json\n";
-static const char help_sweep[] =
-    "Not built yet: planned in a later issue. It will run models x clusters x searchers\n"
-    "from a plansim.sweep/1 file, resume an interrupted sweep, and spread the work over\n"
-    "MPI ranks under mpirun. Today it exits with status 1.\n";
-static const char help_export[] =
-    "Not built yet: planned in a later issue. It will turn a plan into the configuration\n"
-    "of a runtime (Megatron-LM arguments, a DeepSpeed config, a FlexFlow strategy file,\n"
-    "GSPMD sharding annotations). Today it exits with status 1.\n";
-static const char help_report[] =
-    "Not built yet: planned in a later issue. It will render a plan as a self-contained\n"
-    "HTML page. Today it exits with status 1.\n";
-
 const psim_cli_command psim_cli_commands[] = {
     {"plan", psim_cmd_plan, "plansim plan MODEL CLUSTER [options]",
      "search for the fastest strategy and write a plan", NULL},
@@ -59,12 +81,12 @@ const psim_cli_command psim_cli_commands[] = {
      "predict one training iteration of a strategy", NULL},
     {"profile", psim_cmd_profile, "plansim profile [--device cpu|cuda] [options] -o DB",
      "measure operator costs on this machine into a cost database", psim_cmd_profile_help},
-    {"sweep", psim_cmd_unbuilt, "plansim sweep SWEEP [-o RESULTS] [--resume] [-j N]",
-     "run models x clusters x searchers and collect results (not built yet)", help_sweep},
-    {"export", psim_cmd_unbuilt, "plansim export PLAN --format megatron|deepspeed|flexflow|gspmd",
-     "turn a plan into a runtime's configuration (not built yet)", help_export},
-    {"report", psim_cmd_unbuilt, "plansim report PLAN [-o report.html]",
-     "render a plan as a self-contained HTML page (not built yet)", help_report},
+    {"sweep", psim_cmd_sweep, "plansim sweep SWEEP [-o RESULTS] [--resume] [-j N] [--check BASELINE]",
+     "run models x clusters x searchers and collect results", psim_cmd_sweep_help},
+    {"export", psim_cmd_export, "plansim export PLAN --format plansim|megatron|deepspeed|gspmd|flexflow",
+     "turn a plan into a runtime's configuration", psim_cmd_export_help},
+    {"report", psim_cmd_report, "plansim report PLAN [-o report.html]",
+     "render a plan as a self-contained HTML page", psim_cmd_report_help},
     {"model", psim_cmd_model, "plansim model FAMILY [options] [-o FILE]",
      "generate a model file (gpt, llama, bert, moe, mlp, alexnet, resnet, inception, dlrm)",
      "Writes a plansim.model/1 file (docs/model.md) to FILE, or to standard output.\n\n"
@@ -107,7 +129,7 @@ static void print_usage(FILE *out) {
   for (const psim_cli_command *c = psim_cli_commands; c->name; c++)
     fprintf(out, "  %-9s %s\n", c->name, c->summary);
   fprintf(out, "\n'plansim help COMMAND' shows a command's options. Exit status: 0 success,\n"
-               "1 the work failed, 2 bad input or usage.\n");
+               "1 the work failed, 2 bad input or usage, 130/143 interrupted by SIGINT/SIGTERM.\n");
 }
 
 static int print_help(const char *name) {
@@ -152,10 +174,13 @@ int main(int argc, char **argv) {
   for (int i = 2; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
       return print_help(cmd);
+  install_signal_handlers();
   psim_status s = c->run(argc - 1, argv + 1);
+  if (s == PSIM_OK && psim_cli_signal)
+    s = psim_error(PSIM_EINTERRUPTED, "interrupted");
   if (s != PSIM_OK) {
     const char *msg = psim_error_message();
     fprintf(stderr, "plansim %s: %s\n", cmd, *msg ? msg : psim_status_name(s));
   }
-  return psim_status_exit_code(s);
+  return exit_code(s);
 }

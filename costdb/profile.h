@@ -56,8 +56,25 @@ typedef psim_status (*psim_profile_measure_fn)(const psim_cost_key *key, const p
 psim_status psim_profile_cpu_fingerprint(psim_costdb_fingerprint *fp);
 psim_status psim_profile_cpu_measure(const psim_cost_key *key, const psim_profile_opts *o,
                                      psim_cost_entry *out);
+/* The clock the CPU backend times kernels with: the calling thread's CPU
+ * time, s (CLOCK_THREAD_CPUTIME_ID; excludes time the core ran other
+ * processes). */
+double psim_profile_cpu_clock_s(void);
 /* True when the installed OpenBLAS exports cblas_sbgemm (bf16 GEMM). */
 bool psim_profile_cpu_has_bf16(void);
+
+/* One CPU kernel instance with its own buffers, as psim_profile_cpu_measure
+ * times it, for drivers that run a sequence of kernels for real (the
+ * end-to-end check, tests/calibration/e2e_cpu.c). Does not set the BLAS
+ * thread count (call openblas_set_num_threads(1) for one simulated device). */
+typedef struct psim_profile_kernel psim_profile_kernel;
+/* Allocates the buffers of key's kernel (filled with small values).
+ * PSIM_EUNIMPLEMENTED as psim_profile_cpu_measure; PSIM_ENOMEM. */
+psim_status psim_profile_cpu_kernel_create(const psim_cost_key *key, psim_profile_kernel **out);
+/* Runs the kernel once (forward or backward as the key's pass says). */
+void psim_profile_cpu_kernel_run(psim_profile_kernel *k);
+/* Frees the kernel; NULL is allowed. */
+void psim_profile_cpu_kernel_destroy(psim_profile_kernel *k);
 
 #if PSIM_HAVE_CUDA
 /* CUDA backend: cublasGemmEx (fp32, fp16, bf16 with tensor cores) and small
@@ -68,6 +85,21 @@ psim_status psim_profile_cuda_fingerprint(int32_t device_index, psim_costdb_fing
 psim_status psim_profile_cuda_measure(const psim_cost_key *key, const psim_profile_opts *o,
                                       psim_cost_entry *out);
 #endif
+
+/* Collective tables of a CPU cluster (plansim profile --collectives,
+ * costdb/coll_cpu.c): a shared-memory ring all-reduce between group_size
+ * threads (one per simulated device) over memcpy + add, bytes per rank;
+ * repetitions as for kernels (o->budget_s, min_reps, max_reps; wall clock);
+ * *median_s the median time; *check_value rank p-1's result normalised to one
+ * all-reduce of ranks holding 1..p (p(p+1)/2 when the ring is right). */
+psim_status psim_profile_cpu_allreduce(int32_t group_size, size_t bytes,
+                                       const psim_profile_opts *o, double *median_s,
+                                       double *check_value);
+/* Measures all-reduce at 64 KiB, 1 MiB and 16 MiB for group sizes 2, 4, 8, ...
+ * up to max_group and stores them in db as intra-node tables (bus bandwidth,
+ * nccl-tests convention). */
+psim_status psim_profile_cpu_collectives(int32_t max_group, const psim_profile_opts *o,
+                                         psim_costdb *db);
 
 /* Summary of a run. */
 typedef struct psim_profile_stats {

@@ -1,7 +1,8 @@
 /* profile_cpu.c - CPU backend of plansim profile: OpenBLAS GEMMs pinned to one
  * thread (one core = one simulated device) and the project's own loops for
  * memory-bound kernels. Timing: one warm-up call, then repetitions timed with
- * CLOCK_MONOTONIC until the per-shape budget is spent (docs/profiling.md). */
+ * the thread's CPU clock (psim_profile_cpu_clock_s) until the per-shape
+ * budget (wall clock) is spent (docs/profiling.md). */
 #include <cblas.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -9,6 +10,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "alloc.h"
 #include "profile.h"
@@ -28,6 +32,7 @@ typedef struct kernel {
   int32_t *ids; /* token ids / labels */
   size_t n_ids;
   uint8_t *mask; /* dropout mask */
+  size_t elem;   /* bytes per buffer element */
   void (*run)(struct kernel *k);
 } kernel;
 
@@ -48,6 +53,18 @@ bool psim_profile_cpu_has_bf16(void) {
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The kernels run on the calling thread (OpenBLAS with one thread computes in
+ * the caller), so the thread's CPU clock is the simulated device's busy time:
+ * the same as the wall clock on an idle core, but without the time the
+ * scheduler gives the core to other processes. On the shared 2-core
+ * development machine (load 3-4) wall-clock repetitions of one kernel varied
+ * by up to 2x; CPU-clock ones by a few percent (docs/accuracy.md). */
+double psim_profile_cpu_clock_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -420,6 +437,7 @@ static void kernel_free(kernel *k) {
 
 /* Fills buffers with small values in [0.01, 0.02) (no denormals, no NaN). */
 static psim_status kernel_alloc(kernel *k, size_t elem) {
+  k->elem = elem;
   for (int i = 0; i < NBUF; i++) {
     if (!k->len[i])
       continue;
@@ -459,16 +477,44 @@ static psim_status pick_dtype(kernel *k, size_t *elem) {
                         : " (the CPU backend's own kernels are fp32; profile with --dtype fp32)");
 }
 
+/* Evicts the kernel's buffers from every cache level before a timed
+ * repetition, so that each repetition starts with its operands in DRAM. In a
+ * training iteration every other layer's weights, gradients and activations
+ * pass through the caches between two uses of one kernel's operands; timing
+ * repetitions back to back on warm caches instead made the 64 x 1024 x 1024
+ * GEMMs of models/mlp 35% too fast against running the iteration's kernel
+ * sequence (docs/accuracy.md, "End to end on this machine"). The same practice
+ * as GPU benchmark harnesses that clear the L2 before each repetition.
+ * x86: clflush per 64-byte line (cost proportional to the kernel's buffers);
+ * Elsewhere nothing is evicted (the repetitions run on warm caches). */
+static void evict_kernel(const kernel *k) {
+#if defined(__x86_64__) || defined(__i386__)
+  for (int i = 0; i < NBUF; i++) {
+    const char *p = (const char *)k->x[i];
+    for (size_t off = 0; p && off < k->len[i] * k->elem; off += 64)
+      _mm_clflush(p + off);
+  }
+  for (size_t off = 0; k->ids && off < (k->n_ids + 1) * sizeof(int32_t); off += 64)
+    _mm_clflush((const char *)k->ids + off);
+  for (size_t off = 0; k->mask && off < k->len[0] + 1; off += 64)
+    _mm_clflush(k->mask + off);
+  _mm_mfence();
+#else
+  (void)k;
+#endif
+}
+
 static psim_status time_kernel(kernel *k, const psim_profile_opts *o, psim_cost_entry *out) {
   enum { MAX_SAMPLES = 1000 };
   double samples[MAX_SAMPLES];
   int32_t cap = o->max_reps < MAX_SAMPLES ? o->max_reps : MAX_SAMPLES, n = 0;
-  k->run(k); /* warm-up: page faults, caches, OpenBLAS buffers */
+  k->run(k); /* warm-up: page faults, OpenBLAS buffers */
   double start = now_s();
   while (n < cap && (n < o->min_reps || now_s() - start < o->budget_s)) {
-    double t0 = now_s();
+    evict_kernel(k);
+    double t0 = psim_profile_cpu_clock_s();
     k->run(k);
-    samples[n++] = now_s() - t0;
+    samples[n++] = psim_profile_cpu_clock_s() - t0;
     if (o->interrupt && *o->interrupt)
       break;
   }
@@ -498,6 +544,47 @@ psim_status psim_profile_cpu_measure(const psim_cost_key *key, const psim_profil
     s = time_kernel(&k, o, out);
   kernel_free(&k);
   return s;
+}
+
+struct psim_profile_kernel {
+  psim_cost_key key; /* the kernel's key (kernel.key points here) */
+  kernel k;
+};
+
+psim_status psim_profile_cpu_kernel_create(const psim_cost_key *key, psim_profile_kernel **out) {
+  *out = NULL;
+  psim_profile_kernel *pk = psim_calloc(1, sizeof *pk);
+  if (!pk)
+    return psim_error(PSIM_ENOMEM, "out of memory for a kernel");
+  pk->key = *key;
+  pk->k.key = &pk->key;
+  pk->k.bwd = key->pass == PSIM_PASS_BWD;
+  size_t elem = sizeof(float);
+  psim_status s = PSIM_OK;
+  if (!psim_costdb_signature(key->kind) || !plan_buffers(&pk->k))
+    s = psim_error(PSIM_EINPUT, "malformed kernel key for kind %s",
+                   psim_costdb_kind_name(key->kind));
+  if (s == PSIM_OK)
+    s = pick_dtype(&pk->k, &elem);
+  if (s == PSIM_OK)
+    s = kernel_alloc(&pk->k, elem);
+  if (s != PSIM_OK) {
+    psim_profile_cpu_kernel_destroy(pk);
+    return s;
+  }
+  *out = pk;
+  return PSIM_OK;
+}
+
+void psim_profile_cpu_kernel_run(psim_profile_kernel *k) {
+  k->k.run(&k->k);
+}
+
+void psim_profile_cpu_kernel_destroy(psim_profile_kernel *k) {
+  if (!k)
+    return;
+  kernel_free(&k->k);
+  psim_free(k);
 }
 
 static void cpu_model_name(char *buf, size_t n) {

@@ -126,13 +126,18 @@ psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_gr
           mo.micro_batch = o->micro_batches[i];
           mo.recompute = modes[k];
           mo.sequence_parallel = tp > 1 && modes[k] == PSIM_RECOMPUTE_SELECTIVE;
-          PSIM_CHECK(evaluate(&g, &mo));
+          psim_status es = evaluate(&g, &mo);
+          if (es == PSIM_EINTERRUPTED) /* issue 9: keep the best so far */
+            goto done;
+          PSIM_CHECK(es);
         }
     }
 done:
   r->wall_s = now_s() - g.t0;
   if (o->progress)
     fprintf(o->progress, "\n");
+  if (!r->found && psim_interrupted())
+    return psim_error(PSIM_EINTERRUPTED, "interrupted before a configuration was evaluated");
   if (!r->found)
     return psim_error(PSIM_EFAILED,
                       "no Megatron configuration of %s fits on %s (%lld evaluated)", m->name,

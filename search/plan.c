@@ -63,6 +63,12 @@ psim_status psim_plan_to_json(const psim_model *m, const psim_cluster *c, const 
     st = psim_json_add_string(root, "model", m->name);
   if (st == PSIM_OK)
     st = psim_json_add_string(root, "cluster", c->name);
+  /* The files the plan was made from, as given (issue 7: exporters and the
+   * report reload them; docs/plan.md). */
+  if (st == PSIM_OK && m->file)
+    st = psim_json_add_string(root, "model_file", m->file);
+  if (st == PSIM_OK && c->file)
+    st = psim_json_add_string(root, "cluster_file", c->file);
   if (st == PSIM_OK)
     st = psim_strategy_to_json(s, m, c, &strategy);
   if (st == PSIM_OK && !cJSON_AddItemToObject(root, "strategy", strategy)) {

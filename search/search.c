@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "alpa.h"
+#include "mcmc.h"
 
 void psim_search_options_init(psim_search_options *o) {
   memset(o, 0, sizeof *o);
@@ -35,9 +37,9 @@ psim_status psim_search_record(psim_search_result *r, int64_t evaluation, double
 
 static const psim_searcher searchers[] = {
     {"grid", psim_search_grid, "the Megatron grid: every tp x pp x dp x micro-batch x recompute"},
-    {"alpa", NULL, "Alpa: stage DP over layer ranges and submeshes, GLPK ILP per stage"},
-    {"mcmc", NULL, "FlexFlow's MCMC over the SOAP space with delta simulation"},
-    {"exhaustive", NULL, "every configuration of a tiny graph (ground truth)"},
+    {"alpa", psim_search_alpa, "Alpa: stage DP over layer ranges and submeshes, GLPK ILP per stage"},
+    {"mcmc", psim_search_mcmc, "FlexFlow's MCMC over the SOAP space with delta simulation"},
+    {"exhaustive", psim_search_exhaustive, "every configuration of a tiny graph (ground truth)"},
     {NULL, NULL, NULL}};
 
 const psim_searcher *psim_searchers(void) { return searchers; }

@@ -51,6 +51,9 @@ void psim_search_result_destroy(psim_search_result *r);
 psim_status psim_search_record(psim_search_result *r, int64_t evaluation, double wall_s,
                                double best_time_s);
 
+/* Interruption (issue 9): searchers poll psim_interrupted() (taskgraph.h); once
+ * it is set they stop and return their best strategy so far in best/best_sim
+ * with found = true, as PSIM_OK or PSIM_EINTERRUPTED; plan writes it. */
 typedef psim_status (*psim_searcher_fn)(const psim_model *m, psim_cluster *c,
                                         const psim_search_options *o, psim_search_result *r);
 

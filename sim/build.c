@@ -28,6 +28,8 @@
 
 enum { DIR_FWD = 0, DIR_BWD = 1, DIR_REC = 2 };
 
+static uint32_t partial_mask(const psim_build *b, int32_t o, int32_t t, int dir);
+
 /* ---- communication cache: (kind, a, b, c, d) -> task ------------------- */
 
 typedef struct cache_entry {
@@ -101,6 +103,139 @@ static int32_t cache_get(comm_cache *h, uint64_t k1, uint64_t k2) {
 static uint64_t key1(int kind, int32_t op, int32_t slot, int32_t micro, int dir) {
   return ((uint64_t)kind << 60) | ((uint64_t)(uint32_t)op << 28) | ((uint64_t)slot << 24) |
          ((uint64_t)(micro & 0x3fffff) << 2) | (uint64_t)dir;
+}
+
+/* ---- collective templates --------------------------------------------------
+ * The same collective (kind, group, bytes, contention) recurs for every layer
+ * and micro-batch; costing it routes every member, so aggregated collectives
+ * are costed once and later copies reuse the duration and resources. */
+
+typedef struct coll_template {
+  uint64_t hash;
+  psim_coll_kind kind;
+  psim_allreduce_algo algo;
+  int32_t n, concurrent, stride;
+  double bytes;
+  size_t dev_at, res_at; /* offsets into the pools */
+  int32_t n_res;
+  double duration_s;
+} coll_template;
+
+typedef struct coll_cache {
+  coll_template *items;
+  size_t n, cap;
+  int32_t *dev_pool, *res_pool;
+  size_t n_dev, cap_dev, n_resv, cap_resv;
+  int32_t *index; /* open addressing over items, -1 = empty */
+  size_t cap_index;
+} coll_cache;
+
+static uint64_t coll_hash(const psim_coll_desc *d) {
+  uint64_t h = mix64(((uint64_t)d->kind << 56) ^ ((uint64_t)d->algo << 48) ^ (uint64_t)d->n);
+  union {
+    double d;
+    uint64_t u;
+  } bytes = {d->bytes};
+  h = mix64(h ^ bytes.u ^ ((uint64_t)(uint32_t)d->concurrent_groups << 32) ^
+            (uint32_t)d->group_stride);
+  for (int32_t i = 0; i < d->n; i++)
+    h = mix64(h ^ (uint64_t)(uint32_t)d->devices[i]);
+  return h;
+}
+
+static bool coll_same(const coll_cache *cc, const coll_template *t, const psim_coll_desc *d) {
+  return t->kind == d->kind && t->algo == d->algo && t->n == d->n && t->bytes == d->bytes &&
+         t->concurrent == d->concurrent_groups && t->stride == d->group_stride &&
+         memcmp(cc->dev_pool + t->dev_at, d->devices, sizeof(int32_t) * (size_t)d->n) == 0;
+}
+
+static int32_t coll_find(const coll_cache *cc, const psim_coll_desc *d, uint64_t h) {
+  if (!cc->cap_index)
+    return -1;
+  for (size_t j = h & (cc->cap_index - 1);; j = (j + 1) & (cc->cap_index - 1)) {
+    int32_t i = cc->index[j];
+    if (i < 0)
+      return -1;
+    if (cc->items[i].hash == h && coll_same(cc, &cc->items[i], d))
+      return i;
+  }
+}
+
+static psim_status coll_reindex(coll_cache *cc) {
+  size_t cap = cc->cap_index ? cc->cap_index * 2 : 256;
+  int32_t *idx = psim_malloc(sizeof *idx * cap);
+  if (!idx)
+    return psim_error(PSIM_ENOMEM, "out of memory in the task-graph builder");
+  memset(idx, 0xff, sizeof *idx * cap);
+  for (size_t i = 0; i < cc->n; i++) {
+    size_t j = cc->items[i].hash & (cap - 1);
+    while (idx[j] >= 0)
+      j = (j + 1) & (cap - 1);
+    idx[j] = (int32_t)i;
+  }
+  psim_free(cc->index);
+  cc->index = idx;
+  cc->cap_index = cap;
+  return PSIM_OK;
+}
+
+/* Remembers the single task just added for d (aggregated fidelity). */
+static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_t h, int32_t task) {
+  coll_cache *cc = b->colls;
+  const psim_taskgraph *g = &b->g;
+  int32_t n_res = g->res_first[task + 1] - g->res_first[task];
+  PSIM_CHECK(PSIM_VEC_RESERVE(cc->items, cc->cap, cc->n + 1));
+  PSIM_CHECK(PSIM_VEC_RESERVE(cc->dev_pool, cc->cap_dev, cc->n_dev + (size_t)d->n));
+  PSIM_CHECK(PSIM_VEC_RESERVE(cc->res_pool, cc->cap_resv, cc->n_resv + (size_t)n_res));
+  if ((cc->n + 1) * 2 > cc->cap_index)
+    PSIM_CHECK(coll_reindex(cc));
+  coll_template *t = &cc->items[cc->n];
+  *t = (coll_template){h,          d->kind,   d->algo,   d->n, d->concurrent_groups,
+                       d->group_stride, d->bytes, cc->n_dev, cc->n_resv, n_res,
+                       g->duration_s[task]};
+  memcpy(cc->dev_pool + cc->n_dev, d->devices, sizeof(int32_t) * (size_t)d->n);
+  memcpy(cc->res_pool + cc->n_resv, g->res + g->res_first[task], sizeof(int32_t) * (size_t)n_res);
+  cc->n_dev += (size_t)d->n;
+  cc->n_resv += (size_t)n_res;
+  size_t j = h & (cc->cap_index - 1);
+  while (cc->index[j] >= 0)
+    j = (j + 1) & (cc->cap_index - 1);
+  cc->index[j] = (int32_t)cc->n++;
+  return PSIM_OK;
+}
+
+/* psim_coll_add with the template cache (aggregated fidelity). */
+static psim_status add_collective(psim_build *b, const psim_coll_desc *d,
+                                  const psim_task_info *info, int32_t *entry, int32_t *exit) {
+  if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2)
+    return psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit);
+  uint64_t h = coll_hash(d);
+  int32_t i = coll_find(b->colls, d, h);
+  if (i < 0) {
+    PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
+    if (*entry != *exit || *entry != b->g.n_tasks - 1)
+      return PSIM_OK; /* not a single task: nothing to reuse */
+    return coll_remember(b, d, h, *entry);
+  }
+  const coll_cache *cc = b->colls;
+  const coll_template *t = &cc->items[i];
+  psim_task_info ti = *info;
+  ti.kind = PSIM_TASK_COLLECTIVE;
+  ti.device = d->devices[0];
+  PSIM_CHECK(psim_tg_add_task(&b->g, t->duration_s, cc->res_pool + t->res_at, t->n_res, &ti,
+                              entry));
+  *exit = *entry;
+  return PSIM_OK;
+}
+
+static void coll_cache_free(coll_cache *cc) {
+  if (!cc)
+    return;
+  psim_free(cc->items);
+  psim_free(cc->dev_pool);
+  psim_free(cc->res_pool);
+  psim_free(cc->index);
+  psim_free(cc);
 }
 
 /* ---- shards and regions -------------------------------------------------- */
@@ -285,6 +420,9 @@ static psim_status make_locals(psim_build *b) {
   if (!b->fwd || !b->bwd || !b->rec)
     return psim_error(PSIM_ENOMEM, "out of memory for %zu task slots", slots);
   memset(b->rec, 0xff, (slots ? slots : 1) * sizeof *b->rec);
+  b->costs = psim_calloc((size_t)k * 3 + 1, sizeof *b->costs);
+  if (!b->costs)
+    return psim_error(PSIM_ENOMEM, "out of memory for %d op shards", (int)k);
   return PSIM_OK;
 }
 
@@ -332,14 +470,14 @@ static bool recomputed(const psim_build *b, int32_t o) { return psim_build_recom
 /* The host issues each kernel (runtime.host_issue_s) and runs ahead of the
  * device, except at the start of a pipeline slot when pp > 1: Megatron-LM's
  * point-to-point calls synchronise the device first. */
-static psim_status host_issue(psim_build *b, int32_t dev, int32_t task) {
+static psim_status host_issue(psim_build *b, int32_t dev, int32_t task, int32_t calls) {
   const psim_device_type *t = &b->c->types[b->c->devices[dev].type];
-  if (t->rt.host_issue_s <= 0)
+  if (t->rt.host_issue_s <= 0 || calls <= 0)
     return PSIM_OK;
   psim_task_info info = b->g.info[task];
   info.kind = PSIM_TASK_HOST;
   int32_t res = psim_res_host(b->c->n_devices, b->c->n_links, dev), host;
-  PSIM_CHECK(psim_tg_add_task(&b->g, t->rt.host_issue_s, &res, 1, &info, &host));
+  PSIM_CHECK(psim_tg_add_task(&b->g, t->rt.host_issue_s * calls, &res, 1, &info, &host));
   if (b->last_host[dev] >= 0)
     PSIM_CHECK(psim_tg_add_edge(&b->g, b->last_host[dev], host));
   if (b->need_sync[dev] && b->s->n_stages > 1 && b->last_task[dev] >= 0)
@@ -350,9 +488,8 @@ static psim_status host_issue(psim_build *b, int32_t dev, int32_t task) {
 }
 
 /* Appends a kernel to its device's stream (issue order = run order). */
-static psim_status chain(psim_build *b, int32_t dev, int32_t task, bool kernel) {
-  if (kernel)
-    PSIM_CHECK(host_issue(b, dev, task));
+static psim_status chain(psim_build *b, int32_t dev, int32_t task, int32_t host_calls) {
+  PSIM_CHECK(host_issue(b, dev, task, host_calls));
   PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
   b->next_compute[task] = -1;
   int32_t *last = &b->last_task[dev];
@@ -364,39 +501,70 @@ static psim_status chain(psim_build *b, int32_t dev, int32_t task, bool kernel) 
   return PSIM_OK;
 }
 
-static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
-                                int32_t *id) {
+/* Kernels plus communication calls the host issues for a pass of op o: a
+ * forward whose output is a partial sum also calls the reduction; a
+ * backward also reduces each input gradient that is a partial sum. */
+static int32_t host_calls(const psim_build *b, int32_t o, psim_pass pass) {
+  const psim_op *op = &b->m->ops[o];
+  int32_t n = psim_cost_kernels(b->m, op, pass);
+  if (pass == PSIM_PASS_FWD) {
+    for (int32_t j = 0; j < op->n_out; j++)
+      n += partial_mask(b, o, op->out[j], DIR_FWD) != 0;
+    return n;
+  }
+  for (int32_t i = 0; i < op->n_in; i++)
+    n += b->m->tensors[op->in[i]].kind == PSIM_TENSOR_ACTIVATION &&
+         partial_mask(b, o, op->in[i], DIR_BWD) != 0;
+  return n;
+}
+
+/* Cost, FLOPs and memory change of one shard's pass: the same for every
+ * micro-batch, so computed once per (shard, pass) and reused. */
+static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int pass_kind) {
+  psim_task_cost *tc = &b->costs[((size_t)b->loc_first[o] + (size_t)k) * 3 + (size_t)pass_kind];
+  if (tc->valid)
+    return tc;
   const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
   int64_t ext[PSIM_MAX_OP_DIMS];
   shard_extents(b, o, loc->shard, ext);
   psim_pass pass = pass_kind == DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD;
   psim_cost_origin origin = PSIM_ORIGIN_ESTIMATED;
-  double dur = psim_cost_compute(b->c, loc->device, b->m, &b->m->ops[o], ext, pass,
-                                 b->o->costdb, &origin);
-  b->compute_by_origin[origin] += dur;
-  double flops = 0, bytes = 0;
-  psim_op_shard_work(b->m, &b->m->ops[o], ext, pass, &flops, &bytes);
-  b->hardware_flops += flops;
+  tc->duration_s = psim_cost_compute(b->c, loc->device, b->m, &b->m->ops[o], ext, pass,
+                                     b->o->costdb, &origin);
+  tc->origin = (uint8_t)origin;
+  double bytes = 0;
+  psim_op_shard_work(b->m, &b->m->ops[o], ext, pass, &tc->flops, &bytes);
+  /* memory: saved activations live from the forward's end to the backward's
+   * end; recomputed ones from the recompute's end to the backward's end */
+  bool rc = recomputed(b, o);
+  tc->mem_bytes = psim_memory_saved_bytes(b, o, ext, pass_kind == DIR_FWD && rc);
+  if (pass_kind == DIR_BWD)
+    tc->mem_bytes = -(psim_memory_saved_bytes(b, o, ext, rc) +
+                      (rc ? psim_memory_saved_bytes(b, o, ext, false) : 0));
+  tc->host_calls = (uint8_t)host_calls(b, o, pass_kind == DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD);
+  tc->valid = 1;
+  return tc;
+}
+
+static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
+                                int32_t *id) {
+  const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
+  const psim_task_cost *tc = shard_cost(b, o, k, pass_kind);
+  b->compute_by_origin[tc->origin] += tc->duration_s;
+  b->hardware_flops += tc->flops;
   psim_task_info info = {PSIM_TASK_COMPUTE,
                          pass_kind == DIR_FWD   ? PSIM_TP_FWD
                          : pass_kind == DIR_BWD ? PSIM_TP_BWD
                                                 : PSIM_TP_RECOMPUTE,
                          (int16_t)b->s->ops[o].stage, o, mu, loc->device, loc->shard};
   int32_t res = psim_res_compute(loc->device);
-  PSIM_CHECK(psim_tg_add_task(&b->g, dur, &res, 1, &info, id));
-  PSIM_CHECK(chain(b, loc->device, *id, dur > 0));
+  PSIM_CHECK(psim_tg_add_task(&b->g, tc->duration_s, &res, 1, &info, id));
+  PSIM_CHECK(chain(b, loc->device, *id, tc->duration_s > 0 ? tc->host_calls : 0));
   if (pass_kind == DIR_BWD)
     b->last_bwd[loc->device] = *id;
-  /* memory: saved activations live from the forward's end to the backward's
-   * end; recomputed ones from the recompute's end to the backward's end */
-  bool rc = recomputed(b, o);
-  double saved = psim_memory_saved_bytes(b, o, ext, pass_kind == DIR_FWD && rc);
-  if (pass_kind == DIR_BWD)
-    saved = -(psim_memory_saved_bytes(b, o, ext, rc) +
-              (rc ? psim_memory_saved_bytes(b, o, ext, false) : 0));
-  if (saved != 0) {
+  if (tc->mem_bytes != 0) {
     PSIM_CHECK(PSIM_VEC_RESERVE(b->mem, b->cap_mem, b->n_mem + 1));
-    b->mem[b->n_mem++] = (psim_mem_event){*id, loc->device, saved};
+    b->mem[b->n_mem++] = (psim_mem_event){*id, loc->device, tc->mem_bytes};
   }
   return PSIM_OK;
 }
@@ -657,7 +825,7 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
   psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_TP, (int16_t)b->s->ops[x].stage,
                          x, mu, g->devices[0], -1};
   int32_t entry;
-  st = psim_coll_add(&b->g, b->c, &d, b->o->fidelity, &info, &entry, exit);
+  st = add_collective(b, &d, &info, &entry, exit);
   if (st == PSIM_OK)
     st = rank_skew(b, g, &info, &entry);
   for (int32_t i = 0; i < g->n && st == PSIM_OK; i++) {
@@ -802,7 +970,7 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
       psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_TP, (int16_t)b->s->ops[x].stage,
                              x, mu, g->devices[0], -1};
       int32_t entry;
-      st = psim_coll_add(&b->g, b->c, &d, b->o->fidelity, &info, &entry, exit);
+      st = add_collective(b, &d, &info, &entry, exit);
       if (st == PSIM_OK)
         st = rank_skew(b, g, &info, &entry);
       for (int32_t i = 0; i < g->n && st == PSIM_OK; i++) {
@@ -814,6 +982,70 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
         st = cache_put(cache, k1, (uint64_t)g->devices[0], *exit);
     }
   }
+  psim_free(g);
+  return st;
+}
+
+/* A shard of X holding all of region r (any replica), or -1. */
+static int32_t covering_shard(const psim_build *b, int32_t x, int32_t t, const region *r) {
+  const psim_op_config *cx = &b->s->ops[x];
+  const psim_tensor *ten = &b->m->tensors[t];
+  double want = region_elems(r, ten->rank);
+  for (int32_t sh = 0; sh < cx->n_devices / cx->replicas; sh++) {
+    region rx;
+    tensor_region(b, x, sh, t, &rx);
+    if (overlap(&rx, r, ten->rank) == want)
+      return sh;
+  }
+  return -1;
+}
+
+/* Megatron-LM's scatter-gather pipeline transfer (Narayanan et al. 2021,
+ * section 4.1): when the receiving op is replicated r ways (a tensor-parallel
+ * group), each replica receives 1/r of the tensor over its own link and the
+ * group all-gathers it. *exit is the all-gather's end, or -1 when X holds no
+ * shard covering r (then the plain transfers apply). */
+static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *xt, int32_t y,
+                                  const psim_op_local *ly, const region *r, int32_t mu, int dir,
+                                  int32_t *exit) {
+  const psim_op_config *cx = &b->s->ops[x], *cy = &b->s->ops[y];
+  const psim_tensor *ten = &b->m->tensors[t];
+  int32_t sh = covering_shard(b, x, t, r);
+  if (sh < 0)
+    return PSIM_OK;
+  double bytes = region_elems(r, ten->rank) * (double)psim_dtype_bytes(ten->dtype);
+  int32_t src = cx->devices[sh * cx->replicas + ly->replica % cx->replicas];
+  int32_t piece = b->g.n_tasks; /* the barrier gather_region-style transfers end in */
+  psim_task_info bar = {PSIM_TASK_BARRIER, PSIM_TP_COMM_PP, -1, x, mu, ly->device, -1};
+  PSIM_CHECK(psim_tg_add_task(&b->g, 0, NULL, 0, &bar, &piece));
+  PSIM_CHECK(add_transfer(b, x, xt, src, ly->device, bytes / cy->replicas, mu, 1, piece));
+  /* the all-gather among the receiving replicas of this shard */
+  group *g = psim_malloc(sizeof *g);
+  if (!g)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  g->n = 0;
+  for (int32_t rep = 0; rep < cy->replicas; rep++)
+    g->devices[g->n++] = cy->devices[ly->shard * cy->replicas + rep];
+  g->n_groups = cy->n_devices / g->n;
+  g->stride = cy->replicas > 1 && cy->n_devices > g->n ? g->n : 0;
+  comm_cache *cache = b->cache;
+  uint64_t k1 = key1(4, y, 0, mu, dir), k2 = ((uint64_t)(uint32_t)t << 32) | (uint32_t)g->devices[0];
+  int32_t entry = cache_get(cache, k1 | 1ull << 59, k2);
+  *exit = cache_get(cache, k1, k2);
+  psim_status st = PSIM_OK;
+  if (*exit < 0) {
+    psim_coll_desc d = {PSIM_COLL_ALL_GATHER, b->s->allreduce, g->devices, g->n, bytes,
+                        b->folded ? g->n_groups : 1, b->folded ? g->stride : 0};
+    psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_PP, (int16_t)cy->stage, y, mu,
+                           g->devices[0], -1};
+    st = add_collective(b, &d, &info, &entry, exit);
+    if (st == PSIM_OK)
+      st = cache_put(cache, k1, k2, *exit);
+    if (st == PSIM_OK)
+      st = cache_put(cache, k1 | 1ull << 59, k2, entry);
+  }
+  if (st == PSIM_OK)
+    st = psim_tg_add_edge(&b->g, piece, entry);
   psim_free(g);
   return st;
 }
@@ -862,6 +1094,12 @@ static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, 
   if (e >= 0 && !pipeline) {
     int32_t exit = -1;
     PSIM_CHECK(all_gather(b, x, slot, t, xt, e, &ry, mu, dir, &exit));
+    if (exit >= 0)
+      return psim_tg_add_edge(&b->g, exit, to);
+  }
+  if (pipeline && b->s->ops[y].replicas > 1) {
+    int32_t exit = -1;
+    PSIM_CHECK(scatter_gather(b, x, t, xt, y, ly, &ry, mu, dir, &exit));
     if (exit >= 0)
       return psim_tg_add_edge(&b->g, exit, to);
   }
@@ -955,7 +1193,7 @@ static psim_status sync_group(psim_build *b, const bucket *bk, group *g, int32_t
   psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_DP, (int16_t)b->s->ops[bk->op].stage,
                          bk->op, -1, g->devices[0], -1};
   int32_t entry, exit;
-  PSIM_CHECK(psim_coll_add(&b->g, b->c, &d, b->o->fidelity, &info, &entry, &exit));
+  PSIM_CHECK(add_collective(b, &d, &info, &entry, &exit));
   for (int32_t i = 0; i < g->n; i++) {
     int32_t dev = g->devices[i];
     if (!b->simulated[dev])
@@ -1086,7 +1324,8 @@ psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c
   b->n_micro = s->n_micro > 0 ? s->n_micro : 1;
   psim_tg_init(&b->g, 3 * c->n_devices + c->n_links); /* compute, comm, links, host */
   b->cache = psim_calloc(1, sizeof(comm_cache));
-  if (!b->cache)
+  b->colls = psim_calloc(1, sizeof(coll_cache));
+  if (!b->cache || !b->colls)
     return psim_error(PSIM_ENOMEM, "out of memory");
   PSIM_CHECK(choose_simulated(b));
   PSIM_CHECK(make_locals(b));
@@ -1125,6 +1364,8 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->mem);
   psim_free(b->static_mem);
   psim_free(b->save_slots);
+  psim_free(b->costs);
+  coll_cache_free(b->colls);
   if (b->cache) {
     psim_free(((comm_cache *)b->cache)->slots);
     psim_free(((comm_cache *)b->cache)->served);

@@ -22,6 +22,16 @@ typedef struct psim_mem_event {
   double bytes; /* + allocate, - free */
 } psim_mem_event;
 
+/* Cost of one shard's pass (the same for every micro-batch). */
+typedef struct psim_task_cost {
+  double duration_s;
+  double flops;
+  double mem_bytes; /* change of saved activations at the task's end */
+  uint8_t origin;   /* psim_cost_origin */
+  uint8_t host_calls; /* kernels and communication calls the host issues */
+  uint8_t valid;
+} psim_task_cost;
+
 typedef struct psim_build {
   const psim_model *m;
   psim_cluster *c;
@@ -35,6 +45,7 @@ typedef struct psim_build {
   int32_t *loc_first;      /* n_ops + 1 */
   int32_t n_micro;
   int32_t *fwd, *bwd, *rec;/* task per (local, micro): [(loc_first[o] + k) * n_micro + mu] */
+  psim_task_cost *costs;   /* per (local, pass): [(loc_first[o] + k) * 3 + pass] */
   int32_t *last_task;      /* per device: last compute task issued (stream order) */
   int32_t *last_bwd;       /* per device: last backward task issued */
   int32_t *last_host;      /* per device: last host issue task */
@@ -48,6 +59,7 @@ typedef struct psim_build {
   double *static_mem;      /* per device: weights, gradients, optimizer bytes (3 per device) */
   uint32_t *save_slots;    /* per op: bit i set when the op saves input i for backward */
   void *cache;             /* communication cache (build.c) */
+  struct coll_cache *colls;/* costed collective templates (build.c) */
 } psim_build;
 
 psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,

@@ -34,6 +34,15 @@ static psim_dtype op_dtype(const psim_model *m, const psim_op *op) {
   return op->n_out > 0 ? m->tensors[op->out[0]].dtype : m->dtype;
 }
 
+int32_t psim_cost_kernels(const psim_model *m, const psim_op *op, psim_pass pass) {
+  if (pass == PSIM_PASS_FWD || !psim_cost_is_gemm(op->kind))
+    return 1; /* element-wise backwards are one fused kernel */
+  int32_t n = 0;
+  for (int32_t i = 0; i < op->n_in; i++) /* one GEMM per gradient; bias grads fuse */
+    n += m->tensors[op->in[i]].requires_grad && m->tensors[op->in[i]].rank >= 2;
+  return n > 0 ? n : 1;
+}
+
 double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m,
                          const psim_op *op, const int64_t *shard, psim_pass pass,
                          const struct psim_costdb *db, psim_cost_origin *origin) {
@@ -51,7 +60,10 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
   double flops = 0, bytes = 0;
   psim_op_shard_work(m, op, shard, pass, &flops, &bytes);
   *origin = PSIM_ORIGIN_ESTIMATED;
-  return psim_cost_roofline(t, op_dtype(m, op), psim_cost_is_gemm(op->kind), flops, bytes) *
+  /* the roofline includes one launch; a backward of k kernels pays k */
+  double extra = (psim_cost_kernels(m, op, pass) - 1) * t->launch_s;
+  return (psim_cost_roofline(t, op_dtype(m, op), psim_cost_is_gemm(op->kind), flops, bytes) +
+          extra) *
          slow;
 }
 

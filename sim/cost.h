@@ -31,6 +31,11 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
                          const psim_op *op, const int64_t *shard, psim_pass pass,
                          const struct psim_costdb *db, psim_cost_origin *origin);
 
+/* Kernels a pass of op launches: one forward; a GEMM-like backward one per
+ * matrix operand that needs a gradient (a linear layer's dX and dW are two
+ * GEMMs; bias gradients fuse), other backwards one. */
+int32_t psim_cost_kernels(const psim_model *m, const psim_op *op, psim_pass pass);
+
 /* Time of the optimizer update of n_params parameters on device dev, in s
  * (mixed-precision Adam: a memory-bound pass over weights, fp32 master
  * weights, gradients and both moments). */

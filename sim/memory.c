@@ -236,7 +236,11 @@ psim_status psim_memory_peak(const psim_build *b, const psim_schedule_result *r,
   qsort(ev, b->n_mem, sizeof *ev, cmp_event);
   if (b->o->keep_graph) {
     out->mem_samples = psim_malloc(sizeof *out->mem_samples * (b->n_mem ? b->n_mem : 1));
-    if (!out->mem_samples) {
+    /* Per-device static memory for the plan report (issue 7). */
+    out->static_bytes = psim_malloc(sizeof *out->static_bytes * 3 * (size_t)(nd > 0 ? nd : 1));
+    if (out->static_bytes)
+      memcpy(out->static_bytes, b->static_mem, sizeof *out->static_bytes * 3 * (size_t)nd);
+    if (!out->mem_samples || !out->static_bytes) {
       psim_free(ev);
       psim_free(cur);
       psim_free(peak);

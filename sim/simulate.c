@@ -32,6 +32,7 @@ void psim_sim_result_destroy(psim_sim_result *r) {
   }
   psim_free(r->activation_peak);
   psim_free(r->mem_samples);
+  psim_free(r->static_bytes);
   memset(r, 0, sizeof *r);
 }
 

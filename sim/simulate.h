@@ -69,6 +69,8 @@ typedef struct psim_sim_result {
   psim_schedule_result *schedule;
   psim_trace_counter *mem_samples; /* keep_graph: memory in use per device over time */
   size_t n_mem_samples;
+  double *static_bytes; /* keep_graph: per device weights, gradients, optimizer bytes (3 per
+                           device, that order); added for the plan report (issue 7) */
 } psim_sim_result;
 
 void psim_sim_result_init(psim_sim_result *r);

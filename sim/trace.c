@@ -240,7 +240,7 @@ static psim_status all_meta(trace_writer *w, const psim_taskgraph *g, const psim
     if (l >= 0 && l < n->n_links)
       used[l] = 1;
   }
-  psim_status s = meta(w, "process_name", n->n_devices, 0, "links");
+  psim_status s = meta(w, "process_name", n->n_devices, 0, "links (one track per direction)");
   if (s == PSIM_OK)
     s = sort_index(w, n->n_devices);
   char buf[64];
@@ -299,9 +299,10 @@ static psim_status flow(trace_writer *w, const psim_taskgraph *g, const psim_sch
     if (e) {
       str(e, "cat", "dep", &ok);
       num(e, "id", (double)k, &ok);
-      num(e, "ts", (side ? r->start_s[v] : r->end_s[u]) * 1e6, &ok);
-      if (side)
-        str(e, "bp", "e", &ok);
+      /* Both ends bind to their enclosing slice (Perfetto's flow v1 rule), so the
+       * start is placed inside u (its midpoint), not on its exclusive end (issue 7). */
+      num(e, "ts", (side ? r->start_s[v] : 0.5 * (r->start_s[u] + r->end_s[u])) * 1e6, &ok);
+      str(e, "bp", "e", &ok);
     }
     if (!ok) {
       cJSON_Delete(e);

@@ -177,6 +177,53 @@ static psim_status check_opts(const psim_preset_opts *o, const preset *p) {
   return PSIM_OK;
 }
 
+/* Measured all-reduce bus bandwidth on one DGX A100 node, GB/s, for groups of
+ * 2..8 GPUs at 1, 2, 4, ... 1024 MiB: nccl-tests all_reduce_perf (fp32), the
+ * mean of the out-of-place and in-place columns of vTrain's public
+ * measurements (../shared/calibration/vtrain/allreduce_a100_{2..8}gpu.lut,
+ * Bang et al., MICRO'24, MIT licence). All-gather and reduce-scatter take the
+ * same bus bandwidth: NCCL runs all three as rings over the same NVLink
+ * channels, and nccl-tests reports their busbw alike (collectives.md). */
+static const double a100_allreduce_busbw_gbs[7][11] = {
+    {23.48, 40.13, 69.08, 96.28, 128.41, 146.2, 165.95, 175.53, 184.48, 189.31, 197.08},
+    {21.95, 39.55, 71.04, 108.56, 146.14, 168.7, 179.09, 192.63, 200.38, 206.5, 211.81},
+    {30.21, 56.33, 82.19, 109.27, 140.84, 177.89, 185.66, 201.4, 208.81, 216.46, 221.62},
+    {26.87, 54.06, 86.12, 110.03, 135.91, 166.45, 189.28, 201.62, 210.89, 218.35, 224.57},
+    {23.83, 47.08, 85.97, 111.73, 139.09, 184.24, 198.66, 199.58, 211.4, 222.56, 226.95},
+    {23.09, 45.86, 85.88, 108.89, 126.28, 172.61, 192.15, 200.72, 210.09, 223.94, 226.78},
+    {19.84, 39.41, 77.34, 111.19, 126.7, 164.53, 202.56, 201.78, 217.47, 224.25, 229.3}};
+
+static psim_status add_table(cJSON *list, const char *op, int32_t n) {
+  cJSON *t = cJSON_CreateObject(), *pts = NULL;
+  if (!t || !cJSON_AddItemToArray(list, t)) {
+    cJSON_Delete(t);
+    return psim_error(PSIM_ENOMEM, "out of memory building JSON");
+  }
+  PSIM_CHECK(psim_json_add_string(t, "op", op));
+  PSIM_CHECK(psim_json_add_number(t, "group_size", n));
+  PSIM_CHECK(psim_json_add_string(t, "scope", "intra_node"));
+  PSIM_CHECK(psim_json_add_array(t, "points", &pts));
+  for (int k = 0; k < 11; k++) {
+    double pt[2] = {(double)(1048576L << k), a100_allreduce_busbw_gbs[n - 2][k] * 1e9};
+    cJSON *a = cJSON_CreateDoubleArray(pt, 2);
+    if (!a || !cJSON_AddItemToArray(pts, a)) {
+      cJSON_Delete(a);
+      return psim_error(PSIM_ENOMEM, "out of memory building JSON");
+    }
+  }
+  return PSIM_OK;
+}
+
+static psim_status add_a100_collectives(cJSON *root) {
+  static const char *const ops[] = {"all_reduce", "all_gather", "reduce_scatter"};
+  cJSON *list;
+  PSIM_CHECK(psim_json_add_array(root, "collectives", &list));
+  for (int i = 0; i < 3; i++)
+    for (int32_t n = 2; n <= 8; n++)
+      PSIM_CHECK(add_table(list, ops[i], n));
+  return PSIM_OK;
+}
+
 static psim_status build(cJSON *root, const psim_preset_opts *o, const preset *p) {
   char name[128];
   snprintf(name, sizeof name, "%s-x%d", p->name, (int)o->nodes);
@@ -200,7 +247,10 @@ static psim_status build(cJSON *root, const psim_preset_opts *o, const preset *p
   PSIM_CHECK(add_qty(root, "nic_latency", p->nic_lat, "us", 1e-6));
   PSIM_CHECK(add_qty(root, "pcie_bandwidth", p->pcie_bw, "GB/s", 1e9));
   int32_t rack = o->nodes_per_rack ? o->nodes_per_rack : p->rack;
-  return add_fabric(root, o, rack < o->nodes ? rack : o->nodes);
+  PSIM_CHECK(add_fabric(root, o, rack < o->nodes ? rack : o->nodes));
+  if (strncmp(p->type, "a100", 4) == 0)
+    PSIM_CHECK(add_a100_collectives(root));
+  return PSIM_OK;
 }
 
 psim_status psim_preset_cluster(const psim_preset_opts *o, cJSON **out) {

@@ -138,6 +138,42 @@ START_TEST(one_f_one_b_same_time_as_gpipe_when_free_comm) {
 }
 END_TEST
 
+/* Folding simulates one device per stage; on clusters small enough to run
+ * both, it must agree with simulating every device. */
+static void fold_case(const char *cluster, int32_t tp, int32_t pp, int32_t dp, bool sp) {
+  fixture f;
+  load(&f, DATA "tiny-gpt.json", cluster);
+  psim_megatron_opts mo;
+  psim_megatron_opts_init(&mo);
+  mo.tp = tp;
+  mo.pp = pp;
+  mo.dp = dp;
+  mo.micro_batch = 1;
+  mo.sequence_parallel = sp;
+  psim_sim_result a, b;
+  run(&f, &mo, true, &a);
+  run(&f, &mo, false, &b);
+  ck_assert(a.folded);
+  ck_assert(!b.folded);
+  ck_assert_int_lt(a.simulated_devices, b.simulated_devices);
+  ck_assert_msg(fabs(a.iteration_time_s - b.iteration_time_s) <= 0.01 * b.iteration_time_s,
+                "folded %.9f s, unfolded %.9f s (tp %d pp %d dp %d)", a.iteration_time_s,
+                b.iteration_time_s, tp, pp, dp);
+  ck_assert_double_eq_tol(a.peak_memory_bytes, b.peak_memory_bytes, 1e-6 * b.peak_memory_bytes);
+  psim_sim_result_destroy(&a);
+  psim_sim_result_destroy(&b);
+  unload(&f);
+}
+
+START_TEST(folded_equals_unfolded) {
+  fold_case(DATA "coll-nvswitch8.json", 2, 2, 2, false);
+  fold_case(DATA "coll-nvswitch8.json", 4, 1, 2, true);
+  fold_case(DATA "coll-nvswitch8.json", 1, 4, 2, false);
+  fold_case(DATA "coll-2node.json", 2, 2, 2, false);
+  fold_case(DATA "coll-2node.json", 4, 1, 2, false);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("simulate");
   TCase *tc = tcase_create("closed_forms");
@@ -146,6 +182,7 @@ int main(void) {
   tcase_add_test(tc, gpipe_bubble_fraction);
   tcase_add_test(tc, one_f_one_b_in_flight_activations);
   tcase_add_test(tc, one_f_one_b_same_time_as_gpipe_when_free_comm);
+  tcase_add_test(tc, folded_equals_unfolded);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

@@ -1,0 +1,101 @@
+/* cmd_export.c - plansim export PLAN --format F [--model M --cluster C] [-o FILE]. */
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cli.h"
+#include "export.h"
+#include "json.h"
+
+const char psim_cmd_export_help[] =
+    "Turns a plan (plansim.plan/1, from 'plansim plan -o PLAN') into the configuration of a\n"
+    "training runtime. Formats (docs/export.md):\n"
+    "  plansim    the plan itself, as docs/plan.md and docs/plan.schema.json describe it\n"
+    "  megatron   Megatron-LM arguments (a bash array MEGATRON_ARGS): tensor, pipeline and\n"
+    "             virtual-pipeline sizes, micro and global batch, sequence parallelism,\n"
+    "             recomputation, distributed optimizer, and the model's shape\n"
+    "  deepspeed  a DeepSpeed config JSON: batch sizes, gradient accumulation, ZeRO stage,\n"
+    "             pipeline stages, activation checkpointing, precision\n"
+    "  gspmd      a JAX-style PartitionSpec per tensor over a named mesh, and the mesh shape\n"
+    "  flexflow   FlexFlow's per-op strategy (strategy.proto text): op, device type, output\n"
+    "             partition degrees, device ids\n"
+    "A plan the target cannot express (per-op placements for Megatron, a pipeline for GSPMD,\n"
+    "a split of a contracted dim for FlexFlow, ...) is refused with the reason (exit 1); no\n"
+    "format approximates a plan.\n"
+    "\n"
+    "The model and cluster are the files the plan records (\"model_file\", \"cluster_file\",\n"
+    "tried as written and then beside the plan), or those given with --model and --cluster.\n"
+    "\n"
+    "Options:\n"
+    "  --format F     plansim, megatron, deepspeed, gspmd or flexflow (required)\n"
+    "  --model FILE   the plan's model file\n"
+    "  --cluster FILE the plan's cluster file\n"
+    "  -o FILE        write FILE atomically instead of standard output\n"
+    "\n"
+    "Example:\n"
+    "  plansim plan models/gpt-1.3b.json topologies/dgx-a100-x16.json -o plan.json\n"
+    "  plansim export plan.json --format megatron\n";
+
+typedef struct export_args {
+  const char *plan, *format, *model, *cluster, *out;
+} export_args;
+
+static psim_status parse_args(int argc, char **argv, export_args *a) {
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    const char **slot = strcmp(arg, "--format") == 0    ? &a->format
+                        : strcmp(arg, "--model") == 0   ? &a->model
+                        : strcmp(arg, "--cluster") == 0 ? &a->cluster
+                        : strcmp(arg, "-o") == 0        ? &a->out
+                                                        : NULL;
+    if (slot) {
+      if (i + 1 >= argc)
+        return psim_cli_usage("export", "%s needs a value", arg);
+      *slot = argv[++i];
+    } else if (arg[0] == '-' && arg[1]) {
+      return psim_cli_usage("export", "unknown option '%s'", arg);
+    } else if (!a->plan) {
+      a->plan = arg;
+    } else {
+      return psim_cli_usage("export", "too many arguments ('%s')", arg);
+    }
+  }
+  if (!a->plan)
+    return psim_cli_usage("export", "expected PLAN");
+  if (!a->format)
+    return psim_cli_usage("export", "--format is required (plansim, megatron, deepspeed, gspmd, "
+                                    "flexflow)");
+  return PSIM_OK;
+}
+
+static psim_status write_out(const char *path, const char *text, size_t len) {
+  if (!path || strcmp(path, "-") == 0) {
+    if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
+      return psim_error(PSIM_EIO, "writing to standard output failed");
+    return PSIM_OK;
+  }
+  return psim_file_write_atomic(path, text, len);
+}
+
+psim_status psim_cmd_export(int argc, char **argv) {
+  export_args a;
+  memset(&a, 0, sizeof a);
+  PSIM_CHECK(parse_args(argc, argv, &a));
+  psim_export_format f;
+  psim_status st = psim_export_format_parse(a.format, &f);
+  if (st != PSIM_OK)
+    return psim_cli_usage("export", "%s", psim_error_message());
+  psim_plan_doc d;
+  st = psim_plan_doc_load(a.plan, a.model, a.cluster, &d);
+  char *text = NULL;
+  size_t len = 0;
+  if (st == PSIM_OK)
+    st = psim_export(&d, f, &text, &len);
+  if (st == PSIM_EFAILED)
+    psim_error_prefix("%s: cannot export to %s: ", a.plan, psim_export_format_name(f));
+  if (st == PSIM_OK)
+    st = write_out(a.out, text, len);
+  psim_free(text);
+  psim_plan_doc_destroy(&d);
+  return st;
+}

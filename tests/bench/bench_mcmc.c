@@ -1,0 +1,117 @@
+/* bench_mcmc.c - delta against full simulation per MCMC proposal, and the
+ * whole search's proposals per second, for Inception-v3 on 16 devices (4
+ * nodes of 4 P100, p100-nvlink) and 64 devices (16 such nodes). One core.
+ *
+ * usage: bench_mcmc [PROPOSALS]   (default 300) */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "delta.h"
+#include "mcmc.h"
+#include "presets.h"
+#include "space.h"
+
+#ifndef PSIM_SOURCE_ROOT
+#define PSIM_SOURCE_ROOT "."
+#endif
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int die(const char *what) {
+  fprintf(stderr, "bench_mcmc: %s: %s\n", what, psim_error_message());
+  return 1;
+}
+
+/* The same random walk twice: once costed by psim_simulate, once by delta. */
+static int walk(const psim_model *m, psim_cluster *c, int n, double *full_s, double *delta_s,
+                int64_t *hits) {
+  psim_strategy s;
+  psim_strategy_init(&s);
+  if (psim_strategy_data_parallel(m, c, c->n_devices, 1, &s) != PSIM_OK)
+    return die("data parallel");
+  psim_space sp;
+  if (psim_space_init(&sp, m, &s, NULL) != PSIM_OK)
+    return die("space");
+  psim_delta *d;
+  if (psim_delta_create(m, c, NULL, &d) != PSIM_OK)
+    return die("delta");
+  psim_op_config undo = {0};
+  uint64_t rng = 42;
+  *full_s = *delta_s = 0;
+  for (int k = 0; k < n; k++) {
+    int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m->n_ops);
+    psim_space_config_copy(&s.ops[o], &undo);
+    psim_space_sample(&sp, o, &rng, &s.ops[o]);
+    double t0 = now_s(), t;
+    bool fits;
+    psim_sim_result r;
+    psim_status st = psim_simulate(m, c, &s, NULL, &r);
+    double t1 = now_s();
+    if (st == PSIM_OK)
+      psim_sim_result_destroy(&r);
+    psim_status st2 = psim_delta_eval(d, &s, o, &t, &fits);
+    double t2 = now_s();
+    psim_error_clear();
+    *full_s += t1 - t0;
+    *delta_s += t2 - t1;
+    if (st != PSIM_OK || st2 != PSIM_OK || rng % 2) /* rejected: undo, as MCMC does half the time */
+      psim_space_config_copy(&undo, &s.ops[o]);
+  }
+  *hits = psim_delta_get_stats(d)->memo_hits;
+  psim_free(undo.devices);
+  psim_delta_free(d);
+  psim_space_destroy(&sp);
+  psim_strategy_destroy(&s);
+  return 0;
+}
+
+static int bench(const psim_model *m, int nodes, int n) {
+  psim_preset_opts po;
+  psim_preset_opts_init(&po);
+  po.preset = "p100-nvlink";
+  po.nodes = nodes;
+  cJSON *cj;
+  psim_cluster c;
+  psim_cluster_init(&c);
+  if (psim_preset_cluster(&po, &cj) != PSIM_OK || psim_cluster_from_json("p100", cj, &c) != PSIM_OK)
+    return die("cluster");
+  cJSON_Delete(cj);
+  double full_s = 0, delta_s = 0;
+  int64_t hits = 0;
+  if (walk(m, &c, n, &full_s, &delta_s, &hits))
+    return 1;
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.budget_evals = n;
+  o.seed = 1;
+  psim_search_result r;
+  psim_search_result_init(&r);
+  if (psim_search_mcmc(m, &c, &o, &r) != PSIM_OK)
+    return die("mcmc");
+  printf("inception-v3 on %3d devices: full %8.3f ms/proposal, delta %8.3f ms/proposal "
+         "(memo hits %lld of %d), ratio %5.2fx; search %7.1f proposals/s (%lld in %.2f s)\n",
+         c.n_devices, 1e3 * full_s / n, 1e3 * delta_s / n, (long long)hits, n, full_s / delta_s,
+         (double)r.evaluations / r.wall_s, (long long)r.evaluations, r.wall_s);
+  psim_search_result_destroy(&r);
+  psim_cluster_destroy(&c);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 300;
+  psim_model m;
+  psim_model_init(&m);
+  if (psim_model_load(PSIM_SOURCE_ROOT "/models/inception-v3.json", &m) != PSIM_OK)
+    return die("model");
+  int rc = bench(&m, 4, n) || bench(&m, 16, n);
+  psim_model_destroy(&m);
+  return rc;
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# simulate.sh - plansim simulate and plan end to end: the README's trace
+# example loads as a Chrome/Perfetto trace (valid traceEvents JSON with
+# device, link and host tracks and memory counters), --json carries the keys
+# issue 3 names, a plan file reproduces its own prediction exactly, and both
+# collective fidelities agree.
+source "$(dirname "$0")/lib.bash"
+
+TRACE="$TEST_TMP/t.json"
+run simulate "$ROOT/models/gpt-175b.json" "$ROOT/topologies/dgx-a100-x128.json" \
+  "$ROOT/strategies/megatron-gpt-175b-x128.json" --trace "$TRACE"
+expect "simulate gpt-175b on 128 DGX A100 with a trace" 0 stdout-nonempty any 'per iteration'
+
+if python3 - "$TRACE" >"$TEST_TMP/check" 2>&1 <<'PY'; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = d["traceEvents"]
+x = [e for e in ev if e.get("ph") == "X"]
+assert x, "no complete events"
+assert all(e["ts"] >= 0 and e["dur"] >= 0 for e in x), "negative ts/dur"
+names = {e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"}
+for want in ("compute", "comm", "host"):
+    assert want in names, "no %s track" % want
+assert any(e.get("ph") == "C" for e in ev), "no memory counter"
+assert any(e.get("pid") is not None and "fwd" in e.get("name", "") for e in x), "no forward task"
+print(len(x), "events")
+PY
+  ok "the trace is valid traceEvents JSON ($(cat "$TEST_TMP/check"))"
+else
+  not_ok "the trace is valid traceEvents JSON" "$(cat "$TEST_TMP/check")"
+fi
+
+run simulate "$ROOT/models/gpt-22b.json" "$ROOT/topologies/dgx-a100-x1.json" \
+  "$ROOT/strategies/megatron-22b-x1.json" --json
+expect "simulate --json" 0 stdout-nonempty any
+if python3 - "$OUT" >"$TEST_TMP/check" 2>&1 <<'PY'; then
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("iteration_time_s", "samples_per_s", "tokens_per_s", "model_flops_per_s_per_device",
+          "mfu", "hfu", "fits", "peak_memory_bytes", "memory", "time_breakdown", "sim"):
+    assert k in d, "missing " + k
+for k in ("compute_s", "exposed_comm_s", "bubble_s"):
+    assert k in d["time_breakdown"], "missing time_breakdown." + k
+for k in ("tasks", "edges", "build_s", "simulate_s"):
+    assert k in d["sim"], "missing sim." + k
+assert 0 < d["mfu"] <= d["hfu"] < 1, "MFU %g, HFU %g" % (d["mfu"], d["hfu"])
+PY
+  ok "simulate --json has the keys of issue 3"
+else
+  not_ok "simulate --json has the keys of issue 3" "$(cat "$TEST_TMP/check")"
+fi
+T_AGG=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iteration_time_s"])' "$OUT")
+
+run simulate "$ROOT/models/gpt-22b.json" "$ROOT/topologies/dgx-a100-x1.json" \
+  "$ROOT/strategies/megatron-22b-x1.json" --json --fidelity expanded
+expect "simulate --fidelity expanded" 0 stdout-nonempty any
+T_EXP=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iteration_time_s"])' "$OUT")
+if python3 -c "import sys; a,b=$T_AGG,$T_EXP; sys.exit(0 if abs(a-b) <= 0.01*a else 1)"; then
+  ok "aggregated and expanded collectives agree within 1% ($T_AGG s, $T_EXP s)"
+else
+  not_ok "aggregated and expanded collectives agree within 1%" "$T_AGG s vs $T_EXP s"
+fi
+
+PLAN="$TEST_TMP/plan.json"
+run plan "$ROOT/models/gpt-1.3b.json" "$ROOT/topologies/dgx-a100-x2.json" --search grid -o "$PLAN"
+expect "plan --search grid writes a plan" 0 stdout-nonempty any 'plan written'
+run simulate "$ROOT/models/gpt-1.3b.json" "$ROOT/topologies/dgx-a100-x2.json" "$PLAN" --json
+expect "simulate reproduces the plan" 0 stdout-nonempty any
+if python3 - "$PLAN" "$OUT" >"$TEST_TMP/check" 2>&1 <<'PY'; then
+import json, sys
+plan = json.load(open(sys.argv[1]))["prediction"]["iteration_time_s"]
+sim = json.load(open(sys.argv[2]))["iteration_time_s"]
+assert plan == sim, "plan %r, simulate %r" % (plan, sim)
+PY
+  ok "the plan's prediction is reproduced exactly"
+else
+  not_ok "the plan's prediction is reproduced exactly" "$(cat "$TEST_TMP/check")"
+fi
+run check "$PLAN"
+expect "the plan passes plansim check" 0 stdout-nonempty stderr-empty
+
+finish

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# sweep.sh - plansim sweep over tests/sweeps/smoke.json: rows, failing cases, -j 2, a run
+# killed with SIGKILL and resumed, a truncated last line, MPI (mpirun -n 2) when built with
+# it, and --check against a baseline. Rows are compared without search_wall_s, the one
+# column that differs between identical runs.
+# shellcheck source=tests/cli/lib.bash
+source "$(dirname "$0")/lib.bash"
+cd "$ROOT" || exit 1
+SWEEP=tests/sweeps/smoke.json
+N_CASES=9 # 3 models x 3 clusters (a file, and a preset with 1 and 2 nodes) x 1 searcher
+
+# rows DIR: the results rows without search_wall_s, one JSON object per line, sorted.
+rows() {
+  python3 -c 'import json,sys
+rows = [json.loads(l) for l in open(sys.argv[1] + "/results.jsonl")]
+for r in rows: r.pop("search_wall_s")
+print("\n".join(sorted(json.dumps(r, sort_keys=True) for r in rows)))' "$1"
+}
+same_rows() { # same_rows NAME DIR_A DIR_B
+  if diff <(rows "$2") <(rows "$3") >"$TEST_TMP/rows.diff"; then ok "$1"
+  else not_ok "$1" "$(head -10 "$TEST_TMP/rows.diff")"; fi
+}
+
+run sweep "$SWEEP" -o "$TEST_TMP/seq"
+expect "sweep -j 1 runs every case" 0 stdout-nonempty any "9 cases \(0 resumed, 9 run, 3 failed\)"
+lines=$(wc -l <"$TEST_TMP/seq/results.jsonl")
+csv=$(wc -l <"$TEST_TMP/seq/results.csv")
+if [ "$lines" -eq "$N_CASES" ] && [ "$csv" -eq $((N_CASES + 1)) ]; then ok "one row per case in JSONL and CSV"
+else not_ok "one row per case in JSONL and CSV" "jsonl $lines, csv $csv"; fi
+if head -1 "$TEST_TMP/seq/results.csv" | grep -q '^case,key,model,cluster,devices,searcher,seed,budget,status,error,iteration_time_s,samples_per_s,tokens_per_s,mfu,peak_memory_bytes,fits,evaluations,plan,search_wall_s$'; then
+  ok "CSV header"; else not_ok "CSV header"; fi
+python3 - "$TEST_TMP/seq" <<'PY' >"$TEST_TMP/check.log" 2>&1
+import csv, json, os, sys
+d = sys.argv[1]
+rows = [json.loads(l) for l in open(d + "/results.jsonl")]
+assert [r["case"] for r in rows] == list(range(9)), "rows sorted by case"
+by = {(r["model"], r["cluster"]): r for r in rows}
+for r in rows:
+    if r["model"] == "broken":
+        assert r["status"] == "failed" and "not a multiple" in r["error"], r
+        assert r["iteration_time_s"] is None and r["plan"] == "", r
+        continue
+    assert r["status"] == "ok", r
+    plan = json.load(open(os.path.join(d, r["plan"])))
+    # the row repeats the plan's prediction
+    assert abs(plan["prediction"]["iteration_time_s"] - r["iteration_time_s"]) <= 1e-8 * r["iteration_time_s"]
+    # devices of the presets: DGX H100 = 8 GPUs per node
+    want = {"dgx-a100-x1": 8, "dgx-h100-x1": 8, "dgx-h100-x2": 16}[r["cluster"]]
+    assert r["devices"] == want, r
+    # throughput = batch / iteration time (tiny-gpt batch 8, gpt-mini batch 32)
+    batch = {"tiny-gpt": 8, "gpt-mini": 32}[r["model"]]
+    assert abs(r["samples_per_s"] * r["iteration_time_s"] - batch) < 1e-6 * batch, r
+csv_rows = list(csv.DictReader(open(d + "/results.csv")))
+assert [int(c["case"]) for c in csv_rows] == list(range(9))
+assert all(c["key"] == r["key"] and c["status"] == r["status"] for c, r in zip(csv_rows, rows))
+PY
+if [ $? -eq 0 ]; then ok "rows: failures recorded, figures match the plans"
+else not_ok "rows: failures recorded, figures match the plans" "$(tail -5 "$TEST_TMP/check.log")"; fi
+run export "$TEST_TMP/seq/plans/case0003.json" --format megatron
+expect "a sweep's plan (generated model) exports" 0 stdout-nonempty stderr-empty "num-layers 4$"
+
+run sweep "$SWEEP" -o "$TEST_TMP/par" -j 2
+expect "sweep -j 2" 0 stdout-nonempty any "9 run"
+same_rows "-j 2 gives the rows of -j 1" "$TEST_TMP/seq" "$TEST_TMP/par"
+
+# SIGKILL in the middle, then --resume: no case lost, none duplicated.
+"$PLANSIM" sweep "$SWEEP" -o "$TEST_TMP/kill" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 400); do
+  [ -f "$TEST_TMP/kill/results.jsonl" ] && [ "$(wc -l <"$TEST_TMP/kill/results.jsonl")" -ge 2 ] && break
+  sleep 0.02
+done
+kill -KILL "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+before=$(wc -l <"$TEST_TMP/kill/results.jsonl")
+if [ "$before" -lt "$N_CASES" ]; then ok "the killed sweep stopped part-way ($before rows)"
+else skip "the killed sweep stopped part-way" "it finished before the kill"; fi
+printf '{"case": 8, "key": "model=broken clus' >>"$TEST_TMP/kill/results.jsonl" # a cut last line
+run sweep "$SWEEP" -o "$TEST_TMP/kill" --resume
+expect "--resume after SIGKILL" 0 stdout-nonempty any "9 cases \($before resumed"
+same_rows "resumed rows equal an uninterrupted run's" "$TEST_TMP/seq" "$TEST_TMP/kill"
+run sweep "$SWEEP" -o "$TEST_TMP/kill" --resume
+expect "--resume of a finished sweep runs nothing" 0 stdout-nonempty any "9 resumed, 0 run"
+same_rows "and duplicates nothing" "$TEST_TMP/seq" "$TEST_TMP/kill"
+
+# MPI: rank 0 hands out cases, rank 1 runs them.
+if ! command -v mpirun >/dev/null; then
+  skip "mpirun -n 2 gives the rows of -j 1" "mpirun is not installed"
+elif ! grep -q 'PSIM_HAVE_MPI 1' "$(dirname "$PLANSIM")/../psim_config.h" 2>/dev/null; then
+  skip "mpirun -n 2 gives the rows of -j 1" "plansim was built without MPI"
+else
+  STATUS=0
+  ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 timeout 120 mpirun --allow-run-as-root \
+    --oversubscribe -n 2 "$PLANSIM" sweep "$SWEEP" -o "$TEST_TMP/mpi" >"$OUT" 2>"$ERR" || STATUS=$?
+  expect "mpirun -n 2 sweep" 0 stdout-nonempty any "9 run"
+  same_rows "mpirun -n 2 gives the rows of -j 1" "$TEST_TMP/seq" "$TEST_TMP/mpi"
+fi
+
+# --check: the same results pass; a baseline that was faster fails.
+run sweep "$SWEEP" -o "$TEST_TMP/seq" --check "$TEST_TMP/par"
+expect "--check against identical results passes" 0 stdout-nonempty any "0 regressions"
+python3 - "$TEST_TMP/par/results.jsonl" "$TEST_TMP/fast.jsonl" <<'PY'
+import json, sys
+out = open(sys.argv[2], "w")
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["case"] == 3:
+        r["iteration_time_s"] *= 0.9   # the baseline was 10% faster
+    out.write(json.dumps(r) + "\n")
+PY
+run sweep "$SWEEP" -o "$TEST_TMP/seq" --resume --check "$TEST_TMP/fast.jsonl" --tolerance 0.05
+expect "--check fails on a 10% slower case (tolerance 5%)" 1 stdout-nonempty stderr-nonempty \
+  "regression: model=gpt-mini cluster=dgx-a100-x1 .*iteration time" "1 regressions"
+run sweep "$SWEEP" -o "$TEST_TMP/seq" --resume --check "$TEST_TMP/fast.jsonl" --tolerance 0.2
+expect "--check passes within a 20% tolerance" 0 stdout-nonempty any "0 regressions"
+
+# Bad input.
+run sweep tests/data/tiny-gpt.json
+expect "a model is not a sweep" 2 stdout-empty stderr-nonempty "" "plansim.sweep/1"
+printf '{"format": "plansim.sweep/1", "models": ["m.json"], "clusters": [{"preset": "nope"}]}\n' >"$TEST_TMP/bad.json"
+run sweep "$TEST_TMP/bad.json"
+expect "an unknown preset names the path" 2 stdout-empty stderr-nonempty "" "clusters\[0\].*unknown preset 'nope'"
+printf '{"format": "plansim.sweep/1", "models": ["m.json"], "clusters": ["c.json"], "searchers": ["magic"]}\n' >"$TEST_TMP/bad.json"
+run sweep "$TEST_TMP/bad.json"
+expect "an unknown searcher" 2 stdout-empty stderr-nonempty "" "unknown searcher 'magic'"
+run sweep "$SWEEP" -j 0
+expect "-j 0 is a usage error" 2 stdout-empty stderr-nonempty "" "-j"
+finish

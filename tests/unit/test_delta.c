@@ -1,0 +1,163 @@
+/* test_delta.c - delta simulation equals full simulation, bit for bit, over
+ * random walks of one-op changes (10,000 proposals over five models), and the
+ * debug check catches a wrong figure. */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "delta.h"
+#include "generators.h"
+#include "presets.h"
+#include "space.h"
+
+#define DATA PSIM_SOURCE_ROOT "/tests/data/"
+#define MODELS PSIM_SOURCE_ROOT "/models/"
+enum { STEPS_PER_MODEL = 2000 };
+
+static void cluster(psim_cluster *c, int nodes) {
+  psim_preset_opts po;
+  psim_preset_opts_init(&po);
+  po.preset = "p100-nvlink";
+  po.nodes = nodes;
+  cJSON *cj;
+  ck_assert(psim_preset_cluster(&po, &cj) == PSIM_OK);
+  psim_cluster_init(c);
+  ck_assert_msg(psim_cluster_from_json("p100", cj, c) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(cj);
+}
+
+static void load_model(int which, psim_model *m) {
+  psim_model_init(m);
+  if (which < 3) {
+    const char *files[] = {DATA "tiny-gpt.json", MODELS "mlp.json", DATA "sim-chain.json"};
+    ck_assert_msg(psim_model_load(files[which], m) == PSIM_OK, "%s", psim_error_message());
+    return;
+  }
+  psim_gen_net_opts o;
+  cJSON *j = NULL;
+  if (which == 3) {
+    psim_gen_net_opts_init(&o, "alexnet");
+    o.batch = 16;
+    ck_assert(psim_gen_alexnet(&o, &j) == PSIM_OK);
+  } else {
+    psim_gen_net_opts_init(&o, "dlrm");
+    o.batch = 64;
+    o.tables = 3;
+    o.rows = 1000;
+    ck_assert(psim_gen_dlrm(&o, &j) == PSIM_OK);
+  }
+  ck_assert_msg(psim_model_from_json("gen", j, m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(j);
+}
+
+/* Start: data parallel, or for sim-chain a two-stage pipeline (2 x 2). */
+static void start(int which, const psim_model *m, psim_cluster *c, psim_strategy *s) {
+  psim_strategy_init(s);
+  if (which == 2) {
+    psim_megatron_opts mo;
+    psim_megatron_opts_init(&mo);
+    mo.tp = 1;
+    mo.pp = 2;
+    mo.dp = 2;
+    mo.micro_batch = 4;
+    ck_assert_msg(psim_strategy_megatron(m, c, &mo, s) == PSIM_OK, "%s", psim_error_message());
+    return;
+  }
+  int n = c->n_devices;
+  while (psim_strategy_data_parallel(m, c, n, 1, s) != PSIM_OK)
+    n--;
+}
+
+static void same_bits(double a, double b, int which, int step) {
+  ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "model %d step %d: delta %.17g, full %.17g", which,
+                step, a, b);
+}
+
+START_TEST(delta_equals_full) {
+  int which = _i;
+  psim_model m;
+  psim_cluster c;
+  load_model(which, &m);
+  cluster(&c, 1);
+  psim_strategy s;
+  start(which, &m, &c, &s);
+  psim_space sp;
+  ck_assert(psim_space_init(&sp, &m, &s, NULL) == PSIM_OK);
+  psim_delta *d;
+  ck_assert(psim_delta_create(&m, &c, NULL, &d) == PSIM_OK);
+  uint64_t rng = 1234 + (uint64_t)which;
+  psim_op_config undo = {0};
+  for (int step = 0; step < STEPS_PER_MODEL; step++) {
+    int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m.n_ops);
+    ck_assert(psim_space_config_copy(&s.ops[o], &undo) == PSIM_OK);
+    ck_assert(psim_space_sample(&sp, o, &rng, &s.ops[o]) == PSIM_OK);
+    double t;
+    bool fits;
+    ck_assert_msg(psim_delta_eval(d, &s, o, &t, &fits) == PSIM_OK, "%s", psim_error_message());
+    psim_sim_result full;
+    ck_assert_msg(psim_simulate(&m, &c, &s, NULL, &full) == PSIM_OK, "%s", psim_error_message());
+    same_bits(t, full.iteration_time_s, which, step);
+    ck_assert_int_eq(fits, full.fits);
+    psim_sim_result_destroy(&full);
+    if (psim_space_rand_below(&rng, 3) == 0) /* a rejected proposal: back to the old config */
+      ck_assert(psim_space_config_copy(&undo, &s.ops[o]) == PSIM_OK);
+  }
+  const psim_delta_stats *st = psim_delta_get_stats(d);
+  ck_assert_int_eq(st->evaluations, STEPS_PER_MODEL);
+  ck_assert_int_eq(st->simulated + st->memo_hits, STEPS_PER_MODEL);
+  psim_free(undo.devices);
+  psim_delta_free(d);
+  psim_space_destroy(&sp);
+  psim_strategy_destroy(&s);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+/* verify_every = 1 runs the full simulation each time and passes. */
+START_TEST(verify_option_checks) {
+  psim_model m;
+  psim_cluster c;
+  load_model(1, &m);
+  cluster(&c, 1);
+  psim_strategy s;
+  start(1, &m, &c, &s);
+  psim_delta_options o;
+  psim_delta_options_init(&o);
+  o.verify_every = 1;
+  psim_delta *d;
+  ck_assert(psim_delta_create(&m, &c, &o, &d) == PSIM_OK);
+  double t;
+  bool fits;
+  for (int i = 0; i < 3; i++)
+    ck_assert(psim_delta_eval(d, &s, -1, &t, &fits) == PSIM_OK);
+  ck_assert_int_eq(psim_delta_get_stats(d)->verified, 3);
+  ck_assert_int_eq(psim_delta_get_stats(d)->memo_hits, 2);
+  /* different strategies have different fingerprints */
+  uint64_t a[2], b[2];
+  psim_delta_fingerprint(&s, a);
+  s.ops[0].degree[0] = s.ops[0].degree[0] == 1 ? 2 : 1;
+  psim_delta_fingerprint(&s, b);
+  ck_assert(a[0] != b[0] && a[1] != b[1]);
+  psim_delta_free(d);
+  psim_strategy_destroy(&s);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("delta");
+  TCase *tc = tcase_create("delta");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, delta_equals_full, 0, 5);
+  tcase_add_test(tc, verify_option_checks);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,202 @@
+/* test_export.c - exporters (search/export.c) and sweep rows (search/sweep.c).
+ *
+ * The Megatron matcher is checked against every Megatron layout of a small GPT on 8 GPUs: it
+ * must recover tp, pp, dp and the micro-batch from the explicit strategy alone (template info
+ * cleared), and refuse a strategy with one op moved, naming that op. GSPMD specs are checked
+ * against Megatron-LM's layer rules (column-parallel QKV and fc1, row-parallel projection and
+ * fc2, vocab-parallel embedding). Sweep rows must survive JSON Lines round trips and quote
+ * CSV fields. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "alloc.h"
+#include "export.h"
+#include "json.h"
+#include "sweep.h"
+
+#define ROOT PSIM_SOURCE_ROOT "/"
+
+static psim_model M;
+static psim_cluster C;
+
+static void setup(void) {
+  psim_json_init_hooks();
+  psim_model_init(&M);
+  psim_cluster_init(&C);
+  ck_assert_msg(psim_model_load(ROOT "tests/data/tiny-gpt.json", &M) == PSIM_OK, "%s",
+                psim_error_message());
+  ck_assert_msg(psim_cluster_load(ROOT "topologies/dgx-a100-x1.json", &C) == PSIM_OK, "%s",
+                psim_error_message());
+}
+
+static void teardown(void) {
+  psim_cluster_destroy(&C);
+  psim_model_destroy(&M);
+}
+
+/* Every valid (tp, pp, dp, micro_batch) of tiny-gpt (4 heads, 4 layers, batch 8) on 8 GPUs. */
+START_TEST(megatron_matcher_recovers_every_layout) {
+  int tried = 0;
+  for (int tp = 1; tp <= 4; tp *= 2)
+    for (int pp = 1; pp <= 4; pp *= 2)
+      for (int dp = 1; tp * pp * dp <= 8; dp *= 2)
+        for (int mb = 1; mb * dp <= 8; mb *= 2) {
+          psim_megatron_opts o;
+          psim_megatron_opts_init(&o);
+          o.tp = tp, o.pp = pp, o.dp = dp, o.micro_batch = mb;
+          psim_strategy s;
+          if (psim_strategy_megatron(&M, &C, &o, &s) != PSIM_OK) {
+            psim_strategy_destroy(&s);
+            psim_error_clear();
+            continue;
+          }
+          memset(&s.tmpl, 0, sizeof s.tmpl); /* the matcher must infer the layout */
+          psim_megatron_opts got;
+          ck_assert_msg(psim_export_match_megatron(&M, &C, &s, &got) == PSIM_OK,
+                        "tp %d pp %d dp %d mb %d: %s", tp, pp, dp, mb, psim_error_message());
+          ck_assert_int_eq(got.tp, tp);
+          ck_assert_int_eq(got.pp, pp);
+          ck_assert_int_eq(got.dp, dp);
+          ck_assert_int_eq(got.micro_batch, mb);
+          psim_strategy_destroy(&s);
+          tried++;
+        }
+  ck_assert_int_ge(tried, 20);
+}
+END_TEST
+
+START_TEST(megatron_refuses_a_moved_op) {
+  psim_megatron_opts o;
+  psim_megatron_opts_init(&o);
+  o.tp = 2, o.pp = 1, o.dp = 4;
+  psim_strategy s;
+  ck_assert(psim_strategy_megatron(&M, &C, &o, &s) == PSIM_OK);
+  int32_t op = psim_model_find_op(&M, "layer.2.fc2");
+  ck_assert_int_ge(op, 0);
+  int32_t t = s.ops[op].devices[0]; /* swap two devices of one op: a per-op placement */
+  s.ops[op].devices[0] = s.ops[op].devices[1];
+  s.ops[op].devices[1] = t;
+  psim_megatron_opts got;
+  ck_assert_int_eq(psim_export_match_megatron(&M, &C, &s, &got), PSIM_EFAILED);
+  ck_assert_msg(strstr(psim_error_message(), "'layer.2.fc2'"), "%s", psim_error_message());
+  psim_strategy_destroy(&s);
+}
+END_TEST
+
+/* Exports a Megatron tp x dp strategy of tiny-gpt in format f. */
+static cJSON *export_json(int tp, int dp, psim_export_format f) {
+  psim_plan_doc d;
+  psim_plan_doc_init(&d);
+  d.root = cJSON_CreateObject();
+  psim_megatron_opts o;
+  psim_megatron_opts_init(&o);
+  o.tp = tp, o.dp = dp;
+  ck_assert(psim_strategy_megatron(&M, &C, &o, &d.strategy) == PSIM_OK);
+  d.model = M; /* borrowed: not destroyed below */
+  d.cluster = C;
+  char *text = NULL;
+  size_t len = 0;
+  ck_assert_msg(psim_export(&d, f, &text, &len) == PSIM_OK, "%s", psim_error_message());
+  cJSON *j = cJSON_Parse(text);
+  ck_assert_ptr_nonnull(j);
+  psim_free(text);
+  cJSON_Delete(d.root);
+  psim_strategy_destroy(&d.strategy);
+  return j;
+}
+
+static void assert_spec(const cJSON *specs, const char *tensor, const char *want) {
+  char *got = cJSON_PrintUnformatted(cJSON_GetObjectItem(specs, tensor));
+  ck_assert_msg(got && strcmp(got, want) == 0, "%s: %s, want %s", tensor, got, want);
+  cJSON_free(got);
+}
+
+START_TEST(gspmd_follows_megatron_layer_rules) {
+  cJSON *j = export_json(4, 2, PSIM_EXPORT_GSPMD);
+  const cJSON *specs = cJSON_GetObjectItem(j, "partition_specs");
+  assert_spec(cJSON_GetObjectItem(j, "mesh"), "shape", "[2,4]");
+  assert_spec(specs, "layer.0.wq", "[null,\"tp\",null]");  /* [h, n, d] column-parallel */
+  assert_spec(specs, "layer.3.wo", "[\"tp\",null,null]");  /* [n, d, h] row-parallel */
+  assert_spec(specs, "layer.1.w1", "[null,\"tp\"]");       /* [h, f] column-parallel */
+  assert_spec(specs, "layer.1.w2", "[\"tp\",null]");       /* [f, h] row-parallel */
+  assert_spec(specs, "wte", "[\"tp\",null]");              /* vocab-parallel */
+  assert_spec(specs, "layer.0.ln1_g", "[null]");           /* replicated */
+  assert_spec(specs, "layer.0.u", "[\"dp\",null,\"tp\"]"); /* fc1 output, ffn split */
+  assert_spec(specs, "layer.0.p", "[\"dp\",null,null]");   /* after the all-reduce */
+  assert_spec(specs, "logits", "[\"dp\",null,\"tp\"]");
+  cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(deepspeed_batch_arithmetic) {
+  cJSON *j = export_json(1, 8, PSIM_EXPORT_DEEPSPEED);
+  double tb = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "train_batch_size"));
+  double mb = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "train_micro_batch_size_per_gpu"));
+  double ga = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "gradient_accumulation_steps"));
+  ck_assert(tb == 8 && tb == mb * ga * 8); /* DeepSpeed's rule: batch = micro x accum x dp */
+  cJSON_Delete(j);
+}
+END_TEST
+
+START_TEST(format_names) {
+  for (int f = 0; f < PSIM_EXPORT_COUNT; f++) {
+    psim_export_format g;
+    ck_assert(psim_export_format_parse(psim_export_format_name(f), &g) == PSIM_OK);
+    ck_assert_int_eq(g, f);
+  }
+  psim_export_format g;
+  ck_assert_int_eq(psim_export_format_parse("onnx", &g), PSIM_EINPUT);
+}
+END_TEST
+
+START_TEST(sweep_row_round_trip) {
+  psim_sweep_row r, back;
+  memset(&r, 0, sizeof r);
+  r.index = 7;
+  snprintf(r.key, sizeof r.key, "model=a \"b\" cluster=c,d");
+  snprintf(r.model, sizeof r.model, "a \"b\"");
+  snprintf(r.cluster, sizeof r.cluster, "c,d");
+  snprintf(r.searcher, sizeof r.searcher, "grid");
+  snprintf(r.status, sizeof r.status, "failed");
+  snprintf(r.error, sizeof r.error, "line one\nline \\two");
+  r.seed = 12345678901ULL;
+  r.iteration_time_s = 0.0123456789012;
+  r.mfu = NAN;
+  r.fits = true;
+  char line[8192];
+  ck_assert(psim_sweep_row_jsonl(&r, line, sizeof line) == PSIM_OK);
+  ck_assert_ptr_eq(strchr(line, '\n'), line + strlen(line) - 1); /* one line */
+  ck_assert(psim_sweep_row_parse(line, &back) == PSIM_OK);
+  ck_assert_str_eq(back.key, r.key);
+  ck_assert_str_eq(back.error, r.error);
+  ck_assert(back.seed == r.seed && back.index == 7 && back.fits);
+  ck_assert(isnan(back.mfu));
+  ck_assert(fabs(back.iteration_time_s - 0.0123456789) < 1e-18); /* 9 significant digits */
+  psim_sweep_row_csv(&r, line, sizeof line);
+  ck_assert_msg(strstr(line, ",\"a \"\"b\"\"\",\"c,d\",") != NULL, "%s", line);
+  ck_assert_int_eq(psim_sweep_row_parse("{\"case\": 1, \"key\": \"x\"", &back), PSIM_EINPUT);
+  psim_error_clear();
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("export");
+  TCase *tc = tcase_create("export");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, megatron_matcher_recovers_every_layout);
+  tcase_add_test(tc, megatron_refuses_a_moved_op);
+  tcase_add_test(tc, gspmd_follows_megatron_layer_rules);
+  tcase_add_test(tc, deepspeed_batch_arithmetic);
+  tcase_add_test(tc, format_names);
+  tcase_add_test(tc, sweep_row_round_trip);
+  suite_add_tcase(s, tc);
+  SRunner *r = srunner_create(s);
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,365 @@
+/* test_search.c - SOAP spaces against brute-force counts; MCMC against the
+ * exhaustive optimum on small graphs; exhaustive refuses large spaces;
+ * reproducibility, --fix and interruption. */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "mcmc.h"
+#include "presets.h"
+#include "space.h"
+
+typedef struct fixture {
+  psim_model m;
+  psim_cluster c;
+} fixture;
+
+/* Model JSON with ops written compactly: dims b (batch), h, f, g. */
+static const char *HEAD =
+    "{\"format\":\"plansim.model/1\",\"name\":\"%s\",\"dtype\":\"fp32\","
+    "\"dims\":{\"b\":{\"size\":%d,\"role\":\"batch\"},\"h\":{\"size\":%d},\"f\":{\"size\":%d},"
+    "\"g\":{\"size\":%d}},";
+
+static void load(fixture *f, const char *name, int b, int h, int fd, int g, const char *body,
+                 int nodes) {
+  char buf[8192];
+  int n = snprintf(buf, sizeof buf, HEAD, name, b, h, fd, g);
+  snprintf(buf + n, sizeof buf - (size_t)n, "%s}", body);
+  cJSON *root = cJSON_Parse(buf);
+  ck_assert_msg(root != NULL, "bad test model %s", name);
+  psim_model_init(&f->m);
+  ck_assert_msg(psim_model_from_json(name, root, &f->m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(root);
+  psim_preset_opts po;
+  psim_preset_opts_init(&po);
+  po.preset = "p100-nvlink";
+  po.nodes = nodes;
+  cJSON *cj;
+  ck_assert(psim_preset_cluster(&po, &cj) == PSIM_OK);
+  psim_cluster_init(&f->c);
+  ck_assert_msg(psim_cluster_from_json("p100", cj, &f->c) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(cj);
+}
+
+static void unload(fixture *f) {
+  psim_cluster_destroy(&f->c);
+  psim_model_destroy(&f->m);
+}
+
+/* ---- graphs ---------------------------------------------------------------- */
+
+#define MM(n, a, w, y) "{\"name\":\"" n "\",\"kind\":\"matmul\",\"in\":[\"" a "\",\"" w "\"],\"out\":[\"" y "\"]}"
+#define EW(n, fn, a, y) "{\"name\":\"" n "\",\"kind\":\"elementwise\",\"fn\":\"" fn "\",\"in\":[\"" a "\"],\"out\":[\"" y "\"]}"
+#define ADD(n, a, c, y) "{\"name\":\"" n "\",\"kind\":\"elementwise\",\"fn\":\"add\",\"in\":[\"" a "\",\"" c "\"],\"out\":[\"" y "\"]}"
+
+static const char *CHAIN2 =
+    "\"inputs\":{\"x\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"weights\":{\"w1\":{\"dims\":[\"h\",\"f\"]},\"w2\":{\"dims\":[\"f\",\"h\"]}},"
+    "\"tensors\":{\"u\":{\"dims\":[\"b\",\"f\"]},\"y\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"ops\":[" MM("fc1", "x", "w1", "u") "," MM("fc2", "u", "w2", "y") "]";
+
+static const char *MLP3 =
+    "\"inputs\":{\"x\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"weights\":{\"w1\":{\"dims\":[\"h\",\"f\"]},\"w2\":{\"dims\":[\"f\",\"g\"]},"
+    "\"w3\":{\"dims\":[\"g\",\"h\"]}},"
+    "\"tensors\":{\"u\":{\"dims\":[\"b\",\"f\"]},\"v\":{\"dims\":[\"b\",\"g\"]},"
+    "\"y\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"ops\":[" MM("fc1", "x", "w1", "u") "," MM("fc2", "u", "w2", "v") "," MM("fc3", "v", "w3", "y") "]";
+
+/* a branch: two matmuls read x, an add joins them */
+static const char *BRANCH =
+    "\"inputs\":{\"x\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"weights\":{\"wa\":{\"dims\":[\"h\",\"f\"]},\"wb\":{\"dims\":[\"h\",\"f\"]}},"
+    "\"tensors\":{\"a\":{\"dims\":[\"b\",\"f\"]},\"c\":{\"dims\":[\"b\",\"f\"]},"
+    "\"y\":{\"dims\":[\"b\",\"f\"]}},"
+    "\"ops\":[" MM("fa", "x", "wa", "a") "," MM("fb", "x", "wb", "c") "," ADD("join", "a", "c", "y") "]";
+
+static const char *MLP_RELU =
+    "\"inputs\":{\"x\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"weights\":{\"w1\":{\"dims\":[\"h\",\"f\"]},\"w2\":{\"dims\":[\"f\",\"h\"]}},"
+    "\"tensors\":{\"u\":{\"dims\":[\"b\",\"f\"]},\"r\":{\"dims\":[\"b\",\"f\"]},"
+    "\"y\":{\"dims\":[\"b\",\"h\"]},\"z\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"ops\":[" MM("fc1", "x", "w1", "u") "," EW("relu1", "relu", "u", "r") "," MM("fc2", "r", "w2", "y") "," EW("relu2", "relu", "y", "z") "]";
+
+/* six ops on two devices: three matmul + activation pairs */
+static const char *SIX =
+    "\"inputs\":{\"x\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"weights\":{\"w1\":{\"dims\":[\"h\",\"f\"]},\"w2\":{\"dims\":[\"f\",\"g\"]},"
+    "\"w3\":{\"dims\":[\"g\",\"h\"]}},"
+    "\"tensors\":{\"u\":{\"dims\":[\"b\",\"f\"]},\"u2\":{\"dims\":[\"b\",\"f\"]},"
+    "\"v\":{\"dims\":[\"b\",\"g\"]},\"v2\":{\"dims\":[\"b\",\"g\"]},"
+    "\"y\":{\"dims\":[\"b\",\"h\"]},\"y2\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"ops\":[" MM("fc1", "x", "w1", "u") "," EW("a1", "gelu", "u", "u2") "," MM("fc2", "u2", "w2", "v") ","
+    EW("a2", "gelu", "v", "v2") "," MM("fc3", "v2", "w3", "y") "," EW("a3", "gelu", "y", "y2") "]";
+
+/* eight ops on two devices with a residual branch */
+static const char *EIGHT =
+    "\"inputs\":{\"x\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"weights\":{\"w1\":{\"dims\":[\"h\",\"f\"]},\"w2\":{\"dims\":[\"f\",\"h\"]}},"
+    "\"tensors\":{\"x1\":{\"dims\":[\"b\",\"h\"]},\"u\":{\"dims\":[\"b\",\"f\"]},"
+    "\"u2\":{\"dims\":[\"b\",\"f\"]},\"u3\":{\"dims\":[\"b\",\"f\"]},\"y\":{\"dims\":[\"b\",\"h\"]},"
+    "\"y2\":{\"dims\":[\"b\",\"h\"]},\"r\":{\"dims\":[\"b\",\"h\"]},\"z\":{\"dims\":[\"b\",\"h\"]}},"
+    "\"ops\":[" EW("in", "relu", "x", "x1") "," MM("fc1", "x1", "w1", "u") "," EW("a1", "gelu", "u", "u2") ","
+    EW("d1", "relu", "u2", "u3") "," MM("fc2", "u3", "w2", "y") "," EW("a2", "gelu", "y", "y2") ","
+    ADD("res", "y2", "x1", "r") "," EW("out", "relu", "r", "z") "]";
+
+/* ---- space ----------------------------------------------------------------- */
+
+static int64_t binom(int n, int k) {
+  int64_t r = 1;
+  for (int i = 1; i <= k; i++)
+    r = r * (n - k + i) / i;
+  return r;
+}
+
+/* Brute force: every degree triple (b, h, f) with product <= 4, each degree
+ * at most its dim, times C(4, P) device sets (arbitrary) or 4 / P aligned
+ * blocks. */
+static int64_t brute_count(int ext_b, int ext_h, int ext_f, bool arbitrary, bool uneven) {
+  int64_t n = 0;
+  for (int a = 1; a <= 4; a++)
+    for (int b = 1; b <= 4; b++)
+      for (int c = 1; c <= 4; c++) {
+        int p = a * b * c;
+        if (p > 4 || a > ext_b || b > ext_h || c > ext_f)
+          continue;
+        if (!uneven && (ext_b % a || ext_h % b || ext_f % c))
+          continue;
+        n += arbitrary ? binom(4, p) : 4 / p;
+      }
+  return n;
+}
+
+START_TEST(space_counts_match_brute_force) {
+  fixture f;
+  load(&f, "chain2", 6, 9, 16, 8, CHAIN2, 1);
+  psim_strategy s;
+  psim_strategy_init(&s);
+  ck_assert(psim_strategy_data_parallel(&f.m, &f.c, 2, 1, &s) == PSIM_OK ||
+            psim_strategy_data_parallel(&f.m, &f.c, 1, 1, &s) == PSIM_OK);
+  psim_strategy_destroy(&s);
+  psim_strategy_init(&s);
+  ck_assert(psim_strategy_data_parallel(&f.m, &f.c, 2, 1, &s) == PSIM_OK);
+  /* put the stage over all 4 devices */
+  psim_free(s.stages[0].devices);
+  s.stages[0].devices = psim_malloc(4 * sizeof(int32_t));
+  for (int i = 0; i < 4; i++)
+    s.stages[0].devices[i] = i;
+  s.stages[0].n_devices = 4;
+  for (int arb = 0; arb < 2; arb++)
+    for (int unev = 0; unev < 2; unev++) {
+      psim_space_options so;
+      psim_space_options_init(&so);
+      so.arbitrary_sets = arb;
+      so.uneven = unev;
+      psim_space sp;
+      ck_assert(psim_space_init(&sp, &f.m, &s, &so) == PSIM_OK);
+      /* fc1 loops over b (6), f (16) and h (9, contracted) */
+      int64_t want = brute_count(6, 9, 16, arb, unev);
+      ck_assert_int_eq(psim_space_op_count(&sp, 0), want);
+      /* every index gives a distinct config the space allows */
+      int64_t n = psim_space_op_count(&sp, 0);
+      psim_op_config *cf = psim_calloc((size_t)n, sizeof *cf);
+      for (int64_t i = 0; i < n; i++) {
+        cf[i].stage = 0;
+        ck_assert(psim_space_op_config(&sp, 0, i, &cf[i]) == PSIM_OK);
+        ck_assert(psim_space_allows(&sp, 0, &cf[i]));
+        for (int64_t j = 0; j < i; j++)
+          ck_assert(!(cf[j].n_devices == cf[i].n_devices &&
+                      memcmp(cf[i].degree, cf[j].degree, sizeof cf[i].degree) == 0 &&
+                      memcmp(cf[i].devices, cf[j].devices, sizeof(int32_t) * (size_t)cf[i].n_devices) == 0));
+      }
+      for (int64_t i = 0; i < n; i++)
+        psim_free(cf[i].devices);
+      psim_free(cf);
+      /* samples are in the space */
+      uint64_t rng = 5;
+      psim_op_config c = {0};
+      for (int i = 0; i < 200; i++) {
+        ck_assert(psim_space_sample(&sp, 0, &rng, &c) == PSIM_OK);
+        ck_assert(psim_space_allows(&sp, 0, &c));
+      }
+      psim_free(c.devices);
+      psim_space_destroy(&sp);
+    }
+  psim_strategy_destroy(&s);
+  unload(&f);
+}
+END_TEST
+
+/* ---- MCMC against exhaustive ------------------------------------------------ */
+
+typedef struct small_case {
+  const char *name, *body;
+  int b, h, f, g, devices;
+} small_case;
+
+static const small_case CASES[] = {
+    {"chain2", NULL, 64, 1024, 4096, 512, 4},  {"mlp3", NULL, 32, 2048, 1024, 4096, 4},
+    {"branch", NULL, 64, 2048, 2048, 8, 4},    {"mlp_relu", NULL, 16, 4096, 4096, 8, 4},
+    {"six", NULL, 128, 1024, 4096, 2048, 2},   {"eight", NULL, 64, 2048, 8192, 8, 2},
+};
+
+static const char *case_body(int i) {
+  const char *bodies[] = {CHAIN2, MLP3, BRANCH, MLP_RELU, SIX, EIGHT};
+  return bodies[i];
+}
+
+static void small_options(const fixture *f, psim_strategy *init, int devices,
+                          psim_search_options *o, psim_mcmc_options *mo) {
+  psim_search_options_init(o);
+  psim_mcmc_options_init(mo);
+  mo->space.arbitrary_sets = devices <= 2;
+  mo->space.uneven = false;
+  ck_assert(psim_strategy_data_parallel(&f->m, (psim_cluster *)&f->c, devices, 1, init) == PSIM_OK);
+  o->init = init;
+}
+
+START_TEST(mcmc_finds_exhaustive_optimum) {
+  const small_case *sc = &CASES[_i];
+  fixture f;
+  load(&f, sc->name, sc->b, sc->h, sc->f, sc->g, case_body(_i), 1);
+  psim_strategy init;
+  psim_strategy_init(&init);
+  psim_search_options o;
+  psim_mcmc_options mo;
+  small_options(&f, &init, sc->devices, &o, &mo);
+  psim_search_result ex, mc;
+  psim_search_result_init(&ex);
+  psim_search_result_init(&mc);
+  ck_assert_msg(psim_exhaustive_run(&f.m, &f.c, &o, &mo, &ex) == PSIM_OK, "%s",
+                psim_error_message());
+  o.budget_evals = 5000;
+  o.seed = 11;
+  ck_assert_msg(psim_mcmc_run(&f.m, &f.c, &o, &mo, &mc) == PSIM_OK, "%s", psim_error_message());
+  double opt = ex.best_sim.iteration_time_s, got = mc.best_sim.iteration_time_s;
+  ck_assert_msg(got <= opt * 1.01, "%s: mcmc %.9g s, exhaustive optimum %.9g s (%lld strategies)",
+                sc->name, got, opt, (long long)ex.evaluations);
+  /* exhaustive is the optimum: mcmc never beats it */
+  ck_assert_msg(got >= opt * (1 - 1e-12), "%s: mcmc %.9g below the optimum %.9g", sc->name, got, opt);
+  /* data parallel (in the space) is no better than the optimum */
+  psim_sim_result dp;
+  ck_assert(psim_simulate(&f.m, &f.c, &init, NULL, &dp) == PSIM_OK);
+  ck_assert(opt <= dp.iteration_time_s);
+  psim_sim_result_destroy(&dp);
+  psim_search_result_destroy(&ex);
+  psim_search_result_destroy(&mc);
+  psim_strategy_destroy(&init);
+  unload(&f);
+}
+END_TEST
+
+START_TEST(exhaustive_refuses_large_space) {
+  fixture f;
+  load(&f, "six", 128, 1024, 4096, 2048, SIX, 4); /* 16 devices */
+  psim_search_options o;
+  psim_search_options_init(&o);
+  psim_search_result r;
+  psim_search_result_init(&r);
+  ck_assert_int_eq(psim_search_exhaustive(&f.m, &f.c, &o, &r), PSIM_ELIMIT);
+  const char *msg = psim_error_message();
+  ck_assert_msg(strstr(msg, "10^") && strstr(msg, "strategies") && strstr(msg, "limit"), "%s", msg);
+  psim_search_result_destroy(&r);
+  unload(&f);
+}
+END_TEST
+
+START_TEST(mcmc_is_reproducible) {
+  fixture f;
+  load(&f, "mlp3", 32, 2048, 1024, 4096, MLP3, 2); /* 8 devices */
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.budget_evals = 1500;
+  o.seed = 7;
+  o.threads = 3;
+  psim_search_result a, b;
+  psim_search_result_init(&a);
+  psim_search_result_init(&b);
+  ck_assert_msg(psim_search_mcmc(&f.m, &f.c, &o, &a) == PSIM_OK, "%s", psim_error_message());
+  ck_assert(psim_search_mcmc(&f.m, &f.c, &o, &b) == PSIM_OK);
+  ck_assert(psim_strategy_equal(&a.best, &b.best));
+  ck_assert(a.best_sim.iteration_time_s == b.best_sim.iteration_time_s);
+  ck_assert_int_eq(a.evaluations, 1500);
+  ck_assert_int_eq(a.n_curve, b.n_curve);
+  /* the plan's time is the full simulation's, and not slower than the start */
+  psim_strategy dp;
+  psim_strategy_init(&dp);
+  ck_assert(psim_strategy_data_parallel(&f.m, &f.c, 8, 1, &dp) == PSIM_OK);
+  psim_sim_result r;
+  ck_assert(psim_simulate(&f.m, &f.c, &dp, NULL, &r) == PSIM_OK);
+  ck_assert(a.best_sim.iteration_time_s <= r.iteration_time_s);
+  ck_assert(a.stats && cJSON_GetObjectItem(a.stats, "acceptance_rate"));
+  psim_sim_result_destroy(&r);
+  psim_strategy_destroy(&dp);
+  psim_search_result_destroy(&a);
+  psim_search_result_destroy(&b);
+  unload(&f);
+}
+END_TEST
+
+START_TEST(fix_is_kept) {
+  fixture f;
+  load(&f, "mlp3", 32, 2048, 1024, 4096, MLP3, 1);
+  cJSON *fix = cJSON_Parse("{\"ops\":{\"fc2\":{\"split\":{\"g\":2},\"devices\":[1,3]}},"
+                           "\"split\":{\"b\":1}}");
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.budget_evals = 500;
+  o.fix = fix;
+  psim_search_result r;
+  psim_search_result_init(&r);
+  ck_assert_msg(psim_search_mcmc(&f.m, &f.c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  const psim_op_config *c2 = &r.best.ops[1];
+  int gi = psim_op_dim_index(&f.m.ops[1], psim_model_find_dim(&f.m, "g"));
+  ck_assert_int_eq(c2->n_devices, 2);
+  ck_assert_int_eq(c2->devices[0], 1);
+  ck_assert_int_eq(c2->devices[1], 3);
+  ck_assert_int_eq(c2->degree[gi], 2);
+  int bd = psim_model_find_dim(&f.m, "b");
+  for (int o2 = 0; o2 < f.m.n_ops; o2++)
+    ck_assert_int_eq(r.best.ops[o2].degree[psim_op_dim_index(&f.m.ops[o2], bd)], 1);
+  cJSON_Delete(fix);
+  psim_search_result_destroy(&r);
+  unload(&f);
+}
+END_TEST
+
+START_TEST(interrupt_returns_best_so_far) {
+  fixture f;
+  load(&f, "mlp3", 32, 2048, 1024, 4096, MLP3, 1);
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.budget_s = 600; /* only the interrupt stops it */
+  psim_set_interrupt(1);
+  psim_search_result r;
+  psim_search_result_init(&r);
+  ck_assert_msg(psim_search_mcmc(&f.m, &f.c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  ck_assert(psim_interrupted());
+  psim_set_interrupt(0);
+  ck_assert(r.found && r.best_sim.iteration_time_s > 0);
+  ck_assert(r.wall_s < 60);
+  psim_search_result_destroy(&r);
+  unload(&f);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("search");
+  TCase *tc = tcase_create("search");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, space_counts_match_brute_force);
+  tcase_add_loop_test(tc, mcmc_finds_exhaustive_optimum, 0, 6);
+  tcase_add_test(tc, exhaustive_refuses_large_space);
+  tcase_add_test(tc, mcmc_is_reproducible);
+  tcase_add_test(tc, fix_is_kept);
+  tcase_add_test(tc, interrupt_returns_best_so_far);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
