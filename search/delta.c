@@ -98,8 +98,8 @@ static void hash_globals(hasher *x, const psim_strategy *s) {
   hv(x, (uint64_t)s->tmpl.dp); /* ZeRO's update sharding reads it */
   int32_t ns = s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
   for (int32_t st = 0; st < ns; st++) {
-    hv(x, ((uint64_t)(uint32_t)s->stages[st].first_layer << 32) |
-              (uint32_t)s->stages[st].last_layer);
+    hv(x,
+       ((uint64_t)(uint32_t)s->stages[st].first_layer << 32) | (uint32_t)s->stages[st].last_layer);
     for (int32_t k = 0; k < s->stages[st].n_devices; k++)
       hv(x, (uint64_t)s->stages[st].devices[k]);
   }
@@ -190,7 +190,9 @@ void psim_delta_free(psim_delta *d) {
   psim_free(d);
 }
 
-const psim_delta_stats *psim_delta_get_stats(const psim_delta *d) { return &d->stats; }
+const psim_delta_stats *psim_delta_get_stats(const psim_delta *d) {
+  return &d->stats;
+}
 
 /* Build, schedule, memory peak: what psim_simulate does for these figures. */
 static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_s, bool *fits) {

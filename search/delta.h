@@ -27,8 +27,8 @@
 
 typedef struct psim_delta_options {
   const psim_sim_options *sim; /* default NULL = defaults */
-  int64_t verify_every;        /* compare with psim_simulate every N evaluations; 0 = never (default) */
-  int64_t memo_entries;        /* strategies remembered; default 65,536 (0 = no memo) */
+  int64_t verify_every; /* compare with psim_simulate every N evaluations; 0 = never (default) */
+  int64_t memo_entries; /* strategies remembered; default 65,536 (0 = no memo) */
 } psim_delta_options;
 
 void psim_delta_options_init(psim_delta_options *o);

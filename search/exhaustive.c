@@ -115,10 +115,11 @@ static psim_status prepare(exh *e, const psim_mcmc_options *mo) {
   int64_t limit = e->o->budget_evals > 0 ? e->o->budget_evals : mo->exhaustive_limit;
   double l10;
   if (space_size(e, limit, &l10) < 0)
-    return psim_error(PSIM_ELIMIT,
-                      "exhaustive search: the space holds about 10^%.1f strategies (%d ops, %d with "
-                      "a choice), over the limit of %lld; use --search mcmc",
-                      l10, e->m->n_ops, e->n_movable, (long long)limit);
+    return psim_error(
+        PSIM_ELIMIT,
+        "exhaustive search: the space holds about 10^%.1f strategies (%d ops, %d with "
+        "a choice), over the limit of %lld; use --search mcmc",
+        l10, e->m->n_ops, e->n_movable, (long long)limit);
   psim_delta_options dopt;
   psim_delta_options_init(&dopt);
   dopt.sim = e->o->sim;

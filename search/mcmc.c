@@ -6,8 +6,8 @@
 #include <fnmatch.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdlib.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -303,7 +303,7 @@ typedef struct shared {
   const psim_strategy *start;
   int32_t *movable; /* ops with more than one configuration */
   int32_t n_movable;
-  int32_t **nbr;    /* per op: neighbour ops (producers and consumers) */
+  int32_t **nbr; /* per op: neighbour ops (producers and consumers) */
   int32_t *n_nbr;
   double t0, deadline; /* deadline 0 = none */
   atomic_llong total_evals, total_accepted;
@@ -322,7 +322,7 @@ typedef struct chain {
   bool found;
   psim_delta *delta;
   int64_t evals, accepted, restarts, over_memory, propagated, since_best, invalid;
-  char first_invalid[256]; /* message of the first strategy the simulator refused */
+  char first_invalid[256];  /* message of the first strategy the simulator refused */
   psim_search_point *curve; /* evaluation = chain-local count */
   size_t n_curve, cap_curve;
   psim_status status;
@@ -564,8 +564,9 @@ static psim_status neighbours(shared *sh) {
   sh->nbr = psim_calloc((size_t)m->n_ops, sizeof *sh->nbr);
   sh->n_nbr = psim_calloc((size_t)m->n_ops, sizeof *sh->n_nbr);
   sh->movable = psim_calloc((size_t)m->n_ops, sizeof *sh->movable);
-  psim_status st = cap && sh->nbr && sh->n_nbr && sh->movable ? PSIM_OK
-                                                              : psim_error(PSIM_ENOMEM, "out of memory");
+  psim_status st = cap && sh->nbr && sh->n_nbr && sh->movable
+                       ? PSIM_OK
+                       : psim_error(PSIM_ENOMEM, "out of memory");
   for (int32_t y = 0; y < m->n_ops && st == PSIM_OK; y++) {
     for (int32_t i = 0; i < m->ops[y].n_in && st == PSIM_OK; i++) {
       int32_t x = m->tensors[m->ops[y].in[i]].producer;
@@ -757,8 +758,8 @@ psim_status psim_mcmc_run(const psim_model *m, psim_cluster *c, const psim_searc
   psim_strategy_init(&start);
   memset(&sp, 0, sizeof sp);
   chain *chs = psim_calloc((size_t)n, sizeof *chs);
-  psim_status st = chs ? psim_mcmc_start(m, c, o, mo, &start, &sp)
-                       : psim_error(PSIM_ENOMEM, "out of memory");
+  psim_status st =
+      chs ? psim_mcmc_start(m, c, o, mo, &start, &sp) : psim_error(PSIM_ENOMEM, "out of memory");
   sh.sp = &sp;
   sh.start = &start;
   if (st == PSIM_OK)

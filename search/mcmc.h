@@ -28,12 +28,12 @@
 #include "space.h"
 
 typedef struct psim_mcmc_options {
-  double beta;              /* Metropolis inverse temperature; default 50 (a 2% worse
-                               strategy is accepted with probability e^-1) */
-  double propagate_p;       /* share of proposals that propagate a neighbour's config; default 0.3 */
-  int64_t restart_after;    /* evaluations without a new chain best before a restart;
-                               0 = auto: max(500, chain budget / 10) (default) */
-  int64_t verify_every;     /* debug: full simulation every N evaluations (delta.h); default 0 */
+  double beta;           /* Metropolis inverse temperature; default 50 (a 2% worse
+                            strategy is accepted with probability e^-1) */
+  double propagate_p;    /* share of proposals that propagate a neighbour's config; default 0.3 */
+  int64_t restart_after; /* evaluations without a new chain best before a restart;
+                            0 = auto: max(500, chain budget / 10) (default) */
+  int64_t verify_every;  /* debug: full simulation every N evaluations (delta.h); default 0 */
   int64_t exhaustive_limit; /* largest space exhaustive search enumerates; default 2,000,000 */
   psim_space_options space;
 } psim_mcmc_options;

@@ -311,7 +311,9 @@ bool psim_space_allows(const psim_space *sp, int32_t o, const psim_op_config *cf
   return true;
 }
 
-void psim_space_fix_op(psim_space *sp, int32_t o) { sp->ops[o].fixed = true; }
+void psim_space_fix_op(psim_space *sp, int32_t o) {
+  sp->ops[o].fixed = true;
+}
 
 psim_status psim_space_fix_dim(psim_space *sp, int32_t o, int32_t op_dim, int32_t degree) {
   sp->ops[o].fixed_degree[op_dim] = degree;
@@ -333,7 +335,8 @@ psim_status psim_space_fix_dim(psim_space *sp, int32_t o, int32_t op_dim, int32_
 
 psim_status psim_space_config_copy(const psim_op_config *src, psim_op_config *dst) {
   if (dst->n_devices != src->n_devices || !dst->devices) {
-    int32_t *d = psim_realloc(dst->devices, sizeof *d * (size_t)(src->n_devices ? src->n_devices : 1));
+    int32_t *d =
+        psim_realloc(dst->devices, sizeof *d * (size_t)(src->n_devices ? src->n_devices : 1));
     if (!d)
       return psim_error(PSIM_ENOMEM, "out of memory copying a configuration");
     dst->devices = d;

@@ -34,9 +34,9 @@
 #define PSIM_SPACE_MAX_ARBITRARY 16 /* devices per stage for arbitrary device sets */
 
 typedef struct psim_space_options {
-  bool arbitrary_sets;  /* arbitrary device sets on stages of <= 16 devices; default true */
-  bool uneven;          /* degrees that do not divide the dim; default true */
-  int32_t max_degree;   /* bound on one dim's degree; 0 = the stage's devices (default) */
+  bool arbitrary_sets; /* arbitrary device sets on stages of <= 16 devices; default true */
+  bool uneven;         /* degrees that do not divide the dim; default true */
+  int32_t max_degree;  /* bound on one dim's degree; 0 = the stage's devices (default) */
 } psim_space_options;
 
 void psim_space_options_init(psim_space_options *o);
@@ -48,27 +48,27 @@ typedef struct psim_space_split {
 } psim_space_split;
 
 typedef struct psim_space_op {
-  int32_t stage;                /* the op's (virtual) stage; placements are within it */
-  bool fixed;                   /* --fix: the op keeps `fixed_cfg` */
-  int32_t n_splittable;         /* splittable op dims */
+  int32_t stage;        /* the op's (virtual) stage; placements are within it */
+  bool fixed;           /* --fix: the op keeps `fixed_cfg` */
+  int32_t n_splittable; /* splittable op dims */
   int32_t splittable[PSIM_MAX_OP_DIMS];
-  psim_space_split *splits;     /* degree vectors, owned */
+  psim_space_split *splits; /* degree vectors, owned */
   int32_t n_splits;
-  int64_t *first;               /* per split: index of its first config (n_splits + 1) */
+  int64_t *first;                         /* per split: index of its first config (n_splits + 1) */
   int32_t fixed_degree[PSIM_MAX_OP_DIMS]; /* > 0: this dim's degree is fixed (--fix split) */
 } psim_space_op;
 
 typedef struct psim_space {
   const psim_model *m;
   int32_t n_ops;
-  psim_space_op *ops;           /* one per model op */
+  psim_space_op *ops; /* one per model op */
   /* placements per stage: for each P in 1..n, the device sets of size P as
    * bitmask-free lists; pl_first[st][P] indexes pl_dev[st] in units of P */
-  int32_t n_stages;             /* entries in the strategy's stage list */
-  int32_t **stage_devices;      /* per stage: its devices (borrowed copies) */
+  int32_t n_stages;        /* entries in the strategy's stage list */
+  int32_t **stage_devices; /* per stage: its devices (borrowed copies) */
   int32_t *stage_n;
-  int64_t **pl_count;           /* per stage, per P (0..n): number of placements */
-  bool *arbitrary;              /* per stage: arbitrary sets enabled */
+  int64_t **pl_count; /* per stage, per P (0..n): number of placements */
+  bool *arbitrary;    /* per stage: arbitrary sets enabled */
   psim_space_options opt;
 } psim_space;
 

@@ -12,7 +12,7 @@
 #include "presets.h"
 #include "space.h"
 
-#define DATA PSIM_SOURCE_ROOT "/tests/data/"
+#define DATA   PSIM_SOURCE_ROOT "/tests/data/"
 #define MODELS PSIM_SOURCE_ROOT "/models/"
 enum { STEPS_PER_MODEL = 2000 };
 

@@ -51,9 +51,14 @@ static void unload(fixture *f) {
 
 /* ---- graphs ---------------------------------------------------------------- */
 
-#define MM(n, a, w, y) "{\"name\":\"" n "\",\"kind\":\"matmul\",\"in\":[\"" a "\",\"" w "\"],\"out\":[\"" y "\"]}"
-#define EW(n, fn, a, y) "{\"name\":\"" n "\",\"kind\":\"elementwise\",\"fn\":\"" fn "\",\"in\":[\"" a "\"],\"out\":[\"" y "\"]}"
-#define ADD(n, a, c, y) "{\"name\":\"" n "\",\"kind\":\"elementwise\",\"fn\":\"add\",\"in\":[\"" a "\",\"" c "\"],\"out\":[\"" y "\"]}"
+#define MM(n, a, w, y)                                                                             \
+  "{\"name\":\"" n "\",\"kind\":\"matmul\",\"in\":[\"" a "\",\"" w "\"],\"out\":[\"" y "\"]}"
+#define EW(n, fn, a, y)                                                                            \
+  "{\"name\":\"" n "\",\"kind\":\"elementwise\",\"fn\":\"" fn "\",\"in\":[\"" a                    \
+  "\"],\"out\":[\"" y "\"]}"
+#define ADD(n, a, c, y)                                                                            \
+  "{\"name\":\"" n "\",\"kind\":\"elementwise\",\"fn\":\"add\",\"in\":[\"" a "\",\"" c             \
+  "\"],\"out\":[\"" y "\"]}"
 
 static const char *CHAIN2 =
     "\"inputs\":{\"x\":{\"dims\":[\"b\",\"h\"]}},"
@@ -67,7 +72,8 @@ static const char *MLP3 =
     "\"w3\":{\"dims\":[\"g\",\"h\"]}},"
     "\"tensors\":{\"u\":{\"dims\":[\"b\",\"f\"]},\"v\":{\"dims\":[\"b\",\"g\"]},"
     "\"y\":{\"dims\":[\"b\",\"h\"]}},"
-    "\"ops\":[" MM("fc1", "x", "w1", "u") "," MM("fc2", "u", "w2", "v") "," MM("fc3", "v", "w3", "y") "]";
+    "\"ops\":[" MM("fc1", "x", "w1", "u") "," MM("fc2", "u", "w2", "v") "," MM("fc3", "v", "w3",
+                                                                               "y") "]";
 
 /* a branch: two matmuls read x, an add joins them */
 static const char *BRANCH =
@@ -75,14 +81,16 @@ static const char *BRANCH =
     "\"weights\":{\"wa\":{\"dims\":[\"h\",\"f\"]},\"wb\":{\"dims\":[\"h\",\"f\"]}},"
     "\"tensors\":{\"a\":{\"dims\":[\"b\",\"f\"]},\"c\":{\"dims\":[\"b\",\"f\"]},"
     "\"y\":{\"dims\":[\"b\",\"f\"]}},"
-    "\"ops\":[" MM("fa", "x", "wa", "a") "," MM("fb", "x", "wb", "c") "," ADD("join", "a", "c", "y") "]";
+    "\"ops\":[" MM("fa", "x", "wa", "a") "," MM("fb", "x", "wb", "c") "," ADD("join", "a", "c",
+                                                                              "y") "]";
 
 static const char *MLP_RELU =
     "\"inputs\":{\"x\":{\"dims\":[\"b\",\"h\"]}},"
     "\"weights\":{\"w1\":{\"dims\":[\"h\",\"f\"]},\"w2\":{\"dims\":[\"f\",\"h\"]}},"
     "\"tensors\":{\"u\":{\"dims\":[\"b\",\"f\"]},\"r\":{\"dims\":[\"b\",\"f\"]},"
     "\"y\":{\"dims\":[\"b\",\"h\"]},\"z\":{\"dims\":[\"b\",\"h\"]}},"
-    "\"ops\":[" MM("fc1", "x", "w1", "u") "," EW("relu1", "relu", "u", "r") "," MM("fc2", "r", "w2", "y") "," EW("relu2", "relu", "y", "z") "]";
+    "\"ops\":[" MM("fc1", "x", "w1", "u") "," EW("relu1", "relu", "u", "r") "," MM(
+        "fc2", "r", "w2", "y") "," EW("relu2", "relu", "y", "z") "]";
 
 /* six ops on two devices: three matmul + activation pairs */
 static const char *SIX =
@@ -92,19 +100,28 @@ static const char *SIX =
     "\"tensors\":{\"u\":{\"dims\":[\"b\",\"f\"]},\"u2\":{\"dims\":[\"b\",\"f\"]},"
     "\"v\":{\"dims\":[\"b\",\"g\"]},\"v2\":{\"dims\":[\"b\",\"g\"]},"
     "\"y\":{\"dims\":[\"b\",\"h\"]},\"y2\":{\"dims\":[\"b\",\"h\"]}},"
-    "\"ops\":[" MM("fc1", "x", "w1", "u") "," EW("a1", "gelu", "u", "u2") "," MM("fc2", "u2", "w2", "v") ","
-    EW("a2", "gelu", "v", "v2") "," MM("fc3", "v2", "w3", "y") "," EW("a3", "gelu", "y", "y2") "]";
+    "\"ops\":[" MM("fc1", "x", "w1", "u") "," EW("a1", "gelu", "u", "u2") "," MM(
+        "fc2", "u2", "w2", "v") "," EW("a2", "gelu", "v", "v2") "," MM("fc3", "v2", "w3",
+                                                                       "y") "," EW("a3", "gelu",
+                                                                                   "y", "y2") "]";
 
 /* eight ops on two devices with a residual branch */
 static const char *EIGHT =
     "\"inputs\":{\"x\":{\"dims\":[\"b\",\"h\"]}},"
     "\"weights\":{\"w1\":{\"dims\":[\"h\",\"f\"]},\"w2\":{\"dims\":[\"f\",\"h\"]}},"
     "\"tensors\":{\"x1\":{\"dims\":[\"b\",\"h\"]},\"u\":{\"dims\":[\"b\",\"f\"]},"
-    "\"u2\":{\"dims\":[\"b\",\"f\"]},\"u3\":{\"dims\":[\"b\",\"f\"]},\"y\":{\"dims\":[\"b\",\"h\"]},"
-    "\"y2\":{\"dims\":[\"b\",\"h\"]},\"r\":{\"dims\":[\"b\",\"h\"]},\"z\":{\"dims\":[\"b\",\"h\"]}},"
-    "\"ops\":[" EW("in", "relu", "x", "x1") "," MM("fc1", "x1", "w1", "u") "," EW("a1", "gelu", "u", "u2") ","
-    EW("d1", "relu", "u2", "u3") "," MM("fc2", "u3", "w2", "y") "," EW("a2", "gelu", "y", "y2") ","
-    ADD("res", "y2", "x1", "r") "," EW("out", "relu", "r", "z") "]";
+    "\"u2\":{\"dims\":[\"b\",\"f\"]},\"u3\":{\"dims\":[\"b\",\"f\"]},\"y\":{\"dims\":[\"b\",\"h\"]}"
+    ","
+    "\"y2\":{\"dims\":[\"b\",\"h\"]},\"r\":{\"dims\":[\"b\",\"h\"]},\"z\":{\"dims\":[\"b\",\"h\"]}}"
+    ","
+    "\"ops\":[" EW("in", "relu", "x", "x1") "," MM("fc1", "x1", "w1", "u") "," EW(
+        "a1", "gelu", "u",
+        "u2") "," EW("d1", "relu", "u2",
+                     "u3") "," MM("fc2", "u3", "w2",
+                                  "y") "," EW("a2", "gelu", "y",
+                                              "y2") "," ADD("res", "y2", "x1",
+                                                            "r") "," EW("out", "relu", "r",
+                                                                        "z") "]";
 
 /* ---- space ----------------------------------------------------------------- */
 
@@ -170,7 +187,8 @@ START_TEST(space_counts_match_brute_force) {
         for (int64_t j = 0; j < i; j++)
           ck_assert(!(cf[j].n_devices == cf[i].n_devices &&
                       memcmp(cf[i].degree, cf[j].degree, sizeof cf[i].degree) == 0 &&
-                      memcmp(cf[i].devices, cf[j].devices, sizeof(int32_t) * (size_t)cf[i].n_devices) == 0));
+                      memcmp(cf[i].devices, cf[j].devices,
+                             sizeof(int32_t) * (size_t)cf[i].n_devices) == 0));
       }
       for (int64_t i = 0; i < n; i++)
         psim_free(cf[i].devices);
@@ -198,9 +216,9 @@ typedef struct small_case {
 } small_case;
 
 static const small_case CASES[] = {
-    {"chain2", NULL, 64, 1024, 4096, 512, 4},  {"mlp3", NULL, 32, 2048, 1024, 4096, 4},
-    {"branch", NULL, 64, 2048, 2048, 8, 4},    {"mlp_relu", NULL, 16, 4096, 4096, 8, 4},
-    {"six", NULL, 128, 1024, 4096, 2048, 2},   {"eight", NULL, 64, 2048, 8192, 8, 2},
+    {"chain2", NULL, 64, 1024, 4096, 512, 4}, {"mlp3", NULL, 32, 2048, 1024, 4096, 4},
+    {"branch", NULL, 64, 2048, 2048, 8, 4},   {"mlp_relu", NULL, 16, 4096, 4096, 8, 4},
+    {"six", NULL, 128, 1024, 4096, 2048, 2},  {"eight", NULL, 64, 2048, 8192, 8, 2},
 };
 
 static const char *case_body(int i) {
@@ -239,7 +257,8 @@ START_TEST(mcmc_finds_exhaustive_optimum) {
   ck_assert_msg(got <= opt * 1.01, "%s: mcmc %.9g s, exhaustive optimum %.9g s (%lld strategies)",
                 sc->name, got, opt, (long long)ex.evaluations);
   /* exhaustive is the optimum: mcmc never beats it */
-  ck_assert_msg(got >= opt * (1 - 1e-12), "%s: mcmc %.9g below the optimum %.9g", sc->name, got, opt);
+  ck_assert_msg(got >= opt * (1 - 1e-12), "%s: mcmc %.9g below the optimum %.9g", sc->name, got,
+                opt);
   /* data parallel (in the space) is no better than the optimum */
   psim_sim_result dp;
   ck_assert(psim_simulate(&f.m, &f.c, &init, NULL, &dp) == PSIM_OK);
