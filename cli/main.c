@@ -74,11 +74,55 @@ static const char help_expand[] =
     "Example:\n"
     "  plansim expand models/gpt-22b.json topologies/dgx-a100-x1.json \\\n"
     "      strategies/megatron-22b-x1.json\n";
+static const char help_simulate[] =
+    "Builds the task graph of one training iteration of MODEL on CLUSTER under STRATEGY (a\n"
+    "strategy file in any form, or a plan file: its prediction is reproduced exactly),\n"
+    "simulates it and prints the iteration time, throughput, MFU/HFU, peak memory per device\n"
+    "with its breakdown and where the time goes (docs/simulator.md).\n"
+    "\n"
+    "Options:\n"
+    "  --json                  one JSON object: iteration_time_s, samples_per_s, tokens_per_s,\n"
+    "                          model_flops_per_s_per_device, mfu, hfu, fits,\n"
+    "                          peak_memory_bytes, memory, time_breakdown, sim, cost_sources\n"
+    "  --trace FILE            write a Chrome/Perfetto trace (ui.perfetto.dev): a track per\n"
+    "                          device stream (compute, comm, host) and per link, a memory\n"
+    "                          counter per device\n"
+    "  --fidelity F            collectives as one aggregated task each (aggregate, default) or\n"
+    "                          as their point-to-point steps on the links (expanded)\n"
+    "  --costdb DB             use measured operator costs (plansim profile)\n"
+    "  --no-fold               simulate every device (default: identical devices of a\n"
+    "                          pipeline stage are simulated once)\n"
+    "  --max-tasks N           refuse task graphs larger than N tasks (default 100000000)\n"
+    "\n"
+    "Example:\n"
+    "  plansim simulate models/gpt-175b.json topologies/dgx-a100-x128.json \\\n"
+    "      strategies/megatron-gpt-175b-x128.json --trace trace.json\n";
+static const char help_plan[] =
+    "Searches strategies for MODEL on CLUSTER, simulates the best one with the full\n"
+    "simulator and writes a plan (docs/plan.md) beside the data-parallel and Megatron-grid\n"
+    "baselines.\n"
+    "\n"
+    "Options:\n"
+    "  -o PLAN                 write the plan (plansim.plan/1) atomically\n"
+    "  --search S              auto (default: the Alpa optimizer, then MCMC refinement, when\n"
+    "                          built; else the grid), alpa, mcmc, grid (every Megatron\n"
+    "                          tp x pp x dp x micro-batch x recompute that fits), exhaustive\n"
+    "  --budget B              seconds (\"60s\", \"2m\") or evaluations (\"20000\")\n"
+    "  --seed N                random seed (same seed and evaluation budget: same plan)\n"
+    "  --threads N             search chains in parallel (mcmc)\n"
+    "  --init STRATEGY         start the search from this strategy (mcmc)\n"
+    "  --fix PARTIAL           a partial strategy whose choices the search keeps\n"
+    "  --costdb DB             use measured operator costs (plansim profile)\n"
+    "  --trace FILE            a Chrome/Perfetto trace of the plan\n"
+    "  --json                  print the plan as JSON instead of the summary\n"
+    "\n"
+    "Example:\n"
+    "  plansim plan models/gpt-1.3b.json topologies/dgx-a100-x16.json -o plan.json\n";
 const psim_cli_command psim_cli_commands[] = {
     {"plan", psim_cmd_plan, "plansim plan MODEL CLUSTER [options]",
-     "search for the fastest strategy and write a plan", NULL},
+     "search for the fastest strategy and write a plan", help_plan},
     {"simulate", psim_cmd_simulate, "plansim simulate MODEL CLUSTER STRATEGY [options]",
-     "predict one training iteration of a strategy", NULL},
+     "predict one training iteration of a strategy", help_simulate},
     {"profile", psim_cmd_profile, "plansim profile [--device cpu|cuda] [options] -o DB",
      "measure operator costs on this machine into a cost database", psim_cmd_profile_help},
     {"sweep", psim_cmd_sweep, "plansim sweep SWEEP [-o RESULTS] [--resume] [-j N] [--check BASELINE]",

@@ -25,7 +25,9 @@ static psim_status fit_axis(psim_cluster *c, int32_t first, psim_sh_mesh *mesh, 
                                                       PSIM_COLL_ALL_TO_ALL};
   for (int32_t r = 0; r < n && r < PSIM_SH_MAX_AXIS; r++)
     mesh->devices[axis][r] = first + (axis == 1 ? r : r * a1);
-  for (int k = 0; k < PSIM_SH_NCOLL; k++) {
+  /* All-to-all has all-gather's alpha-beta form ((p-1) alpha + (p-1)/p n/B,
+   * collective.h) but costs p^2 routes to evaluate: it reuses that fit. */
+  for (int k = 0; k < PSIM_SH_A2A; k++) {
     if (n <= 1) {
       mesh->alpha[axis][k] = mesh->beta[axis][k] = 0;
       continue;
@@ -35,7 +37,10 @@ static psim_status fit_axis(psim_cluster *c, int32_t first, psim_sh_mesh *mesh, 
     d.kind = kinds[k];
     d.devices = mesh->devices[axis];
     d.n = n;
-    d.concurrent_groups = axis == 1 ? a0 : a1;
+    /* Groups along axis 1 are contiguous: only those inside the same node
+     * share its links (others run on disjoint links of the node's fabric). */
+    int32_t dpn = c->devices_per_node > 0 ? c->devices_per_node : c->n_devices;
+    d.concurrent_groups = axis == 1 ? (a1 >= dpn ? 1 : (a0 < dpn / a1 ? a0 : dpn / a1)) : a1;
     d.group_stride = axis == 1 ? a1 : 1;
     double t1, t2, b1 = 1 << 20, b2 = 64.0 * (1 << 20);
     d.bytes = b1;
@@ -45,6 +50,8 @@ static psim_status fit_axis(psim_cluster *c, int32_t first, psim_sh_mesh *mesh, 
     mesh->beta[axis][k] = fmax(0, (t2 - t1) / (b2 - b1));
     mesh->alpha[axis][k] = fmax(0, t1 - mesh->beta[axis][k] * b1);
   }
+  mesh->alpha[axis][PSIM_SH_A2A] = mesh->alpha[axis][PSIM_SH_AG];
+  mesh->beta[axis][PSIM_SH_A2A] = mesh->beta[axis][PSIM_SH_AG];
   return PSIM_OK;
 }
 

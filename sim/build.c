@@ -93,6 +93,14 @@ static psim_status cache_put(comm_cache *h, uint64_t k1, uint64_t k2, int32_t v)
   return PSIM_OK;
 }
 
+/* Forgets every entry (keeps the capacity): the per-micro-batch entries are
+ * dead once that micro-batch's edges are built. */
+static void cache_reset(comm_cache *h) {
+  if (h->n)
+    memset(h->slots, 0, h->cap * sizeof *h->slots);
+  h->n = 0;
+}
+
 static int32_t cache_get(comm_cache *h, uint64_t k1, uint64_t k2) {
   if (!h->cap)
     return -1;
@@ -340,9 +348,23 @@ static int32_t *task_slot(const psim_build *b, int32_t *arr, int32_t o, int32_t 
 
 /* ---- locals (which shards are simulated) -------------------------------- */
 
+/* Whether every device of cfg is one of the stage's. mark (one byte per
+ * cluster device, all zero) is scratch, left all zero. O(devices of the
+ * stage); issue 9: was O(devices^2) per op, hours on 10^6 devices. */
+static bool op_in_stage(const psim_op_config *cfg, const psim_stage *st, unsigned char *mark) {
+  for (int32_t k = 0; k < st->n_devices; k++)
+    mark[st->devices[k]] = 1;
+  bool all_in = true;
+  for (int32_t e = 0; e < cfg->n_devices && all_in; e++)
+    all_in = mark[cfg->devices[e]] != 0;
+  for (int32_t k = 0; k < st->n_devices; k++)
+    mark[st->devices[k]] = 0;
+  return all_in;
+}
+
 /* Folding applies when every op is spread evenly over all of its stage's
  * devices and the stages are equally large. */
-static bool can_fold(const psim_build *b) {
+static bool can_fold(const psim_build *b, unsigned char *mark) {
   const psim_strategy *s = b->s;
   const psim_model *m = b->m;
   for (int32_t o = 0; o < m->n_ops; o++) {
@@ -353,13 +375,8 @@ static bool can_fold(const psim_build *b) {
     for (int32_t i = 0; i < m->ops[o].n_dims; i++)
       if (dim_size(b, m->ops[o].dims[i].dim) % cfg->degree[i] != 0)
         return false;
-    for (int32_t e = 0; e < cfg->n_devices; e++) {
-      bool in_stage = false;
-      for (int32_t k = 0; k < st->n_devices && !in_stage; k++)
-        in_stage = st->devices[k] == cfg->devices[e];
-      if (!in_stage)
-        return false;
-    }
+    if (!op_in_stage(cfg, st, mark))
+      return false;
   }
   return true;
 }
@@ -369,7 +386,7 @@ static psim_status choose_simulated(psim_build *b) {
   b->simulated = psim_calloc((size_t)nd, 1);
   if (!b->simulated)
     return psim_error(PSIM_ENOMEM, "out of memory choosing simulated devices");
-  b->folded = b->o->fold && can_fold(b);
+  b->folded = b->o->fold && can_fold(b, b->simulated); /* simulated: zeroed scratch here */
   int32_t n_entries = b->s->n_stages * (b->s->virtual_stages > 0 ? b->s->virtual_stages : 1);
   if (b->folded) {
     for (int32_t v = 0; v < n_entries; v++)
@@ -762,6 +779,13 @@ static void group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t mas
   for (int32_t i = 0; i < g->n; i++)
     if (g2.devices[i] - g->devices[i] != stride)
       return;
+  /* the engine routes groups devices + k * stride for k < n_groups: use the
+   * stride only when every one of them is a real device */
+  if (stride <= 0)
+    return;
+  for (int32_t i = 0; i < g->n; i++)
+    if ((int64_t)g->devices[i] + (int64_t)(g->n_groups - 1) * stride >= b->c->n_devices)
+      return;
   g->stride = stride;
 }
 
@@ -1027,7 +1051,16 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   for (int32_t rep = 0; rep < cy->replicas; rep++)
     g->devices[g->n++] = cy->devices[ly->shard * cy->replicas + rep];
   g->n_groups = cy->n_devices / g->n;
-  g->stride = cy->replicas > 1 && cy->n_devices > g->n ? g->n : 0;
+  g->stride = 0; /* replica groups of consecutive shards: a uniform shift? */
+  int32_t n_shards = cy->n_devices / cy->replicas;
+  if (b->folded && n_shards > 1 && ly->shard + 1 < n_shards) {
+    int32_t stride = cy->devices[(ly->shard + 1) * cy->replicas] - g->devices[0];
+    bool uniform = stride > 0;
+    for (int32_t i = 0; i < g->n && uniform; i++)
+      uniform = cy->devices[(ly->shard + 1) * cy->replicas + i] - g->devices[i] == stride &&
+                (int64_t)g->devices[i] + (int64_t)(g->n_groups - 1) * stride < b->c->n_devices;
+    g->stride = uniform ? stride : 0;
+  }
   comm_cache *cache = b->cache;
   uint64_t k1 = key1(4, y, 0, mu, dir), k2 = ((uint64_t)(uint32_t)t << 32) | (uint32_t)g->devices[0];
   int32_t entry = cache_get(cache, k1 | 1ull << 59, k2);
@@ -1035,7 +1068,7 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   psim_status st = PSIM_OK;
   if (*exit < 0) {
     psim_coll_desc d = {PSIM_COLL_ALL_GATHER, b->s->allreduce, g->devices, g->n, bytes,
-                        b->folded ? g->n_groups : 1, b->folded ? g->stride : 0};
+                        b->folded ? g->n_groups : 1, g->stride};
     psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_PP, (int16_t)cy->stage, y, mu,
                            g->devices[0], -1};
     st = add_collective(b, &d, &info, &entry, exit);
@@ -1052,8 +1085,32 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
 
 /* Connects X's tasks (producing tensor t, in X's layout) to Y's task on local
  * k, adding whatever communication the two layouts need. */
+static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32_t *xt, int32_t y,
+                                   int32_t k, int32_t *yt, int32_t t, int32_t mu, int dir);
+
+/* The edge X -> Y(local k) needs the same communication for every
+ * micro-batch; when it is a plain local dependency the source shard is
+ * remembered and later micro-batches skip the layout analysis. */
 static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, int32_t y,
                            int32_t k, int32_t *yt, int32_t t, int32_t mu, int dir) {
+  comm_cache *cache = b->memo;
+  uint64_t k1 = key1(5, x, slot, 0, dir), k2 = ((uint64_t)(uint32_t)y << 32) | (uint32_t)k;
+  int32_t memo = cache_get(cache, k1, k2);
+  if (memo >= 0) {
+    int32_t from = *task_slot(b, xt, x, memo, mu);
+    return from >= 0 ? psim_tg_add_edge(&b->g, from, *task_slot(b, yt, y, k, mu)) : PSIM_OK;
+  }
+  if (memo == -1 && mu > 0 && cache_get(cache, k1 | 1ull << 59, k2) == 1)
+    return connect_layouts(b, x, slot, xt, y, k, yt, t, mu, dir); /* known: not local */
+  b->direct_local = -1;
+  PSIM_CHECK(connect_layouts(b, x, slot, xt, y, k, yt, t, mu, dir));
+  if (b->direct_local >= 0)
+    return cache_put(cache, k1, k2, b->direct_local);
+  return cache_put(cache, k1 | 1ull << 59, k2, 1);
+}
+
+static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32_t *xt, int32_t y,
+                                   int32_t k, int32_t *yt, int32_t t, int32_t mu, int dir) {
   const psim_op_local *ly = &b->locals[b->loc_first[y] + k];
   const psim_op_config *cx = &b->s->ops[x];
   int32_t to = *task_slot(b, yt, y, k, mu);
@@ -1087,6 +1144,8 @@ static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, 
     region rx;
     tensor_region(b, x, e / cx->replicas, t, &rx);
     if (overlap(&rx, &ry, ten->rank) == region_elems(&ry, ten->rank)) {
+      int32_t lx = local_on(b, x, ly->device);
+      b->direct_local = lx >= 0 ? lx : 0;
       int32_t from = src_task(b, xt, x, ly->device, mu);
       return from >= 0 ? psim_tg_add_edge(&b->g, from, to) : PSIM_OK;
     }
@@ -1154,13 +1213,15 @@ static psim_status connect_grads(psim_build *b, int32_t y, int32_t mu) {
 /* Orders a backward after its recompute on the same device (the chain does
  * most of it; this covers a recompute issued earlier in the slot). */
 static psim_status connect_all(psim_build *b) {
-  for (int32_t mu = 0; mu < b->n_micro; mu++)
+  for (int32_t mu = 0; mu < b->n_micro; mu++) {
+    cache_reset(b->cache);
     for (int32_t o = 0; o < b->m->n_ops; o++) {
       PSIM_CHECK(connect_inputs(b, o, mu));
       PSIM_CHECK(connect_grads(b, o, mu));
       if (psim_interrupted())
         return psim_error(PSIM_EINTERRUPTED, "interrupted while building the task graph");
     }
+  }
   return PSIM_OK;
 }
 
@@ -1324,8 +1385,9 @@ psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c
   b->n_micro = s->n_micro > 0 ? s->n_micro : 1;
   psim_tg_init(&b->g, 3 * c->n_devices + c->n_links); /* compute, comm, links, host */
   b->cache = psim_calloc(1, sizeof(comm_cache));
+  b->memo = psim_calloc(1, sizeof(comm_cache));
   b->colls = psim_calloc(1, sizeof(coll_cache));
-  if (!b->cache || !b->colls)
+  if (!b->cache || !b->memo || !b->colls)
     return psim_error(PSIM_ENOMEM, "out of memory");
   PSIM_CHECK(choose_simulated(b));
   PSIM_CHECK(make_locals(b));
@@ -1366,10 +1428,13 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->save_slots);
   psim_free(b->costs);
   coll_cache_free(b->colls);
-  if (b->cache) {
-    psim_free(((comm_cache *)b->cache)->slots);
-    psim_free(((comm_cache *)b->cache)->served);
-    psim_free(b->cache);
+  for (int i = 0; i < 2; i++) {
+    comm_cache *h = i ? b->memo : b->cache;
+    if (!h)
+      continue;
+    psim_free(h->slots);
+    psim_free(h->served);
+    psim_free(h);
   }
   memset(b, 0, sizeof *b);
 }

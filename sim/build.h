@@ -58,8 +58,10 @@ typedef struct psim_build {
   size_t n_mem, cap_mem;
   double *static_mem;      /* per device: weights, gradients, optimizer bytes (3 per device) */
   uint32_t *save_slots;    /* per op: bit i set when the op saves input i for backward */
-  void *cache;             /* communication cache (build.c) */
+  void *cache;             /* communication of the current micro-batch (build.c) */
+  void *memo;              /* per-edge decisions kept for every micro-batch (build.c) */
   struct coll_cache *colls;/* costed collective templates (build.c) */
+  int32_t direct_local;    /* scratch: connect() found a local dependency on this shard */
 } psim_build;
 
 psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,

@@ -408,7 +408,7 @@ static int vtrain(const char *dir, int max_rows, stats *st) {
 int main(int argc, char **argv) {
   const char *dir = PSIM_SOURCE_ROOT "/../shared/calibration";
   int max_vtrain = 0;
-  bool check = false;
+  bool check = false, with_memory = true;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--check") == 0)
       check = true;
@@ -416,6 +416,8 @@ int main(int argc, char **argv) {
       dir = argv[++i];
     else if (strcmp(argv[i], "--vtrain-rows") == 0 && i + 1 < argc)
       max_vtrain = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--no-memory") == 0)
+      with_memory = false;
     else if (strcmp(argv[i], "--vtrain-stride") == 0 && i + 1 < argc)
       vtrain_stride = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
     else if (strcmp(argv[i], "--param") == 0 && i + 1 < argc && set_param(argv[i + 1]))
@@ -429,7 +431,7 @@ int main(int argc, char **argv) {
   psim_json_init_hooks();
   printf("# plansim calibration report\n");
   stats k = {0}, mem = {0}, vt = {0}, lt = {0};
-  if (korthikanti(dir, &k) || layer_times(dir, &lt) || memory(dir, &mem) ||
+  if (korthikanti(dir, &k) || layer_times(dir, &lt) || (with_memory && memory(dir, &mem)) ||
       vtrain(dir, max_vtrain, &vt))
     return 2;
   bool ok = k.n > 0 && k.max_abs <= 0.05 && k.sum_abs / k.n <= 0.03 && mem.max_abs <= 0.10 &&

@@ -24,7 +24,7 @@ def objective(exe, x, stride, log):
     for v, lo, hi in zip(x, LOW, HIGH):
         if not lo <= v <= hi:
             return 1e9
-    args = [exe, "--vtrain-stride", str(stride)]
+    args = [exe, "--vtrain-stride", str(stride), "--no-memory"]
     for n, v in zip(NAMES, x):
         args += ["--param", "%s=%r" % (n, v)]
     out = subprocess.run(args, capture_output=True, text=True).stdout
