@@ -46,6 +46,15 @@ psim_status psim_cmd_sweep(int argc, char **argv);   /* cmd_sweep.c */
 psim_status psim_cmd_report(int argc, char **argv);  /* cmd_report.c */
 extern const char psim_cmd_export_help[], psim_cmd_sweep_help[], psim_cmd_report_help[];
 
+/* Limits (cli_limits.c): the default --max-memory is 3/4 of this machine's
+ * physical memory (psim_sim_options.max_graph_bytes); --max-tasks N and
+ * --max-memory BYTES ("16 GiB") set them for simulate and plan. */
+struct psim_sim_options;
+void psim_cli_default_limits(struct psim_sim_options *o);
+bool psim_cli_is_limit_option(const char *opt);
+psim_status psim_cli_limit_option(const char *command, const char *opt, const char *val,
+                                  struct psim_sim_options *o);
+
 /* Usage error for a command: records the message, returns PSIM_EINPUT. */
 psim_status psim_cli_usage(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -17,13 +17,15 @@ typedef struct plan_args {
   const char *files[2];
   int n_files;
   const char *out, *search, *budget, *costdb, *trace, *fix, *init;
+  const char *max_tasks, *max_memory; /* --max-tasks, --max-memory (cli_limits.c) */
   uint64_t seed;
   int32_t threads;
   bool json;
 } plan_args;
 
 static const char *const value_options[] = {"-o",      "--search", "--budget", "--seed", "--costdb",
-                                            "--trace", "--fix",    "--init",   "--threads", NULL};
+                                            "--trace", "--fix",    "--init",   "--threads", "--max-tasks",
+                                            "--max-memory", NULL};
 
 static bool takes_value(const char *opt) {
   for (const char *const *v = value_options; *v; v++)
@@ -56,6 +58,10 @@ static psim_status set_option(plan_args *a, const char *opt, const char *val) {
     a->fix = val;
   else if (strcmp(opt, "--init") == 0)
     a->init = val;
+  else if (strcmp(opt, "--max-tasks") == 0)
+    a->max_tasks = val;
+  else if (strcmp(opt, "--max-memory") == 0)
+    a->max_memory = val;
   else if (strcmp(opt, "--threads") == 0) {
     PSIM_CHECK(parse_uint(opt, val, &n));
     a->threads = n > 0 && n <= 256 ? (int32_t)n : 0;
@@ -124,6 +130,38 @@ static const char *auto_searcher(void) {
   return a && a->run ? "alpa" : "grid";
 }
 
+/* Issue 6: `--search auto` refines the Alpa plan with MCMC started from it
+ * (when the "mcmc" entry is built) and keeps the faster of the two; the
+ * statistics and description stay those of the Alpa search. */
+static psim_status refine_mcmc(const psim_cli_inputs *in, psim_cluster *c,
+                               const psim_search_options *so, psim_search_result *r) {
+  const psim_searcher *mc = psim_searcher_find("mcmc");
+  if (!mc || !mc->run || !r->found || strcmp(auto_searcher(), "alpa") != 0)
+    return PSIM_OK;
+  psim_search_options o = *so;
+  o.init = &r->best;
+  o.fix = NULL; /* the Alpa plan already honours it */
+  psim_search_result m;
+  psim_search_result_init(&m);
+  psim_status st = mc->run(&in->model, c, &o, &m);
+  if (st == PSIM_OK && m.found && m.best_sim.fits &&
+      m.best_sim.iteration_time_s < r->best_sim.iteration_time_s) {
+    psim_strategy_destroy(&r->best);
+    psim_sim_result_destroy(&r->best_sim);
+    r->best = m.best;
+    r->best_sim = m.best_sim;
+    psim_strategy_init(&m.best);
+    psim_sim_result_init(&m.best_sim);
+    r->evaluations += m.evaluations;
+    snprintf(r->description + strlen(r->description),
+             sizeof r->description - strlen(r->description), ", refined by MCMC");
+  }
+  psim_search_result_destroy(&m);
+  if (st != PSIM_OK && st != PSIM_ENOMEM)
+    psim_error_clear(); /* refinement is optional: keep the Alpa plan */
+  return st == PSIM_ENOMEM ? st : PSIM_OK;
+}
+
 static psim_status run_search(const plan_args *a, const psim_cli_inputs *in, psim_cluster *c,
                               const psim_search_options *so, psim_search_result *r) {
   const char *name = strcmp(a->search, "auto") == 0 ? auto_searcher() : a->search;
@@ -133,7 +171,8 @@ static psim_status run_search(const plan_args *a, const psim_cli_inputs *in, psi
                       "--search %s is not built yet in this version; use --search grid (the "
                       "Megatron grid) or auto",
                       name);
-  return s->run(&in->model, c, so, r);
+  PSIM_CHECK(s->run(&in->model, c, so, r));
+  return strcmp(a->search, "auto") == 0 ? refine_mcmc(in, c, so, r) : PSIM_OK;
 }
 
 /* The data-parallel baseline over every device; false when it does not
@@ -227,6 +266,11 @@ typedef struct plan_run {
 } plan_run;
 
 static psim_status prepare(const plan_args *a, plan_run *p) {
+  psim_cli_default_limits(&p->sim); /* issue 9: refuse absurd graphs before building them */
+  if (a->max_tasks)
+    PSIM_CHECK(psim_cli_limit_option("plan", "--max-tasks", a->max_tasks, &p->sim));
+  if (a->max_memory)
+    PSIM_CHECK(psim_cli_limit_option("plan", "--max-memory", a->max_memory, &p->sim));
   PSIM_CHECK(psim_cli_load_inputs(&p->in, a->files[0], a->files[1], NULL, a->costdb));
   p->sim.costdb = p->in.costdb;
   p->so.sim = &p->sim;

@@ -21,6 +21,7 @@ typedef struct simulate_args {
 
 static psim_status parse_args(int argc, char **argv, simulate_args *a) {
   psim_sim_options_init(&a->opts);
+  psim_cli_default_limits(&a->opts); /* --max-memory default: 3/4 of physical memory */
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -29,7 +30,7 @@ static psim_status parse_args(int argc, char **argv, simulate_args *a) {
     } else if (strcmp(arg, "--no-fold") == 0) {
       a->opts.fold = false;
     } else if (strcmp(arg, "--trace") == 0 || strcmp(arg, "--costdb") == 0 ||
-               strcmp(arg, "--fidelity") == 0 || strcmp(arg, "--max-tasks") == 0) {
+               strcmp(arg, "--fidelity") == 0 || psim_cli_is_limit_option(arg)) {
       if (!val)
         return psim_cli_usage("simulate", "%s needs a value", arg);
       i++;
@@ -37,13 +38,9 @@ static psim_status parse_args(int argc, char **argv, simulate_args *a) {
         a->trace = val;
       else if (strcmp(arg, "--costdb") == 0)
         a->costdb = val;
-      else if (strcmp(arg, "--max-tasks") == 0) {
-        char *end;
-        long long n = strtoll(val, &end, 10);
-        if (*end || n <= 0)
-          return psim_cli_usage("simulate", "--max-tasks wants a positive integer, not '%s'", val);
-        a->opts.max_tasks = n;
-      } else if (strcmp(val, "aggregate") == 0)
+      else if (psim_cli_is_limit_option(arg)) /* --max-tasks, --max-memory (cli_limits.c) */
+        PSIM_CHECK(psim_cli_limit_option("simulate", arg, val, &a->opts));
+      else if (strcmp(val, "aggregate") == 0)
         a->opts.fidelity = PSIM_FIDELITY_AGGREGATE;
       else if (strcmp(val, "expanded") == 0)
         a->opts.fidelity = PSIM_FIDELITY_EXPANDED;

@@ -58,3 +58,12 @@ bool psim_costdb_hook_lookup(const struct psim_costdb *db, const psim_op *op, co
   key.pass = pass;
   return finish(db, &key, dtype, seconds, origin);
 }
+
+bool psim_costdb_hook_optimizer(const struct psim_costdb *db, double n_params, double *seconds) {
+  if (!db || db->n_entries == 0 || n_params < 1)
+    return false;
+  psim_cost_key key;
+  psim_costdb_key_adam((int64_t)n_params, PSIM_DTYPE_FP32, &key);
+  psim_cost_source src;
+  return psim_costdb_lookup(db, &key, NULL, seconds, &src);
+}

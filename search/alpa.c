@@ -8,7 +8,6 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -162,8 +161,10 @@ static bool mb_wanted(const alpa *A, const alpa_mesh *me, int64_t mb) {
   if (A->fix.n_micro > 0)
     return A->batch / mb == A->fix.n_micro;
   for (int64_t k = 1; k <= 8; k *= 2)
-    if (mb == k * me->a0 || mb == k * me->n / 4 || mb == k * me->n)
+    if (mb == k * me->a0)
       return true;
+  if (mb == me->n || mb == 2 * me->n)
+    return true;
   return mb == A->batch && mb < me->a0;
 }
 
@@ -672,8 +673,6 @@ static psim_status simulate_top(alpa *A, psim_search_result *r, double t0) {
     if (st == PSIM_OK)
       st = psim_simulate(A->m, A->c, &s, A->o->sim, &sim);
     r->evaluations++;
-    if (getenv("ALPA_DEBUG")) /* DEBUG-TEMP */
-      fprintf(stderr, "cand n %d S %d mesh %dx%d mb %lld rc %d est %.4f sim %.4f fits %d st %d %s\n", A->top[i].n, A->top[i].S, A->meshes[A->top[i].ml[0]/2].a0, A->meshes[A->top[i].ml[0]/2].a1, (long long)A->mbs[A->top[i].mb_id], A->top[i].rc, A->top[i].estimate, sim.iteration_time_s, sim.fits, st, psim_error_message());
     bool better = st == PSIM_OK && sim.fits &&
                   (!r->found || sim.iteration_time_s < r->best_sim.iteration_time_s);
     if (better) {

@@ -834,7 +834,8 @@ static int cmp_row(const void *a, const void *b) {
 
 /* Both files from r->rows (sorted), written atomically. */
 static psim_status rewrite(psim_sweep_results *r) {
-  qsort(r->rows, (size_t)r->n_rows, sizeof *r->rows, cmp_row);
+  if (r->n_rows > 1)
+    qsort(r->rows, (size_t)r->n_rows, sizeof *r->rows, cmp_row);
   size_t line = 4 * sizeof(psim_sweep_row), cap = line * ((size_t)r->n_rows + 1);
   char *j = psim_malloc(cap), *c = psim_malloc(cap);
   psim_status st = j && c ? PSIM_OK : psim_error(PSIM_ENOMEM, "sweep: out of memory");

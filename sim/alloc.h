@@ -16,6 +16,14 @@ char *psim_strdup(const char *s);
 
 /* Makes the n-th allocation from now fail (n >= 1); 0 disables injection. */
 void psim_alloc_fail_at(long n);
+/* Allocation calls still to come before the injected failure (0 when it has
+ * happened or none is set): tests tell "failed and recovered" from "never
+ * reached" with it (issue 9, tests/unit/test_allocfail.c). */
+long psim_alloc_fail_pending(void);
+/* Allocations that failed on this thread since start-up (injected or real):
+ * code behind a library that hides out-of-memory (cJSON's parser returns NULL
+ * for both bad syntax and a failed allocation) compares it before and after. */
+long psim_alloc_failures(void);
 /* Allocations made since start-up (successful ones). */
 long psim_alloc_count(void);
 

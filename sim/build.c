@@ -401,12 +401,33 @@ static psim_status choose_simulated(psim_build *b) {
   return PSIM_OK;
 }
 
+/* Refuses graphs over the task or memory limits (psim_sim_options.max_tasks,
+ * .max_graph_bytes) from the shard count alone, before anything per shard is
+ * allocated: shards x micro-batches x 3 passes compute tasks, each with its
+ * share of communication and host tasks at PSIM_GRAPH_BYTES_PER_TASK. */
+static psim_status check_limits(const psim_build *b, size_t shards) {
+  double tasks = (double)shards * (double)b->n_micro * 3;
+  if (b->o->max_tasks > 0 && tasks > (double)b->o->max_tasks)
+    return psim_error(PSIM_ELIMIT,
+                      "the task graph would hold about %.3g compute tasks, over the limit of "
+                      "%lld (raise it with --max-tasks)",
+                      tasks, (long long)b->o->max_tasks);
+  double bytes = tasks * PSIM_GRAPH_BYTES_PER_TASK;
+  if (b->o->max_graph_bytes > 0 && bytes > (double)b->o->max_graph_bytes)
+    return psim_error(PSIM_ELIMIT,
+                      "the task graph would take about %.3g GB of memory (%.3g compute tasks), "
+                      "over the limit of %.3g GB (raise it with --max-memory)",
+                      bytes / 1e9, tasks, (double)b->o->max_graph_bytes / 1e9);
+  return PSIM_OK;
+}
+
 static psim_status make_locals(psim_build *b) {
   const psim_model *m = b->m;
   size_t total = 0;
   for (int32_t o = 0; o < m->n_ops; o++)
     for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
       total += b->simulated[b->s->ops[o].devices[e]];
+  PSIM_CHECK(check_limits(b, total)); /* issue 9: before any per-shard allocation */
   b->loc_first = psim_calloc((size_t)m->n_ops + 1, sizeof *b->loc_first);
   b->locals = psim_calloc(total ? total : 1, sizeof *b->locals);
   if (!b->loc_first || !b->locals)
@@ -426,11 +447,6 @@ static psim_status make_locals(psim_build *b) {
   }
   b->loc_first[m->n_ops] = k;
   size_t slots = (size_t)k * (size_t)b->n_micro;
-  if (b->o->max_tasks > 0 && (int64_t)slots * 3 > b->o->max_tasks)
-    return psim_error(PSIM_ELIMIT,
-                      "the task graph would hold about %zu compute tasks, over the limit of "
-                      "%lld (raise it with --max-tasks)",
-                      slots * 3, (long long)b->o->max_tasks);
   b->fwd = psim_malloc((slots ? slots : 1) * sizeof *b->fwd);
   b->bwd = psim_malloc((slots ? slots : 1) * sizeof *b->bwd);
   b->rec = psim_malloc((slots ? slots : 1) * sizeof *b->rec);
@@ -827,6 +843,7 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
   partial_group(b, x, e, mask, g);
   comm_cache *cache = b->cache;
   uint64_t k1 = key1(1, x, slot, mu, dir);
+  b->reduce_leader = g->devices[0];
   int32_t cached = cache_get(cache, k1, (uint64_t)g->devices[0]);
   psim_status st = PSIM_OK;
   if (cached >= 0) {
@@ -1100,12 +1117,23 @@ static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, 
     int32_t from = *task_slot(b, xt, x, memo, mu);
     return from >= 0 ? psim_tg_add_edge(&b->g, from, *task_slot(b, yt, y, k, mu)) : PSIM_OK;
   }
+  /* a reduction whose result stays on Y's device: find this micro-batch's
+   * copy of it (made by an earlier consumer) by the group's leader */
+  int32_t leader = cache_get(cache, k1 | 2ull << 58, k2);
+  if (leader >= 0) {
+    int32_t exit = cache_get(b->cache, key1(1, x, slot, mu, dir), (uint64_t)leader);
+    if (exit >= 0)
+      return psim_tg_add_edge(&b->g, exit, *task_slot(b, yt, y, k, mu));
+  }
   if (memo == -1 && mu > 0 && cache_get(cache, k1 | 1ull << 59, k2) == 1)
     return connect_layouts(b, x, slot, xt, y, k, yt, t, mu, dir); /* known: not local */
   b->direct_local = -1;
+  b->reduce_local = false;
   PSIM_CHECK(connect_layouts(b, x, slot, xt, y, k, yt, t, mu, dir));
   if (b->direct_local >= 0)
     return cache_put(cache, k1, k2, b->direct_local);
+  if (b->reduce_local)
+    return cache_put(cache, k1 | 2ull << 58, k2, b->reduce_leader);
   return cache_put(cache, k1 | 1ull << 59, k2, 1);
 }
 
@@ -1133,8 +1161,10 @@ static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32
     bool scatter = fabs(ratio - k_red) < 0.5 && cx->devices[e] == ly->device;
     int32_t exit;
     PSIM_CHECK(reduction(b, x, slot, t, xt, e, mask, mu, dir, scatter, &exit));
-    if (cx->devices[e] == ly->device)
+    if (cx->devices[e] == ly->device) {
+      b->reduce_local = true;
       return psim_tg_add_edge(&b->g, exit, to);
+    }
     int32_t arrived;
     PSIM_CHECK(gather_region(b, x, t, xt, &ry, ly->device, mu, pipeline, &arrived));
     PSIM_CHECK(psim_tg_add_edge(&b->g, exit, arrived));
@@ -1364,7 +1394,7 @@ static psim_status optimizer(psim_build *b) {
       shards = b->s->tmpl.dp > 1 ? b->s->tmpl.dp : 1;
     psim_task_info info = {PSIM_TASK_COMPUTE, PSIM_TP_UPDATE, -1, -1, -1, d, -1};
     int32_t res = psim_res_compute(d), id;
-    st = psim_tg_add_task(&b->g, psim_cost_optimizer(b->c, d, params / shards), &res, 1, &info,
+    st = psim_tg_add_task(&b->g, psim_cost_optimizer(b->c, d, params / shards, b->o->costdb), &res, 1, &info,
                           &id);
     if (st == PSIM_OK)
       st = psim_tg_add_edge(&b->g, sync_done[d], id);

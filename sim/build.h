@@ -62,6 +62,8 @@ typedef struct psim_build {
   void *memo;              /* per-edge decisions kept for every micro-batch (build.c) */
   struct coll_cache *colls;/* costed collective templates (build.c) */
   int32_t direct_local;    /* scratch: connect() found a local dependency on this shard */
+  bool reduce_local;       /* scratch: ... or a reduction whose result stays local */
+  int32_t reduce_leader;   /* scratch: first device of the last reduction's group */
 } psim_build;
 
 psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,

@@ -74,12 +74,16 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
  * (tests/calibration/prototype/FINDINGS.md 3.8). */
 #define PSIM_ADAM_BYTES_PER_PARAM 46.0
 
-double psim_cost_optimizer(const psim_cluster *c, int32_t dev, double n_params) {
+double psim_cost_optimizer(const psim_cluster *c, int32_t dev, double n_params,
+                           const struct psim_costdb *db) {
   const psim_device *d = &c->devices[dev];
   const psim_device_type *t = &c->types[d->type];
   double slow = d->slowdown > 0 ? d->slowdown : 1.0;
   if (n_params <= 0)
     return t->rt.iteration_s;
+  double measured;
+  if (psim_costdb_hook_optimizer(db, n_params, &measured))
+    return measured * slow + t->rt.iteration_s;
   return psim_cost_roofline(t, PSIM_DTYPE_FP32, false, 10.0 * n_params,
                             PSIM_ADAM_BYTES_PER_PARAM * n_params) * slow + t->rt.iteration_s;
 }

@@ -39,6 +39,7 @@ int32_t psim_cost_kernels(const psim_model *m, const psim_op *op, psim_pass pass
 /* Time of the optimizer update of n_params parameters on device dev, in s
  * (mixed-precision Adam: a memory-bound pass over weights, fp32 master
  * weights, gradients and both moments). */
-double psim_cost_optimizer(const psim_cluster *c, int32_t dev, double n_params);
+double psim_cost_optimizer(const psim_cluster *c, int32_t dev, double n_params,
+                           const struct psim_costdb *db);
 
 #endif

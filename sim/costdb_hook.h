@@ -24,4 +24,8 @@ bool psim_costdb_hook_lookup_model(const struct psim_costdb *db, const psim_mode
                                    const psim_op *op, const int64_t *shard, psim_pass pass,
                                    psim_dtype dtype, double *seconds, psim_cost_origin *origin);
 
+/* True when db holds (or interpolates) the optimizer update of n_params fp32
+ * parameters; *seconds is set then. */
+bool psim_costdb_hook_optimizer(const struct psim_costdb *db, double n_params, double *seconds);
+
 #endif

@@ -73,8 +73,11 @@ psim_status psim_json_parse(const char *name, const char *text, size_t len, cJSO
   if (memchr(text, '\0', len))
     return psim_error(PSIM_EINPUT, "%s: contains a NUL byte; expected JSON text", name);
   const char *end = NULL;
+  long failures = psim_alloc_failures();
   /* text[len] is the terminating NUL; cJSON wants it counted to reject trailing junk. */
   cJSON *root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
+  if (!root && psim_alloc_failures() != failures) /* issue 9: not a syntax error */
+    return psim_error(PSIM_ENOMEM, "%s: out of memory parsing JSON", name);
   if (!root) {
     size_t off = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
     int line, col;

@@ -204,36 +204,21 @@ psim_status psim_memory_static(psim_build *b) {
   return mark_saves(b);
 }
 
-typedef struct timed_event {
-  double t;
-  int32_t device;
-  double bytes;
-} timed_event;
-
-static int cmp_event(const void *a, const void *c) {
-  const timed_event *x = a, *y = c;
-  if (x->t != y->t)
-    return x->t < y->t ? -1 : 1;
-  return (x->bytes > y->bytes) - (x->bytes < y->bytes); /* frees first at equal times */
-}
-
 /* Peak activations per device from the events, then the device with the
  * largest total. Workspace: cuBLAS/cuDNN scratch and the allocator's
  * fragmentation are taken as a fixed fraction (see PSIM_WORKSPACE_FRACTION). */
 psim_status psim_memory_peak(const psim_build *b, const psim_schedule_result *r,
                              psim_sim_result *out) {
+  /* Events are recorded in issue order, and a device's kernels end in issue
+   * order (its stream is a chain), so each device's events are already in
+   * time order: one pass, no sort. */
   int32_t nd = b->c->n_devices;
-  timed_event *ev = psim_malloc(sizeof *ev * (b->n_mem ? b->n_mem : 1));
   double *cur = psim_calloc((size_t)nd, sizeof *cur), *peak = psim_calloc((size_t)nd, sizeof *peak);
-  if (!ev || !cur || !peak) {
-    psim_free(ev);
+  if (!cur || !peak) {
     psim_free(cur);
     psim_free(peak);
     return psim_error(PSIM_ENOMEM, "out of memory in the memory model");
   }
-  for (size_t i = 0; i < b->n_mem; i++)
-    ev[i] = (timed_event){r->end_s[b->mem[i].task], b->mem[i].device, b->mem[i].bytes};
-  qsort(ev, b->n_mem, sizeof *ev, cmp_event);
   if (b->o->keep_graph) {
     out->mem_samples = psim_malloc(sizeof *out->mem_samples * (b->n_mem ? b->n_mem : 1));
     /* Per-device static memory for the plan report (issue 7). */
@@ -241,21 +226,21 @@ psim_status psim_memory_peak(const psim_build *b, const psim_schedule_result *r,
     if (out->static_bytes)
       memcpy(out->static_bytes, b->static_mem, sizeof *out->static_bytes * 3 * (size_t)nd);
     if (!out->mem_samples || !out->static_bytes) {
-      psim_free(ev);
       psim_free(cur);
       psim_free(peak);
       return psim_error(PSIM_ENOMEM, "out of memory in the memory model");
     }
   }
   for (size_t i = 0; i < b->n_mem; i++) {
-    int32_t d = ev[i].device;
-    cur[d] += ev[i].bytes;
+    const psim_mem_event *ev = &b->mem[i];
+    int32_t d = ev->device;
+    cur[d] += ev->bytes;
     if (cur[d] > peak[d])
       peak[d] = cur[d];
     if (out->mem_samples) {
       const double *sm = &b->static_mem[3 * d];
       out->mem_samples[out->n_mem_samples++] =
-          (psim_trace_counter){d, ev[i].t, sm[0] + sm[1] + sm[2] + cur[d]};
+          (psim_trace_counter){d, r->end_s[ev->task], sm[0] + sm[1] + sm[2] + cur[d]};
     }
   }
   out->peak_memory_bytes = -1;
@@ -268,7 +253,6 @@ psim_status psim_memory_peak(const psim_build *b, const psim_schedule_result *r,
     out->peak_device = d;
     out->memory = (psim_mem_breakdown){sm[0], sm[1], sm[2], peak[d], 0, total};
   }
-  psim_free(ev);
   psim_free(cur);
   out->activation_peak = peak;
   out->n_devices = nd;

@@ -28,10 +28,18 @@ typedef struct psim_sim_options {
   bool fold;                        /* default true */
   const struct psim_costdb *costdb; /* measured costs; NULL = roofline only */
   int64_t max_tasks;                /* refuse larger graphs; default 100,000,000 */
+  int64_t max_graph_bytes;          /* refuse graphs estimated larger (bytes, at
+                                       PSIM_GRAPH_BYTES_PER_TASK); 0 = no limit (default) */
   bool keep_graph;                  /* keep graph and schedule (traces); default false */
 } psim_sim_options;
 
 void psim_sim_options_init(psim_sim_options *o);
+
+/* Memory of the simulator per estimated compute task (bytes): task arrays,
+ * edges, schedule and builder tables, with the communication and host tasks
+ * that come with it. Measured (issue 9, docs/reliability.md): 223 bytes per
+ * estimated compute task for an unfolded data-parallel GPT on 4096 devices. */
+#define PSIM_GRAPH_BYTES_PER_TASK 256.0
 
 /* Memory of one device, bytes. */
 typedef struct psim_mem_breakdown {
