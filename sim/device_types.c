@@ -24,8 +24,10 @@
 /* ---- CALIBRATED EFFICIENCY TABLE ---------------------------------------
  * gemm_max and gemm_half_flops (GEMM efficiency eff(F) = gemm_max * F /
  * (F + gemm_half_flops)) and mem (fraction of memory bandwidth reached by
- * memory-bound kernels). A100: gemm_max 0.7738 and mem 0.8491 fitted to the
- * Korthikanti 2022 and vTrain A100 measurements (docs/accuracy.md);
+ * memory-bound kernels). A100: gemm_max 0.80 and mem 0.88 fitted, with the
+ * runtime overheads below, by running this simulator on the Korthikanti 2022
+ * and vTrain A100 measurements (tests/calibration/fit.py, docs/accuracy.md),
+ * starting from the analytic prototype's fit (tests/calibration/prototype);
  * gemm_half_flops 1.5 GFLOP (46% efficiency for a 1024^3 GEMM, held fixed:
  * the data constrain it little). Other GPUs: no calibration data in
  * ../shared; gemm_half_flops scaled with the peak (the same tile quantisation
@@ -36,17 +38,17 @@ typedef struct eff_row {
   psim_efficiency eff;
 } eff_row;
 static const eff_row calibrated_eff[] = {
-    {"a100-80g", {0.7738, 1.5e9, 0.8491}}, {"a100-40g", {0.7738, 1.5e9, 0.8491}},
-    {"h100", {0.70, 4.75e9, 0.8491}},      {"h200", {0.70, 4.75e9, 0.8491}},
-    {"v100", {0.7738, 0.6e9, 0.8491}},     {"p100", {0.7738, 1.0e8, 0.8491}},
-    {"k80", {0.7738, 2.1e7, 0.8491}},      {"cpu", {0.80, 1e8, 0.70}},
+    {"a100-80g", {0.80, 1.5e9, 0.88}}, {"a100-40g", {0.80, 1.5e9, 0.88}},
+    {"h100", {0.70, 4.75e9, 0.88}},    {"h200", {0.70, 4.75e9, 0.88}},
+    {"v100", {0.80, 0.6e9, 0.88}},     {"p100", {0.80, 1.0e8, 0.88}},
+    {"k80", {0.80, 2.1e7, 0.88}},      {"cpu", {0.80, 1e8, 0.70}},
     {NULL, {0, 0, 0}}};
 
 /* Training-runtime overheads of GPUs (PyTorch eager + NCCL as Megatron-LM
- * runs them on a DGX A100 host), fitted with the table above: 67.41 us of host
- * time to issue a kernel, 11.49 us of rank skew per peer of a tensor-parallel
- * collective, 5.033 ms fixed per iteration. */
-static const psim_runtime gpu_runtime = {67.41e-6, 11.49e-6, 5.033e-3};
+ * runs them on a DGX A100 host), fitted with the table above: 60 us of host
+ * time to issue a kernel or communication call, 11.49 us of rank skew per
+ * peer of a tensor-parallel collective, 8 ms fixed per iteration. */
+static const psim_runtime gpu_runtime = {60e-6, 11.49e-6, 8e-3};
 /* ---- end of the calibrated table ------------------------------------ */
 
 typedef struct gpu_row {

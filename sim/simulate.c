@@ -174,8 +174,14 @@ static void throughput(const psim_model *m, psim_cluster *c, const psim_strategy
 static psim_status keep(psim_build *b, psim_schedule_result *sched, psim_sim_result *r) {
   r->graph = psim_malloc(sizeof *r->graph);
   r->schedule = psim_malloc(sizeof *r->schedule);
-  if (!r->graph || !r->schedule)
+  if (!r->graph || !r->schedule) {
+    /* issue 9: the other block is uninitialised; destroy must not see it */
+    psim_free(r->graph);
+    psim_free(r->schedule);
+    r->graph = NULL;
+    r->schedule = NULL;
     return psim_error(PSIM_ENOMEM, "out of memory keeping the task graph");
+  }
   *r->graph = b->g;
   *r->schedule = *sched;
   memset(&b->g, 0, sizeof b->g);
