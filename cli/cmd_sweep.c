@@ -221,8 +221,7 @@ static psim_status reap(sweep_run *r, job *j) {
     return PSIM_OK; /* interrupted case: not recorded */
   psim_sweep_row_for_case(&r->sweep, j->index, &row);
   if (WIFSIGNALED(status))
-    snprintf(row.error, sizeof row.error, "the case's process died of signal %d",
-             WTERMSIG(status));
+    snprintf(row.error, sizeof row.error, "the case's process died of signal %d", WTERMSIG(status));
   else
     snprintf(row.error, sizeof row.error, "the case's process exited with status %d",
              WEXITSTATUS(status));
@@ -326,8 +325,9 @@ static psim_status finish(sweep_run *r, psim_status st) {
   psim_status f = psim_sweep_results_finish(&r->res);
   st = st == PSIM_OK ? f : st;
   if (st == PSIM_OK && psim_interrupted())
-    st = psim_error(PSIM_EINTERRUPTED, "sweep interrupted: %d of %d cases done; run again with "
-                                       "--resume",
+    st = psim_error(PSIM_EINTERRUPTED,
+                    "sweep interrupted: %d of %d cases done; run again with "
+                    "--resume",
                     r->res.n_rows, r->sweep.n_cases);
   if (st != PSIM_OK)
     return st;

@@ -21,7 +21,7 @@
 #define EPS_TMAX    0.002 /* Alpa's second pruning: relative step of the bound */
 #define MEM_USE     1.0   /* share of device memory the DP plans for (workspace, fragmentation) */
 #define MAX_MESHES  8
-#define MAX_MBS     16
+#define MAX_MBS     128 /* micro-batch sizes considered (divisors of the batch) */
 
 static double now_s(void) {
   struct timespec ts;
@@ -59,7 +59,7 @@ typedef struct alpa {
   int32_t n_meshes;
   alpa_mesh meshes[64];
   int32_t n_mbs;
-  int64_t mbs[32];
+  int64_t mbs[MAX_MBS];
   alpa_point *memo; /* [class][mesh][mb][level] */
   uint64_t blame;   /* --fix entries that made some ILP infeasible */
   int64_t ilp_count, memo_lookups, memo_hits, timeouts;
@@ -147,12 +147,12 @@ static void enumerate_meshes(alpa *A) {
 }
 
 static void enumerate_mbs(alpa *A) {
-  A->n_mbs = 0;
-  for (int64_t mb = 1; mb <= A->batch && A->n_mbs < 31; mb *= 2)
+  A->n_mbs = 0; /* every divisor of the batch (mb_wanted picks per mesh) */
+  for (int64_t mb = 1; mb <= A->batch && A->n_mbs < MAX_MBS; mb++)
     if (A->batch % mb == 0)
       A->mbs[A->n_mbs++] = mb;
   if (A->mbs[A->n_mbs - 1] != A->batch)
-    A->mbs[A->n_mbs++] = A->batch;
+    A->mbs[A->n_mbs - 1] = A->batch;
 }
 
 /* Micro-batch sizes worth trying on mesh mesh: the data-parallel axis times
@@ -664,6 +664,7 @@ static void describe(const alpa *A, const alpa_cand *c, psim_search_result *r) {
            (long long)A->mbs[c->mb_id], psim_recompute_name((psim_recompute)c->rc));
 }
 
+static int c_dbg(const alpa *A, int32_t i) { return A->top[i].n; }
 static psim_status simulate_top(alpa *A, psim_search_result *r, double t0) {
   for (int32_t i = 0; i < A->n_top; i++) {
     psim_strategy s;
@@ -673,6 +674,7 @@ static psim_status simulate_top(alpa *A, psim_search_result *r, double t0) {
     if (st == PSIM_OK)
       st = psim_simulate(A->m, A->c, &s, A->o->sim, &sim);
     r->evaluations++;
+    fprintf(stderr, "DEBUGCAND n %d S %d mb %lld rc %d est %.3f sim %.3f fits %d st %d %s\n", c_dbg(A, i), A->top[i].S, (long long)A->mbs[A->top[i].mb_id], A->top[i].rc, A->top[i].estimate, sim.iteration_time_s, sim.fits, st, psim_error_message());
     bool better = st == PSIM_OK && sim.fits &&
                   (!r->found || sim.iteration_time_s < r->best_sim.iteration_time_s);
     if (better) {

@@ -116,9 +116,8 @@ static psim_status plan_relative(const char *plan_file, const cJSON *root, const
   }
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
   if (!cJSON_IsString(v))
-    return psim_error(PSIM_EINPUT,
-                      "%s: the plan records no \"%s\"; give --%.*s FILE", plan_file, key,
-                      (int)(strchr(key, '_') - key), key);
+    return psim_error(PSIM_EINPUT, "%s: the plan records no \"%s\"; give --%.*s FILE", plan_file,
+                      key, (int)(strchr(key, '_') - key), key);
   const char *slash = strrchr(plan_file, '/');
   size_t dir = slash ? (size_t)(slash - plan_file) + 1 : 0;
   size_t n = dir + strlen(v->valuestring) + 1;
@@ -138,8 +137,9 @@ psim_status psim_plan_doc_load(const char *plan_file, const char *model_file,
   PSIM_CHECK(psim_json_load_file(plan_file, &d->root));
   const cJSON *f = cJSON_GetObjectItemCaseSensitive(d->root, "format");
   if (!cJSON_IsString(f) || strcmp(f->valuestring, "plansim.plan/1") != 0)
-    return psim_error(PSIM_EINPUT, "%s: format: expected \"plansim.plan/1\" (a plan from "
-                                   "'plansim plan -o PLAN')",
+    return psim_error(PSIM_EINPUT,
+                      "%s: format: expected \"plansim.plan/1\" (a plan from "
+                      "'plansim plan -o PLAN')",
                       plan_file);
   if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(d->root, "strategy")))
     return psim_error(PSIM_EINPUT, "%s: strategy: missing (expected an object)", plan_file);
@@ -211,8 +211,8 @@ static bool megatron_differs(const psim_model *m, const psim_strategy *s, const 
 
 /* Tries one (tp, micro_batch) candidate; *match set when it equals s. */
 static psim_status try_megatron(const psim_model *m, psim_cluster *c, const psim_strategy *s,
-                                const psim_megatron_opts *o, bool *match, int32_t *agree,
-                                char *why, size_t size) {
+                                const psim_megatron_opts *o, bool *match, int32_t *agree, char *why,
+                                size_t size) {
   psim_strategy t;
   psim_status st = psim_strategy_megatron(m, c, o, &t);
   if (st != PSIM_OK) {
@@ -245,8 +245,8 @@ static void megatron_opts_of(const psim_strategy *s, int32_t tp, int32_t per_sta
   o->overlap_grad_reduce = s->overlap_grad_reduce;
 }
 
-psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c,
-                                       const psim_strategy *s, psim_megatron_opts *o) {
+psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                                       psim_megatron_opts *o) {
   if (s->sync == PSIM_SYNC_PS)
     return psim_error(PSIM_EFAILED, "the plan synchronises gradients with parameter servers; "
                                     "Megatron-LM all-reduces them");
@@ -319,8 +319,9 @@ static bool has_op(const psim_model *m, psim_op_kind k, const char *fn) {
 static psim_status megatron_refusals(const psim_model *m, const psim_strategy *s,
                                      const psim_megatron_opts *o) {
   if (m->role_dim[PSIM_ROLE_HEADS] < 0 || m->role_dim[PSIM_ROLE_HIDDEN] < 0)
-    return psim_error(PSIM_EFAILED, "Megatron-LM trains transformers: model '%s' has no "
-                                    "heads-role or hidden-role dim",
+    return psim_error(PSIM_EFAILED,
+                      "Megatron-LM trains transformers: model '%s' has no "
+                      "heads-role or hidden-role dim",
                       m->name);
   if (s->zero_stage >= 2)
     return psim_error(PSIM_EFAILED,
@@ -343,8 +344,7 @@ static void megatron_model_args(sbuf *b, const psim_model *m) {
   sb_printf(b, "  --hidden-size %lld\n", (long long)role_size(m, PSIM_ROLE_HIDDEN));
   sb_printf(b, "  --num-attention-heads %lld\n", (long long)role_size(m, PSIM_ROLE_HEADS));
   if (kv_heads(m) > 0)
-    sb_printf(b, "  --group-query-attention\n  --num-query-groups %lld\n",
-              (long long)kv_heads(m));
+    sb_printf(b, "  --group-query-attention\n  --num-query-groups %lld\n", (long long)kv_heads(m));
   if (role_size(m, PSIM_ROLE_FFN) > 0)
     sb_printf(b, "  --ffn-hidden-size %lld\n", (long long)role_size(m, PSIM_ROLE_FFN));
   if (role_size(m, PSIM_ROLE_SEQUENCE) > 0)
@@ -392,17 +392,19 @@ static psim_status export_megatron(const psim_plan_doc *d, char **text, size_t *
   sbuf b = {0};
   sb_printf(&b, "# Megatron-LM arguments for model %s on cluster %s (plansim export).\n",
             d->model.name, d->cluster.name);
-  sb_printf(&b, "# World size %d = tensor %d x pipeline %d x data %d; one process per device,\n"
-                "# ranks in Megatron-LM's default order (tensor fastest, then data, then "
-                "pipeline).\n",
+  sb_printf(&b,
+            "# World size %d = tensor %d x pipeline %d x data %d; one process per device,\n"
+            "# ranks in Megatron-LM's default order (tensor fastest, then data, then "
+            "pipeline).\n",
             o.tp * o.pp * o.dp, o.tp, o.pp, o.dp);
   if (d->strategy.allreduce == PSIM_AR_RING || d->strategy.allreduce == PSIM_AR_TREE)
     sb_printf(&b, "export NCCL_ALGO=%s\n", d->strategy.allreduce == PSIM_AR_RING ? "Ring" : "Tree");
   sb_printf(&b, "MEGATRON_ARGS=(\n");
   megatron_parallel_args(&b, &d->model, &d->strategy, &o);
   megatron_model_args(&b, &d->model);
-  sb_printf(&b, ")\n# torchrun --nproc-per-node %d --nnodes %d pretrain_gpt.py "
-                "\"${MEGATRON_ARGS[@]}\" ...\n",
+  sb_printf(&b,
+            ")\n# torchrun --nproc-per-node %d --nnodes %d pretrain_gpt.py "
+            "\"${MEGATRON_ARGS[@]}\" ...\n",
             d->cluster.devices_per_node > 0 ? d->cluster.devices_per_node : o.tp * o.pp * o.dp,
             d->cluster.devices_per_node > 0
                 ? (o.tp * o.pp * o.dp + d->cluster.devices_per_node - 1) /
@@ -421,8 +423,9 @@ static psim_status deepspeed_refusals(const psim_strategy *s, const psim_megatro
                       "--tensor-model-parallel-size (export --format megatron)",
                       o->tp);
   if (o->pp > 1 && s->zero_stage >= 2)
-    return psim_error(PSIM_EFAILED, "ZeRO stage %d with pipeline parallelism: DeepSpeed "
-                                    "supports ZeRO stages 0-1 with pipelines",
+    return psim_error(PSIM_EFAILED,
+                      "ZeRO stage %d with pipeline parallelism: DeepSpeed "
+                      "supports ZeRO stages 0-1 with pipelines",
                       s->zero_stage);
   if (o->pp > 1 && s->schedule != PSIM_SCHED_1F1B)
     return psim_error(PSIM_EFAILED, "the %s schedule: DeepSpeed's pipeline engine runs 1F1B only",
@@ -452,8 +455,7 @@ static psim_status deepspeed_zero(cJSON *root, const psim_strategy *s, double el
   return PSIM_OK;
 }
 
-static psim_status deepspeed_doc(const psim_plan_doc *d, const psim_megatron_opts *o,
-                                 cJSON *root) {
+static psim_status deepspeed_doc(const psim_plan_doc *d, const psim_megatron_opts *o, cJSON *root) {
   const psim_strategy *s = &d->strategy;
   const psim_model *m = &d->model;
   cJSON *x;
@@ -547,12 +549,14 @@ static void op_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *o
 
 static psim_status gspmd_refusals(const psim_strategy *s) {
   if (s->n_stages > 1 || s->virtual_stages > 1)
-    return psim_error(PSIM_EFAILED, "%d pipeline stages: GSPMD partition specs describe one SPMD "
-                                    "program over one mesh, not a pipeline",
+    return psim_error(PSIM_EFAILED,
+                      "%d pipeline stages: GSPMD partition specs describe one SPMD "
+                      "program over one mesh, not a pipeline",
                       s->n_stages * s->virtual_stages);
   if (s->zero_stage > 0)
-    return psim_error(PSIM_EFAILED, "ZeRO stage %d (optimizer state sharded over data-parallel "
-                                    "ranks) is not part of per-tensor partition specs",
+    return psim_error(PSIM_EFAILED,
+                      "ZeRO stage %d (optimizer state sharded over data-parallel "
+                      "ranks) is not part of per-tensor partition specs",
                       s->zero_stage);
   if (s->sync == PSIM_SYNC_PS)
     return psim_error(PSIM_EFAILED, "parameter servers: GSPMD all-reduces gradients");
@@ -614,7 +618,8 @@ static psim_status gspmd_mesh(const psim_strategy *s, cJSON *root) {
 }
 
 /* One tensor's PartitionSpec: per tensor dim, the mesh axis or null. */
-static psim_status gspmd_spec(const psim_model *m, const psim_strategy *s, int32_t t, cJSON *specs) {
+static psim_status gspmd_spec(const psim_model *m, const psim_strategy *s, int32_t t,
+                              cJSON *specs) {
   const psim_tensor *tn = &m->tensors[t];
   int32_t o = tensor_op(m, t), axis_of_dim[PSIM_MAX_OP_DIMS];
   cJSON *spec = cJSON_CreateArray();
@@ -663,8 +668,9 @@ static psim_status export_gspmd(const psim_plan_doc *d, char **text, size_t *len
 
 static psim_status flexflow_refusals(const psim_strategy *s) {
   if (s->n_micro > 1)
-    return psim_error(PSIM_EFAILED, "%d micro-batches: FlexFlow's per-op strategy runs one "
-                                    "batch per iteration (no pipelining or accumulation)",
+    return psim_error(PSIM_EFAILED,
+                      "%d micro-batches: FlexFlow's per-op strategy runs one "
+                      "batch per iteration (no pipelining or accumulation)",
                       s->n_micro);
   if (s->zero_stage > 0)
     return psim_error(PSIM_EFAILED, "ZeRO stage %d has no FlexFlow equivalent", s->zero_stage);
@@ -741,9 +747,10 @@ static psim_status export_flexflow(const psim_plan_doc *d, char **text, size_t *
   for (int32_t o = 0; o < d->model.n_ops; o++)
     PSIM_CHECK(flexflow_check_op(&d->model, &s->ops[o], o));
   sbuf b = {0};
-  sb_printf(&b, "# FlexFlow strategy (strategy.proto, text format) for model %s on cluster %s\n"
-                "# (plansim export). dims: partition degrees of each op's output, innermost dim\n"
-                "# first; device_ids: one device per partition, the innermost dim fastest.\n",
+  sb_printf(&b,
+            "# FlexFlow strategy (strategy.proto, text format) for model %s on cluster %s\n"
+            "# (plansim export). dims: partition degrees of each op's output, innermost dim\n"
+            "# first; device_ids: one device per partition, the innermost dim fastest.\n",
             d->model.name, d->cluster.name);
   for (int32_t o = 0; o < d->model.n_ops; o++)
     flexflow_op(&b, &d->model, &d->cluster, &s->ops[o], o);
@@ -756,17 +763,11 @@ psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **tex
   *text = NULL;
   *len = 0;
   switch (f) {
-  case PSIM_EXPORT_PLANSIM:
-    return json_text(d->root, text, len);
-  case PSIM_EXPORT_MEGATRON:
-    return export_megatron(d, text, len);
-  case PSIM_EXPORT_DEEPSPEED:
-    return export_deepspeed(d, text, len);
-  case PSIM_EXPORT_GSPMD:
-    return export_gspmd(d, text, len);
-  case PSIM_EXPORT_FLEXFLOW:
-    return export_flexflow(d, text, len);
-  default:
-    return psim_error(PSIM_EINPUT, "unknown export format %d", (int)f);
+  case PSIM_EXPORT_PLANSIM: return json_text(d->root, text, len);
+  case PSIM_EXPORT_MEGATRON: return export_megatron(d, text, len);
+  case PSIM_EXPORT_DEEPSPEED: return export_deepspeed(d, text, len);
+  case PSIM_EXPORT_GSPMD: return export_gspmd(d, text, len);
+  case PSIM_EXPORT_FLEXFLOW: return export_flexflow(d, text, len);
+  default: return psim_error(PSIM_EINPUT, "unknown export format %d", (int)f);
   }
 }

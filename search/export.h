@@ -39,7 +39,7 @@ typedef struct psim_plan_doc {
   struct cJSON *root; /* the plan document */
   psim_model model;
   psim_cluster cluster;
-  psim_strategy strategy; /* the plan's strategy expanded against model and cluster */
+  psim_strategy strategy;          /* the plan's strategy expanded against model and cluster */
   char *model_file, *cluster_file; /* the files used (owned) */
 } psim_plan_doc;
 
@@ -62,7 +62,7 @@ psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **tex
  * must equal psim_strategy_megatron of those parameters op for op (splits,
  * replicas, devices, stages). PSIM_EFAILED with the first difference
  * otherwise. O(candidates * ops * devices). */
-psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c,
-                                       const psim_strategy *s, psim_megatron_opts *o);
+psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                                       psim_megatron_opts *o);
 
 #endif

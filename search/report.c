@@ -88,8 +88,8 @@ static const char error_script[] =
 
 static const char *const pass_names[PSIM_TP_COUNT] = {"fwd",     "bwd",     "recompute", "update",
                                                       "comm-tp", "comm-pp", "comm-dp",   "comm"};
-static const char *const pass_colors[PSIM_TP_COUNT] = {
-    "#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#9d755d"};
+static const char *const pass_colors[PSIM_TP_COUNT] = {"#4c78a8", "#f58518", "#e45756", "#72b7b2",
+                                                       "#54a24b", "#eeca3b", "#b279a2", "#9d755d"};
 
 static void head(hbuf *b, const psim_plan_doc *d, const psim_report_options *o) {
   out(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>");
@@ -162,7 +162,8 @@ static void summary(hbuf *b, const psim_plan_doc *d, const psim_sim_result *r) {
            (long long)d->strategy.micro_batch, psim_schedule_name(d->strategy.schedule));
   row(b, "pipeline", v);
   snprintf(v, sizeof v, "ZeRO %d, recompute %s, sequence parallel %s", d->strategy.zero_stage,
-           psim_recompute_name(d->strategy.recompute), d->strategy.sequence_parallel ? "on" : "off");
+           psim_recompute_name(d->strategy.recompute),
+           d->strategy.sequence_parallel ? "on" : "off");
   row(b, "memory options", v);
   if (cJSON_IsString(searcher)) {
     const cJSON *ev = jget(d->root, "search.evaluations"), *w = jget(d->root, "search.wall_s");
@@ -182,7 +183,7 @@ enum { ROW_PX = 14 };
 typedef struct tl_rows {
   int32_t *row_of_res; /* resource -> row or -1 */
   int32_t n_rows;
-  int32_t sync_row;   /* barriers, or -1 */
+  int32_t sync_row; /* barriers, or -1 */
 } tl_rows;
 
 static void res_label(const psim_plan_doc *d, int32_t res, char *buf, size_t size) {
@@ -245,7 +246,8 @@ static void bar(hbuf *b, const psim_plan_doc *d, const psim_taskgraph *g,
                 const psim_schedule_result *s, int32_t t, int32_t rowi, bool primary) {
   const psim_task_info *in = &g->info[t];
   /* zero-length tasks (barriers) get a sliver so that they stay visible */
-  double x = s->start_s[t] * 1e6, w = fmax((s->end_s[t] - s->start_s[t]) * 1e6, 5e-4 * s->makespan_s * 1e6);
+  double x = s->start_s[t] * 1e6,
+         w = fmax((s->end_s[t] - s->start_s[t]) * 1e6, 5e-4 * s->makespan_s * 1e6);
   const char *cls = in->kind == PSIM_TASK_HOST      ? "host"
                     : in->kind == PSIM_TASK_BARRIER ? "sync"
                                                     : pass_names[pass_of(in)];
@@ -256,9 +258,8 @@ static void bar(hbuf *b, const psim_plan_doc *d, const psim_taskgraph *g,
     task_name(d, in, name, sizeof name);
     out(b, "<title>");
     esc(b, name);
-    out(b, ": %s at %.6g ms</title>", fmt_unit(s->end_s[t] - s->start_s[t], PSIM_UNIT_TIME, u,
-                                                 sizeof u),
-        s->start_s[t] * 1e3);
+    out(b, ": %s at %.6g ms</title>",
+        fmt_unit(s->end_s[t] - s->start_s[t], PSIM_UNIT_TIME, u, sizeof u), s->start_s[t] * 1e3);
   }
   out(b, "</rect>\n");
 }
@@ -303,9 +304,18 @@ static psim_status timeline(hbuf *b, const psim_plan_doc *d, const psim_sim_resu
   if (r->folded)
     out(b, "Symmetric devices were folded: only the %d simulated devices have tracks. ",
         r->simulated_devices);
+  int64_t extras = 0, extra_cap = o->max_tasks; /* link bars beyond the first resource */
+  for (int32_t t = 0; t < drawn; t++)
+    extras += g->res_first[t + 1] - g->res_first[t] - (g->res_first[t + 1] > g->res_first[t]);
+  if (extras > extra_cap)
+    out(b,
+        "<b>Only %lld of the %lld further link bars are drawn</b> (collectives occupy many "
+        "links). ",
+        (long long)extra_cap, (long long)extras);
   if (drawn < g->n_tasks)
-    out(b, "<b>Only the first %d of %d tasks are drawn</b> (a cap that keeps the page "
-           "responsive). ",
+    out(b,
+        "<b>Only the first %d of %d tasks are drawn</b> (a cap that keeps the page "
+        "responsive). ",
         drawn, g->n_tasks);
   out(b, "</p>\n");
   legend(b);
@@ -313,14 +323,15 @@ static psim_status timeline(hbuf *b, const psim_plan_doc *d, const psim_sim_resu
          "<button id=\"zreset\">reset</button> <span id=\"tl-range\" class=\"note\"></span></div>\n"
          "<div class=\"tlwrap\">");
   timeline_labels(b, d, g, &rows);
-  out(b, "<div class=\"plot\"><svg id=\"timeline\" data-tasks=\"%d\" data-drawn=\"%d\" "
-         "data-span-us=\"%.9g\" width=\"100%%\" height=\"%d\" viewBox=\"0 0 %.9g %d\" "
-         "preserveAspectRatio=\"none\">\n",
+  out(b,
+      "<div class=\"plot\"><svg id=\"timeline\" data-tasks=\"%d\" data-drawn=\"%d\" "
+      "data-span-us=\"%.9g\" width=\"100%%\" height=\"%d\" viewBox=\"0 0 %.9g %d\" "
+      "preserveAspectRatio=\"none\">\n",
       g->n_tasks, drawn, span_us, rows.n_rows * ROW_PX + 4, span_us, rows.n_rows * ROW_PX + 4);
   for (int32_t t = 0; t < drawn; t++) {
     int32_t k0 = g->res_first[t], k1 = g->res_first[t + 1];
     bar(b, d, g, s, t, k0 == k1 ? rows.sync_row : rows.row_of_res[g->res[k0]], true);
-    for (int32_t k = k0 + 1; k < k1; k++)
+    for (int32_t k = k0 + 1; k < k1 && extra_cap > 0; k++, extra_cap--)
       bar(b, d, g, s, t, rows.row_of_res[g->res[k]], false);
   }
   out(b, "</svg></div></div>\n");
@@ -370,14 +381,16 @@ static void memory(hbuf *b, const psim_plan_doc *d, const psim_sim_result *r) {
     double x = 160;
     for (int k = 0; k < 4; k++) {
       double w = 600 * part[k] / top;
-      out(b, "<rect class=\"mem\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"12\" fill=\"%s\">"
-             "<title>%s: %s</title></rect>",
+      out(b,
+          "<rect class=\"mem\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"12\" fill=\"%s\">"
+          "<title>%s: %s</title></rect>",
           x, y * 16 + 2, w, colors[k], kinds[k], fmt_unit(part[k], PSIM_UNIT_BYTES, u, sizeof u));
       x += w;
     }
     if (cap_line)
-      out(b, "<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%d\" y2=\"%d\" stroke=\"#000\" "
-             "stroke-dasharray=\"2,2\"/>",
+      out(b,
+          "<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%d\" y2=\"%d\" stroke=\"#000\" "
+          "stroke-dasharray=\"2,2\"/>",
           160 + 600 * cap / top, 160 + 600 * cap / top, y * 16, y * 16 + 16);
     out(b, "<text x=\"770\" y=\"%d\">%s</text>\n", y * 16 + 12,
         fmt_unit(part[0] + part[1] + part[2] + part[3], PSIM_UNIT_BYTES, u, sizeof u));
@@ -415,9 +428,10 @@ static void pipeline(hbuf *b, const psim_plan_doc *d, const psim_sim_result *r) 
     x->end = fmax(x->end, r->schedule->end_s[t]);
   }
   double mk = r->schedule->makespan_s > 0 ? r->schedule->makespan_s : 1;
-  out(b, "<p class=\"note\">Per pipeline stage (rows, in pipeline order) the span of each "
-         "micro-batch's forward (F), backward (B) and recompute (R) work: the %s schedule with %d "
-         "micro-batches.</p>\n<svg id=\"pipeline\" width=\"1000\" height=\"%d\">\n",
+  out(b,
+      "<p class=\"note\">Per pipeline stage (rows, in pipeline order) the span of each "
+      "micro-batch's forward (F), backward (B) and recompute (R) work: the %s schedule with %d "
+      "micro-batches.</p>\n<svg id=\"pipeline\" width=\"1000\" height=\"%d\">\n",
       psim_schedule_name(s->schedule), nm, nst * 22 + 8);
   static const char letter[] = "FBR";
   for (int32_t st = 0; st < nst; st++) {
@@ -428,8 +442,9 @@ static void pipeline(hbuf *b, const psim_plan_doc *d, const psim_sim_result *r) 
         if (x->end < x->start)
           continue;
         double x0 = 80 + 900 * x->start / mk, w = fmax(900 * (x->end - x->start) / mk, 0.5);
-        out(b, "<rect class=\"k-%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"18\" "
-               "stroke=\"#fff\" stroke-width=\"0.5\"><title>stage %d %c%d</title></rect>",
+        out(b,
+            "<rect class=\"k-%s\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"18\" "
+            "stroke=\"#fff\" stroke-width=\"0.5\"><title>stage %d %c%d</title></rect>",
             pass_names[p], x0, st * 22 + 2, w, st, letter[p], mu);
         if (w > 16)
           out(b, "<text x=\"%.2f\" y=\"%d\" fill=\"#fff\">%c%d</text>", x0 + 2, st * 22 + 15,
@@ -510,13 +525,14 @@ static void curve(hbuf *b, const psim_plan_doc *d) {
   if (cJSON_IsNumber(ev) && ev->valuedouble > emax)
     emax = ev->valuedouble;
   double lo = tmin * 0.95, hi = tmax > tmin ? tmax * 1.05 : tmin * 1.05 + 1e-12;
-  out(b, "<p class=\"note\">Iteration time of the best plan found against evaluations (%d "
-         "improvements; best %.6g ms).</p>\n<svg id=\"curve\" width=\"700\" height=\"260\">\n"
-         "<line x1=\"60\" y1=\"230\" x2=\"680\" y2=\"230\" stroke=\"#999\"/>"
-         "<line x1=\"60\" y1=\"10\" x2=\"60\" y2=\"230\" stroke=\"#999\"/>\n"
-         "<text x=\"60\" y=\"250\">0</text><text x=\"640\" y=\"250\">%.0f evals</text>"
-         "<text x=\"0\" y=\"20\">%.4g ms</text><text x=\"0\" y=\"230\">%.4g ms</text>\n"
-         "<polyline fill=\"none\" stroke=\"#4c78a8\" stroke-width=\"2\" points=\"",
+  out(b,
+      "<p class=\"note\">Iteration time of the best plan found against evaluations (%d "
+      "improvements; best %.6g ms).</p>\n<svg id=\"curve\" width=\"700\" height=\"260\">\n"
+      "<line x1=\"60\" y1=\"230\" x2=\"680\" y2=\"230\" stroke=\"#999\"/>"
+      "<line x1=\"60\" y1=\"10\" x2=\"60\" y2=\"230\" stroke=\"#999\"/>\n"
+      "<text x=\"60\" y=\"250\">0</text><text x=\"640\" y=\"250\">%.0f evals</text>"
+      "<text x=\"0\" y=\"20\">%.4g ms</text><text x=\"0\" y=\"230\">%.4g ms</text>\n"
+      "<polyline fill=\"none\" stroke=\"#4c78a8\" stroke-width=\"2\" points=\"",
       n, tmin * 1e3, emax, hi * 1e3, lo * 1e3);
   double px = 60, py = 0;
   for (const cJSON *p = pts->child; p; p = p->next) {
@@ -529,8 +545,8 @@ static void curve(hbuf *b, const psim_plan_doc *d) {
     px = x;
     py = y;
   }
-  out(b, "680,%.2f\"/>\n<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\" fill=\"#4c78a8\"/></svg>\n", py,
-      px, py);
+  out(b, "680,%.2f\"/>\n<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3\" fill=\"#4c78a8\"/></svg>\n", py, px,
+      py);
 }
 
 /* ---- zoom script ---- */

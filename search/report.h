@@ -12,10 +12,10 @@
 #include "simulate.h"
 
 typedef struct psim_report_options {
-  int64_t max_tasks;  /* tasks drawn on the timeline at most; default 20000 (the page says
-                         when it drew fewer than were simulated) */
-  int32_t max_ops;    /* rows of the shardings table at most; default 5000 */
-  const char *title;  /* page title; NULL = "MODEL on CLUSTER" */
+  int64_t max_tasks; /* tasks drawn on the timeline at most; default 20000 (the page says
+                        when it drew fewer than were simulated) */
+  int32_t max_ops;   /* rows of the shardings table at most; default 5000 */
+  const char *title; /* page title; NULL = "MODEL on CLUSTER" */
 } psim_report_options;
 
 void psim_report_options_init(psim_report_options *o);

@@ -21,7 +21,9 @@
 
 /* ---- loading ---- */
 
-void psim_sweep_init(psim_sweep *s) { memset(s, 0, sizeof *s); }
+void psim_sweep_init(psim_sweep *s) {
+  memset(s, 0, sizeof *s);
+}
 
 static void free_strings(char **a, int32_t n) {
   for (int32_t i = 0; a && i < n; i++)
@@ -52,7 +54,9 @@ void psim_sweep_destroy(psim_sweep *s) {
   psim_sweep_init(s);
 }
 
-static char *dup_or_null(const char *s) { return s ? psim_strdup(s) : NULL; }
+static char *dup_or_null(const char *s) {
+  return s ? psim_strdup(s) : NULL;
+}
 
 /* path relative to the sweep file's folder (absolute paths kept). */
 static char *resolve(const char *sweep_file, const char *path) {
@@ -78,7 +82,7 @@ static char *basename_label(const char *path) {
   return out;
 }
 
-static const char *const gen_families[] = {"gpt",     "llama",  "bert",      "moe", "mlp",
+static const char *const gen_families[] = {"gpt",     "llama",  "bert",      "moe",  "mlp",
                                            "alexnet", "resnet", "inception", "dlrm", NULL};
 
 static psim_status load_model(psim_jctx *c, const psim_sweep *s, const cJSON *v,
@@ -100,8 +104,9 @@ static psim_status load_model(psim_jctx *c, const psim_sweep *s, const cJSON *v,
     for (const char *const *f = gen_families; *f; f++)
       known = known || strcmp(*f, gen) == 0;
     if (!known)
-      return psim_jerr(c, "generator: unknown family '%s' (gpt, llama, bert, moe, mlp, alexnet, "
-                          "resnet, inception, dlrm)",
+      return psim_jerr(c,
+                       "generator: unknown family '%s' (gpt, llama, bert, moe, mlp, alexnet, "
+                       "resnet, inception, dlrm)",
                        gen);
     const cJSON *opts = cJSON_GetObjectItemCaseSensitive(v, "options");
     if (opts && !cJSON_IsObject(opts))
@@ -208,8 +213,8 @@ static psim_status parse_budget(const char *text, double *seconds, int64_t *eval
 }
 
 /* An array member of strings (numbers allowed when numbers_ok); default when absent. */
-static psim_status string_list(psim_jctx *c, const cJSON *root, const char *key,
-                               const char *def, bool numbers_ok, char ***out, int32_t *n) {
+static psim_status string_list(psim_jctx *c, const cJSON *root, const char *key, const char *def,
+                               bool numbers_ok, char ***out, int32_t *n) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
   size_t saved = psim_jctx_key(c, key);
   psim_status st = v ? psim_json_expect_array(c, v) : PSIM_OK;
@@ -243,8 +248,9 @@ static psim_status load_lists(psim_jctx *c, psim_sweep *s, const cJSON *root) {
   PSIM_CHECK(string_list(c, root, "searchers", "grid", false, &s->searchers, &s->n_searchers));
   for (int32_t i = 0; i < s->n_searchers; i++)
     if (strcmp(s->searchers[i], "auto") != 0 && !psim_searcher_find(s->searchers[i]))
-      return psim_jerr(c, "searchers[%d]: unknown searcher '%s' (auto, alpa, mcmc, grid, "
-                          "exhaustive)",
+      return psim_jerr(c,
+                       "searchers[%d]: unknown searcher '%s' (auto, alpa, mcmc, grid, "
+                       "exhaustive)",
                        i, s->searchers[i]);
   PSIM_CHECK(string_list(c, root, "budgets", "", true, &s->budgets, &s->n_budgets));
   for (int32_t i = 0; i < s->n_budgets; i++) {
@@ -293,7 +299,9 @@ static psim_status load_inputs(psim_jctx *c, psim_sweep *s, const cJSON *root) {
   size_t slots = 0; /* a preset with a list of node counts is one cluster per count */
   for (const cJSON *x = clusters->child; x; x = x->next) {
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(x, "nodes");
-    slots += cJSON_IsArray(nodes) && cJSON_GetArraySize(nodes) > 1 ? (size_t)cJSON_GetArraySize(nodes) : 1;
+    slots += cJSON_IsArray(nodes) && cJSON_GetArraySize(nodes) > 1
+                 ? (size_t)cJSON_GetArraySize(nodes)
+                 : 1;
   }
   if (!(s->clusters = psim_calloc(slots, sizeof *s->clusters)))
     return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
@@ -327,8 +335,9 @@ static psim_status make_cases(psim_sweep *s) {
   for (int32_t i = 0; i < s->n_cases; i++)
     for (int32_t j = 0; j < i; j++)
       if (strcmp(s->cases[i].key, s->cases[j].key) == 0)
-        return psim_error(PSIM_EINPUT, "%s: two cases have the key '%s' (give the models or "
-                                       "clusters distinct names)",
+        return psim_error(PSIM_EINPUT,
+                          "%s: two cases have the key '%s' (give the models or "
+                          "clusters distinct names)",
                           s->file, s->cases[i].key);
   return PSIM_OK;
 }
@@ -372,16 +381,19 @@ typedef struct gen_field {
   char type; /* 'i' int64, 's' string, 'b' bool, 'd' double */
 } gen_field;
 
-#define TF(f, t) {#f, offsetof(psim_gen_tf_opts, f), t}
-#define NET(f, t) {#f, offsetof(psim_gen_net_opts, f), t}
-static const gen_field tf_fields[] = {
-    TF(name, 's'),  TF(layers, 'i'), TF(hidden, 'i'),  TF(heads, 'i'), TF(kv_heads, 'i'),
-    TF(seq, 'i'),   TF(vocab, 'i'),  TF(batch, 'i'),   TF(ffn, 'i'),   TF(dtype, 's'),
-    TF(flash, 'b'), TF(experts, 'i'), TF(top_k, 'i'),  TF(capacity_factor, 'd'), {NULL, 0, 0}};
-static const gen_field net_fields[] = {
-    NET(name, 's'),  NET(batch, 'i'), NET(layers, 'i'),  NET(hidden, 'i'), NET(classes, 'i'),
-    NET(depth, 'i'), NET(tables, 'i'), NET(rows, 'i'),   NET(emb_dim, 'i'), NET(dtype, 's'),
-    {NULL, 0, 0}};
+#define TF(f, t)                                                                                   \
+  { #f, offsetof(psim_gen_tf_opts, f), t }
+#define NET(f, t)                                                                                  \
+  { #f, offsetof(psim_gen_net_opts, f), t }
+static const gen_field tf_fields[] = {TF(name, 's'),  TF(layers, 'i'),          TF(hidden, 'i'),
+                                      TF(heads, 'i'), TF(kv_heads, 'i'),        TF(seq, 'i'),
+                                      TF(vocab, 'i'), TF(batch, 'i'),           TF(ffn, 'i'),
+                                      TF(dtype, 's'), TF(flash, 'b'),           TF(experts, 'i'),
+                                      TF(top_k, 'i'), TF(capacity_factor, 'd'), {NULL, 0, 0}};
+static const gen_field net_fields[] = {NET(name, 's'),   NET(batch, 'i'),   NET(layers, 'i'),
+                                       NET(hidden, 'i'), NET(classes, 'i'), NET(depth, 'i'),
+                                       NET(tables, 'i'), NET(rows, 'i'),    NET(emb_dim, 'i'),
+                                       NET(dtype, 's'),  {NULL, 0, 0}};
 
 static psim_status set_field(const gen_field *f, const cJSON *v, void *opts, const char *what) {
   char *p = (char *)opts + f->offset;
@@ -416,14 +428,14 @@ static psim_status generate(const psim_sweep_model *sm, cJSON **doc) {
   const char *f = sm->family;
   if (!strcmp(f, "gpt") || !strcmp(f, "llama") || !strcmp(f, "bert") || !strcmp(f, "moe")) {
     psim_gen_tf_opts o;
-    (!strcmp(f, "gpt") ? psim_gen_gpt_opts_init
+    (!strcmp(f, "gpt")     ? psim_gen_gpt_opts_init
      : !strcmp(f, "llama") ? psim_gen_llama_opts_init
      : !strcmp(f, "bert")  ? psim_gen_bert_opts_init
                            : psim_gen_moe_opts_init)(&o);
     if (!o.name)
       o.name = sm->label;
     PSIM_CHECK(set_fields(tf_fields, sm->gen, &o, sm->label));
-    return (!strcmp(f, "gpt") ? psim_gen_gpt
+    return (!strcmp(f, "gpt")     ? psim_gen_gpt
             : !strcmp(f, "llama") ? psim_gen_llama
             : !strcmp(f, "bert")  ? psim_gen_bert
                                   : psim_gen_moe)(&o, doc);
@@ -432,9 +444,9 @@ static psim_status generate(const psim_sweep_model *sm, cJSON **doc) {
   psim_gen_net_opts_init(&o, f);
   o.name = sm->label;
   PSIM_CHECK(set_fields(net_fields, sm->gen, &o, sm->label));
-  return (!strcmp(f, "mlp") ? psim_gen_mlp
-          : !strcmp(f, "alexnet") ? psim_gen_alexnet
-          : !strcmp(f, "resnet")  ? psim_gen_resnet
+  return (!strcmp(f, "mlp")         ? psim_gen_mlp
+          : !strcmp(f, "alexnet")   ? psim_gen_alexnet
+          : !strcmp(f, "resnet")    ? psim_gen_resnet
           : !strcmp(f, "inception") ? psim_gen_inception
                                     : psim_gen_dlrm)(&o, doc);
 }
@@ -514,9 +526,10 @@ static const char *searcher_name(const char *name) {
 static psim_status write_plan(const psim_model *m, const psim_cluster *c,
                               const psim_search_result *r, const psim_sweep_row *row,
                               const char *dir, const char *name) {
-  psim_plan_info info = {name,  row->seed, *row->budget ? row->budget : NULL,
-                         r->evaluations, r->wall_s, r->curve, r->n_curve, NULL, NULL, r->stats,
-                         r->description};
+  psim_plan_info info = {name,           row->seed,     *row->budget ? row->budget : NULL,
+                         r->evaluations, r->wall_s,     r->curve,
+                         r->n_curve,     NULL,          NULL,
+                         r->stats,       r->description};
   cJSON *doc = NULL;
   char path[1024];
   snprintf(path, sizeof path, "%s/plans", dir);
@@ -593,11 +606,26 @@ psim_status psim_sweep_run_case(const psim_sweep *s, int32_t i, const char *dir,
 
 /* ---- rows as text ---- */
 
-static const char *const columns[] = {
-    "case",          "key",          "model", "cluster",           "devices",
-    "searcher",      "seed",         "budget", "status",           "error",
-    "iteration_time_s", "samples_per_s", "tokens_per_s", "mfu",    "peak_memory_bytes",
-    "fits",          "evaluations",  "plan",  "search_wall_s",     NULL};
+static const char *const columns[] = {"case",
+                                      "key",
+                                      "model",
+                                      "cluster",
+                                      "devices",
+                                      "searcher",
+                                      "seed",
+                                      "budget",
+                                      "status",
+                                      "error",
+                                      "iteration_time_s",
+                                      "samples_per_s",
+                                      "tokens_per_s",
+                                      "mfu",
+                                      "peak_memory_bytes",
+                                      "fits",
+                                      "evaluations",
+                                      "plan",
+                                      "search_wall_s",
+                                      NULL};
 
 const char *psim_sweep_csv_header(void) {
   static char header[512];
@@ -621,7 +649,9 @@ static void put(tbuf *b, const char *s, size_t len) {
   b->p[b->n] = '\0';
 }
 
-static void puts_(tbuf *b, const char *s) { put(b, s, strlen(s)); }
+static void puts_(tbuf *b, const char *s) {
+  put(b, s, strlen(s));
+}
 
 static void put_json_string(tbuf *b, const char *s) {
   puts_(b, "\"");
@@ -916,7 +946,9 @@ psim_status psim_sweep_results_append(psim_sweep_results *r, const psim_sweep_ro
   return add_row(r, row);
 }
 
-psim_status psim_sweep_results_finish(psim_sweep_results *r) { return rewrite(r); }
+psim_status psim_sweep_results_finish(psim_sweep_results *r) {
+  return rewrite(r);
+}
 
 void psim_sweep_results_close(psim_sweep_results *r) {
   if (r->jsonl_fd >= 0)
@@ -969,7 +1001,7 @@ psim_status psim_sweep_check(const char *baseline, const psim_sweep_row *rows, i
                              double tolerance, FILE *out, int32_t *regressions) {
   struct stat st_;
   char *path = stat(baseline, &st_) == 0 && S_ISDIR(st_.st_mode) ? join(baseline, "results.jsonl")
-                                                                  : psim_strdup(baseline);
+                                                                 : psim_strdup(baseline);
   if (!path)
     return psim_error(PSIM_ENOMEM, "out of memory");
   char *text = NULL;

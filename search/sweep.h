@@ -22,10 +22,10 @@
 struct cJSON;
 
 typedef struct psim_sweep_model {
-  char *label;          /* name in case keys */
-  char *file;           /* model file (resolved), or NULL for a generator */
-  char *family;         /* generator family ("gpt", ...) or NULL */
-  struct cJSON *gen;    /* generator options (owned copy) or NULL */
+  char *label;       /* name in case keys */
+  char *file;        /* model file (resolved), or NULL for a generator */
+  char *family;      /* generator family ("gpt", ...) or NULL */
+  struct cJSON *gen; /* generator options (owned copy) or NULL */
 } psim_sweep_model;
 
 typedef struct psim_sweep_cluster {
@@ -37,7 +37,7 @@ typedef struct psim_sweep_cluster {
 
 typedef struct psim_sweep_case {
   int32_t model, cluster, searcher, seed, budget; /* indices into the sweep's lists */
-  char key[512]; /* "model=M cluster=C search=S seed=N budget=B" */
+  char key[512];                                  /* "model=M cluster=C search=S seed=N budget=B" */
 } psim_sweep_case;
 
 typedef struct psim_sweep {

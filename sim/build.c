@@ -507,17 +507,10 @@ static psim_status host_issue(psim_build *b, int32_t dev, int32_t task, int32_t 
   const psim_device_type *t = &b->c->types[b->c->devices[dev].type];
   if (t->rt.host_issue_s <= 0 || calls <= 0)
     return PSIM_OK;
-  psim_task_info info = b->g.info[task];
-  info.kind = PSIM_TASK_HOST;
-  int32_t res = psim_res_host(b->c->n_devices, b->c->n_links, dev), host;
-  PSIM_CHECK(psim_tg_add_task(&b->g, t->rt.host_issue_s * calls, &res, 1, &info, &host));
-  if (b->last_host[dev] >= 0)
-    PSIM_CHECK(psim_tg_add_edge(&b->g, b->last_host[dev], host));
-  if (b->need_sync[dev] && b->s->n_stages > 1 && b->last_task[dev] >= 0)
-    PSIM_CHECK(psim_tg_add_edge(&b->g, b->last_task[dev], host));
+  bool sync = b->need_sync[dev] && b->s->n_stages > 1 && b->last_task[dev] >= 0;
   b->need_sync[dev] = 0;
-  b->last_host[dev] = host;
-  return psim_tg_add_edge(&b->g, host, task);
+  return psim_tg_set_issue(&b->g, task, psim_res_host(b->c->n_devices, b->c->n_links, dev),
+                           t->rt.host_issue_s * calls, sync);
 }
 
 /* Appends a kernel to its device's stream (issue order = run order). */
@@ -1110,31 +1103,32 @@ static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32
  * remembered and later micro-batches skip the layout analysis. */
 static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, int32_t y,
                            int32_t k, int32_t *yt, int32_t t, int32_t mu, int dir) {
+  /* one memo entry per edge: (payload << 2) | kind, kind 1 = a local
+   * dependency on X's shard `payload`, 2 = a reduction led by device
+   * `payload` whose result stays local, 3 = anything else */
   comm_cache *cache = b->memo;
   uint64_t k1 = key1(5, x, slot, 0, dir), k2 = ((uint64_t)(uint32_t)y << 32) | (uint32_t)k;
   int32_t memo = cache_get(cache, k1, k2);
-  if (memo >= 0) {
-    int32_t from = *task_slot(b, xt, x, memo, mu);
-    return from >= 0 ? psim_tg_add_edge(&b->g, from, *task_slot(b, yt, y, k, mu)) : PSIM_OK;
+  int32_t to = *task_slot(b, yt, y, k, mu);
+  if (memo >= 0 && (memo & 3) == 1) {
+    int32_t from = *task_slot(b, xt, x, memo >> 2, mu);
+    return from >= 0 ? psim_tg_add_edge(&b->g, from, to) : PSIM_OK;
   }
-  /* a reduction whose result stays on Y's device: find this micro-batch's
-   * copy of it (made by an earlier consumer) by the group's leader */
-  int32_t leader = cache_get(cache, k1 | 2ull << 58, k2);
-  if (leader >= 0) {
-    int32_t exit = cache_get(b->cache, key1(1, x, slot, mu, dir), (uint64_t)leader);
+  if (memo >= 0 && (memo & 3) == 2) {
+    int32_t exit = cache_get(b->cache, key1(1, x, slot, mu, dir), (uint64_t)(memo >> 2));
     if (exit >= 0)
-      return psim_tg_add_edge(&b->g, exit, *task_slot(b, yt, y, k, mu));
+      return psim_tg_add_edge(&b->g, exit, to);
   }
-  if (memo == -1 && mu > 0 && cache_get(cache, k1 | 1ull << 59, k2) == 1)
-    return connect_layouts(b, x, slot, xt, y, k, yt, t, mu, dir); /* known: not local */
+  if (memo >= 0)
+    return connect_layouts(b, x, slot, xt, y, k, yt, t, mu, dir);
   b->direct_local = -1;
   b->reduce_local = false;
   PSIM_CHECK(connect_layouts(b, x, slot, xt, y, k, yt, t, mu, dir));
   if (b->direct_local >= 0)
-    return cache_put(cache, k1, k2, b->direct_local);
+    return cache_put(cache, k1, k2, b->direct_local << 2 | 1);
   if (b->reduce_local)
-    return cache_put(cache, k1 | 2ull << 58, k2, b->reduce_leader);
-  return cache_put(cache, k1 | 1ull << 59, k2, 1);
+    return cache_put(cache, k1, k2, b->reduce_leader << 2 | 2);
+  return cache_put(cache, k1, k2, 3);
 }
 
 static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32_t *xt, int32_t y,
@@ -1424,15 +1418,15 @@ psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c
   size_t nd = (size_t)c->n_devices;
   b->last_task = psim_malloc(sizeof *b->last_task * nd);
   b->last_bwd = psim_malloc(sizeof *b->last_bwd * nd);
-  b->last_host = psim_malloc(sizeof *b->last_host * nd);
   b->need_sync = psim_calloc(nd, 1);
-  if (!b->last_task || !b->last_bwd || !b->last_host || !b->need_sync)
+  if (!b->last_task || !b->last_bwd || !b->need_sync)
     return psim_error(PSIM_ENOMEM, "out of memory");
   memset(b->last_task, 0xff, sizeof *b->last_task * nd);
   memset(b->last_bwd, 0xff, sizeof *b->last_bwd * nd);
-  memset(b->last_host, 0xff, sizeof *b->last_host * nd);
   size_t slots = (size_t)b->loc_first[m->n_ops] * (size_t)b->n_micro;
-  PSIM_CHECK(psim_tg_reserve(&b->g, slots * 3, slots * 3, slots * 6));
+  /* measured on Megatron graphs: about 4 tasks, 5 resource slots and 8 edges per
+   * (shard, micro-batch); untouched reserve costs no page faults */
+  PSIM_CHECK(psim_tg_reserve(&b->g, slots * 4 + 1024, slots * 5 + 1024, slots * 8 + 1024));
   PSIM_CHECK(psim_memory_static(b));
   PSIM_CHECK(issue_compute(b));
   PSIM_CHECK(connect_all(b));
@@ -1450,7 +1444,6 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->rec);
   psim_free(b->last_task);
   psim_free(b->last_bwd);
-  psim_free(b->last_host);
   psim_free(b->need_sync);
   psim_free(b->next_compute);
   psim_free(b->mem);

@@ -48,7 +48,6 @@ typedef struct psim_build {
   psim_task_cost *costs;   /* per (local, pass): [(loc_first[o] + k) * 3 + pass] */
   int32_t *last_task;      /* per device: last compute task issued (stream order) */
   int32_t *last_bwd;       /* per device: last backward task issued */
-  int32_t *last_host;      /* per device: last host issue task */
   uint8_t *need_sync;      /* per device: the next kernel starts a synchronised slot */
   int32_t *next_compute;   /* per task: the next compute task on its device, or -1 */
   size_t cap_next;

@@ -178,6 +178,16 @@ static inline double run_task(const psim_taskgraph *g, double *res_free, int32_t
                               double *start) {
   const int32_t *res = g->res;
   int32_t a = g->index_[u][0], b = g->index_[u + 1][0];
+  if (g->issue && g->issue[u].res >= 0) { /* the host issues u (psim_task_issue) */
+    const psim_task_issue *is = &g->issue[u];
+    double h = res_free[is->res];
+    if (is->sync && b > a && res_free[res[a]] > h)
+      h = res_free[res[a]];
+    h += is->issue_s;
+    res_free[is->res] = h;
+    if (h > t)
+      t = h;
+  }
   for (int32_t k = a; k < b; k++)
     if (res_free[res[k]] > t)
       t = res_free[res[k]];

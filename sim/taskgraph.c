@@ -47,6 +47,7 @@ void psim_tg_destroy(psim_taskgraph *g) {
   psim_free(g->res);
   psim_free(g->edge_from);
   psim_free(g->edge_to);
+  psim_free(g->issue);
   free_csr(g);
   memset(g, 0, sizeof *g);
 }
@@ -84,6 +85,12 @@ static psim_status grow_tasks(psim_taskgraph *g, size_t need) {
   if (!g->res_first)
     rf[0] = 0;
   g->res_first = rf;
+  if (g->issue) {
+    psim_task_issue *is = psim_realloc(g->issue, cap * sizeof *is);
+    if (!is)
+      return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu tasks", cap);
+    g->issue = is;
+  }
   g->cap_tasks = cap;
   return PSIM_OK;
 }
@@ -117,6 +124,22 @@ psim_status psim_tg_reserve(psim_taskgraph *g, size_t tasks, size_t res, size_t 
   return grow_edges(g, edges);
 }
 
+psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, double issue_s,
+                              bool sync) {
+  if (task < 0 || task >= g->n_tasks || res < 0 || res >= g->n_resources ||
+      !(issue_s >= 0) || !isfinite(issue_s))
+    return psim_error(PSIM_EINPUT, "task graph: bad issue latency for task %d", task);
+  if (!g->issue) {
+    g->issue = psim_malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof *g->issue);
+    if (!g->issue)
+      return psim_error(PSIM_ENOMEM, "task graph: out of memory");
+    for (int32_t i = 0; i < g->n_tasks; i++)
+      g->issue[i] = (psim_task_issue){0, -1, 0};
+  }
+  g->issue[task] = (psim_task_issue){issue_s, res, sync ? 1 : 0};
+  return PSIM_OK;
+}
+
 static const psim_task_info default_info = {PSIM_TASK_COMPUTE, PSIM_TP_FWD, -1, -1, -1, -1, -1};
 
 static psim_status check_task_args(const psim_taskgraph *g, double duration_s, const int32_t *res,
@@ -146,6 +169,8 @@ psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t
   g->n_res += (size_t)n_res;
   g->duration_s[t] = duration_s;
   g->info[t] = info ? *info : default_info;
+  if (g->issue)
+    g->issue[t] = (psim_task_issue){0, -1, 0};
   g->res_first[t + 1] = (int32_t)g->n_res;
   g->n_tasks = t + 1;
   if (g->finalized)

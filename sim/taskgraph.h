@@ -14,6 +14,7 @@
 #define PSIM_TASKGRAPH_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -49,6 +50,16 @@ typedef struct psim_task_info {
   int32_t shard; /* shard index within the op, or -1 */
 } psim_task_info;
 
+/* An issue latency: before a task can start, the thread issuing it (a host
+ * resource) spends issue_s on it; the thread runs ahead of the device, except
+ * that a `sync` task is issued only once the task's first resource (its
+ * stream) has drained. Equivalent to a chain of host tasks, without them. */
+typedef struct psim_task_issue {
+  double issue_s;
+  int32_t res;  /* issuing resource, -1 = none */
+  int32_t sync; /* 1: wait for the stream to drain first */
+} psim_task_issue;
+
 typedef struct psim_taskgraph {
   int32_t n_tasks;
   size_t cap_tasks;
@@ -64,6 +75,7 @@ typedef struct psim_taskgraph {
   int32_t *succ;          /* n_edges */
   int32_t *n_pred;        /* per task */
   int32_t n_resources;    /* resource ids are in [0, n_resources) */
+  psim_task_issue *issue; /* per task, NULL until psim_tg_set_issue is called */
   int finalized;
   /* Built by finalize for the engine: per task (n_tasks + 1 entries) its
    * res_first and succ_first side by side, so one cache line serves both.
@@ -97,6 +109,9 @@ psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t
                              int32_t n_res, const psim_task_info *info, int32_t *id);
 /* Adds the dependency from -> to (from must finish before to starts). */
 psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to);
+/* Gives task an issue latency on resource res (see psim_task_issue). */
+psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, double issue_s,
+                              bool sync);
 /* Builds successor lists; fails (PSIM_EFAILED) if the graph has a cycle. O(V+E). */
 psim_status psim_tg_finalize(psim_taskgraph *g);
 

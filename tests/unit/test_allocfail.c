@@ -129,15 +129,37 @@ static psim_status short_plan(double *time_s) {
   return st;
 }
 
-/* Fails allocation N for N = 1 .. until the operation completes without
- * reaching its N-th allocation. Returns how many N were tried. */
-static long inject_all(operation_fn op, const char *name) {
-  double want = 0, got = 0;
+/* Allocation calls (psim_malloc, calloc, realloc, cJSON's) one run of op makes. */
+static long count_calls(operation_fn op, double *want) {
+  const long far = 1L << 40;
+  psim_alloc_fail_at(far);
+  ck_assert_msg(op(want) == PSIM_OK, "without injection: %s", psim_error_message());
+  long calls = far - psim_alloc_fail_pending();
   psim_alloc_fail_at(0);
-  ck_assert_msg(op(&want) == PSIM_OK, "%s without injection: %s", name, psim_error_message());
+  return calls;
+}
+
+/* Which N to fail: every N up to `points` (env PSIM_ALLOCFAIL_POINTS, default
+ * 1500; 0 = every allocation), else the first two thirds of the points
+ * one by one and the rest spread evenly over the remaining allocations. */
+static long next_n(long n, long calls) {
+  const char *env = getenv("PSIM_ALLOCFAIL_POINTS");
+  long points = env ? atol(env) : 1500;
+  long dense = points * 2 / 3;
+  if (points <= 0 || calls <= points || n < dense)
+    return n + 1;
+  long stride = (calls - dense) / (points - dense);
+  return n + (stride > 1 ? stride : 1);
+}
+
+/* Fails allocation N (see next_n) until the operation completes without
+ * reaching its N-th allocation. */
+static void inject_all(operation_fn op, const char *name) {
+  double want = 0, got = 0;
+  long calls = count_calls(op, &want);
   ck_assert(want > 0);
-  long n = 1, enomem = 0, recovered = 0;
-  for (;; n++) {
+  long n = 1, enomem = 0, recovered = 0, tried = 0;
+  for (;; n = next_n(n, calls), tried++) {
     psim_alloc_fail_at(n);
     psim_error_clear();
     psim_status st = op(&got);
@@ -149,7 +171,7 @@ static long inject_all(operation_fn op, const char *name) {
       ck_assert_msg(got == want, "%s: allocation %ld failed, status ok, but %.17g s instead of "
                     "%.17g s", name, n, got, want);
       if (!reached)
-        break;
+        break; /* past the last allocation */
       recovered++;
       continue;
     }
@@ -157,11 +179,11 @@ static long inject_all(operation_fn op, const char *name) {
                   "out of memory", name, n, psim_status_name(st), psim_error_message());
     enomem++;
   }
-  fprintf(stderr, "allocfail: %s: %ld allocations failed one at a time: %ld out of memory, %ld "
-          "recovered with the same answer\n", name, n - 1, enomem, recovered);
+  fprintf(stderr, "allocfail: %s: %ld allocation calls, %ld of them failed one at a time: %ld "
+          "out of memory, %ld recovered with the same answer\n", name, calls, tried, enomem,
+          recovered);
   ck_assert_msg(enomem > 100, "%s: only %ld failures reached an out-of-memory status", name,
                 enomem);
-  return n;
 }
 
 START_TEST(every_allocation_of_simulate) { inject_all(whole_simulate, "simulate"); }
