@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "cli_load.h"
+#include "faults.h"
 #include "json.h"
 #include "simulate.h"
 #include "trace_sim.h"
@@ -17,14 +18,24 @@ typedef struct simulate_args {
   const char *trace;
   const char *costdb;
   psim_sim_options opts;
+  psim_fault_options faults; /* issue 8: stragglers, faults, --iterations (sim/faults.h) */
 } simulate_args;
 
 static psim_status parse_args(int argc, char **argv, simulate_args *a) {
   psim_sim_options_init(&a->opts);
   psim_cli_default_limits(&a->opts); /* --max-memory default: 3/4 of physical memory */
+  psim_fault_options_init(&a->faults);
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    psim_status fst;
+    int took = psim_fault_option(&a->faults, arg, val, &fst); /* issue 8 (sim/faults.c) */
+    if (took < 0)
+      return psim_cli_usage("simulate", "%s", psim_error_message());
+    if (took > 0) {
+      i += took - 1;
+      continue;
+    }
     if (strcmp(arg, "--json") == 0) {
       a->json = true;
     } else if (strcmp(arg, "--no-fold") == 0) {
@@ -92,11 +103,13 @@ static void print_summary(const psim_model *m, const psim_cluster *c, const psim
          r->simulate_s, r->build_s);
 }
 
-static psim_status print_json(const psim_sim_result *r) {
+static psim_status print_json(const psim_sim_result *r, const psim_fault_report *rep) {
   cJSON *root = cJSON_CreateObject();
   if (!root)
     return psim_error(PSIM_ENOMEM, "out of memory");
   psim_status s = psim_sim_result_to_json(r, root);
+  if (s == PSIM_OK && rep) /* issue 8: several iterations, faults */
+    s = psim_fault_report_to_json(rep, root);
   if (s == PSIM_OK)
     s = psim_json_write_file("-", root);
   cJSON_Delete(root);
@@ -111,18 +124,28 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
   psim_status s = psim_cli_load_inputs(&in, a.files[0], a.files[1], a.files[2], a.costdb);
   psim_sim_result r;
   psim_sim_result_init(&r);
+  psim_fault_report rep; /* issue 8 */
+  psim_fault_report_init(&rep);
+  bool timeline = psim_fault_options_timeline(&a.faults);
+  if (s == PSIM_OK)
+    s = psim_faults_apply_slowdowns(&a.faults, &in.cluster);
   if (s == PSIM_OK) {
     a.opts.costdb = in.costdb;
     s = psim_simulate(&in.model, &in.cluster, &in.strategy, &a.opts, &r);
   }
+  if (s == PSIM_OK && timeline)
+    s = psim_faults_run(&in.model, &in.cluster, &in.strategy, &a.opts, &a.faults, &rep);
   if (s == PSIM_OK && a.trace)
     s = psim_trace_write_sim(a.trace, &in.model, &in.cluster, &r);
   if (s == PSIM_OK) {
     if (a.json)
-      s = print_json(&r);
+      s = print_json(&r, timeline ? &rep : NULL);
     else
       print_summary(&in.model, &in.cluster, &r);
+    if (s == PSIM_OK && !a.json && timeline)
+      psim_fault_report_print(&rep, stdout);
   }
+  psim_fault_report_destroy(&rep);
   psim_sim_result_destroy(&r);
   psim_cli_inputs_destroy(&in);
   return s;

@@ -245,7 +245,7 @@ static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mes
   for (int32_t e = 0; e < L->n_edges; e++)
     pt->time += L->edges[e].cost[choice[L->edges[e].a] * L->n_strats[L->edges[e].b] +
                                  choice[L->edges[e].b]];
-  pt->act_full = L->act_full;
+  pt->act_full = psim_sh_input_bytes(L, mesh, mb, choice);
   for (int32_t i = 0; i < L->n_ops; i++) {
     psim_sh_strat s = psim_sh_op_strat(L, mesh, mb, choice, i);
     pt->op_dim[i][0] = s.dim[0];
@@ -426,6 +426,12 @@ static double stage_time(const dp_ctx *x, int32_t k, int32_t j, int32_t f, int32
   return best;
 }
 
+/* Micro-batches whose activations stage i holds under 1F1B: the stages
+ * from it to the last, at most the micro-batch count. */
+static int32_t inflight(const dp_ctx *x, int32_t i) {
+  return x->S - i < x->B ? x->S - i : x->B;
+}
+
 /* G[i][k]: least sum of stage times of stages i..S-1 over layers k..L-1 with
  * every stage at most tmax; stage i keeps S - i micro-batches (1F1B). */
 static double run_dp(dp_ctx *x, double tmax, double *tmax_used) {
@@ -441,7 +447,7 @@ static double run_dp(dp_ctx *x, double tmax, double *tmax_used) {
         if (fx->n_stages > 0 && j != fx->stage_last[i])
           continue;
         int32_t pick = -1;
-        double t = stage_time(x, k, j, S - i, &pick);
+        double t = stage_time(x, k, j, inflight(x, i), &pick);
         if (t > tmax)
           break; /* longer ranges are slower still */
         double v = t + x->G[(size_t)(i + 1) * (L + 1) + j + 1];
@@ -456,7 +462,7 @@ static double run_dp(dp_ctx *x, double tmax, double *tmax_used) {
   for (int32_t i = 0, k = 0; i < S && isfinite(x->G[0]); i++) {
     size_t at = (size_t)i * (L + 1) + k;
     int32_t pick;
-    *tmax_used = fmax(*tmax_used, stage_time(x, k, x->next[at], S - i, &pick));
+    *tmax_used = fmax(*tmax_used, stage_time(x, k, x->next[at], inflight(x, i), &pick));
     k = x->next[at] + 1;
   }
   return x->G[0];
@@ -664,7 +670,6 @@ static void describe(const alpa *A, const alpa_cand *c, psim_search_result *r) {
            (long long)A->mbs[c->mb_id], psim_recompute_name((psim_recompute)c->rc));
 }
 
-static int c_dbg(const alpa *A, int32_t i) { return A->top[i].n; }
 static psim_status simulate_top(alpa *A, psim_search_result *r, double t0) {
   for (int32_t i = 0; i < A->n_top; i++) {
     psim_strategy s;
@@ -674,7 +679,6 @@ static psim_status simulate_top(alpa *A, psim_search_result *r, double t0) {
     if (st == PSIM_OK)
       st = psim_simulate(A->m, A->c, &s, A->o->sim, &sim);
     r->evaluations++;
-    fprintf(stderr, "DEBUGCAND n %d S %d mb %lld rc %d est %.3f sim %.3f fits %d st %d %s\n", c_dbg(A, i), A->top[i].S, (long long)A->mbs[A->top[i].mb_id], A->top[i].rc, A->top[i].estimate, sim.iteration_time_s, sim.fits, st, psim_error_message());
     bool better = st == PSIM_OK && sim.fits &&
                   (!r->found || sim.iteration_time_s < r->best_sim.iteration_time_s);
     if (better) {

@@ -66,7 +66,6 @@ typedef struct psim_sh_layer {
   uint8_t **allowed;      /* per group per strategy (--fix) */
   int32_t n_edges;
   psim_ilp_edge *edges;   /* costs owned */
-  double act_full;        /* layer input bytes kept under full recomputation */
 } psim_sh_layer;
 
 typedef struct psim_sh_params {
@@ -88,6 +87,10 @@ void psim_sh_layer_problem(const psim_sh_layer *L, psim_ilp_problem *p);
  * output dim dividing evenly, else the op is replicated along that axis). */
 psim_sh_strat psim_sh_op_strat(const psim_sh_layer *L, const psim_sh_mesh *mesh, int64_t mb,
                                const int32_t *choice, int32_t i);
+/* Bytes per device of the layer's inputs from other layers (each once, as
+ * its first consumer shards it): what full recomputation keeps. */
+double psim_sh_input_bytes(const psim_sh_layer *L, const psim_sh_mesh *mesh, int64_t mb,
+                           const int32_t *choice);
 /* Model dim split by axis a under strategy s of op (or -1). */
 int32_t psim_sh_model_dim(const psim_op *op, psim_sh_strat s, int a);
 

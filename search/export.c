@@ -6,6 +6,7 @@
  * FlexFlow: every split is a partition of the op's output) and refuses with
  * the reason otherwise. */
 #include "export.h"
+#include "strbuf.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
@@ -37,38 +38,11 @@ psim_status psim_export_format_parse(const char *name, psim_export_format *out) 
 
 /* ---- a growing text buffer ---- */
 
-typedef struct sbuf {
-  char *text;
-  size_t len, cap;
-  bool oom;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (b->oom)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0 || PSIM_VEC_RESERVE(b->text, b->cap, b->len + (size_t)n + 1) != PSIM_OK) {
-    b->oom = true;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(b->text + b->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-}
+typedef psim_sb sbuf;
+#define sb_printf psim_sb_printf
 
 static psim_status sb_finish(sbuf *b, char **text, size_t *len) {
-  if (b->oom || !b->text) {
-    psim_free(b->text);
-    return psim_error(PSIM_ENOMEM, "export: out of memory");
-  }
-  *text = b->text;
-  *len = b->len;
-  return PSIM_OK;
+  return psim_sb_finish(b, "export", text, len);
 }
 
 /* A JSON document as formatted text (2-space indent via cJSON's tabs). */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "strbuf.h"
 #include "units.h"
 
 void psim_report_options_init(psim_report_options *o) {
@@ -24,29 +25,8 @@ void psim_report_options_init(psim_report_options *o) {
 
 /* ---- text builder ---- */
 
-typedef struct hbuf {
-  char *text;
-  size_t len, cap;
-  bool oom;
-} hbuf;
-
-static void out(hbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void out(hbuf *b, const char *fmt, ...) {
-  if (b->oom)
-    return;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  if (n < 0 || PSIM_VEC_RESERVE(b->text, b->cap, b->len + (size_t)n + 1) != PSIM_OK) {
-    b->oom = true;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(b->text + b->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-}
+typedef psim_sb hbuf;
+#define out psim_sb_printf
 
 /* HTML-escaped text. */
 static void esc(hbuf *b, const char *s) {
@@ -595,11 +575,5 @@ psim_status psim_report_html(const psim_plan_doc *d, const psim_sim_result *r,
   curve(&b, d);
   out(&b, "<p class=\"note\">Written by plansim %s.</p>\n<script>%s</script>\n</body></html>\n",
       "report", zoom_script);
-  if (b.oom || !b.text) {
-    psim_free(b.text);
-    return psim_error(PSIM_ENOMEM, "report: out of memory");
-  }
-  *html = b.text;
-  *len = b.len;
-  return PSIM_OK;
+  return psim_sb_finish(&b, "report", html, len);
 }

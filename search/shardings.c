@@ -513,18 +513,28 @@ static void group_costs(psim_sh_layer *L, psim_cluster *c, const psim_sh_mesh *m
     }
 }
 
-/* Activation bytes a layer keeps under full recomputation: its inputs from
- * other layers (as their first consumer holds them, replicated at worst). */
-static void full_recompute_bytes(psim_sh_layer *L, int64_t mb) {
-  L->act_full = 0;
+/* Activation bytes per device a layer keeps under full recomputation: its
+ * inputs from other layers, each once, as its first consumer shards it. */
+double psim_sh_input_bytes(const psim_sh_layer *L, const psim_sh_mesh *mesh, int64_t mb,
+                           const int32_t *choice) {
+  double v = 0;
   for (int32_t q = 0; q < L->n_ops; q++) {
     const psim_op *op = &L->m->ops[L->ops[q]];
     for (int32_t k = 0; k < op->n_in; k++) {
-      const psim_tensor *t = &L->m->tensors[op->in[k]];
-      if (t->kind == PSIM_TENSOR_ACTIVATION && local_producer(L, op->in[k]) < 0)
-        L->act_full += tensor_bytes(L->m, op->in[k], mb);
+      int32_t t = op->in[k];
+      if (L->m->tensors[t].kind != PSIM_TENSOR_ACTIVATION || local_producer(L, t) >= 0)
+        continue;
+      bool seen = false;
+      for (int32_t p = 0; p < q && !seen; p++)
+        for (int32_t j = 0; j < L->m->ops[L->ops[p]].n_in; j++)
+          seen = seen || L->m->ops[L->ops[p]].in[j] == t;
+      for (int32_t j = 0; j < k; j++)
+        seen = seen || op->in[j] == t;
+      if (!seen)
+        v += shard_bytes(L->m, mesh, op, psim_sh_op_strat(L, mesh, mb, choice, q), t, mb);
     }
   }
+  return v;
 }
 
 psim_status psim_sh_layer_build(const psim_model *m, psim_cluster *c, int32_t layer,
@@ -542,7 +552,6 @@ psim_status psim_sh_layer_build(const psim_model *m, psim_cluster *c, int32_t la
   edge_ctx x = {L, mesh, p->micro_batch, choice};
   psim_status st = build_edges(&x);
   psim_free(choice);
-  full_recompute_bytes(L, p->micro_batch);
   return st;
 }
 

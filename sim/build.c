@@ -367,6 +367,8 @@ static bool op_in_stage(const psim_op_config *cfg, const psim_stage *st, unsigne
 static bool can_fold(const psim_build *b, unsigned char *mark) {
   const psim_strategy *s = b->s;
   const psim_model *m = b->m;
+  if (!psim_build_may_fold(b)) /* issue 8 (ps.c): parameter servers, stragglers, mixed types */
+    return false;
   for (int32_t o = 0; o < m->n_ops; o++) {
     const psim_op_config *cfg = &s->ops[o];
     const psim_stage *st = &s->stages[cfg->stage];
@@ -1377,6 +1379,11 @@ static psim_status optimizer(psim_build *b) {
     if (st == PSIM_OK)
       st = psim_tg_add_edge(&b->g, b->last_task[d], sync_done[d]);
   }
+  if (st == PSIM_OK && b->s->sync == PSIM_SYNC_PS) { /* issue 8: the servers update (ps.c) */
+    st = psim_build_ps_sync(b, sync_done);
+    psim_free(sync_done);
+    return st;
+  }
   if (st == PSIM_OK)
     st = grad_sync(b, sync_done);
   for (int32_t d = 0; d < nd && st == PSIM_OK; d++) {
@@ -1436,6 +1443,7 @@ psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c
 
 void psim_build_destroy(psim_build *b) {
   psim_tg_destroy(&b->g);
+  psim_build_ps_free(b); /* issue 8 */
   psim_free(b->simulated);
   psim_free(b->locals);
   psim_free(b->loc_first);

@@ -63,6 +63,7 @@ typedef struct psim_build {
   int32_t direct_local;    /* scratch: connect() found a local dependency on this shard */
   bool reduce_local;       /* scratch: ... or a reduction whose result stays local */
   int32_t reduce_leader;   /* scratch: first device of the last reduction's group */
+  void *ps;                /* issue 8: parameter-server tasks (ps.c), NULL unless sync == ps */
 } psim_build;
 
 psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,
@@ -81,5 +82,24 @@ double psim_memory_saved_bytes(const psim_build *b, int32_t op, const int64_t *s
  * memory fields for the most loaded device. */
 psim_status psim_memory_peak(const psim_build *b, const psim_schedule_result *r,
                              psim_sim_result *out);
+
+/* Parameter servers and heterogeneity (issue 8, ps.c; see ps.h). */
+/* Pushes, server updates and pulls instead of grad_sync; no worker update. */
+psim_status psim_build_ps_sync(psim_build *b, int32_t *sync_done);
+/* False when folding would hide differences: parameter servers, or devices of
+ * a stage with different types or slowdowns (stragglers). */
+bool psim_build_may_fold(const psim_build *b);
+void psim_build_ps_free(psim_build *b);
+/* End of the iteration under parameter servers: the last pull (backup: a
+ * dropped worker's own compute does not count). */
+double psim_ps_iteration_end(const psim_build *b, const psim_schedule_result *r);
+struct psim_ps_stats;
+psim_status psim_ps_collect(const psim_build *b, const psim_schedule_result *r,
+                            struct psim_ps_stats **out);
+/* backup_k: simulates the sync graph, drops all but each server's k earliest
+ * pushes and rebuilds b with *o2 (a copy of b's options with ps_dropped set
+ * to *dropped, which the caller frees after b). */
+bool psim_ps_needs_rebuild(const psim_strategy *s);
+psim_status psim_ps_backup_rebuild(psim_build *b, psim_sim_options *o2, uint8_t **dropped);
 
 #endif

@@ -44,8 +44,9 @@ typedef struct psim_ps_stats {
   int32_t *servers;       /* device per server index */
   double *shard_bytes;    /* per server: parameter bytes of its shard (model dtype) */
   double *compute_end_s;  /* per worker: its gradients are ready (pushes may start) */
-  double *push_s;         /* per (w, s) [w * n_servers + s]: push duration, s */
-  double *pull_s;         /* per (w, s): pull duration, s */
+  double *push_s;         /* per (w, s) [w * n_servers + s]: from gradients ready to the push's
+                             arrival, s (as simulated: queueing on shared links included) */
+  double *pull_s;         /* per (w, s): from the update (and replication) to the pull's end, s */
   double *push_bytes;     /* per (w, s): bytes pushed (= bytes pulled) */
   double *update_s;       /* per server: one update of its shard, s */
   double *push_end_s;     /* per (w, s): when the push arrived */
@@ -60,7 +61,7 @@ void psim_ps_shards(const psim_model *m, int32_t n_servers, double *bytes);
 
 /* Asynchronous parameter servers over several iterations: an event-driven
  * run from the per-worker figures of one simulated iteration (compute time,
- * push, update and pull durations; uncontended). Each worker computes, pushes
+ * push, update and pull times). Each worker computes, pushes
  * to every server, each server applies pushes first come first served (one
  * shard update each), and the worker starts its next iteration when all its
  * pulls have ended. Staleness of a push = updates the shard received between

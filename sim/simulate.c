@@ -9,6 +9,7 @@
 
 #include "alloc.h"
 #include "build.h"
+#include "ps.h"
 
 void psim_sim_options_init(psim_sim_options *o) {
   memset(o, 0, sizeof *o);
@@ -33,6 +34,8 @@ void psim_sim_result_destroy(psim_sim_result *r) {
   psim_free(r->activation_peak);
   psim_free(r->mem_samples);
   psim_free(r->static_bytes);
+  psim_ps_stats_destroy(r->ps); /* issue 8 */
+  psim_free(r->ps);
   memset(r, 0, sizeof *r);
 }
 
@@ -197,12 +200,16 @@ static psim_status run(psim_build *b, const psim_sim_options *o, psim_sim_result
   r->simulate_s = now_s() - t1;
   if (st == PSIM_OK) {
     r->iteration_time_s = sched.makespan_s;
+    if (b->ps) /* issue 8: parameter servers end with their pulls (ps.c) */
+      r->iteration_time_s = psim_ps_iteration_end(b, &sched);
     r->n_tasks = b->g.n_tasks;
     r->n_edges = (int64_t)b->g.n_edges;
     st = psim_memory_peak(b, &sched, r);
   }
   if (st == PSIM_OK)
     st = breakdown(&b->g, &sched, critical_device(&b->g, b->c->n_devices), r);
+  if (st == PSIM_OK && b->ps) /* issue 8 */
+    st = psim_ps_collect(b, &sched, &r->ps);
   if (st == PSIM_OK && o->keep_graph)
     st = keep(b, &sched, r);
   psim_schedule_result_destroy(&sched);
@@ -223,6 +230,10 @@ psim_status psim_simulate(const psim_model *m, psim_cluster *c, const psim_strat
   psim_build b;
   double t0 = now_s();
   psim_status st = psim_build_graph(&b, m, c, s, opts);
+  psim_sim_options o2; /* issue 8: backup_k rebuilds with the k earliest pushes (ps.c) */
+  uint8_t *dropped = NULL;
+  if (st == PSIM_OK && psim_ps_needs_rebuild(s))
+    st = psim_ps_backup_rebuild(&b, &o2, &dropped);
   r->build_s = now_s() - t0;
   if (st == PSIM_OK) {
     r->folded = b.folded;
@@ -232,6 +243,7 @@ psim_status psim_simulate(const psim_model *m, psim_cluster *c, const psim_strat
   if (st == PSIM_OK)
     throughput(m, c, s, &b, r);
   psim_build_destroy(&b);
+  psim_free(dropped);
   if (st != PSIM_OK)
     psim_sim_result_destroy(r);
   return st;

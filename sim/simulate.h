@@ -31,6 +31,8 @@ typedef struct psim_sim_options {
   int64_t max_graph_bytes;          /* refuse graphs estimated larger (bytes, at
                                        PSIM_GRAPH_BYTES_PER_TASK); 0 = no limit (default) */
   bool keep_graph;                  /* keep graph and schedule (traces); default false */
+  const uint8_t *ps_dropped;        /* issue 8, internal (ps.c): per (worker, server) push
+                                       dropped by backup_k; NULL (default) = none */
 } psim_sim_options;
 
 void psim_sim_options_init(psim_sim_options *o);
@@ -79,6 +81,7 @@ typedef struct psim_sim_result {
   size_t n_mem_samples;
   double *static_bytes; /* keep_graph: per device weights, gradients, optimizer bytes (3 per
                            device, that order); added for the plan report (issue 7) */
+  struct psim_ps_stats *ps; /* issue 8: parameter-server figures (ps.h); NULL unless sync == ps */
 } psim_sim_result;
 
 void psim_sim_result_init(psim_sim_result *r);

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# faults.sh - issue 8 end to end: stragglers slow an all-reduce ring to the
+# slowest worker, a backup_k parameter server leaves the straggler behind,
+# --iterations with --fail reports a ring rebuild whose recovery is the
+# configured timeout + rebuild + resync on n - 1 workers, async parameter
+# servers report a staleness histogram, joins add a worker, and bad fault
+# options are refused with a message.
+source "$(dirname "$0")/lib.bash"
+
+M="$ROOT/models/mlp.json"
+C="$ROOT/topologies/explicit-ring.json"
+DP="$ROOT/strategies/data-parallel.json"
+T="$TEST_TMP"
+
+# strategies: data parallel over 4 (and 3) devices, with parameter servers on gpu0, gpu1
+python3 - "$T" <<'PY'
+import json, sys
+t = sys.argv[1]
+base = {"format": "plansim.strategy/1", "mesh": {"axes": {"dp": 4}, "devices": {"first": 0, "count": 4}},
+        "layout": {"batch": "dp"}, "pipeline": {"micro_batches": 1}}
+json.dump(dict(base, gradient_sync={"allreduce": "ring"}), open(t + "/ar.json", "w"))
+d3 = json.loads(json.dumps(base)); d3["mesh"] = {"axes": {"dp": 3}, "devices": {"first": 0, "count": 3}}
+json.dump(d3, open(t + "/ar3.json", "w"))
+for mode, extra in (("sync", {}), ("backup", {"backup_k": 3}), ("async", {})):
+    ps = dict({"servers": ["gpu0", "gpu1"], "mode": mode}, **extra)
+    json.dump(dict(base, gradient_sync={"parameter_server": ps}), open(t + "/ps-%s.json" % mode, "w"))
+PY
+
+itime() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iteration_time_s"])' "$OUT"; }
+
+run help simulate
+expect "help simulate lists the fault options" 0 stdout-nonempty any '--fail DEVICE@TIME'
+for o in --iterations --slow-link --slow-random --join --detect-timeout --checkpoint-every; do
+  grep -q -- "$o" "$OUT" && ok "help lists $o" || not_ok "help lists $o"
+done
+
+# 1. ring: one straggler sets the pace; which device does not matter
+run simulate "$M" "$C" "$T/ar.json" --json; base=$(itime)
+run simulate "$M" "$C" "$T/ar.json" --json --slow gpu2=4; s2=$(itime)
+run simulate "$M" "$C" "$T/ar.json" --json --slow 0=4; s0=$(itime)
+expect "simulate --slow (device index)" 0 stdout-nonempty stderr-empty
+if python3 -c "import sys; b,a,c=map(float,sys.argv[1:]); assert a>b*1.2 and abs(a-c)<1e-9*a" "$base" "$s2" "$s0"; then
+  ok "a 4x straggler slows the ring (${base}s -> ${s2}s), wherever it is"
+else not_ok "a 4x straggler slows the ring" "$base $s2 $s0"; fi
+
+# 2. parameter servers: sync waits for the straggler, backup_k = n - 1 does not
+run simulate "$M" "$C" "$T/ps-sync.json" --json; ps0=$(itime)
+run simulate "$M" "$C" "$T/ps-sync.json" --json --slow gpu3=4; ps4=$(itime)
+run simulate "$M" "$C" "$T/ps-backup.json" --json --slow gpu3=4; bk4=$(itime)
+expect "simulate a backup_k parameter server" 0 stdout-nonempty stderr-empty
+if python3 -c "import sys; h,s,b=map(float,sys.argv[1:]); assert s>h*1.2 and b<=h*1.02" "$ps0" "$ps4" "$bk4"; then
+  ok "sync follows the straggler ($ps0 -> $ps4 s), backup_k=3 keeps the pace ($bk4 s)"
+else not_ok "sync vs backup_k with a straggler" "$ps0 $ps4 $bk4"; fi
+
+# 3. a failure: ring rebuild = timeout + rebuild + resync, then 3 workers
+run simulate "$M" "$C" "$T/ar.json" --json --iterations 5 --fail gpu3@0.015 \
+  --detect-timeout 2 --rebuild-time 0.5 --checkpoint-every 0
+expect "simulate --iterations 5 --fail" 0 stdout-nonempty stderr-empty
+run simulate "$M" "$C" "$T/ar3.json" --json; t3=$(itime)
+run simulate "$M" "$C" "$T/ar.json" --json --iterations 5 --fail gpu3@0.015 \
+  --detect-timeout 2 --rebuild-time 0.5 --checkpoint-every 0
+if python3 - "$OUT" "$t3" >"$T/check" 2>&1 <<'PY'; then
+import json, sys
+it = json.load(open(sys.argv[1]))["iterations"]
+t3 = float(sys.argv[2])
+assert it["n"] == 5 and len(it["times_s"]) == 5, it["times_s"]
+e = it["events"][0]
+assert e["recovery"] == "ring_rebuild" and e["workers_after"] == 3, e
+assert abs(e["recovery_s"] - (2 + 0.5 + e["resync_s"])) < 1e-9, e
+assert abs(e["iteration_after_s"] - t3) < 1e-9 * t3, (e, t3)
+d = it["distribution"]
+assert d["min_s"] <= d["p50_s"] <= d["p90_s"] <= d["max_s"] and d["max_s"] > 2.5
+print("recovery %.3f s" % e["recovery_s"])
+PY
+  ok "ring rebuild: $(cat "$T/check"), then the 3-worker iteration time"
+else not_ok "ring rebuild figures" "$(cat "$T/check")"; fi
+
+# 4. async parameter servers: throughput and staleness
+run simulate "$M" "$C" "$T/ps-async.json" --json --iterations 10
+if python3 - "$OUT" >"$T/check" 2>&1 <<'PY'; then
+import json, sys
+a = json.load(open(sys.argv[1]))["iterations"]["async"]
+h = a["staleness_histogram"]
+assert a["samples_per_s"] > 0 and sum(h) == 10 * 4 * 2, a  # iterations x workers x servers
+assert a["staleness_max_updates"] == len(h) - 1 >= 3
+print("mean staleness %.2f updates" % a["staleness_mean_updates"])
+PY
+  ok "async: $(cat "$T/check")"
+else not_ok "async staleness" "$(cat "$T/check")"; fi
+
+# 5. an elastic join, random slowdowns, a link failure with a detour
+run simulate "$M" "$C" "$T/ar3.json" --iterations 3 --join gpu3@0
+expect "--join adds a worker" 0 stdout-nonempty stderr-empty 'join gpu3 .*join_ring.* 4 workers'
+run simulate "$M" "$C" "$DP" --iterations 4 --slow-random 7:0.3
+expect "--slow-random" 0 stdout-nonempty stderr-empty '4 iterations'
+run simulate "$M" "$C" "$T/ar.json" --iterations 3 --fail-link gpu0-gpu1@0.005
+expect "--fail-link reroutes" 0 stdout-nonempty stderr-empty 'link_reroute'
+run simulate "$M" "$ROOT/topologies/mixed-a100-v100.json" "$DP" --json
+expect "the mixed A100 + V100 cluster simulates unfolded" 0 stdout-nonempty stderr-empty '"simulated_devices":[[:space:]]*8'
+
+# 6. bad options
+run simulate "$M" "$C" "$DP" --slow gpu9=2
+expect "--slow of an unknown device" 2 any stderr-nonempty "" "no device 'gpu9'"
+run simulate "$M" "$C" "$DP" --fail gpu1
+expect "--fail without a time" 2 any stderr-nonempty "" "DEVICE@TIME"
+run simulate "$M" "$C" "$DP" --slow-link gpu0-gpu2=2
+expect "--slow-link without a link" 2 any stderr-nonempty "" "no link between"
+run simulate "$M" "$C" "$DP" --iterations 0
+expect "--iterations 0" 2 any stderr-nonempty "" "integer >= 1"
+
+finish
