@@ -472,48 +472,12 @@ static psim_status export_deepspeed(const psim_plan_doc *d, char **text, size_t 
 
 /* ---- gspmd ---- */
 
-/* Axis a key maps to (dim name, else role name), or -1; as strategy.c's layout. */
-static int32_t layout_axis_of(const psim_mesh *mesh, const psim_model *m, int32_t dim) {
-  for (int32_t k = 0; k < mesh->n_layout; k++)
-    if (strcmp(mesh->layout_key[k], m->dims[dim].name) == 0)
-      return mesh->layout_axis[k];
-  if (m->dims[dim].role == PSIM_ROLE_NONE)
-    return -1;
-  for (int32_t k = 0; k < mesh->n_layout; k++)
-    if (strcmp(mesh->layout_key[k], psim_role_name(m->dims[dim].role)) == 0)
-      return mesh->layout_axis[k];
-  return -1;
-}
-
-static bool dim_matches(const psim_model *m, int32_t dim, const char *key) {
-  return strcmp(m->dims[dim].name, key) == 0 ||
-         (m->dims[dim].role != PSIM_ROLE_NONE &&
-          strcmp(psim_role_name(m->dims[dim].role), key) == 0);
-}
-
 /* axis_of_dim[i]: the mesh axis op dim i is split over, or -1 (the rule of
  * psim_mesh_op_config: layout first, then the axis fallbacks). */
 static void op_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *op,
                     int32_t *axis_of_dim) {
   int32_t dim_of_axis[PSIM_MESH_MAX_AXES];
-  for (int32_t a = 0; a < mesh->n_axes; a++)
-    dim_of_axis[a] = -1;
-  for (int32_t i = 0; i < op->n_dims; i++) {
-    int32_t a = layout_axis_of(mesh, m, op->dims[i].dim);
-    if (a >= 0 && a < mesh->n_axes && dim_of_axis[a] < 0)
-      dim_of_axis[a] = i;
-  }
-  for (int32_t a = 0; a < mesh->n_axes; a++) {
-    if (dim_of_axis[a] >= 0 || mesh->fallback[a][0] == '\0')
-      continue;
-    for (int32_t i = 0; i < op->n_dims && dim_of_axis[a] < 0; i++) {
-      bool taken = false;
-      for (int32_t b = 0; b < mesh->n_axes; b++)
-        taken = taken || dim_of_axis[b] == i;
-      if (!taken && dim_matches(m, op->dims[i].dim, mesh->fallback[a]))
-        dim_of_axis[a] = i;
-    }
-  }
+  psim_mesh_map_axes(mesh, m, op, dim_of_axis);
   for (int32_t i = 0; i < PSIM_MAX_OP_DIMS; i++)
     axis_of_dim[i] = -1;
   for (int32_t a = 0; a < mesh->n_axes; a++)

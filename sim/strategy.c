@@ -206,8 +206,8 @@ static bool dim_matches(const psim_model *m, int32_t dim, const char *key) {
 }
 
 /* dim_of_axis[a]: the op dim index (into op->dims) split over axis a, or -1. */
-static void map_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *op,
-                     int32_t *dim_of_axis) {
+void psim_mesh_map_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *op,
+                        int32_t *dim_of_axis) {
   for (int32_t a = 0; a < mesh->n_axes; a++)
     dim_of_axis[a] = -1;
   for (int32_t i = 0; i < op->n_dims; i++) {
@@ -263,7 +263,7 @@ psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int3
     return psim_error(PSIM_EINPUT, "the mesh has %d devices but the stage of op '%s' has %d",
                       (int)psim_mesh_size(mesh), o->name, (int)n_stage_devices);
   int32_t dim_of_axis[PSIM_MESH_MAX_AXES];
-  map_axes(mesh, m, o, dim_of_axis);
+  psim_mesh_map_axes(mesh, m, o, dim_of_axis);
   for (int32_t a = 0; a < mesh->n_axes; a++) {
     if (dim_of_axis[a] < 0)
       continue;

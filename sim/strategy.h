@@ -157,6 +157,12 @@ psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,
 psim_status psim_strategy_data_parallel(const psim_model *m, psim_cluster *c, int32_t n,
                                         int32_t micro_batches, psim_strategy *s);
 
+/* The Mesh-TensorFlow rule: dim_of_axis[a] (PSIM_MESH_MAX_AXES entries) is the
+ * index into op->dims of the dim split over mesh axis a (the layout first,
+ * then the axis fallbacks), or -1. */
+void psim_mesh_map_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *op,
+                        int32_t *dim_of_axis);
+
 /* Size of shard j (0-based) of a dim of size n split d ways (uneven allowed). */
 int64_t psim_shard_size(int64_t n, int32_t d, int32_t j);
 /* Largest shard size: ceil(n / d). */
