@@ -95,6 +95,7 @@ START_TEST(synthetic_rows_kernel) {
   psim_cost_source src;
   ck_assert(psim_costdb_lookup(&db, &k, NULL, &t, &src));
   ck_assert_double_eq_tol(t / (8.0 * 3e6 / 2e10 + 1e-6), 1.0, 0.02);
+  psim_costdb_destroy(&db);
 }
 END_TEST
 
