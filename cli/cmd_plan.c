@@ -133,6 +133,11 @@ static const char *auto_searcher(void) {
 /* Issue 6: `--search auto` refines the Alpa plan with MCMC started from it
  * (when the "mcmc" entry is built) and keeps the faster of the two; the
  * statistics and description stay those of the Alpa search. */
+/* Evaluations of the MCMC refinement `--search auto` runs after the Alpa
+ * optimizer when no --budget is given: enough for local moves around the
+ * Alpa plan, short enough for an interactive first plan. */
+#define PSIM_AUTO_REFINE_EVALS 100
+
 static psim_status refine_mcmc(const psim_cli_inputs *in, psim_cluster *c,
                                const psim_search_options *so, psim_search_result *r) {
   const psim_searcher *mc = psim_searcher_find("mcmc");
@@ -141,6 +146,9 @@ static psim_status refine_mcmc(const psim_cli_inputs *in, psim_cluster *c,
   psim_search_options o = *so;
   o.init = &r->best;
   o.fix = NULL; /* the Alpa plan already honours it */
+  /* without a --budget, a short refinement in evaluations (reproducible) */
+  if (o.budget_s <= 0 && o.budget_evals <= 0)
+    o.budget_evals = PSIM_AUTO_REFINE_EVALS;
   psim_search_result m;
   psim_search_result_init(&m);
   psim_status st = mc->run(&in->model, c, &o, &m);
@@ -152,10 +160,15 @@ static psim_status refine_mcmc(const psim_cli_inputs *in, psim_cluster *c,
     r->best_sim = m.best_sim;
     psim_strategy_init(&m.best);
     psim_sim_result_init(&m.best_sim);
-    r->evaluations += m.evaluations;
     snprintf(r->description + strlen(r->description),
              sizeof r->description - strlen(r->description), ", refined by MCMC");
+  } else if (st == PSIM_OK) {
+    snprintf(r->description + strlen(r->description),
+             sizeof r->description - strlen(r->description),
+             " (MCMC refinement: %lld evaluations, no faster plan)", (long long)m.evaluations);
   }
+  if (st == PSIM_OK)
+    r->evaluations += m.evaluations;
   psim_search_result_destroy(&m);
   if (st != PSIM_OK && st != PSIM_ENOMEM)
     psim_error_clear(); /* refinement is optional: keep the Alpa plan */

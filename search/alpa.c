@@ -17,11 +17,11 @@
 #include "json.h"
 #include "taskgraph.h"
 
-#define TOP_K       5     /* DP plans re-simulated (the issue allows a handful) */
-#define EPS_TMAX    0.002 /* Alpa's second pruning: relative step of the bound */
-#define MEM_USE     1.0   /* share of device memory the DP plans for (workspace, fragmentation) */
-#define MAX_MESHES  8
-#define MAX_MBS     128 /* micro-batch sizes considered (divisors of the batch) */
+#define TOP_K      5     /* DP plans re-simulated (the issue allows a handful) */
+#define EPS_TMAX   0.002 /* Alpa's second pruning: relative step of the bound */
+#define MEM_USE    1.0   /* share of device memory the DP plans for (workspace, fragmentation) */
+#define MAX_MESHES 8
+#define MAX_MBS    128 /* micro-batch sizes considered (divisors of the batch) */
 
 static double now_s(void) {
   struct timespec ts;
@@ -44,8 +44,8 @@ typedef struct alpa_mesh {
 typedef struct alpa_cand {
   double estimate;
   int32_t n, S, mb_id, rc;
-  int32_t *last;   /* S entries: last layer of each stage */
-  int32_t *ml;     /* S entries: mesh * 2 + level */
+  int32_t *last; /* S entries: last layer of each stage */
+  int32_t *ml;   /* S entries: mesh * 2 + level */
 } alpa_cand;
 
 typedef struct alpa {
@@ -230,8 +230,8 @@ static int32_t *warm_start(const psim_sh_layer *L, const psim_model *m) {
   return w;
 }
 
-static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mesh *mesh,
-                       int64_t mb, const int32_t *choice) {
+static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mesh *mesh, int64_t mb,
+                       const int32_t *choice) {
   for (int32_t g = 0; g < L->n_groups; g++) {
     const psim_sh_cost *c = &L->costs[g][choice[g]];
     pt->fwd += c->fwd;
@@ -243,8 +243,9 @@ static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mes
     pt->act_sel += c->act_sel;
   }
   for (int32_t e = 0; e < L->n_edges; e++)
-    pt->time += L->edges[e].cost[choice[L->edges[e].a] * L->n_strats[L->edges[e].b] +
-                                 choice[L->edges[e].b]];
+    pt->time +=
+        L->edges[e]
+            .cost[choice[L->edges[e].a] * L->n_strats[L->edges[e].b] + choice[L->edges[e].b]];
   pt->act_full = psim_sh_input_bytes(L, mesh, mb, choice);
   for (int32_t i = 0; i < L->n_ops; i++) {
     psim_sh_strat s = psim_sh_op_strat(L, mesh, mb, choice, i);
@@ -348,17 +349,21 @@ typedef struct dp_ctx {
   alpa *A;
   int32_t L, S, n, mb, rc, B;
   dp_table tab;
-  double *G;          /* [(S + 1) * (L + 1)] */
+  double *G; /* [(S + 1) * (L + 1)] */
   int32_t *next, *pick;
 } dp_ctx;
 
 static double layer_time(const alpa_point *p, int rc, int32_t B) {
   double t = p->time + p->sync / B;
-  return rc == PSIM_RECOMPUTE_FULL ? t + p->fwd : rc == PSIM_RECOMPUTE_SELECTIVE ? t + p->fwd_attn : t;
+  return rc == PSIM_RECOMPUTE_FULL        ? t + p->fwd
+         : rc == PSIM_RECOMPUTE_SELECTIVE ? t + p->fwd_attn
+                                          : t;
 }
 
 static double layer_act(const alpa_point *p, int rc) {
-  return rc == PSIM_RECOMPUTE_FULL ? p->act_full : rc == PSIM_RECOMPUTE_SELECTIVE ? p->act_sel : p->act;
+  return rc == PSIM_RECOMPUTE_FULL        ? p->act_full
+         : rc == PSIM_RECOMPUTE_SELECTIVE ? p->act_sel
+                                          : p->act;
 }
 
 static psim_status fill_ml(dp_ctx *x, int32_t k, int32_t mesh, int level) {

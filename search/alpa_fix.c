@@ -9,14 +9,18 @@
 #include "alloc.h"
 #include "alpa_fix.h"
 
-void psim_alpa_fix_init(psim_alpa_fix *f) { memset(f, 0, sizeof *f); }
+void psim_alpa_fix_init(psim_alpa_fix *f) {
+  memset(f, 0, sizeof *f);
+}
 
 void psim_alpa_fix_destroy(psim_alpa_fix *f) {
   psim_free(f->stage_last);
   memset(f, 0, sizeof *f);
 }
 
-static const char *fname(const psim_alpa_fix *f) { return f->file ? f->file : "--fix"; }
+static const char *fname(const psim_alpa_fix *f) {
+  return f->file ? f->file : "--fix";
+}
 
 static psim_status parse_split(psim_alpa_fix *f, int32_t e, const cJSON *split) {
   psim_alpa_fix_op *op = &f->ops[e];
@@ -46,8 +50,8 @@ static psim_status parse_ops(psim_alpa_fix *f, const cJSON *ops) {
     cJSON_ArrayForEach(k, o) {
       if (strcmp(k->string, "split") != 0)
         return psim_error(PSIM_EINPUT,
-                          "%s: ops.%s.%s: a partial strategy fixes an op's 'split' only",
-                          fname(f), op->pattern, k->string);
+                          "%s: ops.%s.%s: a partial strategy fixes an op's 'split' only", fname(f),
+                          op->pattern, k->string);
     }
     const cJSON *split = cJSON_GetObjectItemCaseSensitive(o, "split");
     if (!split)
@@ -76,8 +80,9 @@ static psim_status parse_stages(psim_alpa_fix *f, const cJSON *stages, const psi
     f->stage_last[i] = next - 1;
   }
   if (next != m->n_layers)
-    return psim_error(PSIM_EINPUT, "%s: pipeline.stages: the stages end at layer %d but the "
-                                   "model has %d layers",
+    return psim_error(PSIM_EINPUT,
+                      "%s: pipeline.stages: the stages end at layer %d but the "
+                      "model has %d layers",
                       fname(f), (int)next - 1, (int)m->n_layers);
   f->n_stages = n;
   return PSIM_OK;
@@ -164,8 +169,8 @@ static psim_status check_patterns(const psim_alpa_fix *f, const psim_model *m) {
     for (int32_t i = 0; i < m->n_ops && !hit; i++)
       hit = fnmatch(f->ops[e].pattern, m->ops[i].name, 0) == 0;
     if (!hit)
-      return psim_error(PSIM_EINPUT, "%s: ops.%s: matches no op of %s", fname(f),
-                        f->ops[e].pattern, m->name);
+      return psim_error(PSIM_EINPUT, "%s: ops.%s: matches no op of %s", fname(f), f->ops[e].pattern,
+                        m->name);
   }
   return PSIM_OK;
 }
@@ -226,8 +231,8 @@ psim_status psim_alpa_fix_degrees(const psim_alpa_fix *f, const psim_model *m, i
   return PSIM_OK;
 }
 
-int32_t psim_alpa_fix_layout_dim(const psim_alpa_fix *f, const psim_model *m, int32_t op,
-                                 int axis, uint64_t *entries) {
+int32_t psim_alpa_fix_layout_dim(const psim_alpa_fix *f, const psim_model *m, int32_t op, int axis,
+                                 uint64_t *entries) {
   for (int32_t e = 0; e < f->n_layout; e++) {
     if (f->layout_axis[e] != axis)
       continue;

@@ -25,7 +25,7 @@ typedef struct psim_alpa_fix {
   const char *file;
   int32_t n_ops;
   psim_alpa_fix_op ops[PSIM_ALPA_FIX_MAX_OPS];
-  int32_t n_micro; /* 0 = free */
+  int32_t n_micro;  /* 0 = free */
   int32_t n_stages; /* 0 = free; else stage_last[i] = last layer of stage i */
   int32_t *stage_last;
   bool has_recompute;
@@ -49,8 +49,8 @@ psim_status psim_alpa_fix_parse(const struct cJSON *root, const char *file, cons
 psim_status psim_alpa_fix_degrees(const psim_alpa_fix *f, const psim_model *m, int32_t op,
                                   int32_t *degree, uint64_t *entries);
 /* Op dim the layout maps to mesh axis `axis` for op, or -1 (sets the entry bit). */
-int32_t psim_alpa_fix_layout_dim(const psim_alpa_fix *f, const psim_model *m, int32_t op,
-                                 int axis, uint64_t *entries);
+int32_t psim_alpa_fix_layout_dim(const psim_alpa_fix *f, const psim_model *m, int32_t op, int axis,
+                                 uint64_t *entries);
 /* "ops.a, layout.b" for the entries set in the mask. */
 void psim_alpa_fix_describe(const psim_alpa_fix *f, uint64_t entries, char *buf, size_t size);
 

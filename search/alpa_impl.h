@@ -21,7 +21,7 @@ enum { PSIM_SH_AR = 0, PSIM_SH_AG, PSIM_SH_A2A, PSIM_SH_NCOLL };
  * (psim_coll_time at two message sizes, every concurrent group sharing links). */
 typedef struct psim_sh_mesh {
   int32_t shape[2];
-  int32_t devices[2][PSIM_SH_MAX_AXIS]; /* the first group along each axis */
+  int32_t devices[2][PSIM_SH_MAX_AXIS];                   /* the first group along each axis */
   double alpha[2][PSIM_SH_NCOLL], beta[2][PSIM_SH_NCOLL]; /* s, s/byte */
 } psim_sh_mesh;
 
@@ -57,7 +57,7 @@ typedef struct psim_sh_layer {
   int32_t *group_of; /* per local op */
   int32_t *parent;   /* per local op: local op it is merged into, -1 for roots */
   int32_t n_groups;
-  int32_t *root;     /* per group: local op index */
+  int32_t *root; /* per group: local op index */
   int32_t *n_strats;
   psim_sh_strat **strats; /* per group */
   psim_sh_cost **costs;   /* per group per strategy */
@@ -65,14 +65,14 @@ typedef struct psim_sh_layer {
   double **mem;           /* per group per strategy: bytes */
   uint8_t **allowed;      /* per group per strategy (--fix) */
   int32_t n_edges;
-  psim_ilp_edge *edges;   /* costs owned */
+  psim_ilp_edge *edges; /* costs owned */
 } psim_sh_layer;
 
 typedef struct psim_sh_params {
   int64_t micro_batch; /* samples per micro-batch (batch-role extent) */
   int32_t n_micro;     /* micro-batches per iteration (amortises the gradient sync) */
   const struct psim_costdb *costdb;
-  double mem_weight;   /* s per byte added to the objective (memory pressure level) */
+  double mem_weight; /* s per byte added to the objective (memory pressure level) */
 } psim_sh_params;
 
 /* Builds the problem of the ops of `layer` (costs on mesh). O(ops x strategies^2). */

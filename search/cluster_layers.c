@@ -47,7 +47,8 @@ psim_status psim_alpa_cluster_layers(const psim_model *m, int32_t k, double delt
   int32_t n = m->n_ops;
   if (k < 1 || k > n)
     return psim_error(PSIM_EINPUT, "layer clustering: %d clusters for %d ops", (int)k, (int)n);
-  double *pre = psim_calloc((size_t)n + 1, sizeof *pre), *cut = psim_malloc(((size_t)n + 1) * sizeof *cut);
+  double *pre = psim_calloc((size_t)n + 1, sizeof *pre),
+         *cut = psim_malloc(((size_t)n + 1) * sizeof *cut);
   size_t cells = (size_t)(k + 1) * (size_t)(n + 1);
   double *F = psim_malloc(cells * sizeof *F);
   int32_t *from = psim_malloc(cells * sizeof *from);

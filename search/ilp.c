@@ -22,7 +22,9 @@ void psim_ilp_options_init(psim_ilp_options *o) {
   o->presolve = true;
 }
 
-void psim_ilp_solution_init(psim_ilp_solution *s) { memset(s, 0, sizeof *s); }
+void psim_ilp_solution_init(psim_ilp_solution *s) {
+  memset(s, 0, sizeof *s);
+}
 
 void psim_ilp_solution_destroy(psim_ilp_solution *s) {
   psim_free(s->choice);
@@ -64,10 +66,10 @@ static void error_hook(void *info) {
 
 typedef struct ilp_build {
   const psim_ilp_problem *p;
-  int32_t *x0;   /* first column of group g's x variables (1-based) */
-  int32_t *y0;   /* first column of edge e's y variables */
+  int32_t *x0; /* first column of group g's x variables (1-based) */
+  int32_t *y0; /* first column of edge e's y variables */
   int32_t n_cols;
-  double *warm;  /* warm start, n_cols + 1 entries, or NULL */
+  double *warm; /* warm start, n_cols + 1 entries, or NULL */
   double gap;
   bool interrupted;
 } ilp_build;
@@ -173,8 +175,7 @@ static void callback(glp_tree *tree, void *info) {
   if (reason == GLP_IBINGO || reason == GLP_ISELECT)
     b->gap = glp_ios_mip_gap(tree);
   /* The warm start applies when the presolver kept the columns as they are. */
-  if (reason == GLP_IHEUR && b->warm &&
-      glp_get_num_cols(glp_ios_get_prob(tree)) == b->n_cols) {
+  if (reason == GLP_IHEUR && b->warm && glp_get_num_cols(glp_ios_get_prob(tree)) == b->n_cols) {
     glp_ios_heur_sol(tree, b->warm);
     b->warm = NULL;
   }
@@ -238,8 +239,8 @@ static psim_status solve_glpk(glp_prob *lp, ilp_build *b, const psim_ilp_options
   return st;
 }
 
-static psim_status solve_fenced(const psim_ilp_problem *p, const psim_ilp_options *o,
-                                ilp_build *b, psim_ilp_solution *s) {
+static psim_status solve_fenced(const psim_ilp_problem *p, const psim_ilp_options *o, ilp_build *b,
+                                psim_ilp_solution *s) {
   glpk_fence f;
   f.last[0] = '\0';
   glpk_fence *volatile saved = fence;

@@ -28,14 +28,14 @@ typedef struct psim_ilp_edge {
 
 typedef struct psim_ilp_problem {
   int32_t n_groups;
-  const int32_t *n_choices;    /* per group, >= 1 */
-  const double *const *cost;   /* per group: n_choices[g] costs, s (>= 0) */
-  const double *const *mem;    /* per group: bytes per choice, or NULL = no memory row */
-  double mem_limit;            /* bytes; used when mem != NULL */
+  const int32_t *n_choices;  /* per group, >= 1 */
+  const double *const *cost; /* per group: n_choices[g] costs, s (>= 0) */
+  const double *const *mem;  /* per group: bytes per choice, or NULL = no memory row */
+  double mem_limit;          /* bytes; used when mem != NULL */
   int32_t n_edges;
   const psim_ilp_edge *edges;
   const uint8_t *const *allowed; /* per group: 0 = choice excluded; NULL = all allowed */
-  const int32_t *warm;         /* per group a feasible start (data parallel), or NULL */
+  const int32_t *warm;           /* per group a feasible start (data parallel), or NULL */
 } psim_ilp_problem;
 
 typedef struct psim_ilp_options {

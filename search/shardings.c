@@ -58,9 +58,9 @@ static psim_status fit_axis(psim_cluster *c, int32_t first, psim_sh_mesh *mesh, 
 psim_status psim_sh_mesh_init(psim_cluster *c, int32_t first, int32_t a0, int32_t a1,
                               psim_sh_mesh *mesh) {
   memset(mesh, 0, sizeof *mesh);
-  if (a0 < 1 || a1 < 1 || a0 > PSIM_SH_MAX_AXIS || a1 > PSIM_SH_MAX_AXIS || first + a0 * a1 > c->n_devices)
-    return psim_error(PSIM_EINPUT, "logical mesh %dx%d does not fit the cluster", (int)a0,
-                      (int)a1);
+  if (a0 < 1 || a1 < 1 || a0 > PSIM_SH_MAX_AXIS || a1 > PSIM_SH_MAX_AXIS ||
+      first + a0 * a1 > c->n_devices)
+    return psim_error(PSIM_EINPUT, "logical mesh %dx%d does not fit the cluster", (int)a0, (int)a1);
   mesh->shape[0] = a0;
   mesh->shape[1] = a1;
   PSIM_CHECK(fit_axis(c, first, mesh, 0));
@@ -111,8 +111,7 @@ psim_sh_strat psim_sh_op_strat(const psim_sh_layer *L, const psim_sh_mesh *mesh,
     if (md < 0 || pop->dims[ps.dim[a]].use == PSIM_USE_CONTRACTED)
       continue;
     int32_t k = psim_op_dim_index(op, md);
-    if (k >= 0 && op->dims[k].use == PSIM_USE_OUTPUT &&
-        splittable(L->m, op, k, mb, mesh->shape[a]))
+    if (k >= 0 && op->dims[k].use == PSIM_USE_OUTPUT && splittable(L->m, op, k, mb, mesh->shape[a]))
       s.dim[a] = (int8_t)k;
   }
   return s;
@@ -275,8 +274,7 @@ static void comm_costs(const psim_model *m, const psim_sh_mesh *mesh, const psim
       for (int32_t j = 0; j < t->rank; j++)
         has = has || t->dims[j] == md;
       if (!has && t->kind != PSIM_TENSOR_WEIGHT && t->requires_grad)
-        c->comm +=
-            psim_sh_coll(mesh, a, PSIM_SH_AR, shard_bytes(m, mesh, op, s, op->in[k], mb));
+        c->comm += psim_sh_coll(mesh, a, PSIM_SH_AR, shard_bytes(m, mesh, op, s, op->in[k], mb));
     }
   }
 }

@@ -154,11 +154,21 @@ static psim_status parse_valued(psim_fault_options *o, const char *arg, const ch
 }
 
 int psim_fault_option(psim_fault_options *o, const char *arg, const char *val, psim_status *st) {
-  static const char *const valued[] = {
-      "--iterations",    "--slow",          "--slow-link",   "--slow-random",
-      "--fail",          "--fail-link",     "--join",        "--detect-timeout",
-      "--rebuild-time",  "--failover-time", "--restart-time", "--checkpoint-every",
-      "--checkpoint-write-bw", "--checkpoint-read-bw", NULL};
+  static const char *const valued[] = {"--iterations",
+                                       "--slow",
+                                       "--slow-link",
+                                       "--slow-random",
+                                       "--fail",
+                                       "--fail-link",
+                                       "--join",
+                                       "--detect-timeout",
+                                       "--rebuild-time",
+                                       "--failover-time",
+                                       "--restart-time",
+                                       "--checkpoint-every",
+                                       "--checkpoint-write-bw",
+                                       "--checkpoint-read-bw",
+                                       NULL};
   *st = PSIM_OK;
   if (!strcmp(arg, "--no-elastic")) {
     o->elastic = false;
@@ -312,8 +322,10 @@ static psim_status drop_ops(const psim_model *m, psim_strategy *s, int32_t dev) 
       continue;
     int32_t ib = batch_index(m, &m->ops[o]);
     if (ib < 0 || cfg->degree[ib] <= 1)
-      return psim_error(PSIM_EINPUT, "op %s on device %d is not split on the batch dim: no "
-                        "data-parallel redundancy", m->ops[o].name, (int)dev);
+      return psim_error(PSIM_EINPUT,
+                        "op %s on device %d is not split on the batch dim: no "
+                        "data-parallel redundancy",
+                        m->ops[o].name, (int)dev);
     drop_slice(&m->ops[o], cfg, ib, coord_of(&m->ops[o], cfg, e / cfg->replicas, ib));
   }
   return PSIM_OK;
@@ -532,12 +544,12 @@ static psim_status resync_time(run_ctx *x, const config *k, double *t) {
 
 /* Timeline state. */
 typedef struct timeline {
-  double t;         /* now, s */
-  double iter_start;/* start of the iteration in progress, s */
-  int32_t done;     /* completed iterations (progress) */
-  int32_t ckpt_iter;/* progress at the last checkpoint */
-  double ckpt_t;    /* when it was written */
-  double last_end;  /* end of the previous completion (for per-iteration wall times) */
+  double t;          /* now, s */
+  double iter_start; /* start of the iteration in progress, s */
+  int32_t done;      /* completed iterations (progress) */
+  int32_t ckpt_iter; /* progress at the last checkpoint */
+  double ckpt_t;     /* when it was written */
+  double last_end;   /* end of the previous completion (for per-iteration wall times) */
 } timeline;
 
 static psim_fault_record *new_record(run_ctx *x, const psim_fault_event *e, double iter_before) {
@@ -586,11 +598,12 @@ static psim_status fail_device(run_ctx *x, timeline *tl, config *k, int32_t dev,
     r->recovery_s = fo->detect_timeout_s + fo->failover_s;
     tl->t = te + r->recovery_s;
   } else if (ps) {
-    bool absorbs = s->ps.mode == PSIM_PS_ASYNC ||
-                   (s->ps.mode == PSIM_PS_BACKUP && s->ps.backup_k < workers_of(s, k->c->n_devices) + 1);
+    bool absorbs =
+        s->ps.mode == PSIM_PS_ASYNC ||
+        (s->ps.mode == PSIM_PS_BACKUP && s->ps.backup_k < workers_of(s, k->c->n_devices) + 1);
     r->recovery = s->ps.mode == PSIM_PS_ASYNC ? "async_absorbs"
-                  : absorbs                     ? "backup_absorbs"
-                                                : "ps_drop_worker";
+                  : absorbs                   ? "backup_absorbs"
+                                              : "ps_drop_worker";
     double end = tl->iter_start + t_iter;
     if (!absorbs)
       end = fmax(end, te + fo->detect_timeout_s);
@@ -761,8 +774,8 @@ static psim_status run_timeline(run_ctx *x, config *k) {
     double t_iter;
     PSIM_CHECK(iteration_time(x, k, draws++, &t_iter));
     bool join_now = next < ne && ev[next].kind == PSIM_FAULT_JOIN && ev[next].time_s <= tl.t;
-    bool fault_now = next < ne && ev[next].kind != PSIM_FAULT_JOIN &&
-                     ev[next].time_s < tl.iter_start + t_iter;
+    bool fault_now =
+        next < ne && ev[next].kind != PSIM_FAULT_JOIN && ev[next].time_s < tl.iter_start + t_iter;
     if (join_now || fault_now) {
       int32_t before = tl.done;
       PSIM_CHECK(handle(x, &tl, k, &ev[next++], t_iter));
@@ -838,7 +851,9 @@ static void model_bytes(const psim_model *m, double *weights, double *ckpt) {
   *ckpt = params * (low ? 2 + 12 : 4 + 8);
 }
 
-void psim_fault_report_init(psim_fault_report *r) { memset(r, 0, sizeof *r); }
+void psim_fault_report_init(psim_fault_report *r) {
+  memset(r, 0, sizeof *r);
+}
 
 void psim_fault_report_destroy(psim_fault_report *r) {
   psim_free(r->iteration_s);
@@ -941,8 +956,9 @@ psim_status psim_fault_report_to_json(const psim_fault_report *r, cJSON *root) {
 }
 
 void psim_fault_report_print(const psim_fault_report *r, FILE *f) {
-  fprintf(f, "  %d iterations in %.6g s (%.1f samples/s): per iteration mean %.6g s, std %.3g s, "
-             "p50 %.6g s, p90 %.6g s, max %.6g s\n",
+  fprintf(f,
+          "  %d iterations in %.6g s (%.1f samples/s): per iteration mean %.6g s, std %.3g s, "
+          "p50 %.6g s, p90 %.6g s, max %.6g s\n",
           (int)r->n_iterations, r->total_s, r->samples_per_s, r->mean_s, r->std_s, r->p50_s,
           r->p90_s, r->max_s);
   if (r->checkpoints > 0)
@@ -950,8 +966,9 @@ void psim_fault_report_print(const psim_fault_report *r, FILE *f) {
             r->checkpoint_bytes / 1e9, r->checkpoint_write_s);
   for (int32_t i = 0; i < r->n_rec; i++) {
     const psim_fault_record *e = &r->rec[i];
-    fprintf(f, "  %s %s at %.6g s: %s, lost %.6g s, recovery %.6g s (resync %.3g s), "
-               "iteration %.6g s -> %.6g s, %d workers\n",
+    fprintf(f,
+            "  %s %s at %.6g s: %s, lost %.6g s, recovery %.6g s (resync %.3g s), "
+            "iteration %.6g s -> %.6g s, %d workers\n",
             kind_name(e->kind), e->what, e->time_s, e->recovery ? e->recovery : "none", e->lost_s,
             e->recovery_s, e->resync_s, e->iteration_before_s, e->iteration_after_s,
             (int)e->workers_after);

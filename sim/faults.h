@@ -48,10 +48,14 @@
 
 #include "simulate.h"
 
-#define PSIM_FAULTS_MAX   64 /* events and slowdown entries each */
-#define PSIM_FAULTS_NAME  128
+#define PSIM_FAULTS_MAX  64 /* events and slowdown entries each */
+#define PSIM_FAULTS_NAME 128
 
-typedef enum psim_fault_kind { PSIM_FAULT_FAIL = 0, PSIM_FAULT_FAIL_LINK, PSIM_FAULT_JOIN } psim_fault_kind;
+typedef enum psim_fault_kind {
+  PSIM_FAULT_FAIL = 0,
+  PSIM_FAULT_FAIL_LINK,
+  PSIM_FAULT_JOIN
+} psim_fault_kind;
 
 typedef struct psim_fault_event {
   psim_fault_kind kind;
@@ -65,14 +69,14 @@ typedef struct psim_slow_spec {
 } psim_slow_spec;
 
 typedef struct psim_fault_options {
-  int32_t iterations;         /* iterations to complete; default 1 */
-  psim_slow_spec slow[PSIM_FAULTS_MAX];      /* --slow DEVICE=FACTOR */
+  int32_t iterations;                   /* iterations to complete; default 1 */
+  psim_slow_spec slow[PSIM_FAULTS_MAX]; /* --slow DEVICE=FACTOR */
   int32_t n_slow;
   psim_slow_spec slow_link[PSIM_FAULTS_MAX]; /* --slow-link A-B=FACTOR (both directions) */
   int32_t n_slow_link;
-  uint64_t random_seed;       /* --slow-random SEED:SIGMA */
-  double random_sigma;        /* each iteration, device d computes exp(sigma |z|) times
-                                 slower, z ~ N(0, 1) from (seed, iteration, d); 0 = off (default) */
+  uint64_t random_seed; /* --slow-random SEED:SIGMA */
+  double random_sigma;  /* each iteration, device d computes exp(sigma |z|) times
+                           slower, z ~ N(0, 1) from (seed, iteration, d); 0 = off (default) */
   psim_fault_event events[PSIM_FAULTS_MAX];
   int32_t n_events;
   double detect_timeout_s;    /* a lost peer is noticed after this; default 30 s */
@@ -99,11 +103,11 @@ typedef struct psim_fault_record {
   psim_fault_kind kind;
   char what[2 * PSIM_FAULTS_NAME + 2]; /* device or "a-b" */
   double time_s;
-  const char *recovery;   /* ring_rebuild, ps_failover, ps_drop_worker, backup_absorbs,
-                             async_absorbs, checkpoint_restart, link_reroute, join_ring, join_ps */
-  double lost_s;          /* work discarded, s */
-  double recovery_s;      /* no progress while recovering (detection included), s */
-  double resync_s;        /* part of recovery_s: re-synchronisation / state transfer, s */
+  const char *recovery; /* ring_rebuild, ps_failover, ps_drop_worker, backup_absorbs,
+                           async_absorbs, checkpoint_restart, link_reroute, join_ring, join_ps */
+  double lost_s;        /* work discarded, s */
+  double recovery_s;    /* no progress while recovering (detection included), s */
+  double resync_s;      /* part of recovery_s: re-synchronisation / state transfer, s */
   double iteration_before_s, iteration_after_s;
   int32_t workers_after;
 } psim_fault_record;
@@ -113,17 +117,17 @@ typedef struct psim_fault_report {
   double *iteration_s; /* wall time of each completed iteration (stalls included), in order */
   int32_t n_times;     /* entries (redone iterations appear again) */
   double total_s, mean_s, std_s, min_s, p50_s, p90_s, p99_s, max_s;
-  double samples_per_s;           /* iterations x batch / total */
+  double samples_per_s; /* iterations x batch / total */
   int32_t checkpoints;
-  double checkpoint_write_s;      /* one checkpoint */
+  double checkpoint_write_s; /* one checkpoint */
   double checkpoint_bytes;
   psim_fault_record rec[PSIM_FAULTS_MAX];
   int32_t n_rec;
-  bool async;                     /* parameter servers in async mode: */
+  bool async; /* parameter servers in async mode: */
   double async_samples_per_s;
   double staleness_mean, staleness_mean_iter;
   int32_t staleness_max;
-  int64_t *staleness_hist;        /* [k] pushes k updates stale */
+  int64_t *staleness_hist; /* [k] pushes k updates stale */
   int32_t n_hist;
 } psim_fault_report;
 

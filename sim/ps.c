@@ -15,13 +15,13 @@
 typedef struct ps_state {
   int32_t nw, ns;
   int32_t *workers, *servers;
-  double *shard_bytes; /* per server */
-  double *share;       /* per server: shard_bytes / total */
-  double *wbytes;      /* per worker: its weight bytes */
-  int32_t *ready;      /* per worker: its gradients are ready to push */
-  int32_t *push, *pull;/* per (w, s) */
-  int32_t *update;     /* per server (sync, backup) or per (w, s) (async) */
-  int32_t *repl_done;  /* per server (sync, backup) or per (w, s) (async): pulls wait for it */
+  double *shard_bytes;  /* per server */
+  double *share;        /* per server: shard_bytes / total */
+  double *wbytes;       /* per worker: its weight bytes */
+  int32_t *ready;       /* per worker: its gradients are ready to push */
+  int32_t *push, *pull; /* per (w, s) */
+  int32_t *update;      /* per server (sync, backup) or per (w, s) (async) */
+  int32_t *repl_done;   /* per server (sync, backup) or per (w, s) (async): pulls wait for it */
   double replicate_s;
 } ps_state;
 
@@ -414,8 +414,8 @@ static psim_status hist_add(psim_ps_async_result *out, int64_t stale) {
 
 /* One worker iteration: compute, push to every server (FIFO per server),
  * pull; the worker's clock moves to the end of its last pull. */
-static psim_status async_step(async_sim *a, int32_t w, psim_ps_async_result *out,
-                              int64_t *pushes, double *stale_sum) {
+static psim_status async_step(async_sim *a, int32_t w, psim_ps_async_result *out, int64_t *pushes,
+                              double *stale_sum) {
   const psim_ps_stats *st = a->st;
   double ready = a->worker_t[w] + st->compute_end_s[w], next = ready;
   for (int32_t s = 0; s < st->n_servers; s++) {

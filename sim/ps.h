@@ -40,17 +40,17 @@
 /* What one simulated parameter-server iteration looked like. */
 typedef struct psim_ps_stats {
   int32_t n_workers, n_servers;
-  int32_t *workers;       /* device per worker index */
-  int32_t *servers;       /* device per server index */
-  double *shard_bytes;    /* per server: parameter bytes of its shard (model dtype) */
-  double *compute_end_s;  /* per worker: its gradients are ready (pushes may start) */
-  double *push_s;         /* per (w, s) [w * n_servers + s]: from gradients ready to the push's
-                             arrival, s (as simulated: queueing on shared links included) */
-  double *pull_s;         /* per (w, s): from the update (and replication) to the pull's end, s */
-  double *push_bytes;     /* per (w, s): bytes pushed (= bytes pulled) */
-  double *update_s;       /* per server: one update of its shard, s */
-  double *push_end_s;     /* per (w, s): when the push arrived */
-  double replicate_s;     /* longest copy of a shard to a replica (0 without replicas), s */
+  int32_t *workers;      /* device per worker index */
+  int32_t *servers;      /* device per server index */
+  double *shard_bytes;   /* per server: parameter bytes of its shard (model dtype) */
+  double *compute_end_s; /* per worker: its gradients are ready (pushes may start) */
+  double *push_s;        /* per (w, s) [w * n_servers + s]: from gradients ready to the push's
+                            arrival, s (as simulated: queueing on shared links included) */
+  double *pull_s;        /* per (w, s): from the update (and replication) to the pull's end, s */
+  double *push_bytes;    /* per (w, s): bytes pushed (= bytes pulled) */
+  double *update_s;      /* per server: one update of its shard, s */
+  double *push_end_s;    /* per (w, s): when the push arrived */
+  double replicate_s;    /* longest copy of a shard to a replica (0 without replicas), s */
 } psim_ps_stats;
 
 void psim_ps_stats_destroy(psim_ps_stats *st);
@@ -70,11 +70,11 @@ void psim_ps_shards(const psim_model *m, int32_t n_servers, double *bytes);
  * Runs until every worker finished `iterations` iterations' worth of pushes
  * in total (iterations x workers pushes per server). */
 typedef struct psim_ps_async_result {
-  double total_s;             /* wall time of the run */
-  double iteration_s;         /* total_s / iterations: time per n_workers pushes */
-  double *iteration_end_s;    /* per iteration i: when server 0 applied its (i+1) x n-th push */
+  double total_s;          /* wall time of the run */
+  double iteration_s;      /* total_s / iterations: time per n_workers pushes */
+  double *iteration_end_s; /* per iteration i: when server 0 applied its (i+1) x n-th push */
   int32_t n_iterations;
-  int64_t *staleness_hist;    /* [k]: pushes whose staleness was k updates */
+  int64_t *staleness_hist; /* [k]: pushes whose staleness was k updates */
   int32_t n_hist;
   double staleness_mean;      /* updates */
   double staleness_mean_iter; /* iterations */

@@ -200,8 +200,9 @@ START_TEST(fix_contradictions_are_errors) {
   ck_assert_ptr_nonnull(strstr(psim_error_message(), "ops.layer.*.fc1"));
   ck_assert_ptr_nonnull(strstr(psim_error_message(), "ops.layer.*.gelu"));
   psim_search_result_destroy(&r);
-  ck_assert_int_eq(plan(&m, &c, "{\"format\": \"plansim.strategy/1\", \"ops\": "
-                                "{\"nope\": {\"split\": {\"batch\": 2}}}}",
+  ck_assert_int_eq(plan(&m, &c,
+                        "{\"format\": \"plansim.strategy/1\", \"ops\": "
+                        "{\"nope\": {\"split\": {\"batch\": 2}}}}",
                         &r),
                    PSIM_EINPUT);
   ck_assert_ptr_nonnull(strstr(psim_error_message(), "ops.nope"));

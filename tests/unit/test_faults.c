@@ -110,7 +110,6 @@ START_TEST(checkpoint_restart_loses_since_checkpoint) {
   psim_fault_report rep;
   /* the checkpoint after iteration 2 ends at 2 t4 + W; fail half-way through iteration 3 */
 
-
   psim_fault_report probe;
   run(&f, 4, &fo, &probe);
   double W = probe.checkpoint_write_s, bytes = probe.checkpoint_bytes;
