@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "memory.h"
 #include "alloc.h"
 #include "alpa_impl.h"
 #include "collective.h"
@@ -195,27 +196,6 @@ static double edge_cost(const psim_model *m, const psim_sh_mesh *mesh, int64_t m
   return c;
 }
 
-/* Kinds that keep their activation inputs for backward (as sim/memory.c:
- * Korthikanti et al. 2022, section 4.1). */
-static bool saves_inputs(const psim_op *op) {
-  switch (op->kind) {
-  case PSIM_OP_MATMUL:
-  case PSIM_OP_LAYERNORM:
-  case PSIM_OP_RMSNORM:
-  case PSIM_OP_CONV2D:
-  case PSIM_OP_POOL2D:
-  case PSIM_OP_CROSS_ENTROPY:
-  case PSIM_OP_ATTENTION:
-  case PSIM_OP_DISPATCH:
-  case PSIM_OP_COMBINE: return true;
-  case PSIM_OP_ELEMENTWISE:
-    return op->fn && strcmp(op->fn, "add") != 0 && strcmp(op->fn, "sub") != 0 &&
-           strcmp(op->fn, "scale") != 0 && strcmp(op->fn, "mask") != 0 &&
-           strcmp(op->fn, "bias") != 0;
-  default: return false;
-  }
-}
-
 static double shard_bytes(const psim_model *m, const psim_sh_mesh *mesh, const psim_op *op,
                           psim_sh_strat s, int32_t t, int64_t mb) {
   int32_t spec[2];
@@ -231,7 +211,7 @@ static double act_bytes(const psim_model *m, const psim_sh_mesh *mesh, const psi
            (double)psim_dtype_bytes(m->tensors[op->out[0]].dtype);
   if (op->kind == PSIM_OP_SOFTMAX)
     return shard_bytes(m, mesh, op, s, op->out[0], mb);
-  if (!saves_inputs(op))
+  if (!psim_memory_saves_inputs(op))
     return 0;
   for (int32_t k = 0; k < op->n_in; k++)
     if (m->tensors[op->in[k]].kind != PSIM_TENSOR_WEIGHT)

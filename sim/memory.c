@@ -18,6 +18,7 @@
 
 #include "alloc.h"
 #include "build.h"
+#include "memory.h"
 
 static double shard_elems_of(const psim_model *m, const psim_op *op, const int64_t *ext,
                              int32_t t) {
@@ -35,10 +36,7 @@ static double tensor_shard_bytes(const psim_model *m, const psim_op *op, const i
   return shard_elems_of(m, op, ext, t) * (double)psim_dtype_bytes(m->tensors[t].dtype);
 }
 
-/* Whether the kind keeps its activation inputs for backward (Korthikanti et
- * al. 2022, section 4.1: matmuls, norms and non-linear activations do; adds,
- * scaling and masking do not; dropout keeps a 1-byte mask; softmax its output). */
-static bool saves_inputs(const psim_op *op) {
+bool psim_memory_saves_inputs(const psim_op *op) {
   switch (op->kind) {
   case PSIM_OP_MATMUL:
   case PSIM_OP_LAYERNORM:
@@ -133,7 +131,7 @@ static psim_status mark_saves(psim_build *b) {
         continue;
       int32_t p = m->tensors[t].producer;
       bool boundary = p < 0 || m->ops[p].layer != op->layer;
-      bool must = saves_inputs(op) ||
+      bool must = psim_memory_saves_inputs(op) ||
                   (b->s->recompute == PSIM_RECOMPUTE_FULL && boundary && op->block >= 0);
       if (!must || m->tensors[t].dtype == PSIM_DTYPE_INT32 || m->tensors[t].dtype == PSIM_DTYPE_INT64)
         continue;
