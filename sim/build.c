@@ -728,9 +728,13 @@ static uint32_t partial_mask(const psim_build *b, int32_t o, int32_t t, int dir)
   return mask;
 }
 
+/* Largest collective group the builder handles (devices). */
+#define PSIM_BUILD_MAX_GROUP 4096
+
 typedef struct group {
-  int32_t devices[4096];
+  int32_t devices[PSIM_BUILD_MAX_GROUP];
   int32_t n;
+  int32_t wanted; /* members the layout asks for (> n: over the limit) */
   int32_t stride; /* device offset of the next concurrent group, 0 = unknown */
   int32_t n_groups;
 } group;
@@ -747,7 +751,8 @@ static void partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t ma
     if (mask & (1u << i))
       k *= cfg->degree[i];
   g->n = 0;
-  for (int32_t n = 0; n < k && g->n < 4096; n++) {
+  g->wanted = k;
+  for (int32_t n = 0; n < k && g->n < PSIM_BUILD_MAX_GROUP; n++) {
     int32_t rem = n;
     for (int32_t i = op->n_dims - 1; i >= 0; i--) {
       if (!(mask & (1u << i)))
@@ -762,6 +767,15 @@ static void partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t ma
   }
   g->n_groups = cfg->n_devices / (g->n ? g->n : 1);
   g->stride = 0;
+}
+
+static psim_status group_fits(const group *g) {
+  if (g->wanted <= g->n)
+    return PSIM_OK;
+  return psim_error(PSIM_ELIMIT,
+                    "a collective over %d devices: the simulator handles groups of at most %d "
+                    "(PSIM_BUILD_MAX_GROUP in sim/build.c)",
+                    (int)g->wanted, PSIM_BUILD_MAX_GROUP);
 }
 
 /* Offset between this group and a neighbouring one, when all members shift
@@ -836,6 +850,11 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
   if (!g)
     return psim_error(PSIM_ENOMEM, "out of memory");
   partial_group(b, x, e, mask, g);
+  psim_status fits = group_fits(g);
+  if (fits != PSIM_OK) {
+    psim_free(g);
+    return fits;
+  }
   comm_cache *cache = b->cache;
   uint64_t k1 = key1(1, x, slot, mu, dir);
   b->reduce_leader = g->devices[0];
@@ -985,6 +1004,11 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
   if (!g)
     return psim_error(PSIM_ENOMEM, "out of memory");
   partial_group(b, x, e, mask, g);
+  psim_status fits = group_fits(g);
+  if (fits != PSIM_OK) {
+    psim_free(g);
+    return fits;
+  }
   double covered = 0;
   for (int32_t i = 0; i < g->n; i++) {
     region rg;
@@ -1047,7 +1071,7 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   const psim_op_config *cx = &b->s->ops[x], *cy = &b->s->ops[y];
   const psim_tensor *ten = &b->m->tensors[t];
   int32_t sh = covering_shard(b, x, t, r);
-  if (sh < 0)
+  if (sh < 0 || cy->replicas > PSIM_BUILD_MAX_GROUP)
     return PSIM_OK;
   double bytes = region_elems(r, ten->rank) * (double)psim_dtype_bytes(ten->dtype);
   int32_t src = cx->devices[sh * cx->replicas + ly->replica % cx->replicas];
@@ -1307,6 +1331,9 @@ static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, int32_
   for (int32_t k = 0; k < nk && st == PSIM_OK; k++) {
     int32_t e = local_entry(b, bk->op, k);
     partial_group(b, bk->op, e, mask, g);
+    st = group_fits(g);
+    if (st != PSIM_OK)
+      break;
     if (!b->folded && g->devices[0] != b->s->ops[bk->op].devices[e])
       continue; /* each group once, from its first member */
     if (b->folded)
