@@ -92,7 +92,7 @@ static const char help_simulate[] =
     "  --costdb DB             use measured operator costs (plansim profile)\n"
     "  --no-fold               simulate every device (default: identical devices of a\n"
     "                          pipeline stage are simulated once)\n"
-    "  --max-tasks N           refuse task graphs larger than N tasks (default 100000000)\n"
+    "  --max-tasks N           refuse task graphs larger than N tasks (default 50000000)\n"
     "  --max-memory BYTES      refuse task graphs estimated to need more memory (\"16 GiB\";\n"
     "                          default 3/4 of this machine's physical memory)\n"
     "\n"

@@ -16,7 +16,8 @@ void psim_sim_options_init(psim_sim_options *o) {
   o->fidelity = PSIM_FIDELITY_AGGREGATE;
   o->fold = true;
   o->costdb = NULL;
-  o->max_tasks = 100000000;
+  o->max_tasks = 50000000; /* 5e7: about 11 GB of graph and minutes of building;
+                              the 1T benchmark needs 4.7e6 */
   o->keep_graph = false;
 }
 

@@ -27,7 +27,7 @@ typedef struct psim_sim_options {
   psim_fidelity fidelity;           /* default PSIM_FIDELITY_AGGREGATE */
   bool fold;                        /* default true */
   const struct psim_costdb *costdb; /* measured costs; NULL = roofline only */
-  int64_t max_tasks;                /* refuse larger graphs; default 100,000,000 */
+  int64_t max_tasks;                /* refuse larger graphs; default 50,000,000 */
   int64_t max_graph_bytes;          /* refuse graphs estimated larger (bytes, at
                                        PSIM_GRAPH_BYTES_PER_TASK); 0 = no limit (default) */
   bool keep_graph;                  /* keep graph and schedule (traces); default false */

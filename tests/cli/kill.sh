@@ -20,7 +20,7 @@ MODEL=models/gpt-1.3b.json
 CLUSTER=topologies/dgx-a100-x1.json
 # Sanitizer builds run several times slower: stretch the moments.
 SLOW=${PSIM_KILL_SLOW:-1}
-[ "${PSIM_SANITIZED:-0}" = 1 ] && SLOW=3
+if [ "${PSIM_SANITIZED:-0}" = 1 ] || ldd "$PLANSIM" 2>/dev/null | grep -qE "libasan|libubsan"; then SLOW=2; fi
 
 # Milliseconds to seconds for sleep, times SLOW.
 secs() { awk -v ms="$1" -v k="$SLOW" 'BEGIN { printf "%.3f", ms * k / 1000 }'; }
@@ -73,7 +73,7 @@ plan_case() {
   else not_ok "plan SIG$sig after ${ms} ms" "${why[@]}"; fi
 }
 
-for sig in INT TERM KILL INT TERM KILL; do
+for sig in INT TERM KILL INT; do
   plan_case "$sig" 50 2500
 done
 
@@ -93,7 +93,7 @@ for sig in INT TERM; do
 done
 
 # simulate --trace: the trace is absent or complete JSON (the write is the long part).
-for i in 1 2 3 4; do
+for i in 1 2; do
   sig=$([ $((i % 2)) -eq 0 ] && echo KILL || echo TERM)
   ms=$((100 + RANDOM % 1400))
   trace="$T/trace-$i.json"
@@ -108,7 +108,7 @@ for i in 1 2 3 4; do
 done
 
 # profile: the cost database is absent or loads; SIGINT saves what was measured.
-for sig in KILL INT KILL TERM; do
+for sig in KILL INT TERM; do
   ms=$((300 + RANDOM % 2500))
   db="$T/db-$sig-$ms.json"
   start profile --grid --budget 0.001 -o "$db"

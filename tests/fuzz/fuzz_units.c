@@ -18,8 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char text[4097];
   memcpy(text, data, size);
   text[size] = '\0';
-  static const psim_unit_kind kinds[] = {PSIM_UNIT_NONE,  PSIM_UNIT_BYTES, PSIM_UNIT_BANDWIDTH,
-                                         PSIM_UNIT_TIME,  PSIM_UNIT_FLOPS, PSIM_UNIT_COUNT};
+  static const psim_unit_kind kinds[] = {PSIM_UNIT_NONE, PSIM_UNIT_BYTES, PSIM_UNIT_BANDWIDTH,
+                                         PSIM_UNIT_TIME, PSIM_UNIT_FLOPS, PSIM_UNIT_COUNT};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
     double v = -1;
     if (psim_units_parse(text, kinds[k], &v) != PSIM_OK)
