@@ -326,8 +326,14 @@ static double overlap(const region *a, const region *c, int32_t rank) {
 static double region_elems(const region *a, int32_t rank) { return overlap(a, a, rank); }
 
 /* Entry index (shard * replicas + replica) of op o on device d, or -1. */
+/* Ops spread over more devices than this find a device's entry or shard by
+ * hash (built once in make_locals) rather than by a scan. */
+#define PSIM_BUILD_SCAN_DEVICES 8
+
 static int32_t entry_on(const psim_build *b, int32_t o, int32_t d) {
   const psim_op_config *cfg = &b->s->ops[o];
+  if (cfg->n_devices > PSIM_BUILD_SCAN_DEVICES)
+    return cache_get(b->where, (uint64_t)(uint32_t)o, (uint64_t)(uint32_t)d);
   for (int32_t e = 0; e < cfg->n_devices; e++)
     if (cfg->devices[e] == d)
       return e;
@@ -336,10 +342,29 @@ static int32_t entry_on(const psim_build *b, int32_t o, int32_t d) {
 
 /* Local index (within op o's locals) on device d, or -1. */
 static int32_t local_on(const psim_build *b, int32_t o, int32_t d) {
+  if (b->loc_first[o + 1] - b->loc_first[o] > PSIM_BUILD_SCAN_DEVICES)
+    return cache_get(b->where, (uint64_t)(uint32_t)o | 1ull << 62, (uint64_t)(uint32_t)d);
   for (int32_t k = b->loc_first[o]; k < b->loc_first[o + 1]; k++)
     if (b->locals[k].device == d)
       return k - b->loc_first[o];
   return -1;
+}
+
+/* Indexes the entries and simulated shards of widely spread ops by device. */
+static psim_status index_devices(psim_build *b) {
+  for (int32_t o = 0; o < b->m->n_ops; o++) {
+    const psim_op_config *cfg = &b->s->ops[o];
+    for (int32_t e = 0; cfg->n_devices > PSIM_BUILD_SCAN_DEVICES && e < cfg->n_devices; e++)
+      if (cache_get(b->where, (uint64_t)(uint32_t)o, (uint64_t)(uint32_t)cfg->devices[e]) < 0)
+        PSIM_CHECK(cache_put(b->where, (uint64_t)(uint32_t)o, (uint64_t)(uint32_t)cfg->devices[e], e));
+    int32_t nk = b->loc_first[o + 1] - b->loc_first[o];
+    for (int32_t k = 0; nk > PSIM_BUILD_SCAN_DEVICES && k < nk; k++) {
+      uint64_t d = (uint64_t)(uint32_t)b->locals[b->loc_first[o] + k].device;
+      if (cache_get(b->where, (uint64_t)(uint32_t)o | 1ull << 62, d) < 0)
+        PSIM_CHECK(cache_put(b->where, (uint64_t)(uint32_t)o | 1ull << 62, d, k));
+    }
+  }
+  return PSIM_OK;
 }
 
 static int32_t *task_slot(const psim_build *b, int32_t *arr, int32_t o, int32_t k, int32_t mu) {
@@ -458,7 +483,7 @@ static psim_status make_locals(psim_build *b) {
   b->costs = psim_calloc((size_t)k * 3 + 1, sizeof *b->costs);
   if (!b->costs)
     return psim_error(PSIM_ENOMEM, "out of memory for %d op shards", (int)k);
-  return PSIM_OK;
+  return index_devices(b);
 }
 
 /* ---- task creation ------------------------------------------------------- */
@@ -1444,8 +1469,9 @@ psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c
   psim_tg_init(&b->g, 3 * c->n_devices + c->n_links); /* compute, comm, links, host */
   b->cache = psim_calloc(1, sizeof(comm_cache));
   b->memo = psim_calloc(1, sizeof(comm_cache));
+  b->where = psim_calloc(1, sizeof(comm_cache));
   b->colls = psim_calloc(1, sizeof(coll_cache));
-  if (!b->cache || !b->memo || !b->colls)
+  if (!b->cache || !b->memo || !b->where || !b->colls)
     return psim_error(PSIM_ENOMEM, "out of memory");
   PSIM_CHECK(choose_simulated(b));
   PSIM_CHECK(make_locals(b));
@@ -1486,8 +1512,8 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->save_slots);
   psim_free(b->costs);
   coll_cache_free(b->colls);
-  for (int i = 0; i < 2; i++) {
-    comm_cache *h = i ? b->memo : b->cache;
+  for (int i = 0; i < 3; i++) {
+    comm_cache *h = i == 0 ? b->cache : i == 1 ? b->memo : b->where;
     if (!h)
       continue;
     psim_free(h->slots);

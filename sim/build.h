@@ -59,6 +59,7 @@ typedef struct psim_build {
   uint32_t *save_slots;    /* per op: bit i set when the op saves input i for backward */
   void *cache;             /* communication of the current micro-batch (build.c) */
   void *memo;              /* per-edge decisions kept for every micro-batch (build.c) */
+  void *where;             /* (op, device) -> entry / simulated shard, wide ops (build.c) */
   struct coll_cache *colls;/* costed collective templates (build.c) */
   int32_t direct_local;    /* scratch: connect() found a local dependency on this shard */
   bool reduce_local;       /* scratch: ... or a reduction whose result stays local */
