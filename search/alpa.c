@@ -348,6 +348,7 @@ typedef struct dp_table {
 typedef struct dp_ctx {
   alpa *A;
   int32_t L, S, n, mb, rc, B;
+  double *slow; /* per stage: its slowest device's time factor (stragglers, mixed types) */
   dp_table tab;
   double *G; /* [(S + 1) * (L + 1)] */
   int32_t *next, *pick;
@@ -452,7 +453,7 @@ static double run_dp(dp_ctx *x, double tmax, double *tmax_used) {
         if (fx->n_stages > 0 && j != fx->stage_last[i])
           continue;
         int32_t pick = -1;
-        double t = stage_time(x, k, j, inflight(x, i), &pick);
+        double t = stage_time(x, k, j, inflight(x, i), &pick) * x->slow[i];
         if (t > tmax)
           break; /* longer ranges are slower still */
         double v = t + x->G[(size_t)(i + 1) * (L + 1) + j + 1];
@@ -467,7 +468,8 @@ static double run_dp(dp_ctx *x, double tmax, double *tmax_used) {
   for (int32_t i = 0, k = 0; i < S && isfinite(x->G[0]); i++) {
     size_t at = (size_t)i * (L + 1) + k;
     int32_t pick;
-    *tmax_used = fmax(*tmax_used, stage_time(x, k, x->next[at], inflight(x, i), &pick));
+    *tmax_used =
+        fmax(*tmax_used, stage_time(x, k, x->next[at], inflight(x, i), &pick) * x->slow[i]);
     k = x->next[at] + 1;
   }
   return x->G[0];
@@ -552,6 +554,26 @@ static psim_status enumerate_tmax(dp_ctx *x) {
   return keep_candidate(x, best);
 }
 
+/* Time factor of stage i (devices i n .. i n + n - 1, as build_strategy
+ * places them) against the device the ILPs were costed on: the slowest
+ * device sets a stage's pace, so its slowdown and its peak FLOP/s relative
+ * to the reference device's (mixed A100/V100 clusters). The DP then gives a
+ * slow stage fewer layers. */
+static void stage_slowdowns(const alpa *A, int32_t n, int32_t S, double *slow) {
+  const psim_cluster *c = A->c;
+  double ref = psim_device_peak_flops(c, 0, A->m->dtype);
+  for (int32_t i = 0; i < S; i++) {
+    slow[i] = 1.0;
+    for (int32_t d = i * n; d < (i + 1) * n && d < c->n_devices; d++) {
+      double f = c->devices[d].slowdown > 0 ? c->devices[d].slowdown : 1.0;
+      double peak = psim_device_peak_flops(c, d, A->m->dtype);
+      if (peak > 0 && ref > 0)
+        f *= ref / peak > 1.0 ? ref / peak : 1.0;
+      slow[i] = f > slow[i] ? f : slow[i];
+    }
+  }
+}
+
 static psim_status dp_config(alpa *A, int32_t n, int32_t mb, int rc) {
   dp_ctx x = {.A = A, .L = A->m->n_layers, .S = A->c->n_devices / n, .n = n, .mb = mb, .rc = rc};
   x.B = (int32_t)(A->batch / A->mbs[mb]);
@@ -562,7 +584,10 @@ static psim_status dp_config(alpa *A, int32_t n, int32_t mb, int rc) {
   x.tab.t = psim_malloc(pre * sizeof(double));
   x.tab.w = psim_malloc(pre * sizeof(double));
   x.tab.a = psim_malloc(pre * sizeof(double));
-  psim_status st = x.G && x.next && x.pick && x.tab.t && x.tab.w && x.tab.a
+  x.slow = psim_malloc((size_t)(x.S > 0 ? x.S : 1) * sizeof *x.slow);
+  if (x.slow)
+    stage_slowdowns(A, n, x.S, x.slow);
+  psim_status st = x.G && x.next && x.pick && x.tab.t && x.tab.w && x.tab.a && x.slow
                        ? build_table(&x)
                        : psim_error(PSIM_ENOMEM, "out of memory (stage DP)");
   double t0 = now_s(), ilp0 = A->ilp_s;
@@ -575,6 +600,7 @@ static psim_status dp_config(alpa *A, int32_t n, int32_t mb, int rc) {
   psim_free(x.tab.t);
   psim_free(x.tab.w);
   psim_free(x.tab.a);
+  psim_free(x.slow);
   return st;
 }
 

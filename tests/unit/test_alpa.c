@@ -176,6 +176,36 @@ START_TEST(fix_is_kept_and_never_faster) {
 }
 END_TEST
 
+/* Layers of stage i of a plan. */
+static int32_t stage_layers(const psim_strategy *s, int32_t i) {
+  return s->stages[i].last_layer - s->stages[i].first_layer + 1;
+}
+
+/* Issue 8: the stage DP sees per-device speeds. Two stages of 8 GPUs (the
+ * mesh is pinned to 8 devices); with the second node's GPUs slowed 2x it
+ * must get fewer layers than the first, and without slowdown no fewer. */
+START_TEST(slow_stage_gets_fewer_layers) {
+  psim_model m;
+  gpt(&m, 12, 1024, 16, 512, 64);
+  psim_cluster c;
+  cluster(&c, TOPO "dgx-a100-x2.json");
+  const char *fix = "{\"format\": \"plansim.strategy/1\", \"mesh\": {\"axes\": {\"dp\": 8}}}";
+  psim_search_result even, slow;
+  ck_assert_msg(plan(&m, &c, fix, &even) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_int_eq(even.best.n_stages, 2);
+  ck_assert_int_ge(stage_layers(&even.best, 1), stage_layers(&even.best, 0) - 1);
+  for (int32_t d = 8; d < 16; d++)
+    c.devices[d].slowdown = 2.0;
+  ck_assert_msg(plan(&m, &c, fix, &slow) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_int_eq(slow.best.n_stages, 2);
+  ck_assert_int_lt(stage_layers(&slow.best, 1), stage_layers(&slow.best, 0));
+  psim_search_result_destroy(&even);
+  psim_search_result_destroy(&slow);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 START_TEST(fix_contradictions_are_errors) {
   psim_model m;
   psim_cluster c;
@@ -248,6 +278,7 @@ int main(void) {
   tcase_add_test(t, fix_is_kept_and_never_faster);
   tcase_add_test(t, fix_contradictions_are_errors);
   tcase_add_test(t, alpa_vs_grid);
+  tcase_add_test(t, slow_stage_gets_fewer_layers);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
