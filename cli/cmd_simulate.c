@@ -116,6 +116,25 @@ static psim_status print_json(const psim_sim_result *r, const psim_fault_report 
   return s;
 }
 
+static bool given(int argc, char **argv, const char *flag) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], flag) == 0)
+      return true;
+  return false;
+}
+
+/* The strategy's "checkpoint" settings replace the fault options' defaults;
+ * the command line's replace both. */
+static void checkpoint_from_strategy(int argc, char **argv, const psim_strategy *st,
+                                     psim_fault_options *f) {
+  if (st->checkpoint.every > 0 && !given(argc, argv, "--checkpoint-every"))
+    f->checkpoint_every = st->checkpoint.every;
+  if (st->checkpoint.write_bw > 0 && !given(argc, argv, "--checkpoint-write-bw"))
+    f->checkpoint_write_bw = st->checkpoint.write_bw;
+  if (st->checkpoint.read_bw > 0 && !given(argc, argv, "--checkpoint-read-bw"))
+    f->checkpoint_read_bw = st->checkpoint.read_bw;
+}
+
 psim_status psim_cmd_simulate(int argc, char **argv) {
   simulate_args a;
   memset(&a, 0, sizeof a);
@@ -127,6 +146,8 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
   psim_fault_report rep; /* issue 8 */
   psim_fault_report_init(&rep);
   bool timeline = psim_fault_options_timeline(&a.faults);
+  if (s == PSIM_OK)
+    checkpoint_from_strategy(argc, argv, &in.strategy, &a.faults);
   if (s == PSIM_OK)
     s = psim_faults_apply_slowdowns(&a.faults, &in.cluster);
   if (s == PSIM_OK) {

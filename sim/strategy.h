@@ -104,6 +104,14 @@ typedef struct psim_mesh {
   char fallback[PSIM_MESH_MAX_AXES][PSIM_MESH_NAME];
 } psim_mesh;
 
+/* Checkpointing of the job (the recovery model of sim/faults.h restarts from
+ * the last checkpoint); 0 = unset: the fault options' defaults apply. */
+typedef struct psim_checkpoint {
+  int32_t every;   /* iterations between checkpoints */
+  double write_bw; /* aggregate checkpoint write bandwidth, bytes/s */
+  double read_bw;  /* aggregate checkpoint read bandwidth, bytes/s */
+} psim_checkpoint;
+
 typedef struct psim_strategy {
   psim_op_config *ops; /* one per model op, same order */
   int32_t n_ops;
@@ -123,6 +131,7 @@ typedef struct psim_strategy {
   psim_ps_config ps;
   psim_template_info tmpl;
   psim_mesh mesh; /* the mesh + layout the per-op configs default to (to_json) */
+  psim_checkpoint checkpoint;
 } psim_strategy;
 
 void psim_strategy_init(psim_strategy *s);

@@ -37,6 +37,7 @@ typedef struct spec {
   psim_mesh mesh;
   psim_template_info tmpl;
   const cJSON *mesh_devices, *layout, *ops, *stages, *ps_servers;
+  psim_checkpoint checkpoint;
 } spec;
 
 /* ---------------- device lists ---------------- */
@@ -199,8 +200,29 @@ static psim_status int32_key(psim_jctx *c, const cJSON *obj, const char *key, bo
   return PSIM_OK;
 }
 
+/* "checkpoint": {"every": N, "write_bandwidth": Q, "read_bandwidth": Q}. */
+static psim_status read_checkpoint(psim_jctx *c, const cJSON *root, psim_checkpoint *ck) {
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "checkpoint");
+  if (!o)
+    return PSIM_OK;
+  static const char *const keys[] = {"every", "write_bandwidth", "read_bandwidth", NULL};
+  size_t sv = psim_jctx_key(c, "checkpoint");
+  int64_t every = 0;
+  psim_status s = psim_json_check_keys(c, o, keys);
+  if (s == PSIM_OK)
+    s = psim_json_int(c, o, "every", false, 0, 1000000000, &every);
+  if (s == PSIM_OK)
+    s = psim_json_quantity(c, o, "write_bandwidth", false, PSIM_UNIT_BANDWIDTH, &ck->write_bw);
+  if (s == PSIM_OK)
+    s = psim_json_quantity(c, o, "read_bandwidth", false, PSIM_UNIT_BANDWIDTH, &ck->read_bw);
+  ck->every = (int32_t)every;
+  psim_jctx_pop(c, sv);
+  return s;
+}
+
 /* Options every form accepts. */
 static psim_status read_common(psim_jctx *c, const cJSON *root, spec *sp) {
+  PSIM_CHECK(read_checkpoint(c, root, &sp->checkpoint));
   PSIM_CHECK(enum_key(c, root, "recompute", p_recomp, &sp->recompute, NULL));
   PSIM_CHECK(psim_json_bool(c, root, "sequence_parallel", false, &sp->sequence_parallel));
   PSIM_CHECK(psim_json_bool(c, root, "overlap_grad_reduce", false, &sp->overlap_grad_reduce));
@@ -233,13 +255,15 @@ static const char *const megatron_keys[] = {"format",
                                             "overlap_grad_reduce",
                                             "allreduce",
                                             "bucket_size",
+                                            "checkpoint",
                                             NULL};
 static const char *const dp_keys[] = {
     "format",    "name", "description",         "template",  "dp",          "micro_batches",
-    "recompute", "zero", "overlap_grad_reduce", "allreduce", "bucket_size", NULL};
+    "recompute", "zero", "overlap_grad_reduce", "allreduce", "bucket_size", "checkpoint", NULL};
 static const char *const zero_keys[] = {
     "format",        "name",      "description",         "template",  "stage",       "dp",
-    "micro_batches", "recompute", "overlap_grad_reduce", "allreduce", "bucket_size", NULL};
+    "micro_batches", "recompute", "overlap_grad_reduce", "allreduce", "bucket_size", "checkpoint",
+    NULL};
 
 static psim_status read_megatron(psim_jctx *c, const cJSON *root, spec *sp) {
   psim_megatron_opts *o = &sp->mo;
@@ -306,6 +330,7 @@ static const char *const explicit_keys[] = {"format",
                                             "overlap_grad_reduce",
                                             "bucket_size",
                                             "template_info",
+                                            "checkpoint",
                                             NULL};
 
 static int32_t axis_find(const psim_mesh *mesh, const char *name) {
@@ -624,6 +649,7 @@ static void apply_common(const spec *sp, psim_strategy *s) {
   s->bucket_bytes = sp->bucket_bytes;
   s->allreduce = sp->allreduce;
   s->zero_stage = sp->zero_stage;
+  s->checkpoint = sp->checkpoint;
 }
 
 static psim_status expand_template(const spec *sp, const psim_model *m, psim_cluster *cl,
@@ -1127,6 +1153,16 @@ static psim_status options_json(const psim_strategy *s, cJSON *root) {
   PSIM_CHECK(psim_json_add_string(root, "recompute", psim_recompute_name(s->recompute)));
   PSIM_CHECK(psim_json_add_bool(root, "sequence_parallel", s->sequence_parallel));
   PSIM_CHECK(psim_json_add_bool(root, "overlap_grad_reduce", s->overlap_grad_reduce));
+  if (s->checkpoint.every > 0 || s->checkpoint.write_bw > 0 || s->checkpoint.read_bw > 0) {
+    cJSON *ck;
+    PSIM_CHECK(psim_json_add_object(root, "checkpoint", &ck));
+    if (s->checkpoint.every > 0)
+      PSIM_CHECK(psim_json_add_number(ck, "every", s->checkpoint.every));
+    if (s->checkpoint.write_bw > 0)
+      PSIM_CHECK(psim_json_add_number(ck, "write_bandwidth", s->checkpoint.write_bw));
+    if (s->checkpoint.read_bw > 0)
+      PSIM_CHECK(psim_json_add_number(ck, "read_bandwidth", s->checkpoint.read_bw));
+  }
   return psim_json_add_number(root, "bucket_size", s->bucket_bytes);
 }
 

@@ -108,4 +108,25 @@ expect "--slow-link without a link" 2 any stderr-nonempty "" "no link between"
 run simulate "$M" "$C" "$DP" --iterations 0
 expect "--iterations 0" 2 any stderr-nonempty "" "integer >= 1"
 
+# The strategy's "checkpoint" block sets the checkpoint interval and bandwidths (write 1 GB/s
+# here); the command line overrides it.
+for case in "strategy:1e9:" "cli:4e9:--checkpoint-write-bw 4GB/s"; do
+  IFS=: read -r label bw extra <<<"$case"
+  # shellcheck disable=SC2086
+  run simulate "$ROOT/models/mlp.json" "$ROOT/topologies/dgx-a100-x1.json" \
+    "$ROOT/tests/data/strategy-checkpoint.json" --iterations 20 --fail 3@0.01 --no-elastic \
+    --json $extra
+  if [ "$STATUS" -eq 0 ] && python3 - "$OUT" "$bw" <<'PY'; then
+import json, sys
+it = json.load(open(sys.argv[1]))["iterations"]
+want = it["checkpoint_bytes"] / float(sys.argv[2])
+assert it["checkpoints"] == 1, it["checkpoints"]
+assert abs(it["checkpoint_write_s"] - want) <= 1e-9 * want, (it["checkpoint_write_s"], want)
+PY
+    ok "checkpoint settings from the $label"
+  else
+    not_ok "checkpoint settings from the $label" "status $STATUS"
+  fi
+done
+
 finish
