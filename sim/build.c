@@ -328,7 +328,7 @@ static double region_elems(const region *a, int32_t rank) { return overlap(a, a,
 /* Entry index (shard * replicas + replica) of op o on device d, or -1. */
 /* Ops spread over more devices than this find a device's entry or shard by
  * hash (built once in make_locals) rather than by a scan. */
-#define PSIM_BUILD_SCAN_DEVICES 8
+#define PSIM_BUILD_SCAN_DEVICES 64
 
 static int32_t entry_on(const psim_build *b, int32_t o, int32_t d) {
   const psim_op_config *cfg = &b->s->ops[o];
