@@ -39,8 +39,10 @@ static void check_run(psim_model *m, int32_t ops_with_work) {
   ck_assert_double_eq_tol(r.share_measured, 1.0, 1e-12);
   ck_assert_double_eq_tol(r.sim_iter_s, r.sim_fb_s + r.sim_update_s, 1e-9 * r.sim_iter_s);
   ck_assert_int_eq(r.n_kernels, 2 * ops_with_work);
+#if !defined(__SANITIZE_ADDRESS__) /* instrumented kernels: timings reported, not asserted */
   ck_assert_msg(fabs(r.err_fb_min) < TOLERANCE, "%s: min-based error %+.1f%% (median-based %+.1f%%)",
                 m->name, 100 * r.err_fb_min, 100 * r.err_fb);
+#endif
   psim_cluster_destroy(&c);
 }
 

@@ -234,6 +234,13 @@ START_TEST(heldout_real_gemm_grid) {
    * checked by the quiet, fuller run (PSIM_HELDOUT_FULL=1,
    * tests/calibration/heldout.sh) whose figures are in docs/accuracy.md. */
   double worst_limit = full ? 0.25 : 0.40;
+#if defined(__SANITIZE_ADDRESS__)
+  /* Under AddressSanitizer the profiler's own loops and buffers run
+   * instrumented, so real kernel times say nothing about the interpolation:
+   * reported above, not asserted (the default build asserts them). */
+  printf("sanitizer build: held-out timing errors not asserted\n");
+  return;
+#endif
   ck_assert_msg(med < 0.10 && worst < worst_limit, "median %.3f worst %.3f (load %.1f per core)",
                 med, worst, load_per_core());
 }
