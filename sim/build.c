@@ -803,6 +803,23 @@ static psim_status group_fits(const group *g) {
                     (int)g->wanted, PSIM_BUILD_MAX_GROUP);
 }
 
+/* Allocates and fills the group of entry e (partial_group), refusing groups
+ * over PSIM_BUILD_MAX_GROUP; the caller frees *out. */
+static psim_status new_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
+                             group **out) {
+  group *g = psim_malloc(sizeof *g);
+  if (!g)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  partial_group(b, o, e, mask, g);
+  psim_status st = group_fits(g);
+  if (st != PSIM_OK) {
+    psim_free(g);
+    return st;
+  }
+  *out = g;
+  return PSIM_OK;
+}
+
 /* Offset between this group and a neighbouring one, when all members shift
  * alike (identical concurrent groups share links). */
 static void group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t mask, group *g) {
@@ -871,15 +888,8 @@ static psim_status rank_skew(psim_build *b, const group *g, const psim_task_info
 static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, int32_t *xt,
                              int32_t e, uint32_t mask, int32_t mu, int dir, bool scatter,
                              int32_t *exit) {
-  group *g = psim_malloc(sizeof *g);
-  if (!g)
-    return psim_error(PSIM_ENOMEM, "out of memory");
-  partial_group(b, x, e, mask, g);
-  psim_status fits = group_fits(g);
-  if (fits != PSIM_OK) {
-    psim_free(g);
-    return fits;
-  }
+  group *g;
+  PSIM_CHECK(new_group(b, x, e, mask, &g));
   comm_cache *cache = b->cache;
   uint64_t k1 = key1(1, x, slot, mu, dir);
   b->reduce_leader = g->devices[0];
@@ -1025,15 +1035,8 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
   uint32_t mask = gather_mask(b, x, t, e, r);
   if (!mask)
     return PSIM_OK;
-  group *g = psim_malloc(sizeof *g);
-  if (!g)
-    return psim_error(PSIM_ENOMEM, "out of memory");
-  partial_group(b, x, e, mask, g);
-  psim_status fits = group_fits(g);
-  if (fits != PSIM_OK) {
-    psim_free(g);
-    return fits;
-  }
+  group *g;
+  PSIM_CHECK(new_group(b, x, e, mask, &g));
   double covered = 0;
   for (int32_t i = 0; i < g->n; i++) {
     region rg;
