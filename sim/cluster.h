@@ -106,8 +106,11 @@ typedef enum psim_vertex_kind {
   PSIM_VERTEX_NIC
 } psim_vertex_kind;
 
-/* Most devices a cluster may hold (hierarchical nodes * devices_per_node). */
+/* Most devices a cluster may hold (hierarchical nodes * devices_per_node). The fuzz build
+ * lowers it (tests/fuzz/meson.build): a 10^6-device graph takes seconds per input there. */
+#ifndef PSIM_CLUSTER_MAX_DEVICES
 #define PSIM_CLUSTER_MAX_DEVICES 1048576
+#endif
 
 typedef struct psim_cluster {
   char *name;

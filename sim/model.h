@@ -180,9 +180,15 @@ typedef struct psim_model {
   int64_t n_terms;
 } psim_model;
 
-/* Limits of the loader (refused with a message naming the limit). */
-#define PSIM_MODEL_MAX_OPS 10000000LL   /* ops after block expansion */
+/* Limits of the loader (refused with a message naming the limit). The fuzz build lowers
+ * them (tests/fuzz/meson.build) so that each input takes milliseconds; the checks run the
+ * same way at any value. */
+#ifndef PSIM_MODEL_MAX_OPS
+#define PSIM_MODEL_MAX_OPS 10000000LL /* ops after block expansion */
+#endif
+#ifndef PSIM_MODEL_MAX_REPEAT
 #define PSIM_MODEL_MAX_REPEAT 1000000LL /* "repeat" of one block */
+#endif
 
 /* Loads and validates a model file. On error returns PSIM_EINPUT with the
  * file and JSON path in the message; *m is then left empty (destroyable). */
