@@ -64,8 +64,24 @@ static void error_hook(void *info) {
 
 /* ---- model building ---- */
 
+/* Choices of an edge's ends grouped by identical costs: choices of a whose
+ * rows of the edge's cost matrix are equal (they lay out the tensor the same
+ * way) form one class, likewise b's columns. The edge needs one y variable
+ * per pair of classes rather than per pair of choices, with the rows
+ *   sum_B y_AB = sum_{i in A} x_ai,  sum_A y_AB = sum_{j in B} x_bj,
+ * which is the same linearisation on the classes' sums (exact: at one-hot x
+ * exactly one y_AB is 1 and it carries the pair's cost). A GPT layer on a 2-D
+ * mesh has ~18 strategies per group but ~6 distinct layouts per edge end, so
+ * this cuts GLPK's columns about 5x. */
+typedef struct edge_classes {
+  int32_t na, nb;         /* classes of a's choices, of b's */
+  int32_t *of_a, *of_b;   /* class of each choice */
+  int32_t *rep_a, *rep_b; /* one choice per class */
+} edge_classes;
+
 typedef struct ilp_build {
   const psim_ilp_problem *p;
+  edge_classes *ec; /* per edge */
   int32_t *x0; /* first column of group g's x variables (1-based) */
   int32_t *y0; /* first column of edge e's y variables */
   int32_t n_cols;
@@ -89,13 +105,15 @@ static void add_columns(glp_prob *lp, ilp_build *b) {
     }
   }
   for (int32_t e = 0; e < p->n_edges; e++) {
-    int32_t n = p->n_choices[p->edges[e].a] * p->n_choices[p->edges[e].b];
+    const edge_classes *ec = &b->ec[e];
+    int32_t nb = p->n_choices[p->edges[e].b];
     b->y0[e] = col;
-    glp_add_cols(lp, n);
-    for (int32_t k = 0; k < n; k++, col++) {
-      glp_set_col_bnds(lp, col, GLP_DB, 0, 1);
-      glp_set_obj_coef(lp, col, p->edges[e].cost[k]);
-    }
+    glp_add_cols(lp, ec->na * ec->nb);
+    for (int32_t A = 0; A < ec->na; A++)
+      for (int32_t B = 0; B < ec->nb; B++, col++) {
+        glp_set_col_bnds(lp, col, GLP_DB, 0, 1);
+        glp_set_obj_coef(lp, col, p->edges[e].cost[ec->rep_a[A] * nb + ec->rep_b[B]]);
+      }
   }
   b->n_cols = col - 1;
 }
@@ -109,25 +127,75 @@ static void add_row(glp_prob *lp, int32_t n, int *cols, double *vals, int type, 
 
 static void add_edge_rows(glp_prob *lp, const ilp_build *b, int32_t e, int *cols, double *vals) {
   const psim_ilp_edge *ed = &b->p->edges[e];
+  const edge_classes *ec = &b->ec[e];
   int32_t na = b->p->n_choices[ed->a], nb = b->p->n_choices[ed->b];
-  for (int32_t i = 0; i < na; i++) { /* sum_j y_ij - x_ai = 0 */
-    for (int32_t j = 0; j < nb; j++) {
-      cols[j] = b->y0[e] + i * nb + j;
-      vals[j] = 1;
+  for (int32_t A = 0; A < ec->na; A++) { /* sum_B y_AB - sum_{i in A} x_ai = 0 */
+    int32_t n = 0;
+    for (int32_t B = 0; B < ec->nb; B++, n++) {
+      cols[n] = b->y0[e] + A * ec->nb + B;
+      vals[n] = 1;
     }
-    cols[nb] = b->x0[ed->a] + i;
-    vals[nb] = -1;
-    add_row(lp, nb + 1, cols, vals, GLP_FX, 0);
+    for (int32_t i = 0; i < na; i++)
+      if (ec->of_a[i] == A) {
+        cols[n] = b->x0[ed->a] + i;
+        vals[n++] = -1;
+      }
+    add_row(lp, n, cols, vals, GLP_FX, 0);
   }
-  for (int32_t j = 0; j < nb; j++) { /* sum_i y_ij - x_bj = 0 */
-    for (int32_t i = 0; i < na; i++) {
-      cols[i] = b->y0[e] + i * nb + j;
-      vals[i] = 1;
+  for (int32_t B = 0; B < ec->nb; B++) { /* sum_A y_AB - sum_{j in B} x_bj = 0 */
+    int32_t n = 0;
+    for (int32_t A = 0; A < ec->na; A++, n++) {
+      cols[n] = b->y0[e] + A * ec->nb + B;
+      vals[n] = 1;
     }
-    cols[na] = b->x0[ed->b] + j;
-    vals[na] = -1;
-    add_row(lp, na + 1, cols, vals, GLP_FX, 0);
+    for (int32_t j = 0; j < nb; j++)
+      if (ec->of_b[j] == B) {
+        cols[n] = b->x0[ed->b] + j;
+        vals[n++] = -1;
+      }
+    add_row(lp, n, cols, vals, GLP_FX, 0);
   }
+}
+
+static bool same_row(const psim_ilp_edge *ed, int32_t nb, int32_t i, int32_t k) {
+  return memcmp(ed->cost + (size_t)i * (size_t)nb, ed->cost + (size_t)k * (size_t)nb,
+                (size_t)nb * sizeof *ed->cost) == 0;
+}
+
+static bool same_column(const psim_ilp_edge *ed, int32_t na, int32_t nb, int32_t j, int32_t k) {
+  for (int32_t i = 0; i < na; i++)
+    if (memcmp(&ed->cost[i * nb + j], &ed->cost[i * nb + k], sizeof *ed->cost) != 0)
+      return false;
+  return true;
+}
+
+/* Classes of identical rows (a) and columns (b) of edge e's cost matrix;
+ * buf holds 2 * (na + nb) ints. Returns the edge's y column count. */
+static size_t edge_classify(const psim_ilp_problem *p, int32_t e, edge_classes *ec, int32_t *buf) {
+  const psim_ilp_edge *ed = &p->edges[e];
+  int32_t na = p->n_choices[ed->a], nb = p->n_choices[ed->b];
+  ec->of_a = buf;
+  ec->rep_a = buf + na;
+  ec->of_b = buf + 2 * na;
+  ec->rep_b = buf + 2 * na + nb;
+  ec->na = ec->nb = 0;
+  for (int32_t i = 0; i < na; i++) {
+    int32_t A = 0;
+    while (A < ec->na && !same_row(ed, nb, i, ec->rep_a[A]))
+      A++;
+    if (A == ec->na)
+      ec->rep_a[ec->na++] = i;
+    ec->of_a[i] = A;
+  }
+  for (int32_t j = 0; j < nb; j++) {
+    int32_t B = 0;
+    while (B < ec->nb && !same_column(ed, na, nb, j, ec->rep_b[B]))
+      B++;
+    if (B == ec->nb)
+      ec->rep_b[ec->nb++] = j;
+    ec->of_b[j] = B;
+  }
+  return (size_t)ec->na * (size_t)ec->nb;
 }
 
 static void add_rows(glp_prob *lp, const ilp_build *b, int *cols, double *vals) {
@@ -159,8 +227,9 @@ static void fill_warm(ilp_build *b) {
   for (int32_t g = 0; g < p->n_groups; g++)
     b->warm[b->x0[g] + p->warm[g]] = 1;
   for (int32_t e = 0; e < p->n_edges; e++) {
-    int32_t nb = p->n_choices[p->edges[e].b];
-    b->warm[b->y0[e] + p->warm[p->edges[e].a] * nb + p->warm[p->edges[e].b]] = 1;
+    const edge_classes *ec = &b->ec[e];
+    b->warm[b->y0[e] + ec->of_a[p->warm[p->edges[e].a]] * ec->nb +
+            ec->of_b[p->warm[p->edges[e].b]]] = 1;
   }
 }
 
@@ -282,26 +351,36 @@ psim_status psim_ilp_solve(const psim_ilp_problem *p, const psim_ilp_options *o,
   PSIM_CHECK(check_problem(p));
   double t0 = now_s();
   ilp_build b = {.p = p, .gap = 0};
+  size_t cls_ints = 0;
+  for (int32_t e = 0; e < p->n_edges; e++)
+    cls_ints += 2 * (size_t)(p->n_choices[p->edges[e].a] + p->n_choices[p->edges[e].b]);
+  int32_t *cls_buf = psim_malloc((cls_ints > 0 ? cls_ints : 1) * sizeof *cls_buf);
+  b.ec = psim_malloc((size_t)(p->n_edges > 0 ? p->n_edges : 1) * sizeof *b.ec);
   b.x0 = psim_malloc((size_t)p->n_groups * sizeof *b.x0);
   b.y0 = psim_malloc((size_t)(p->n_edges > 0 ? p->n_edges : 1) * sizeof *b.y0);
   s->choice = psim_malloc((size_t)p->n_groups * sizeof *s->choice);
+  bool alloc_ok = cls_buf && b.ec && b.x0 && b.y0 && s->choice;
   size_t cols = 1;
   for (int32_t g = 0; g < p->n_groups; g++)
     cols += (size_t)p->n_choices[g];
-  for (int32_t e = 0; e < p->n_edges; e++)
-    cols += (size_t)p->n_choices[p->edges[e].a] * (size_t)p->n_choices[p->edges[e].b];
+  for (int32_t e = 0, off = 0; alloc_ok && e < p->n_edges; e++) {
+    cols += edge_classify(p, e, &b.ec[e], cls_buf + off);
+    off += 2 * (p->n_choices[p->edges[e].a] + p->n_choices[p->edges[e].b]);
+  }
   bool need_warm = p->warm && isfinite(psim_ilp_objective(p, p->warm));
   double *warm = need_warm ? psim_malloc(cols * sizeof *warm) : NULL;
   b.warm = warm;
-  psim_status st = b.x0 && b.y0 && s->choice && (warm || !need_warm)
-                       ? solve_fenced(p, o, &b, s)
-                       : psim_error(PSIM_ENOMEM, "out of memory (ILP)");
+  psim_status st = alloc_ok && (warm || !need_warm) ? solve_fenced(p, o, &b, s)
+                                                    : psim_error(PSIM_ENOMEM, "out of memory (ILP)");
   /* A time-out keeps the better of the incumbent and the warm start. */
   if (st == PSIM_OK && warm && psim_ilp_objective(p, p->warm) < s->objective) {
     memcpy(s->choice, p->warm, (size_t)p->n_groups * sizeof *s->choice);
     s->objective = psim_ilp_objective(p, p->warm);
   }
+  s->columns = (int64_t)cols - 1;
   psim_free(warm);
+  psim_free(cls_buf);
+  psim_free(b.ec);
   psim_free(b.x0);
   psim_free(b.y0);
   s->solve_s = now_s() - t0;

@@ -10,6 +10,9 @@
  *   s.t. sum_i x_gi = 1                       (one-hot)
  *        sum_j y_eij = x_ai, sum_i y_eij = x_bj (edge variables linearise
  *                                                the quadratic term)
+ *   (in ilp.c, choices with identical rows/columns of an edge's cost matrix
+ *   share one class and y runs over pairs of classes: same optimum, ~5x fewer
+ *   columns on 2-D meshes)
  *        sum_g sum_i m_gi x_gi <= mem_limit   (memory row, when given)
  *        x binary, 0 <= y <= 1 (integral at any integral x).
  * Choices not allowed (fixed variables of --fix) get the upper bound 0. */
@@ -51,6 +54,7 @@ typedef struct psim_ilp_solution {
   double gap;       /* relative MIP gap at exit; 0 when proven optimal */
   bool optimal;     /* false: time limit hit, incumbent returned */
   double solve_s;   /* wall time of the solve */
+  int64_t columns;  /* GLPK columns: x per choice, y per pair of layout classes per edge */
 } psim_ilp_solution;
 
 void psim_ilp_solution_init(psim_ilp_solution *s);

@@ -72,6 +72,55 @@ static void make(rnd_problem *r, int32_t n, bool with_mem, bool with_fix) {
   r->p.allowed = with_fix ? r->allowed : NULL;
 }
 
+/* Edge costs that depend only on a layout per choice (2 layouts for 3
+ * choices), as resharding costs do: ilp.c then merges choices of equal
+ * layout into one class per edge end, and must still find the optimum. */
+static void share_layouts(rnd_problem *r) {
+  int32_t layout[MAXG][3];
+  for (int32_t g = 0; g < r->p.n_groups; g++)
+    for (int32_t i = 0; i < r->n_choices[g]; i++)
+      layout[g][i] = i == 0 ? 0 : i == 1 ? 1 : (int32_t)(urand() * 2);
+  for (int32_t e = 0; e < r->p.n_edges; e++) {
+    double table[2][2] = {{urand(), urand()}, {urand(), urand()}};
+    int32_t a = r->edges[e].a, b = r->edges[e].b;
+    for (int32_t i = 0; i < r->n_choices[a]; i++)
+      for (int32_t j = 0; j < r->n_choices[b]; j++)
+        r->edge_cost[e][i * r->n_choices[b] + j] = table[layout[a][i]][layout[b][j]];
+  }
+}
+
+/* k: problem number; shared: edge costs by layout (share_layouts). */
+static int solve_both(int k, bool shared) {
+  rnd_problem r;
+  make(&r, 2 + k % 9, k % 3 == 1, k % 4 == 2);
+  if (shared)
+    share_layouts(&r);
+  psim_ilp_solution a, b;
+  psim_ilp_solution_init(&a);
+  psim_ilp_solution_init(&b);
+  psim_status sb = psim_ilp_brute_force(&r.p, &b);
+  psim_status sa = psim_ilp_solve(&r.p, NULL, &a);
+  ck_assert_int_eq(sa == PSIM_OK, sb == PSIM_OK);
+  if (sa == PSIM_OK) {
+    ck_assert_msg(a.optimal, "problem %d not solved to optimality", k);
+    ck_assert_double_eq_tol(a.objective, b.objective, 1e-9);
+    ck_assert_double_eq_tol(psim_ilp_objective(&r.p, a.choice), b.objective, 1e-9);
+  } else {
+    ck_assert_int_eq(sa, PSIM_EFAILED);
+  }
+  psim_ilp_solution_destroy(&a);
+  psim_ilp_solution_destroy(&b);
+  return sa == PSIM_OK;
+}
+
+START_TEST(ilp_with_shared_layouts_equals_brute_force) {
+  int solved = 0;
+  for (int k = 0; k < 40; k++)
+    solved += solve_both(k, true);
+  ck_assert_int_ge(solved, 20);
+}
+END_TEST
+
 START_TEST(ilp_equals_brute_force) {
   int solved = 0;
   for (int k = 0; k < 40; k++) {
@@ -156,6 +205,7 @@ int main(void) {
   Suite *s = suite_create("ilp");
   TCase *t = tcase_create("ilp");
   tcase_add_test(t, ilp_equals_brute_force);
+  tcase_add_test(t, ilp_with_shared_layouts_equals_brute_force);
   tcase_add_test(t, infeasible_is_clear_error);
   tcase_add_test(t, fixed_choice_and_warm_start);
   tcase_add_test(t, no_leaks);
