@@ -34,6 +34,7 @@ typedef struct alpa_point {
   bool solved, ok;
   double time, fwd, fwd_attn, sync, wmem, act, act_sel, act_full;
   int8_t (*op_dim)[2]; /* per local op: op dim per axis */
+  bool seq_parallel;   /* some partial sums are reduce-scattered along the sequence */
 } alpa_point;
 
 typedef struct alpa_mesh {
@@ -247,6 +248,8 @@ static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mes
         L->edges[e]
             .cost[choice[L->edges[e].a] * L->n_strats[L->edges[e].b] + choice[L->edges[e].b]];
   pt->act_full = psim_sh_input_bytes(L, mesh, mb, choice);
+  for (int32_t g = 0; g < L->n_groups; g++)
+    pt->seq_parallel = pt->seq_parallel || L->strats[g][choice[g]].rs >= 0;
   for (int32_t i = 0; i < L->n_ops; i++) {
     psim_sh_strat s = psim_sh_op_strat(L, mesh, mb, choice, i);
     pt->op_dim[i][0] = s.dim[0];
@@ -659,6 +662,9 @@ static psim_status stage_ops(alpa *A, const alpa_cand *c, int32_t i, psim_strate
     const alpa_point *p = memo_at(A, A->class_of[l], c->ml[i] / 2, c->mb_id, c->ml[i] % 2);
     PSIM_CHECK(op_config(A, me, p->op_dim[local], op, st->devices, &s->ops[op]));
     s->ops[op].stage = i;
+    /* The flag only describes the plan (exporters pass --sequence-parallel);
+     * the simulator follows the ops' sequence splits. */
+    s->sequence_parallel = s->sequence_parallel || p->seq_parallel;
   }
   return PSIM_OK;
 }
@@ -695,10 +701,11 @@ static void describe(const alpa *A, const alpa_cand *c, psim_search_result *r) {
   const alpa_mesh *me = &A->meshes[c->ml[0] / 2];
   snprintf(r->description, sizeof r->description,
            "Alpa: %d stage%s x %d devices (mesh %dx%d%s), %lld micro-batches of %lld, "
-           "recompute %s",
+           "recompute %s%s",
            (int)c->S, c->S == 1 ? "" : "s", (int)c->n, (int)me->a0, (int)me->a1,
            c->S > 1 ? " first stage" : "", (long long)(A->batch / A->mbs[c->mb_id]),
-           (long long)A->mbs[c->mb_id], psim_recompute_name((psim_recompute)c->rc));
+           (long long)A->mbs[c->mb_id], psim_recompute_name((psim_recompute)c->rc),
+           r->best.sequence_parallel ? ", sequence parallel" : "");
 }
 
 static psim_status simulate_top(alpa *A, psim_search_result *r, double t0) {

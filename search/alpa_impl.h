@@ -35,6 +35,11 @@ double psim_sh_coll(const psim_sh_mesh *mesh, int axis, int kind, double bytes);
  * axis splits, -1 = replicated along that axis. */
 typedef struct psim_sh_strat {
   int8_t dim[2];
+  /* Mesh axis whose partial sums (a contracted dim split along it) are
+   * reduce-scattered along the sequence instead of all-reduced, so that the
+   * trivial ops merged after the op run on sequence shards (Megatron-LM's
+   * sequence parallelism, Korthikanti et al. 2022); -1 = none. */
+  int8_t rs;
 } psim_sh_strat;
 
 /* Costs of one group strategy (per micro-batch unless noted). */

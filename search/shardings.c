@@ -8,7 +8,10 @@
  *   sharded -> replicated -> all-gather; one dim -> another -> all-to-all;
  * charged in forward and, reversed, for the gradient in backward.
  * Trivial ops (elementwise, normalisation, dropout, views) are merged into the
- * operand whose producer comes last and follow its strategy. */
+ * operand whose producer comes last and follow its strategy. An op with
+ * partial sums has a second variant that reduce-scatters them along the
+ * sequence (psim_sh_strat.rs): its merged ops then run on sequence shards,
+ * as in Megatron-LM's sequence parallelism. */
 #include <math.h>
 #include <string.h>
 
@@ -106,10 +109,14 @@ psim_sh_strat psim_sh_op_strat(const psim_sh_layer *L, const psim_sh_mesh *mesh,
   }
   psim_sh_strat ps = psim_sh_op_strat(L, mesh, mb, choice, L->parent[i]);
   const psim_op *pop = &L->m->ops[L->ops[L->parent[i]]], *op = &L->m->ops[L->ops[i]];
-  psim_sh_strat s = {{-1, -1}};
+  psim_sh_strat s = {{-1, -1}, -1};
   for (int a = 0; a < 2; a++) {
     int32_t md = psim_sh_model_dim(pop, ps, a);
-    if (md < 0 || pop->dims[ps.dim[a]].use == PSIM_USE_CONTRACTED)
+    if (ps.rs == a) /* partial sums reduce-scattered: sequence shards */
+      md = L->m->role_dim[PSIM_ROLE_SEQUENCE];
+    else if (md >= 0 && pop->dims[ps.dim[a]].use == PSIM_USE_CONTRACTED)
+      continue;
+    if (md < 0)
       continue;
     int32_t k = psim_op_dim_index(op, md);
     if (k >= 0 && op->dims[k].use == PSIM_USE_OUTPUT && splittable(L->m, op, k, mb, mesh->shape[a]))
@@ -118,7 +125,25 @@ psim_sh_strat psim_sh_op_strat(const psim_sh_layer *L, const psim_sh_mesh *mesh,
   return s;
 }
 
-/* Every assignment of splittable dims to the mesh axes of size > 1. */
+/* Index in op of the model's sequence dim as an output dim, or -1. */
+static int32_t seq_out_dim(const psim_model *m, const psim_op *op) {
+  int32_t sd = m->role_dim[PSIM_ROLE_SEQUENCE];
+  int32_t k = sd >= 0 ? psim_op_dim_index(op, sd) : -1;
+  return k >= 0 && op->dims[k].use == PSIM_USE_OUTPUT ? k : -1;
+}
+
+/* Whether strategy st of op may reduce-scatter its partial sums along axis a
+ * over the sequence: it splits a contracted dim along a, its output has the
+ * sequence dim, which divides evenly and is not split along the other axis. */
+static bool can_reduce_scatter(const psim_model *m, const psim_op *op, const psim_sh_mesh *mesh,
+                               int64_t mb, psim_sh_strat st, int a) {
+  int32_t k = seq_out_dim(m, op);
+  return st.dim[a] >= 0 && op->dims[st.dim[a]].use == PSIM_USE_CONTRACTED && k >= 0 &&
+         st.dim[1 - a] != k && splittable(m, op, k, mb, mesh->shape[a]);
+}
+
+/* Every assignment of splittable dims to the mesh axes of size > 1, and the
+ * sequence-parallel variant of those with partial sums. */
 static psim_status enumerate(const psim_model *m, const psim_op *op, const psim_sh_mesh *mesh,
                              int64_t mb, psim_sh_strat **out, int32_t *n_out) {
   int32_t cand[2][PSIM_MAX_OP_DIMS + 1], nc[2] = {0, 0};
@@ -128,7 +153,7 @@ static psim_status enumerate(const psim_model *m, const psim_op *op, const psim_
       if (splittable(m, op, i, mb, mesh->shape[a]))
         cand[a][nc[a]++] = i;
   }
-  *out = psim_malloc((size_t)(nc[0] * nc[1]) * sizeof **out);
+  *out = psim_malloc((size_t)(3 * nc[0] * nc[1]) * sizeof **out);
   if (!*out)
     return psim_error(PSIM_ENOMEM, "out of memory (sharding strategies)");
   *n_out = 0;
@@ -136,7 +161,14 @@ static psim_status enumerate(const psim_model *m, const psim_op *op, const psim_
     for (int32_t j = 0; j < nc[1]; j++) {
       if (cand[0][i] >= 0 && cand[0][i] == cand[1][j])
         continue;
-      (*out)[(*n_out)++] = (psim_sh_strat){{(int8_t)cand[0][i], (int8_t)cand[1][j]}};
+      psim_sh_strat st = {{(int8_t)cand[0][i], (int8_t)cand[1][j]}, -1};
+      (*out)[(*n_out)++] = st;
+      for (int8_t a = 0; a < 2; a++) /* sequence-parallel variants (after the plain one) */
+        if (can_reduce_scatter(m, op, mesh, mb, st, a)) {
+          st.rs = a;
+          (*out)[(*n_out)++] = st;
+          st.rs = -1;
+        }
     }
   return PSIM_OK;
 }
@@ -147,8 +179,13 @@ static psim_status enumerate(const psim_model *m, const psim_op *op, const psim_
 static void tensor_spec(const psim_model *m, const psim_op *op, psim_sh_strat s, int32_t t,
                         int32_t spec[2]) {
   const psim_tensor *ten = &m->tensors[t];
+  bool out = false;
+  for (int32_t k = 0; k < op->n_out; k++)
+    out = out || op->out[k] == t;
   for (int a = 0; a < 2; a++) {
     int32_t md = psim_sh_model_dim(op, s, a);
+    if (out && s.rs == a) /* reduce-scattered output: sequence shards */
+      md = m->role_dim[PSIM_ROLE_SEQUENCE];
     spec[a] = -1;
     for (int32_t j = 0; md >= 0 && j < ten->rank; j++)
       if (ten->dims[j] == md)
@@ -244,9 +281,18 @@ static void comm_costs(const psim_model *m, const psim_sh_mesh *mesh, const psim
   for (int a = 0; a < 2; a++) {
     if (s.dim[a] < 0)
       continue;
-    if (op->dims[s.dim[a]].use == PSIM_USE_CONTRACTED) /* partial sums */
-      for (int32_t k = 0; k < op->n_out; k++)
-        c->comm += psim_sh_coll(mesh, a, PSIM_SH_AR, shard_bytes(m, mesh, op, s, op->out[k], mb));
+    if (op->dims[s.dim[a]].use == PSIM_USE_CONTRACTED) { /* partial sums */
+      /* Sizes before any reduce-scatter: the spec without it. */
+      psim_sh_strat plain = s;
+      plain.rs = -1;
+      for (int32_t k = 0; k < op->n_out; k++) {
+        double bytes = shard_bytes(m, mesh, op, plain, op->out[k], mb);
+        /* Forward reduce-scatter + backward all-gather of the gradient (each
+         * the all-gather's alpha-beta form), or one forward all-reduce. */
+        c->comm += s.rs == a ? 2 * psim_sh_coll(mesh, a, PSIM_SH_AG, bytes)
+                             : psim_sh_coll(mesh, a, PSIM_SH_AR, bytes);
+      }
+    }
     int32_t md = psim_sh_model_dim(op, s, a);
     for (int32_t k = 0; k < op->n_in; k++) { /* partial input gradients */
       const psim_tensor *t = &m->tensors[op->in[k]];
@@ -410,6 +456,33 @@ static psim_status find_edge(psim_sh_layer *L, int32_t a, int32_t b, psim_ilp_ed
   return PSIM_OK;
 }
 
+/* A sequence-sharded tensor (spec sp) consumed replicated (sq) by an op
+ * split along the same axis: comm_costs charged the consumer an all-reduce
+ * of this input's gradient, but its partial sums need only be
+ * reduce-scattered back to the producer's sequence shards (Megatron-LM's
+ * sequence parallelism: all-gather forward, reduce-scatter backward). The
+ * difference, s (<= 0). */
+static double rs_instead_of_ar(const psim_model *m, const psim_sh_mesh *mesh, const psim_op *qop,
+                               psim_sh_strat qs, int32_t tc, const int32_t sp[2],
+                               const int32_t sq[2], int64_t mb) {
+  int32_t seq = m->role_dim[PSIM_ROLE_SEQUENCE];
+  const psim_tensor *t = &m->tensors[tc];
+  double d = 0;
+  for (int a = 0; a < 2; a++) {
+    if (seq < 0 || sp[a] != seq || sq[a] >= 0 || qs.dim[a] < 0 || !t->requires_grad)
+      continue;
+    int32_t md = psim_sh_model_dim(qop, qs, a);
+    bool has = false;
+    for (int32_t j = 0; j < t->rank; j++)
+      has = has || t->dims[j] == md;
+    if (has)
+      continue;
+    double bytes = shard_bytes(m, mesh, qop, qs, tc, mb);
+    d += psim_sh_coll(mesh, a, PSIM_SH_AG, bytes) - psim_sh_coll(mesh, a, PSIM_SH_AR, bytes);
+  }
+  return d;
+}
+
 /* Adds the resharding of tensor (tp produced by local op p, as tc consumed
  * by local op q) to the group costs or to the edge between their groups. */
 static psim_status add_tensor_edge(edge_ctx *x, int32_t p, int32_t tp, int32_t q, int32_t tc) {
@@ -425,9 +498,11 @@ static psim_status add_tensor_edge(edge_ctx *x, int32_t p, int32_t tp, int32_t q
       x->choice[ga] = i;
       x->choice[gb] = ga == gb ? i : j;
       int32_t sp[2], sq[2];
+      psim_sh_strat qs = psim_sh_op_strat(L, x->mesh, x->mb, x->choice, q);
       tensor_spec(m, pop, psim_sh_op_strat(L, x->mesh, x->mb, x->choice, p), tp, sp);
-      tensor_spec(m, qop, psim_sh_op_strat(L, x->mesh, x->mb, x->choice, q), tc, sq);
+      tensor_spec(m, qop, qs, tc, sq);
       double c = edge_cost(m, x->mesh, x->mb, tc, sp, sq);
+      c = fmax(0, c + rs_instead_of_ar(m, x->mesh, qop, qs, tc, sp, sq, x->mb));
       if (e) /* the edge's cost array is owned by L (allocated in find_edge) */
         ((double *)e->cost)[i * L->n_strats[gb] + j] += c;
       else

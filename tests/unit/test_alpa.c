@@ -87,6 +87,50 @@ START_TEST(ilp_rediscovers_megatron) {
 }
 END_TEST
 
+/* Korthikanti et al. 2022: with tensor parallelism, the partial sums of the
+ * row-parallel layers (proj, fc2) are reduce-scattered along the sequence, the
+ * dropout/residual/norm ops after them run on sequence shards, and the
+ * all-gather comes before the next column-parallel layer: the same bytes on
+ * the wire as the all-reduce, less memory and less elementwise work. The ILP
+ * must pick that variant for both row-parallel layers, and the merged ops
+ * must follow it. */
+START_TEST(ilp_rediscovers_sequence_parallelism) {
+  psim_model m;
+  psim_cluster c;
+  gpt(&m, 3, 4096, 32, 2048, 8);
+  cluster(&c, TOPO "dgx-a100-x1.json");
+  static psim_sh_mesh mesh;
+  psim_sh_layer L;
+  psim_ilp_solution sol;
+  ck_assert_msg(psim_alpa_layer_ilp(&m, &c, 1, 1, 8, 1, 1, &mesh, &L, &sol) == PSIM_OK, "%s",
+                psim_error_message());
+  int32_t seq = m.role_dim[PSIM_ROLE_SEQUENCE], rs = 0, seq_split = 0;
+  for (int32_t i = 0; i < L.n_ops; i++) {
+    const psim_op *op = &m.ops[L.ops[i]];
+    psim_sh_strat s = psim_sh_op_strat(&L, &mesh, 1, sol.choice, i);
+    bool row = ends_with(op->name, ".proj") || ends_with(op->name, ".fc2");
+    if (row && L.parent[i] < 0) {
+      ck_assert_msg(s.rs == 1, "%s all-reduces its partial sums", op->name);
+      rs++;
+    }
+    bool after = ends_with(op->name, "out_dropout") || ends_with(op->name, ".residual1") ||
+                 ends_with(op->name, ".ln2") || ends_with(op->name, ".ffn_dropout") ||
+                 ends_with(op->name, ".residual2");
+    if (after) {
+      ck_assert_msg(psim_sh_model_dim(op, s, 1) == seq, "%s is not split along the sequence",
+                    op->name);
+      seq_split++;
+    }
+  }
+  ck_assert_int_eq(rs, 2);
+  ck_assert_int_eq(seq_split, 5);
+  psim_ilp_solution_destroy(&sol);
+  psim_sh_layer_destroy(&L);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 /* Bytes crossing the boundary before op p (independent of cluster_layers.c). */
 static double cut_at(const psim_model *m, int32_t p) {
   double b = 0;
@@ -274,6 +318,7 @@ int main(void) {
   TCase *t = tcase_create("alpa");
   tcase_set_timeout(t, 120);
   tcase_add_test(t, ilp_rediscovers_megatron);
+  tcase_add_test(t, ilp_rediscovers_sequence_parallelism);
   tcase_add_test(t, clustering_equals_brute_force);
   tcase_add_test(t, fix_is_kept_and_never_faster);
   tcase_add_test(t, fix_contradictions_are_errors);
