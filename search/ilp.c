@@ -82,8 +82,8 @@ typedef struct edge_classes {
 typedef struct ilp_build {
   const psim_ilp_problem *p;
   edge_classes *ec; /* per edge */
-  int32_t *x0; /* first column of group g's x variables (1-based) */
-  int32_t *y0; /* first column of edge e's y variables */
+  int32_t *x0;      /* first column of group g's x variables (1-based) */
+  int32_t *y0;      /* first column of edge e's y variables */
   int32_t n_cols;
   double *warm; /* warm start, n_cols + 1 entries, or NULL */
   double gap;
@@ -370,8 +370,9 @@ psim_status psim_ilp_solve(const psim_ilp_problem *p, const psim_ilp_options *o,
   bool need_warm = p->warm && isfinite(psim_ilp_objective(p, p->warm));
   double *warm = need_warm ? psim_malloc(cols * sizeof *warm) : NULL;
   b.warm = warm;
-  psim_status st = alloc_ok && (warm || !need_warm) ? solve_fenced(p, o, &b, s)
-                                                    : psim_error(PSIM_ENOMEM, "out of memory (ILP)");
+  psim_status st = alloc_ok && (warm || !need_warm)
+                       ? solve_fenced(p, o, &b, s)
+                       : psim_error(PSIM_ENOMEM, "out of memory (ILP)");
   /* A time-out keeps the better of the incumbent and the warm start. */
   if (st == PSIM_OK && warm && psim_ilp_objective(p, p->warm) < s->objective) {
     memcpy(s->choice, p->warm, (size_t)p->n_groups * sizeof *s->choice);

@@ -15,11 +15,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "memory.h"
 #include "alloc.h"
 #include "alpa_impl.h"
 #include "collective.h"
 #include "cost.h"
+#include "memory.h"
 
 /* ---- mesh and collectives ---- */
 
