@@ -123,26 +123,8 @@ END_TEST
 
 START_TEST(ilp_equals_brute_force) {
   int solved = 0;
-  for (int k = 0; k < 40; k++) {
-    rnd_problem r;
-    make(&r, 2 + k % 9, k % 3 == 1, k % 4 == 2);
-    psim_ilp_solution a, b;
-    psim_ilp_solution_init(&a);
-    psim_ilp_solution_init(&b);
-    psim_status sb = psim_ilp_brute_force(&r.p, &b);
-    psim_status sa = psim_ilp_solve(&r.p, NULL, &a);
-    ck_assert_int_eq(sa == PSIM_OK, sb == PSIM_OK);
-    if (sa == PSIM_OK) {
-      ck_assert_msg(a.optimal, "problem %d not solved to optimality", k);
-      ck_assert_double_eq_tol(a.objective, b.objective, 1e-9);
-      ck_assert_double_eq_tol(psim_ilp_objective(&r.p, a.choice), b.objective, 1e-9);
-      solved++;
-    } else {
-      ck_assert_int_eq(sa, PSIM_EFAILED);
-    }
-    psim_ilp_solution_destroy(&a);
-    psim_ilp_solution_destroy(&b);
-  }
+  for (int k = 0; k < 40; k++)
+    solved += solve_both(k, false);
   ck_assert_int_ge(solved, 20);
 }
 END_TEST
