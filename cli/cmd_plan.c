@@ -21,11 +21,12 @@ typedef struct plan_args {
   uint64_t seed;
   int32_t threads;
   bool json;
+  bool no_baselines; /* --no-baselines: skip the data-parallel and grid simulations */
 } plan_args;
 
-static const char *const value_options[] = {"-o",      "--search", "--budget", "--seed", "--costdb",
-                                            "--trace", "--fix",    "--init",   "--threads", "--max-tasks",
-                                            "--max-memory", NULL};
+static const char *const value_options[] = {"-o",        "--search",    "--budget",     "--seed",
+                                            "--costdb",  "--trace",     "--fix",        "--init",
+                                            "--threads", "--max-tasks", "--max-memory", NULL};
 
 static bool takes_value(const char *opt) {
   for (const char *const *v = value_options; *v; v++)
@@ -79,6 +80,8 @@ static psim_status parse_args(int argc, char **argv, plan_args *a) {
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--json") == 0) {
       a->json = true;
+    } else if (strcmp(argv[i], "--no-baselines") == 0) {
+      a->no_baselines = true;
     } else if (takes_value(argv[i])) {
       if (i + 1 >= argc)
         return psim_cli_usage("plan", "%s needs a value", argv[i]);
@@ -107,8 +110,9 @@ static psim_status parse_budget(const char *text, psim_search_options *o) {
   char *end;
   double v = strtod(text, &end);
   if (end == text || v <= 0)
-    return psim_cli_usage("plan", "--budget wants seconds (\"60s\") or evaluations (\"20000\"), "
-                                  "not '%s'",
+    return psim_cli_usage("plan",
+                          "--budget wants seconds (\"60s\") or evaluations (\"20000\"), "
+                          "not '%s'",
                           text);
   if (*end == '\0')
     o->budget_evals = (int64_t)v;
@@ -235,7 +239,7 @@ static void print_summary(const plan_args *a, const psim_cli_inputs *in,
     print_line("Megatron grid", info->grid);
   if (info->data_parallel)
     print_line("data parallel", info->data_parallel);
-  else if (!psim_interrupted()) /* interrupted: baselines are not run */
+  else if (!psim_interrupted() && !a->no_baselines) /* interrupted: baselines are not run */
     printf("  data parallel    does not apply (the batch does not split over every device)\n");
   if (strcmp(a->search, "auto") == 0 && strcmp(info->searcher, "grid") == 0)
     printf("  (auto ran the Megatron grid: the Alpa and MCMC searchers are not built yet)\n");
@@ -321,17 +325,22 @@ psim_status psim_cmd_plan(int argc, char **argv) {
   /* Interrupted (SIGINT/SIGTERM, issue 9): a search that found a strategy
    * still writes it as the plan (its figures are a full simulation), with no
    * baselines and no trace; the command then ends with PSIM_EINTERRUPTED. */
-  bool stopped = psim_interrupted() && (st == PSIM_OK || st == PSIM_EINTERRUPTED) &&
-                 p.result.found;
+  bool stopped = psim_interrupted() && (st == PSIM_OK || st == PSIM_EINTERRUPTED) && p.result.found;
   if (stopped)
     st = PSIM_OK;
-  bool have_dp = st == PSIM_OK && !stopped && data_parallel(&p.in, &p.in.cluster, &p.sim, &p.dp);
-  bool have_grid =
-      st == PSIM_OK && !stopped && grid_baseline(&a, &p.in, &p.in.cluster, &p.sim, &p.grid);
+  bool baselines = st == PSIM_OK && !stopped && !a.no_baselines;
+  bool have_dp = baselines && data_parallel(&p.in, &p.in.cluster, &p.sim, &p.dp);
+  bool have_grid = baselines && grid_baseline(&a, &p.in, &p.in.cluster, &p.sim, &p.grid);
   psim_plan_info info = {strcmp(a.search, "auto") == 0 ? auto_searcher() : a.search,
-                         a.seed, a.budget, p.result.evaluations, p.result.wall_s,
-                         p.result.curve, p.result.n_curve, have_dp ? &p.dp : NULL,
-                         have_grid ? &p.grid.best_sim : NULL, p.result.stats,
+                         a.seed,
+                         a.budget,
+                         p.result.evaluations,
+                         p.result.wall_s,
+                         p.result.curve,
+                         p.result.n_curve,
+                         have_dp ? &p.dp : NULL,
+                         have_grid ? &p.grid.best_sim : NULL,
+                         p.result.stats,
                          p.result.description};
   if (st == PSIM_OK)
     st = write_plan(&a, &p.in, &p.in.cluster, &p.result, &info);
@@ -340,7 +349,8 @@ psim_status psim_cmd_plan(int argc, char **argv) {
   if (st == PSIM_OK && !a.json)
     print_summary(&a, &p.in, &p.result, &info);
   if (st == PSIM_OK && stopped)
-    st = psim_error(PSIM_EINTERRUPTED, "interrupted after %lld evaluations; the best plan so far %s%s",
+    st = psim_error(PSIM_EINTERRUPTED,
+                    "interrupted after %lld evaluations; the best plan so far %s%s",
                     (long long)p.result.evaluations, a.out ? "was written to " : "is above",
                     a.out ? a.out : "");
   cJSON_Delete(p.fix);

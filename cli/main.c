@@ -136,6 +136,8 @@ static const char help_plan[] =
     "  --costdb DB             use measured operator costs (plansim profile)\n"
     "  --trace FILE            a Chrome/Perfetto trace of the plan\n"
     "  --json                  print the plan as JSON instead of the summary\n"
+    "  --no-baselines          do not simulate the data-parallel and Megatron-grid baselines\n"
+    "                          (the grid takes minutes on thousands of GPUs)\n"
     "  --max-tasks N           skip strategies whose task graph exceeds N tasks\n"
     "  --max-memory BYTES      skip strategies whose graph needs more memory (default 3/4\n"
     "                          of physical memory)\n"

@@ -21,7 +21,13 @@
 #define EPS_TMAX   0.002 /* Alpa's second pruning: relative step of the bound */
 #define MEM_USE    1.0   /* share of device memory the DP plans for (workspace, fragmentation) */
 #define MAX_MESHES 8
-#define MAX_MBS    128 /* micro-batch sizes considered (divisors of the batch) */
+/* ILP levels per (layer class, mesh, micro-batch): 0 minimises time; 1 and 2
+ * add memory to the objective at LEVEL_MEM_WEIGHT[level] times level 0's
+ * time per byte, for stages that would not fit otherwise (2 is memory first,
+ * time breaking ties: what a 1T model on 80 GB devices needs). */
+#define LEVELS 3
+static const double LEVEL_MEM_WEIGHT[LEVELS] = {0, 1, 100};
+#define MAX_MBS 128 /* micro-batch sizes considered (divisors of the batch) */
 
 static double now_s(void) {
   struct timespec ts;
@@ -46,7 +52,7 @@ typedef struct alpa_cand {
   double estimate;
   int32_t n, S, mb_id, rc;
   int32_t *last; /* S entries: last layer of each stage */
-  int32_t *ml;   /* S entries: mesh * 2 + level */
+  int32_t *ml;   /* S entries: mesh * LEVELS + level */
 } alpa_cand;
 
 typedef struct alpa {
@@ -174,7 +180,7 @@ static bool mb_wanted(const alpa *A, const alpa_mesh *me, int64_t mb) {
 static alpa_point *memo_at(alpa *A, int32_t cls, int32_t mesh, int32_t mb, int level) {
   return &A->memo[(((size_t)cls * (size_t)A->n_meshes + (size_t)mesh) * (size_t)A->n_mbs +
                    (size_t)mb) *
-                      2 +
+                      LEVELS +
                   (size_t)level];
 }
 
@@ -231,8 +237,10 @@ static int32_t *warm_start(const psim_sh_layer *L, const psim_model *m) {
   return w;
 }
 
+/* Sums of the chosen strategies' costs; mem_weight: the ILP's s per byte,
+ * taken back out of the edge costs to leave time. */
 static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mesh *mesh, int64_t mb,
-                       const int32_t *choice) {
+                       double mem_weight, const int32_t *choice) {
   for (int32_t g = 0; g < L->n_groups; g++) {
     const psim_sh_cost *c = &L->costs[g][choice[g]];
     pt->fwd += c->fwd;
@@ -243,10 +251,13 @@ static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mes
     pt->act += c->act;
     pt->act_sel += c->act_sel;
   }
-  for (int32_t e = 0; e < L->n_edges; e++)
-    pt->time +=
-        L->edges[e]
-            .cost[choice[L->edges[e].a] * L->n_strats[L->edges[e].b] + choice[L->edges[e].b]];
+  for (int32_t e = 0; e < L->n_edges; e++) {
+    size_t at = (size_t)choice[L->edges[e].a] * (size_t)L->n_strats[L->edges[e].b] +
+                (size_t)choice[L->edges[e].b];
+    pt->act += L->edge_act[e][at];
+    pt->act_sel += L->edge_act_sel[e][at];
+    pt->time += L->edges[e].cost[at] - mem_weight * L->edge_act[e][at];
+  }
   pt->act_full = psim_sh_input_bytes(L, mesh, mb, choice);
   for (int32_t g = 0; g < L->n_groups; g++)
     pt->seq_parallel = pt->seq_parallel || L->strats[g][choice[g]].rs >= 0;
@@ -258,7 +269,8 @@ static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mes
 }
 
 static psim_status run_ilp(alpa *A, psim_sh_layer *L, alpa_point *pt, const psim_sh_mesh *mesh,
-                           int64_t mb) {
+                           const psim_sh_params *sp) {
+  int64_t mb = sp->micro_batch;
   psim_ilp_problem p;
   psim_sh_layer_problem(L, &p);
   p.mem_limit = A->mem_bytes; /* one layer and one micro-batch must fit */
@@ -278,7 +290,7 @@ static psim_status run_ilp(alpa *A, psim_sh_layer *L, alpa_point *pt, const psim
     st = pt->op_dim ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory (ILP result)");
   }
   if (st == PSIM_OK) {
-    point_sums(pt, L, mesh, mb, sol.choice);
+    point_sums(pt, L, mesh, mb, sp->mem_weight, sol.choice);
     pt->ok = true;
   } else if (st == PSIM_EFAILED) {
     psim_error_clear(); /* infeasible here; other meshes may do */
@@ -310,18 +322,18 @@ static psim_status solve_point(alpa *A, int32_t cls, int32_t mesh, int32_t mb, i
   PSIM_CHECK(mesh_of(A, mesh, &sh));
   psim_sh_params p = {A->mbs[mb], (int32_t)(A->batch / A->mbs[mb]),
                       A->o->sim ? A->o->sim->costdb : NULL, 0};
-  if (level == 1) { /* memory pressure: one byte weighs as much as level 0's time per byte */
+  if (level > 0) { /* memory pressure: bytes weighed against level 0's time per byte */
     alpa_point *p0 = memo_at(A, cls, mesh, mb, 0);
     if (!p0->ok || p0->wmem + p0->act <= 0)
       return PSIM_OK;
-    p.mem_weight = p0->time / (p0->wmem + p0->act);
+    p.mem_weight = LEVEL_MEM_WEIGHT[level] * p0->time / (p0->wmem + p0->act);
   }
   psim_sh_layer L;
   psim_status st = psim_sh_layer_build(A->m, A->c, A->class_layer[cls], sh, &p, &L);
   if (st == PSIM_OK && A->fix.active)
     st = apply_fix(A, &L, sh, A->mbs[mb]);
   if (st == PSIM_OK)
-    st = run_ilp(A, &L, pt, sh, A->mbs[mb]);
+    st = run_ilp(A, &L, pt, sh, &p);
   psim_sh_layer_destroy(&L);
   return st;
 }
@@ -343,9 +355,9 @@ static psim_status point(alpa *A, int32_t cls, int32_t mesh, int32_t mb, int lev
 
 /* Per (mesh, level) prefix sums over layers for one (stage size, mb, rc). */
 typedef struct dp_table {
-  int32_t n_ml, ml[2 * MAX_MESHES];
+  int32_t n_ml, ml[LEVELS * MAX_MESHES];
   double *t, *w, *a; /* [ml][L + 1] prefix sums: time per micro-batch, weights, activations */
-  double amax[2 * MAX_MESHES]; /* largest activations of one layer (full recomputation) */
+  double amax[LEVELS * MAX_MESHES]; /* largest activations of one layer (full recomputation) */
 } dp_table;
 
 typedef struct dp_ctx {
@@ -389,7 +401,7 @@ static psim_status fill_ml(dp_ctx *x, int32_t k, int32_t mesh, int level) {
   return PSIM_OK;
 }
 
-/* Level 1 (memory-lean) ILPs only where level 0 would not fit a stage. */
+/* Memory-lean ILPs (level > 0) only where the level before would not fit a stage. */
 static bool need_lean(dp_ctx *x, int32_t k) {
   dp_table *T = &x->tab;
   size_t off = (size_t)k * (size_t)(x->L + 1);
@@ -404,14 +416,14 @@ static psim_status build_table(dp_ctx *x) {
   for (int32_t me = 0; me < A->n_meshes; me++) {
     if (A->meshes[me].n != x->n || !mb_wanted(A, &A->meshes[me], A->mbs[x->mb]))
       continue;
-    for (int level = 0; level < 2 && T->n_ml < 2 * MAX_MESHES; level++) {
-      if (level == 1 && !need_lean(x, T->n_ml - 1))
+    for (int level = 0; level < LEVELS && T->n_ml < LEVELS * MAX_MESHES; level++) {
+      if (level > 0 && !need_lean(x, T->n_ml - 1))
         break;
       psim_status st = fill_ml(x, T->n_ml, me, level);
       if (st == PSIM_EFAILED)
         break;
       PSIM_CHECK(st);
-      T->ml[T->n_ml++] = me * 2 + level;
+      T->ml[T->n_ml++] = me * LEVELS + level;
     }
   }
   return PSIM_OK;
@@ -580,7 +592,8 @@ static void stage_slowdowns(const alpa *A, int32_t n, int32_t S, double *slow) {
 static psim_status dp_config(alpa *A, int32_t n, int32_t mb, int rc) {
   dp_ctx x = {.A = A, .L = A->m->n_layers, .S = A->c->n_devices / n, .n = n, .mb = mb, .rc = rc};
   x.B = (int32_t)(A->batch / A->mbs[mb]);
-  size_t cells = (size_t)(x.S + 1) * (size_t)(x.L + 1), pre = 2 * MAX_MESHES * (size_t)(x.L + 1);
+  size_t cells = (size_t)(x.S + 1) * (size_t)(x.L + 1),
+         pre = LEVELS * MAX_MESHES * (size_t)(x.L + 1);
   x.G = psim_malloc(cells * sizeof *x.G);
   x.next = psim_malloc(cells * sizeof *x.next);
   x.pick = psim_malloc(cells * sizeof *x.pick);
@@ -651,7 +664,7 @@ static psim_status op_config(alpa *A, const alpa_mesh *me, const int8_t dim[2], 
 
 static psim_status stage_ops(alpa *A, const alpa_cand *c, int32_t i, psim_strategy *s) {
   const psim_stage *st = &s->stages[i];
-  const alpa_mesh *me = &A->meshes[c->ml[i] / 2];
+  const alpa_mesh *me = &A->meshes[c->ml[i] / LEVELS];
   int32_t local = 0, layer = -1;
   for (int32_t op = 0; op < A->m->n_ops; op++) {
     int32_t l = A->m->ops[op].layer;
@@ -659,7 +672,8 @@ static psim_status stage_ops(alpa *A, const alpa_cand *c, int32_t i, psim_strate
       continue;
     local = l == layer ? local + 1 : 0;
     layer = l;
-    const alpa_point *p = memo_at(A, A->class_of[l], c->ml[i] / 2, c->mb_id, c->ml[i] % 2);
+    const alpa_point *p =
+        memo_at(A, A->class_of[l], c->ml[i] / LEVELS, c->mb_id, c->ml[i] % LEVELS);
     PSIM_CHECK(op_config(A, me, p->op_dim[local], op, st->devices, &s->ops[op]));
     s->ops[op].stage = i;
     /* The flag only describes the plan (exporters pass --sequence-parallel);
@@ -698,7 +712,7 @@ static psim_status build_strategy(alpa *A, const alpa_cand *c, psim_strategy *s)
 }
 
 static void describe(const alpa *A, const alpa_cand *c, psim_search_result *r) {
-  const alpa_mesh *me = &A->meshes[c->ml[0] / 2];
+  const alpa_mesh *me = &A->meshes[c->ml[0] / LEVELS];
   snprintf(r->description, sizeof r->description,
            "Alpa: %d stage%s x %d devices (mesh %dx%d%s), %lld micro-batches of %lld, "
            "recompute %s%s",
@@ -781,13 +795,13 @@ static psim_status setup(alpa *A, const psim_model *m, psim_cluster *c,
     return psim_error(PSIM_EINPUT, "%s: no stage shape divides the %d devices of %s%s",
                       o->fix_file ? o->fix_file : m->name, (int)c->n_devices, c->name,
                       A->fix.active ? " under the fixed mesh and stages" : "");
-  size_t n = (size_t)A->n_classes * (size_t)A->n_meshes * (size_t)A->n_mbs * 2;
+  size_t n = (size_t)A->n_classes * (size_t)A->n_meshes * (size_t)A->n_mbs * LEVELS;
   A->memo = psim_calloc(n, sizeof *A->memo);
   return A->memo ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory (ILP memo)");
 }
 
 static void teardown(alpa *A) {
-  size_t n = (size_t)A->n_classes * (size_t)A->n_meshes * (size_t)A->n_mbs * 2;
+  size_t n = (size_t)A->n_classes * (size_t)A->n_meshes * (size_t)A->n_mbs * LEVELS;
   for (size_t i = 0; A->memo && i < n; i++)
     psim_free(A->memo[i].op_dim);
   psim_free(A->memo);

@@ -71,6 +71,10 @@ typedef struct psim_sh_layer {
   uint8_t **allowed;      /* per group per strategy (--fix) */
   int32_t n_edges;
   psim_ilp_edge *edges; /* costs owned */
+  /* per edge, n_a * n_b entries, bytes (<= 0): activations the consumer saves
+   * as its producer's smaller shard and gathers again in backward (as
+   * sim/memory.c counts them), all and without the attention core */
+  double **edge_act, **edge_act_sel;
 } psim_sh_layer;
 
 typedef struct psim_sh_params {

@@ -434,7 +434,8 @@ typedef struct edge_ctx {
   psim_sh_layer *L;
   const psim_sh_mesh *mesh;
   int64_t mb;
-  int32_t *choice; /* scratch: group choices */
+  double mem_weight; /* s per byte (psim_sh_params) */
+  int32_t *choice;   /* scratch: group choices */
 } edge_ctx;
 
 static psim_status find_edge(psim_sh_layer *L, int32_t a, int32_t b, psim_ilp_edge **out) {
@@ -443,15 +444,27 @@ static psim_status find_edge(psim_sh_layer *L, int32_t a, int32_t b, psim_ilp_ed
       *out = &L->edges[e];
       return PSIM_OK;
     }
-  size_t n = (size_t)L->n_strats[a] * (size_t)L->n_strats[b];
-  double *cost = psim_calloc(n, sizeof *cost);
-  psim_ilp_edge *grown = psim_realloc(L->edges, (size_t)(L->n_edges + 1) * sizeof *L->edges);
-  if (!cost || !grown) {
+  size_t n = (size_t)L->n_strats[a] * (size_t)L->n_strats[b], k = (size_t)L->n_edges + 1;
+  double *cost = psim_calloc(n, sizeof *cost), *act = psim_calloc(n, sizeof *act),
+         *act_sel = psim_calloc(n, sizeof *act_sel);
+  psim_ilp_edge *grown = psim_realloc(L->edges, k * sizeof *L->edges);
+  if (grown)
+    L->edges = grown;
+  double **ga = grown ? psim_realloc(L->edge_act, k * sizeof *ga) : NULL;
+  if (ga)
+    L->edge_act = ga;
+  double **gs = ga ? psim_realloc(L->edge_act_sel, k * sizeof *gs) : NULL;
+  if (gs)
+    L->edge_act_sel = gs;
+  if (!cost || !act || !act_sel || !gs) {
     psim_free(cost);
+    psim_free(act);
+    psim_free(act_sel);
     return psim_error(PSIM_ENOMEM, "out of memory (sharding edges)");
   }
-  L->edges = grown;
   L->edges[L->n_edges] = (psim_ilp_edge){a, b, cost};
+  L->edge_act[L->n_edges] = act;
+  L->edge_act_sel[L->n_edges] = act_sel;
   *out = &L->edges[L->n_edges++];
   return PSIM_OK;
 }
@@ -483,6 +496,19 @@ static double rs_instead_of_ar(const psim_model *m, const psim_sh_mesh *mesh, co
   return d;
 }
 
+/* Bytes (<= 0) by which act_bytes overcounts tensor tc saved by consumer
+ * qop: a saved input that arrives gathered from smaller producer shards
+ * (spec sp) is kept as the producer's shard and gathered again in backward
+ * (Megatron-LM's sequence parallelism; sim/memory.c counts it so). */
+static double gathered_again(const psim_model *m, const psim_sh_mesh *mesh, const psim_op *qop,
+                             psim_sh_strat qs, int32_t tc, const int32_t sp[2], int64_t mb) {
+  if (!psim_memory_saves_inputs(qop) || m->tensors[tc].kind != PSIM_TENSOR_ACTIVATION)
+    return 0;
+  double q = shard_bytes(m, mesh, qop, qs, tc, mb);
+  double p = tensor_bytes(m, tc, mb) / spec_factor(mesh, sp);
+  return p < q ? p - q : 0;
+}
+
 /* Adds the resharding of tensor (tp produced by local op p, as tc consumed
  * by local op q) to the group costs or to the edge between their groups. */
 static psim_status add_tensor_edge(edge_ctx *x, int32_t p, int32_t tp, int32_t q, int32_t tc) {
@@ -503,10 +529,21 @@ static psim_status add_tensor_edge(edge_ctx *x, int32_t p, int32_t tp, int32_t q
       tensor_spec(m, qop, qs, tc, sq);
       double c = edge_cost(m, x->mesh, x->mb, tc, sp, sq);
       c = fmax(0, c + rs_instead_of_ar(m, x->mesh, qop, qs, tc, sp, sq, x->mb));
-      if (e) /* the edge's cost array is owned by L (allocated in find_edge) */
-        ((double *)e->cost)[i * L->n_strats[gb] + j] += c;
-      else
-        L->costs[ga][i].comm += c;
+      double saved = gathered_again(m, x->mesh, qop, qs, tc, sp, x->mb);
+      bool attn = qop->tag && strcmp(qop->tag, "attn_core") == 0;
+      if (e) { /* the edge's arrays are owned by L (allocated in find_edge) */
+        size_t at = (size_t)i * (size_t)L->n_strats[gb] + (size_t)j;
+        ((double *)e->cost)[at] += c + x->mem_weight * saved;
+        L->edge_act[e - L->edges][at] += saved;
+        L->edge_act_sel[e - L->edges][at] += attn ? 0 : saved;
+      } else {
+        psim_sh_cost *gc = &L->costs[ga][i];
+        gc->comm += c;
+        gc->act += saved;
+        gc->act_sel += attn ? 0 : saved;
+        L->obj[ga][i] += c + x->mem_weight * saved;
+        L->mem[ga][i] += saved;
+      }
     }
   return PSIM_OK;
 }
@@ -602,7 +639,7 @@ psim_status psim_sh_layer_build(const psim_model *m, psim_cluster *c, int32_t la
   if (!choice)
     return psim_error(PSIM_ENOMEM, "out of memory (sharding problem)");
   group_costs(L, c, mesh, p, choice);
-  edge_ctx x = {L, mesh, p->micro_batch, choice};
+  edge_ctx x = {L, mesh, p->micro_batch, p->mem_weight, choice};
   psim_status st = build_edges(&x);
   psim_free(choice);
   return st;
@@ -616,9 +653,14 @@ void psim_sh_layer_destroy(psim_sh_layer *L) {
     psim_free(L->mem[g]);
     psim_free(L->allowed[g]);
   }
-  for (int32_t e = 0; e < L->n_edges; e++)
+  for (int32_t e = 0; e < L->n_edges; e++) {
     psim_free((void *)L->edges[e].cost);
+    psim_free(L->edge_act[e]);
+    psim_free(L->edge_act_sel[e]);
+  }
   psim_free(L->edges);
+  psim_free(L->edge_act);
+  psim_free(L->edge_act_sel);
   psim_free(L->n_strats);
   psim_free(L->strats);
   psim_free(L->costs);
