@@ -28,7 +28,7 @@ ROWS="1.7b 24 2304 24 32 512
 310b 128 16384 96 1920 2160
 530b 128 20480 105 2520 2520
 1t 160 25600 128 3072 3072"
-want() { [ "$#" -eq 0 ] && return 0; local n; for n in "${@:2}"; do [ "$n" = "$1" ] && return 0; done; return 1; }
+want() { [ "$#" -le 1 ] && return 0; local n; for n in "${@:2}"; do [ "$n" = "$1" ] && return 0; done; return 1; }
 printf '%-6s %6s %10s %10s %8s %8s %8s  %s\n' model GPUs alpa_s grid_s ratio search_s wall_s plan
 while read -r name heads hidden layers gpus batch; do
   want "$name" "$@" || continue
