@@ -235,8 +235,11 @@ static void print_summary(const plan_args *a, const psim_cli_inputs *in,
          (long long)r->evaluations, r->wall_s);
   printf("  best: %s\n", r->description);
   print_line("plan", &r->best_sim);
-  if (info->grid)
+  if (info->grid) {
     print_line("Megatron grid", info->grid);
+    if (info->grid_description)
+      printf("                   (%s)\n", info->grid_description);
+  }
   if (info->data_parallel)
     print_line("data parallel", info->data_parallel);
   else if (!psim_interrupted() && !a->no_baselines) /* interrupted: baselines are not run */
@@ -341,7 +344,8 @@ psim_status psim_cmd_plan(int argc, char **argv) {
                          have_dp ? &p.dp : NULL,
                          have_grid ? &p.grid.best_sim : NULL,
                          p.result.stats,
-                         p.result.description};
+                         p.result.description,
+                         have_grid ? p.grid.description : NULL};
   if (st == PSIM_OK)
     st = write_plan(&a, &p.in, &p.in.cluster, &p.result, &info);
   if (st == PSIM_OK && a.trace && !stopped)

@@ -47,14 +47,15 @@ static psim_status add_baselines(cJSON *root, const psim_plan_info *info) {
   }
   if (info->grid) {
     PSIM_CHECK(psim_json_add_object(bl, "megatron_grid", &x));
+    if (info->grid_description)
+      PSIM_CHECK(psim_json_add_string(x, "description", info->grid_description));
     PSIM_CHECK(psim_sim_result_to_json(info->grid, x));
   }
   return PSIM_OK;
 }
 
 psim_status psim_plan_to_json(const psim_model *m, const psim_cluster *c, const psim_strategy *s,
-                              const psim_sim_result *r, const psim_plan_info *info,
-                              cJSON **out) {
+                              const psim_sim_result *r, const psim_plan_info *info, cJSON **out) {
   cJSON *root = cJSON_CreateObject(), *strategy = NULL, *pred;
   if (!root)
     return psim_error(PSIM_ENOMEM, "out of memory");

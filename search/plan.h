@@ -9,9 +9,9 @@ struct cJSON;
 #include "simulate.h"
 
 typedef struct psim_plan_info {
-  const char *searcher;          /* "grid", ... */
+  const char *searcher; /* "grid", ... */
   uint64_t seed;
-  const char *budget;            /* as given, or NULL */
+  const char *budget; /* as given, or NULL */
   int64_t evaluations;
   double wall_s;
   const psim_search_point *curve;
@@ -20,6 +20,7 @@ typedef struct psim_plan_info {
   const psim_sim_result *grid;          /* best Megatron grid plan, or NULL */
   const struct cJSON *stats;            /* searcher-specific statistics, or NULL */
   const char *description;              /* one line describing the plan */
+  const char *grid_description;         /* the grid baseline's configuration, or NULL */
 } psim_plan_info;
 
 /* Builds the plan document. The caller owns *out. */

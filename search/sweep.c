@@ -529,7 +529,7 @@ static psim_status write_plan(const psim_model *m, const psim_cluster *c,
   psim_plan_info info = {name,           row->seed,     *row->budget ? row->budget : NULL,
                          r->evaluations, r->wall_s,     r->curve,
                          r->n_curve,     NULL,          NULL,
-                         r->stats,       r->description};
+                         r->stats,       r->description, NULL};
   cJSON *doc = NULL;
   char path[1024];
   snprintf(path, sizeof path, "%s/plans", dir);
