@@ -14,6 +14,7 @@
 #include "costdb.h"
 #include "json.h"
 #include "profile.h"
+#include "timing_guard.h"
 
 static psim_cost_key gemm_key(int64_t m, int64_t n, int64_t k) {
   psim_cost_key key;
@@ -206,18 +207,6 @@ static void heldout(const heldout_cfg *c, double *med, double *worst) {
   psim_costdb_destroy(&held);
 }
 
-/* 1-minute load average over the online cores (/proc/loadavg); 0 if unknown. */
-static double load_per_core(void) {
-  double load = 0;
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f && fscanf(f, "%lf", &load) != 1)
-    load = 0;
-  if (f)
-    fclose(f);
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  return load / (double)(cores > 0 ? cores : 1);
-}
-
 START_TEST(heldout_real_gemm_grid) {
   bool full = getenv("PSIM_HELDOUT_FULL") != NULL;
   double med = 0, worst = 0;
@@ -226,7 +215,7 @@ START_TEST(heldout_real_gemm_grid) {
   heldout(full ? &fuller : &quick, &med, &worst);
   printf("held-out GEMM interpolation (%s grid, fastest of 3 passes): median error %.1f%%, "
          "worst %.1f%% (load %.1f per core)\n",
-         full ? "64..2048" : "64..1024", 100 * med, 100 * worst, load_per_core());
+         full ? "64..2048" : "64..1024", 100 * med, 100 * worst, psim_test_load_per_core());
   fflush(stdout);
   /* Timing needs the cores: the unit suite runs beside the others, so it
    * asserts the median target (10%) and a loose worst case (40%) that a
@@ -234,15 +223,10 @@ START_TEST(heldout_real_gemm_grid) {
    * checked by the quiet, fuller run (PSIM_HELDOUT_FULL=1,
    * tests/calibration/heldout.sh) whose figures are in docs/accuracy.md. */
   double worst_limit = full ? 0.25 : 0.40;
-#if defined(__SANITIZE_ADDRESS__)
-  /* Under AddressSanitizer the profiler's own loops and buffers run
-   * instrumented, so real kernel times say nothing about the interpolation:
-   * reported above, not asserted (the default build asserts them). */
-  printf("sanitizer build: held-out timing errors not asserted\n");
-  return;
-#endif
+  if (!psim_test_timing_asserted())
+    return;
   ck_assert_msg(med < 0.10 && worst < worst_limit, "median %.3f worst %.3f (load %.1f per core)",
-                med, worst, load_per_core());
+                med, worst, psim_test_load_per_core());
 }
 END_TEST
 
