@@ -74,4 +74,15 @@ else
     not_ok "an ok line for each shipped file"
   fi
 fi
+# plan names the grid baseline's configuration; --no-baselines skips both baselines.
+run plan tests/data/tiny-gpt.json topologies/dgx-a100-x1.json --search alpa
+expect "plan names the grid baseline's configuration" 0 stdout-nonempty any \
+  "^ +\(Megatron tp [0-9]+, pp [0-9]+, dp [0-9]+"
+run plan tests/data/tiny-gpt.json topologies/dgx-a100-x1.json --search alpa --no-baselines \
+  -o "$TEST_TMP/nobase.json"
+if [ "$STATUS" -eq 0 ] && ! grep -qE "Megatron grid|data parallel" "$OUT" &&
+  python3 -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['baselines'] != {})" \
+    "$TEST_TMP/nobase.json"; then
+  ok "--no-baselines: no baseline lines, an empty baselines object"
+else not_ok "--no-baselines: no baseline lines, an empty baselines object" "$(cat "$OUT" "$ERR")"; fi
 finish
