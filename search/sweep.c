@@ -526,9 +526,9 @@ static const char *searcher_name(const char *name) {
 static psim_status write_plan(const psim_model *m, const psim_cluster *c,
                               const psim_search_result *r, const psim_sweep_row *row,
                               const char *dir, const char *name) {
-  psim_plan_info info = {name,           row->seed,     *row->budget ? row->budget : NULL,
-                         r->evaluations, r->wall_s,     r->curve,
-                         r->n_curve,     NULL,          NULL,
+  psim_plan_info info = {name,           row->seed,      *row->budget ? row->budget : NULL,
+                         r->evaluations, r->wall_s,      r->curve,
+                         r->n_curve,     NULL,           NULL,
                          r->stats,       r->description, NULL};
   cJSON *doc = NULL;
   char path[1024];
@@ -785,24 +785,38 @@ static double get_number(const cJSON *o, const char *key, bool *ok) {
   return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
+/* An integer column in [lo, hi]: anything else (null, NaN, a fraction is
+ * truncated, 2e47) clears *ok rather than reaching a cast that C leaves
+ * undefined (fuzz_sweep found "evaluations": 2e47). */
+static double get_integer(const cJSON *o, const char *key, double lo, double hi, bool *ok) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+  if (!(d >= lo && d <= hi)) {
+    *ok = false;
+    return 0;
+  }
+  return d;
+}
+
 static psim_status parse_row(const cJSON *o, psim_sweep_row *r) {
   bool ok = cJSON_IsObject(o);
   if (!ok)
     return psim_error(PSIM_EINPUT, "row: not an object");
   memset(r, 0, sizeof *r);
-  r->index = (int32_t)get_number(o, "case", &ok);
-  r->devices = (int32_t)get_number(o, "devices", &ok);
-  r->seed = (uint64_t)get_number(o, "seed", &ok);
+  r->index = (int32_t)get_integer(o, "case", -1, INT32_MAX, &ok);
+  r->devices = (int32_t)get_integer(o, "devices", 0, INT32_MAX, &ok);
+  /* the largest double below 2^64 */
+  r->seed = (uint64_t)get_integer(o, "seed", 0, 18446744073709549568.0, &ok);
   r->iteration_time_s = get_number(o, "iteration_time_s", &ok);
   r->samples_per_s = get_number(o, "samples_per_s", &ok);
   r->tokens_per_s = get_number(o, "tokens_per_s", &ok);
   r->mfu = get_number(o, "mfu", &ok);
   r->peak_memory_bytes = get_number(o, "peak_memory_bytes", &ok);
-  r->evaluations = (int64_t)get_number(o, "evaluations", &ok);
+  r->evaluations = (int64_t)get_integer(o, "evaluations", 0, 9.2e18, &ok);
   r->search_wall_s = get_number(o, "search_wall_s", &ok);
   r->fits = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "fits"));
   if (!ok)
-    return psim_error(PSIM_EINPUT, "row: a number column is missing");
+    return psim_error(PSIM_EINPUT, "row: a number column is missing or out of range");
   PSIM_CHECK(get_text(o, "key", r->key, sizeof r->key));
   PSIM_CHECK(get_text(o, "model", r->model, sizeof r->model));
   PSIM_CHECK(get_text(o, "cluster", r->cluster, sizeof r->cluster));

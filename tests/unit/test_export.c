@@ -183,6 +183,35 @@ START_TEST(sweep_row_round_trip) {
 }
 END_TEST
 
+/* fuzz_sweep's finding (build-fuzzc/artifacts, 2026-11-22): an integer column
+ * beyond its type's range reached a double -> int64 cast (undefined; UBSan
+ * aborted). Each such column is now refused, under every sanitizer. */
+START_TEST(sweep_row_integer_out_of_range) {
+  psim_sweep_row r, back;
+  memset(&r, 0, sizeof r);
+  snprintf(r.status, sizeof r.status, "ok");
+  char line[8192];
+  ck_assert(psim_sweep_row_jsonl(&r, line, sizeof line) == PSIM_OK);
+  ck_assert(psim_sweep_row_parse(line, &back) == PSIM_OK);
+  static const char *const column[] = {"\"case\"", "\"devices\"", "\"seed\"", "\"evaluations\""};
+  static const char *const bad[] = {"2e47", "-2e47", "null", "1e300", "-5"};
+  for (size_t c = 0; c < sizeof column / sizeof *column; c++)
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+      char *at = strstr(line, column[c]), edited[8192];
+      ck_assert_ptr_nonnull(at);
+      char *colon = strchr(at, ':'), *end = strpbrk(colon, ",}");
+      snprintf(edited, sizeof edited, "%.*s %s%s", (int)(colon + 1 - line), line, bad[k], end);
+      ck_assert_msg(psim_sweep_row_parse(edited, &back) == PSIM_EINPUT, "accepted %s", edited);
+      psim_error_clear();
+    }
+  ck_assert_int_eq(psim_sweep_row_parse("{\"evaluations\":199999999999999999999999999999999999"
+                                        "999999999999}",
+                                        &back),
+                   PSIM_EINPUT);
+  psim_error_clear();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("export");
   TCase *tc = tcase_create("export");
@@ -193,6 +222,7 @@ int main(void) {
   tcase_add_test(tc, deepspeed_batch_arithmetic);
   tcase_add_test(tc, format_names);
   tcase_add_test(tc, sweep_row_round_trip);
+  tcase_add_test(tc, sweep_row_integer_out_of_range);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
