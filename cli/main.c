@@ -130,7 +130,7 @@ static const char help_plan[] =
     "                          tp x pp x dp x micro-batch x recompute that fits), exhaustive\n"
     "  --budget B              seconds (\"60s\", \"2m\") or evaluations (\"20000\")\n"
     "  --seed N                random seed (same seed and evaluation budget: same plan)\n"
-    "  --threads N             search chains in parallel (mcmc)\n"
+    "  --threads N             search chains (mcmc) or ILP solver threads (alpa) in parallel\n"
     "  --init STRATEGY         start the search from this strategy (mcmc)\n"
     "  --fix PARTIAL           a partial strategy whose choices the search keeps\n"
     "  --costdb DB             use measured operator costs (plansim profile)\n"

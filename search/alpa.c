@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -73,7 +74,16 @@ typedef struct alpa {
   double ilp_s, dp_s, max_gap, mesh_s, sim_s;
   alpa_cand top[TOP_K];
   int32_t n_top;
+  pthread_mutex_t mu; /* guards the counters and blame when ILPs run on worker threads */
 } alpa;
+
+static void alpa_lock(alpa *A) {
+  pthread_mutex_lock(&A->mu);
+}
+
+static void alpa_unlock(alpa *A) {
+  pthread_mutex_unlock(&A->mu);
+}
 
 /* ---- layer classes ---- */
 
@@ -210,8 +220,11 @@ static psim_status apply_fix(alpa *A, psim_sh_layer *L, const psim_sh_mesh *mesh
         L->allowed[g][k] = 0;
       any = any || L->allowed[g][k];
     }
-    if (!any)
+    if (!any) {
+      alpa_lock(A);
       A->blame |= ent;
+      alpa_unlock(A);
+    }
   }
   psim_free(choice);
   return PSIM_OK;
@@ -281,11 +294,15 @@ static psim_status run_ilp(alpa *A, psim_sh_layer *L, alpa_point *pt, const psim
   psim_ilp_solution sol;
   psim_ilp_solution_init(&sol);
   psim_status st = psim_ilp_solve(&p, &io, &sol);
+  alpa_lock(A);
   A->ilp_count++;
-  A->ilp_s += sol.solve_s;
+  A->ilp_s += sol.solve_s; /* summed over worker threads */
   if (st == PSIM_OK) {
     A->timeouts += !sol.optimal;
     A->max_gap = fmax(A->max_gap, sol.gap);
+  }
+  alpa_unlock(A);
+  if (st == PSIM_OK) {
     pt->op_dim = psim_calloc((size_t)L->n_ops, sizeof *pt->op_dim);
     st = pt->op_dim ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory (ILP result)");
   }
@@ -620,13 +637,126 @@ static psim_status dp_config(alpa *A, int32_t n, int32_t mb, int rc) {
   return st;
 }
 
+/* ---- ILPs on worker threads (--threads) ----
+ *
+ * With threads > 1, the ILPs a stage size will need are solved up front, one
+ * level at a time, by a pool of threads: the same points the stage DP would
+ * solve on demand (level 0 for every mesh and layer class; a higher level
+ * where the level below would not fit a stage with the recomputation mode
+ * that keeps the most activations), so the DP then finds them all in the
+ * memo. Each point is one independent GLPK problem (GLPK's environment is
+ * per thread; ilp.c's fences are thread-local), and its result does not
+ * depend on which thread solves it or when: plans are the same for any
+ * thread count. */
+
+typedef struct ilp_job {
+  int32_t cls, mesh, mb;
+  int level;
+} ilp_job;
+
+typedef struct ilp_pool {
+  alpa *A;
+  const ilp_job *jobs;
+  int32_t n, next;
+  psim_status st; /* first failure */
+  char err[512];
+  pthread_mutex_t mu;
+} ilp_pool;
+
+static void *ilp_worker(void *arg) {
+  ilp_pool *P = arg;
+  for (;;) {
+    pthread_mutex_lock(&P->mu);
+    int32_t k = P->st == PSIM_OK && !psim_interrupted() ? P->next++ : P->n;
+    pthread_mutex_unlock(&P->mu);
+    if (k >= P->n)
+      break;
+    const ilp_job *j = &P->jobs[k];
+    psim_status st = solve_point(P->A, j->cls, j->mesh, j->mb, j->level);
+    if (st != PSIM_OK) {
+      pthread_mutex_lock(&P->mu);
+      if (P->st == PSIM_OK) {
+        P->st = st;
+        snprintf(P->err, sizeof P->err, "%s", psim_error_message());
+      }
+      pthread_mutex_unlock(&P->mu);
+    }
+  }
+  psim_ilp_thread_exit();
+  return NULL;
+}
+
+#define MAX_THREADS 64
+
+static psim_status solve_jobs(alpa *A, const ilp_job *jobs, int32_t n) {
+  ilp_pool P = {.A = A, .jobs = jobs, .n = n, .st = PSIM_OK};
+  pthread_t tid[MAX_THREADS];
+  int32_t want = A->o->threads < n ? A->o->threads : n, started = 0;
+  pthread_mutex_init(&P.mu, NULL);
+  while (started < want && started < MAX_THREADS &&
+         pthread_create(&tid[started], NULL, ilp_worker, &P) == 0)
+    started++;
+  for (int32_t i = 0; i < started; i++)
+    pthread_join(tid[i], NULL);
+  pthread_mutex_destroy(&P.mu);
+  if (P.st != PSIM_OK)
+    return psim_error(P.st, "%s", P.err);
+  /* no thread started (or an interruption): what is left is solved on demand */
+  return PSIM_OK;
+}
+
+/* Whether the stage DP for stages of n devices would ask for `level` of mesh
+ * me at micro-batch size mb (need_lean's test, for the recomputation mode
+ * searched that keeps the most activations). */
+static bool level_wanted(alpa *A, int32_t n, int32_t me, int32_t mb, int level) {
+  if (level == 0)
+    return true;
+  int32_t L = A->m->n_layers, S = A->c->n_devices / n;
+  int rc = A->fix.has_recompute ? (int)A->fix.recompute : PSIM_RECOMPUTE_NONE;
+  double w = 0, a = 0;
+  for (int32_t l = 0; l < L; l++) {
+    const alpa_point *p = memo_at(A, A->class_of[l], me, mb, level - 1);
+    if (!p->solved || !p->ok)
+      return false;
+    w += p->wmem;
+    a += layer_act(p, rc);
+  }
+  double per = (double)L / S + 1;
+  return (w + S * a) * per / L > MEM_USE * A->mem_bytes;
+}
+
+static psim_status prefetch(alpa *A, int32_t n, int32_t mb) {
+  ilp_job *jobs = psim_malloc((size_t)A->n_meshes * (size_t)A->n_classes * sizeof *jobs);
+  psim_status st = jobs ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory (ILP jobs)");
+  for (int level = 0; st == PSIM_OK && level < LEVELS; level++) {
+    int32_t k = 0;
+    for (int32_t me = 0; st == PSIM_OK && me < A->n_meshes; me++) {
+      const psim_sh_mesh *sh;
+      if (A->meshes[me].n != n || !mb_wanted(A, &A->meshes[me], A->mbs[mb]))
+        continue;
+      st = mesh_of(A, me, &sh); /* fitted here, not on the workers */
+      if (st != PSIM_OK || !level_wanted(A, n, me, mb, level))
+        continue;
+      for (int32_t cls = 0; cls < A->n_classes; cls++)
+        if (!memo_at(A, cls, me, mb, level)->solved)
+          jobs[k++] = (ilp_job){cls, me, mb, level};
+    }
+    if (st == PSIM_OK)
+      st = solve_jobs(A, jobs, k);
+  }
+  psim_free(jobs);
+  return st;
+}
+
 static psim_status search_all(alpa *A) {
   int rcs[3] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_SELECTIVE, PSIM_RECOMPUTE_FULL};
   for (int32_t n = 1; n <= A->c->n_devices; n++) {
     bool has = false;
     for (int32_t me = 0; me < A->n_meshes; me++)
       has = has || A->meshes[me].n == n;
-    for (int32_t mb = 0; has && mb < A->n_mbs; mb++)
+    for (int32_t mb = 0; has && mb < A->n_mbs; mb++) {
+      if (A->o->threads > 1)
+        PSIM_CHECK(prefetch(A, n, mb));
       for (int r = 0; r < 3; r++) {
         if (A->fix.has_recompute && (int)A->fix.recompute != rcs[r])
           continue;
@@ -634,6 +764,7 @@ static psim_status search_all(alpa *A) {
           return psim_error(PSIM_EINTERRUPTED, "alpa search interrupted");
         PSIM_CHECK(dp_config(A, n, mb, rcs[r]));
       }
+    }
     if (has && A->o->progress)
       fprintf(A->o->progress, "\ralpa: stages of %d devices, %lld ILPs   ", (int)n,
               (long long)A->ilp_count);
@@ -778,6 +909,7 @@ static psim_status stats_json(const alpa *A, const alpa_cand *best, psim_search_
 static psim_status setup(alpa *A, const psim_model *m, psim_cluster *c,
                          const psim_search_options *o) {
   memset(A, 0, sizeof *A);
+  pthread_mutex_init(&A->mu, NULL);
   A->m = m;
   A->c = c;
   A->o = o;
@@ -814,6 +946,7 @@ static void teardown(alpa *A) {
   psim_free(A->class_of);
   psim_free(A->class_layer);
   psim_alpa_fix_destroy(&A->fix);
+  pthread_mutex_destroy(&A->mu);
 }
 
 static psim_status no_plan(const alpa *A) {

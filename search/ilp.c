@@ -388,6 +388,10 @@ psim_status psim_ilp_solve(const psim_ilp_problem *p, const psim_ilp_options *o,
   return st;
 }
 
+void psim_ilp_thread_exit(void) {
+  glp_free_env(); /* this thread's GLPK environment (GLPK keeps one per thread) */
+}
+
 /* ---- reference objective and brute force (no GLPK) ---- */
 
 static bool choice_ok(const psim_ilp_problem *p, int32_t g, int32_t i) {

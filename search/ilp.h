@@ -68,6 +68,10 @@ void psim_ilp_solution_destroy(psim_ilp_solution *s);
 psim_status psim_ilp_solve(const psim_ilp_problem *p, const psim_ilp_options *o,
                            psim_ilp_solution *s);
 
+/* Frees the calling thread's GLPK environment: worker threads that solved
+ * ILPs call it before they end (GLPK keeps one environment per thread). */
+void psim_ilp_thread_exit(void);
+
 /* The same objective by enumeration of every assignment (tests; refuses
  * more than 10^7 assignments with PSIM_ELIMIT). Infeasible: PSIM_EFAILED. */
 psim_status psim_ilp_brute_force(const psim_ilp_problem *p, psim_ilp_solution *s);

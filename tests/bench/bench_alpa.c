@@ -9,10 +9,12 @@
  * ILP time, DP time and memoisation hit rate; exit status 1 when a target
  * is missed.
  *
- * Usage: bench_alpa [175b|39b] (default both) */
+ * Usage: bench_alpa [175b|39b|all] [THREADS]   (default all, 2 threads: the ILPs of a
+ * stage size are solved on THREADS threads, as `plan --threads` does) */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -32,6 +34,8 @@ static double clock_s(clockid_t id) {
 static double stat_of(const psim_search_result *r, const char *key) {
   return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r->stats, key));
 }
+
+static int threads = 2;
 
 static int run(const char *label, int64_t layers, int64_t hidden, int64_t heads, int64_t batch,
                const char *dtype, const char *topology, double target_s) {
@@ -58,6 +62,7 @@ static int run(const char *label, int64_t layers, int64_t hidden, int64_t heads,
   cJSON_Delete(j);
   psim_search_options o;
   psim_search_options_init(&o);
+  o.threads = threads;
   psim_search_result r;
   psim_search_result_init(&r);
   double w0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
@@ -67,11 +72,13 @@ static int run(const char *label, int64_t layers, int64_t hidden, int64_t heads,
   if (st != PSIM_OK)
     fprintf(stderr, "bench_alpa: %s: %s\n", label, psim_error_message());
   else
-    printf("%-5s on %-20s wall %6.2f s (target %.0f s), cpu %6.2f s: %.3f s/iteration, "
-           "%.0f ILPs in %.2f s, DP %.2f s, memo hit rate %.1f%%, %s\n  %s\n",
-           label, topology, wall, target_s, cpu, r.best_sim.iteration_time_s,
-           stat_of(&r, "ilp_count"), stat_of(&r, "ilp_time_s"), stat_of(&r, "dp_time_s"),
-           100 * stat_of(&r, "memo_hit_rate"), bad ? "MISSED" : "ok", r.description);
+    printf(
+        "%-5s on %-20s %d thread%s: wall %6.2f s (target %.0f s), cpu %6.2f s: %.3f s/iteration, "
+        "%.0f ILPs in %.2f s, DP %.2f s, memo hit rate %.1f%%, %s\n  %s\n",
+        label, topology, threads, threads == 1 ? "" : "s", wall, target_s, cpu,
+        r.best_sim.iteration_time_s, stat_of(&r, "ilp_count"), stat_of(&r, "ilp_time_s"),
+        stat_of(&r, "dp_time_s"), 100 * stat_of(&r, "memo_hit_rate"), bad ? "MISSED" : "ok",
+        r.description);
   psim_search_result_destroy(&r);
   psim_model_destroy(&m);
   psim_cluster_destroy(&c);
@@ -80,6 +87,8 @@ static int run(const char *label, int64_t layers, int64_t hidden, int64_t heads,
 
 int main(int argc, char **argv) {
   const char *which = argc > 1 ? argv[1] : "all";
+  if (argc > 2)
+    threads = atoi(argv[2]) > 0 ? atoi(argv[2]) : 1;
   int bad = 0;
   if (strcmp(which, "39b") == 0 || strcmp(which, "all") == 0)
     bad |= run("39b", 48, 8192, 64, 1024, "fp16", "v100-x8-25g.json", 10);

@@ -147,10 +147,13 @@ START_TEST(clustering_equals_brute_force) {
 }
 END_TEST
 
+static int32_t plan_threads = 1; /* psim_search_options.threads of plan() */
+
 static psim_status plan(const psim_model *m, psim_cluster *c, const char *fix,
                         psim_search_result *r) {
   psim_search_options o;
   psim_search_options_init(&o);
+  o.threads = plan_threads;
   cJSON *j = fix ? cJSON_Parse(fix) : NULL;
   o.fix = j;
   o.fix_file = "fix.json";
@@ -276,6 +279,16 @@ START_TEST(alpa_vs_grid) {
   double hits = cJSON_GetNumberValue(cJSON_GetObjectItem(a.stats, "memo_hit_rate"));
   ck_assert_double_gt(ilps, 0);
   ck_assert_double_gt(hits, 0.5); /* 8 identical layers share their ILPs */
+  /* ILPs solved on 3 worker threads: the same plan, bit for bit. */
+  psim_search_result t;
+  plan_threads = 3;
+  ck_assert_msg(plan(&m, &c, NULL, &t) == PSIM_OK, "%s", psim_error_message());
+  plan_threads = 1;
+  ck_assert_str_eq(t.description, a.description);
+  ck_assert(memcmp(&t.best_sim.iteration_time_s, &a.best_sim.iteration_time_s, sizeof(double)) ==
+            0);
+  ck_assert(psim_strategy_equal(&t.best, &a.best));
+  psim_search_result_destroy(&t);
   psim_search_result_destroy(&a);
   psim_search_result_destroy(&g);
   psim_cluster_destroy(&c);
