@@ -853,34 +853,86 @@ static void describe(const alpa *A, const alpa_cand *c, psim_search_result *r) {
            r->best.sequence_parallel ? ", sequence parallel" : "");
 }
 
+/* One candidate's explicit strategy and full simulation. */
+typedef struct cand_eval {
+  psim_strategy s;
+  psim_sim_result sim;
+  psim_status st;
+  char err[512]; /* the failure's message (set on the thread that ran it) */
+} cand_eval;
+
+static void eval_candidate(alpa *A, int32_t i, cand_eval *ev) {
+  psim_sim_result_init(&ev->sim);
+  ev->st = build_strategy(A, &A->top[i], &ev->s);
+  if (ev->st == PSIM_OK)
+    ev->st = psim_simulate(A->m, A->c, &ev->s, A->o->sim, &ev->sim);
+  if (ev->st != PSIM_OK)
+    snprintf(ev->err, sizeof ev->err, "%s", psim_error_message());
+  psim_error_clear();
+}
+
+typedef struct cand_pool {
+  alpa *A;
+  cand_eval *ev;
+  int32_t next;
+  pthread_mutex_t mu;
+} cand_pool;
+
+static void *cand_worker(void *arg) {
+  cand_pool *P = arg;
+  for (;;) {
+    pthread_mutex_lock(&P->mu);
+    int32_t i = P->next++;
+    pthread_mutex_unlock(&P->mu);
+    if (i >= P->A->n_top)
+      return NULL;
+    eval_candidate(P->A, i, &P->ev[i]);
+  }
+}
+
+/* Every candidate simulated, on --threads threads (each simulation is
+ * independent; the choice below runs in candidate order, so the plan does
+ * not depend on the thread count). */
+static void eval_candidates(alpa *A, cand_eval *ev) {
+  cand_pool P = {.A = A, .ev = ev, .next = 0};
+  pthread_t tid[MAX_THREADS];
+  int32_t want = A->o->threads < A->n_top ? A->o->threads : A->n_top, started = 0;
+  pthread_mutex_init(&P.mu, NULL);
+  while (want > 1 && started < want && started < MAX_THREADS &&
+         pthread_create(&tid[started], NULL, cand_worker, &P) == 0)
+    started++;
+  for (int32_t i = 0; i < started; i++)
+    pthread_join(tid[i], NULL);
+  pthread_mutex_destroy(&P.mu);
+  for (int32_t i = P.next; i < A->n_top; i++) /* serial, or what no thread took */
+    eval_candidate(A, i, &ev[i]);
+}
+
 static psim_status simulate_top(alpa *A, psim_search_result *r, double t0) {
+  cand_eval ev[TOP_K];
+  memset(ev, 0, sizeof ev);
+  eval_candidates(A, ev);
+  psim_status st = PSIM_OK;
   for (int32_t i = 0; i < A->n_top; i++) {
-    psim_strategy s;
-    psim_sim_result sim;
-    psim_sim_result_init(&sim);
-    psim_status st = build_strategy(A, &A->top[i], &s);
-    if (st == PSIM_OK)
-      st = psim_simulate(A->m, A->c, &s, A->o->sim, &sim);
     r->evaluations++;
-    bool better = st == PSIM_OK && sim.fits &&
-                  (!r->found || sim.iteration_time_s < r->best_sim.iteration_time_s);
-    if (better) {
+    bool better = ev[i].st == PSIM_OK && ev[i].sim.fits &&
+                  (!r->found || ev[i].sim.iteration_time_s < r->best_sim.iteration_time_s);
+    if (better && st == PSIM_OK) {
       psim_strategy_destroy(&r->best);
       psim_sim_result_destroy(&r->best_sim);
-      r->best = s;
-      r->best_sim = sim;
+      r->best = ev[i].s;
+      r->best_sim = ev[i].sim;
       r->found = true;
       describe(A, &A->top[i], r);
-      PSIM_CHECK(psim_search_record(r, r->evaluations, now_s() - t0, sim.iteration_time_s));
+      st = psim_search_record(r, r->evaluations, now_s() - t0, ev[i].sim.iteration_time_s);
     } else {
-      psim_strategy_destroy(&s);
-      psim_sim_result_destroy(&sim);
+      psim_strategy_destroy(&ev[i].s);
+      psim_sim_result_destroy(&ev[i].sim);
     }
-    if (st == PSIM_ENOMEM || st == PSIM_EINTERRUPTED)
-      return st;
-    psim_error_clear();
+    if (st == PSIM_OK && (ev[i].st == PSIM_ENOMEM || ev[i].st == PSIM_EINTERRUPTED))
+      st = psim_error(ev[i].st, "%s", ev[i].err);
   }
-  return PSIM_OK;
+  return st;
 }
 
 /* ---- statistics, setup and the entry point ---- */
