@@ -688,16 +688,22 @@ static void *ilp_worker(void *arg) {
 
 #define MAX_THREADS 64
 
-static psim_status solve_jobs(alpa *A, const ilp_job *jobs, int32_t n) {
-  ilp_pool P = {.A = A, .jobs = jobs, .n = n, .st = PSIM_OK};
+/* Runs fn(arg) on up to want threads (as many as start) and waits for them;
+ * the callers finish on the calling thread whatever no thread took. */
+static void run_workers(int32_t want, void *(*fn)(void *), void *arg) {
   pthread_t tid[MAX_THREADS];
-  int32_t want = A->o->threads < n ? A->o->threads : n, started = 0;
-  pthread_mutex_init(&P.mu, NULL);
+  int32_t started = 0;
   while (started < want && started < MAX_THREADS &&
-         pthread_create(&tid[started], NULL, ilp_worker, &P) == 0)
+         pthread_create(&tid[started], NULL, fn, arg) == 0)
     started++;
   for (int32_t i = 0; i < started; i++)
     pthread_join(tid[i], NULL);
+}
+
+static psim_status solve_jobs(alpa *A, const ilp_job *jobs, int32_t n) {
+  ilp_pool P = {.A = A, .jobs = jobs, .n = n, .st = PSIM_OK};
+  pthread_mutex_init(&P.mu, NULL);
+  run_workers(A->o->threads < n ? A->o->threads : n, ilp_worker, &P);
   pthread_mutex_destroy(&P.mu);
   if (P.st != PSIM_OK)
     return psim_error(P.st, "%s", P.err);
@@ -895,14 +901,9 @@ static void *cand_worker(void *arg) {
  * not depend on the thread count). */
 static void eval_candidates(alpa *A, cand_eval *ev) {
   cand_pool P = {.A = A, .ev = ev, .next = 0};
-  pthread_t tid[MAX_THREADS];
-  int32_t want = A->o->threads < A->n_top ? A->o->threads : A->n_top, started = 0;
+  int32_t want = A->o->threads < A->n_top ? A->o->threads : A->n_top;
   pthread_mutex_init(&P.mu, NULL);
-  while (want > 1 && started < want && started < MAX_THREADS &&
-         pthread_create(&tid[started], NULL, cand_worker, &P) == 0)
-    started++;
-  for (int32_t i = 0; i < started; i++)
-    pthread_join(tid[i], NULL);
+  run_workers(want > 1 ? want : 0, cand_worker, &P);
   pthread_mutex_destroy(&P.mu);
   for (int32_t i = P.next; i < A->n_top; i++) /* serial, or what no thread took */
     eval_candidate(A, i, &ev[i]);
