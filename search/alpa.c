@@ -267,9 +267,9 @@ static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mes
   for (int32_t e = 0; e < L->n_edges; e++) {
     size_t at = (size_t)choice[L->edges[e].a] * (size_t)L->n_strats[L->edges[e].b] +
                 (size_t)choice[L->edges[e].b];
-    pt->act += L->edge_act[e][at];
-    pt->act_sel += L->edge_act_sel[e][at];
-    pt->time += L->edges[e].cost[at] - mem_weight * L->edge_act[e][at];
+    pt->act += L->edge_act[e].all[at];
+    pt->act_sel += L->edge_act[e].sel[at];
+    pt->time += L->edges[e].cost[at] - mem_weight * L->edge_act[e].all[at];
   }
   pt->act_full = psim_sh_input_bytes(L, mesh, mb, choice);
   for (int32_t g = 0; g < L->n_groups; g++)
@@ -418,12 +418,19 @@ static psim_status fill_ml(dp_ctx *x, int32_t k, int32_t mesh, int level) {
   return PSIM_OK;
 }
 
+/* Whether a stage would not fit a device: L layers of weights w and
+ * activations a in total (bytes), averaged per layer, over the L / S + 1
+ * layers of a stage holding S micro-batches. */
+static bool too_big(const alpa *A, double w, double a, int32_t L, int32_t S) {
+  double per = (double)L / S + 1;
+  return (w + S * a) * per / L > MEM_USE * A->mem_bytes;
+}
+
 /* Memory-lean ILPs (level > 0) only where the level before would not fit a stage. */
 static bool need_lean(dp_ctx *x, int32_t k) {
   dp_table *T = &x->tab;
   size_t off = (size_t)k * (size_t)(x->L + 1);
-  double per = (double)x->L / x->S + 1;
-  return (T->w[off + x->L] + x->S * T->a[off + x->L]) * per / x->L > MEM_USE * x->A->mem_bytes;
+  return too_big(x->A, T->w[off + x->L], T->a[off + x->L], x->L, x->S);
 }
 
 static psim_status build_table(dp_ctx *x) {
@@ -727,8 +734,7 @@ static bool level_wanted(alpa *A, int32_t n, int32_t me, int32_t mb, int level) 
     w += p->wmem;
     a += layer_act(p, rc);
   }
-  double per = (double)L / S + 1;
-  return (w + S * a) * per / L > MEM_USE * A->mem_bytes;
+  return too_big(A, w, a, L, S);
 }
 
 static psim_status prefetch(alpa *A, int32_t n, int32_t mb) {

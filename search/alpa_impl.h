@@ -52,6 +52,14 @@ typedef struct psim_sh_cost {
   double act, act_sel; /* activations kept for backward (all; without attention core), bytes */
 } psim_sh_cost;
 
+/* Activation bytes (<= 0) an edge's choice pair takes off the consumer's
+ * count: a saved input gathered from the producer's smaller shards is kept as
+ * that shard and gathered again in backward (as sim/memory.c counts it).
+ * n_a * n_b entries each, like psim_ilp_edge.cost. */
+typedef struct psim_sh_edge_act {
+  double *all, *sel; /* all activations; without the attention core (selective) */
+} psim_sh_edge_act;
+
 /* The sharding problem of one layer on one logical mesh for one micro-batch
  * size: groups (roots and the trivial ops merged into them), their
  * strategies and costs, and the resharding edges between groups. */
@@ -70,11 +78,8 @@ typedef struct psim_sh_layer {
   double **mem;           /* per group per strategy: bytes */
   uint8_t **allowed;      /* per group per strategy (--fix) */
   int32_t n_edges;
-  psim_ilp_edge *edges; /* costs owned */
-  /* per edge, n_a * n_b entries, bytes (<= 0): activations the consumer saves
-   * as its producer's smaller shard and gathers again in backward (as
-   * sim/memory.c counts them), all and without the attention core */
-  double **edge_act, **edge_act_sel;
+  psim_ilp_edge *edges;       /* costs owned */
+  psim_sh_edge_act *edge_act; /* per edge, beside edges[] */
 } psim_sh_layer;
 
 typedef struct psim_sh_params {

@@ -125,36 +125,31 @@ static void add_row(glp_prob *lp, int32_t n, int *cols, double *vals, int type, 
   glp_set_mat_row(lp, r, n, cols - 1, vals - 1); /* GLPK arrays are 1-based */
 }
 
-static void add_edge_rows(glp_prob *lp, const ilp_build *b, int32_t e, int *cols, double *vals) {
+/* The row of class C of one end of edge e (side_a: of its end a):
+ *   sum over the other end's classes K of y_CK - sum_{i in C} x_i = 0. */
+static void add_class_row(glp_prob *lp, const ilp_build *b, int32_t e, bool side_a, int32_t C,
+                          int *cols, double *vals) {
   const psim_ilp_edge *ed = &b->p->edges[e];
   const edge_classes *ec = &b->ec[e];
-  int32_t na = b->p->n_choices[ed->a], nb = b->p->n_choices[ed->b];
-  for (int32_t A = 0; A < ec->na; A++) { /* sum_B y_AB - sum_{i in A} x_ai = 0 */
-    int32_t n = 0;
-    for (int32_t B = 0; B < ec->nb; B++, n++) {
-      cols[n] = b->y0[e] + A * ec->nb + B;
-      vals[n] = 1;
-    }
-    for (int32_t i = 0; i < na; i++)
-      if (ec->of_a[i] == A) {
-        cols[n] = b->x0[ed->a] + i;
-        vals[n++] = -1;
-      }
-    add_row(lp, n, cols, vals, GLP_FX, 0);
+  int32_t g = side_a ? ed->a : ed->b, n = 0;
+  const int32_t *of = side_a ? ec->of_a : ec->of_b;
+  for (int32_t K = 0; K < (side_a ? ec->nb : ec->na); K++, n++) {
+    cols[n] = b->y0[e] + (side_a ? C * ec->nb + K : K * ec->nb + C);
+    vals[n] = 1;
   }
-  for (int32_t B = 0; B < ec->nb; B++) { /* sum_A y_AB - sum_{j in B} x_bj = 0 */
-    int32_t n = 0;
-    for (int32_t A = 0; A < ec->na; A++, n++) {
-      cols[n] = b->y0[e] + A * ec->nb + B;
-      vals[n] = 1;
+  for (int32_t i = 0; i < b->p->n_choices[g]; i++)
+    if (of[i] == C) {
+      cols[n] = b->x0[g] + i;
+      vals[n++] = -1;
     }
-    for (int32_t j = 0; j < nb; j++)
-      if (ec->of_b[j] == B) {
-        cols[n] = b->x0[ed->b] + j;
-        vals[n++] = -1;
-      }
-    add_row(lp, n, cols, vals, GLP_FX, 0);
-  }
+  add_row(lp, n, cols, vals, GLP_FX, 0);
+}
+
+static void add_edge_rows(glp_prob *lp, const ilp_build *b, int32_t e, int *cols, double *vals) {
+  for (int32_t A = 0; A < b->ec[e].na; A++)
+    add_class_row(lp, b, e, true, A, cols, vals);
+  for (int32_t B = 0; B < b->ec[e].nb; B++)
+    add_class_row(lp, b, e, false, B, cols, vals);
 }
 
 static bool same_row(const psim_ilp_edge *ed, int32_t nb, int32_t i, int32_t k) {
@@ -378,7 +373,6 @@ psim_status psim_ilp_solve(const psim_ilp_problem *p, const psim_ilp_options *o,
     memcpy(s->choice, p->warm, (size_t)p->n_groups * sizeof *s->choice);
     s->objective = psim_ilp_objective(p, p->warm);
   }
-  s->columns = (int64_t)cols - 1;
   psim_free(warm);
   psim_free(cls_buf);
   psim_free(b.ec);

@@ -54,7 +54,6 @@ typedef struct psim_ilp_solution {
   double gap;       /* relative MIP gap at exit; 0 when proven optimal */
   bool optimal;     /* false: time limit hit, incumbent returned */
   double solve_s;   /* wall time of the solve */
-  int64_t columns;  /* GLPK columns: x per choice, y per pair of layout classes per edge */
 } psim_ilp_solution;
 
 void psim_ilp_solution_init(psim_ilp_solution *s);

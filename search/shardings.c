@@ -175,6 +175,13 @@ static psim_status enumerate(const psim_model *m, const psim_op *op, const psim_
 
 /* ---- tensor specs and costs ---- */
 
+static bool tensor_has(const psim_tensor *t, int32_t model_dim) {
+  for (int32_t j = 0; j < t->rank; j++)
+    if (t->dims[j] == model_dim)
+      return true;
+  return false;
+}
+
 /* spec[a]: model dim of tensor t split along axis a by op's strategy, or -1. */
 static void tensor_spec(const psim_model *m, const psim_op *op, psim_sh_strat s, int32_t t,
                         int32_t spec[2]) {
@@ -296,10 +303,7 @@ static void comm_costs(const psim_model *m, const psim_sh_mesh *mesh, const psim
     int32_t md = psim_sh_model_dim(op, s, a);
     for (int32_t k = 0; k < op->n_in; k++) { /* partial input gradients */
       const psim_tensor *t = &m->tensors[op->in[k]];
-      bool has = false;
-      for (int32_t j = 0; j < t->rank; j++)
-        has = has || t->dims[j] == md;
-      if (!has && t->kind != PSIM_TENSOR_WEIGHT && t->requires_grad)
+      if (!tensor_has(t, md) && t->kind != PSIM_TENSOR_WEIGHT && t->requires_grad)
         c->comm += psim_sh_coll(mesh, a, PSIM_SH_AR, shard_bytes(m, mesh, op, s, op->in[k], mb));
     }
   }
@@ -445,26 +449,22 @@ static psim_status find_edge(psim_sh_layer *L, int32_t a, int32_t b, psim_ilp_ed
       return PSIM_OK;
     }
   size_t n = (size_t)L->n_strats[a] * (size_t)L->n_strats[b], k = (size_t)L->n_edges + 1;
-  double *cost = psim_calloc(n, sizeof *cost), *act = psim_calloc(n, sizeof *act),
-         *act_sel = psim_calloc(n, sizeof *act_sel);
+  double *cost = psim_calloc(n, sizeof *cost), *all = psim_calloc(n, sizeof *all),
+         *sel = psim_calloc(n, sizeof *sel);
   psim_ilp_edge *grown = psim_realloc(L->edges, k * sizeof *L->edges);
   if (grown)
     L->edges = grown;
-  double **ga = grown ? psim_realloc(L->edge_act, k * sizeof *ga) : NULL;
+  psim_sh_edge_act *ga = grown ? psim_realloc(L->edge_act, k * sizeof *ga) : NULL;
   if (ga)
     L->edge_act = ga;
-  double **gs = ga ? psim_realloc(L->edge_act_sel, k * sizeof *gs) : NULL;
-  if (gs)
-    L->edge_act_sel = gs;
-  if (!cost || !act || !act_sel || !gs) {
+  if (!cost || !all || !sel || !ga) {
     psim_free(cost);
-    psim_free(act);
-    psim_free(act_sel);
+    psim_free(all);
+    psim_free(sel);
     return psim_error(PSIM_ENOMEM, "out of memory (sharding edges)");
   }
   L->edges[L->n_edges] = (psim_ilp_edge){a, b, cost};
-  L->edge_act[L->n_edges] = act;
-  L->edge_act_sel[L->n_edges] = act_sel;
+  L->edge_act[L->n_edges] = (psim_sh_edge_act){all, sel};
   *out = &L->edges[L->n_edges++];
   return PSIM_OK;
 }
@@ -485,10 +485,7 @@ static double rs_instead_of_ar(const psim_model *m, const psim_sh_mesh *mesh, co
     if (seq < 0 || sp[a] != seq || sq[a] >= 0 || qs.dim[a] < 0 || !t->requires_grad)
       continue;
     int32_t md = psim_sh_model_dim(qop, qs, a);
-    bool has = false;
-    for (int32_t j = 0; j < t->rank; j++)
-      has = has || t->dims[j] == md;
-    if (has)
+    if (tensor_has(t, md))
       continue;
     double bytes = shard_bytes(m, mesh, qop, qs, tc, mb);
     d += psim_sh_coll(mesh, a, PSIM_SH_AG, bytes) - psim_sh_coll(mesh, a, PSIM_SH_AR, bytes);
@@ -534,8 +531,8 @@ static psim_status add_tensor_edge(edge_ctx *x, int32_t p, int32_t tp, int32_t q
       if (e) { /* the edge's arrays are owned by L (allocated in find_edge) */
         size_t at = (size_t)i * (size_t)L->n_strats[gb] + (size_t)j;
         ((double *)e->cost)[at] += c + x->mem_weight * saved;
-        L->edge_act[e - L->edges][at] += saved;
-        L->edge_act_sel[e - L->edges][at] += attn ? 0 : saved;
+        L->edge_act[e - L->edges].all[at] += saved;
+        L->edge_act[e - L->edges].sel[at] += attn ? 0 : saved;
       } else {
         psim_sh_cost *gc = &L->costs[ga][i];
         gc->comm += c;
@@ -655,12 +652,11 @@ void psim_sh_layer_destroy(psim_sh_layer *L) {
   }
   for (int32_t e = 0; e < L->n_edges; e++) {
     psim_free((void *)L->edges[e].cost);
-    psim_free(L->edge_act[e]);
-    psim_free(L->edge_act_sel[e]);
+    psim_free(L->edge_act[e].all);
+    psim_free(L->edge_act[e].sel);
   }
   psim_free(L->edges);
   psim_free(L->edge_act);
-  psim_free(L->edge_act_sel);
   psim_free(L->n_strats);
   psim_free(L->strats);
   psim_free(L->costs);

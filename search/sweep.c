@@ -777,46 +777,50 @@ static psim_status get_text(const cJSON *o, const char *key, char *out, size_t s
   return PSIM_OK;
 }
 
-static double get_number(const cJSON *o, const char *key, bool *ok) {
+/* A number column (null reads as NaN); *bad names the first column that is
+ * missing or not a number. */
+static double get_number(const cJSON *o, const char *key, const char **bad) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   if (cJSON_IsNull(v))
     return NAN;
-  *ok = *ok && cJSON_IsNumber(v);
+  if (!cJSON_IsNumber(v) && !*bad)
+    *bad = key;
   return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
-/* An integer column in [lo, hi]: anything else (null, NaN, a fraction is
- * truncated, 2e47) clears *ok rather than reaching a cast that C leaves
- * undefined (fuzz_sweep found "evaluations": 2e47). */
-static double get_integer(const cJSON *o, const char *key, double lo, double hi, bool *ok) {
+/* An integer column in [lo, hi]: anything else (null, NaN, 2e47; a fraction
+ * is truncated) is a bad column rather than a cast that C leaves undefined
+ * (fuzz_sweep found "evaluations": 2e47). */
+static double get_integer(const cJSON *o, const char *key, double lo, double hi, const char **bad) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-  if (!(d >= lo && d <= hi)) {
-    *ok = false;
-    return 0;
-  }
-  return d;
+  if (d >= lo && d <= hi)
+    return d;
+  if (!*bad)
+    *bad = key;
+  return 0;
 }
 
 static psim_status parse_row(const cJSON *o, psim_sweep_row *r) {
-  bool ok = cJSON_IsObject(o);
-  if (!ok)
+  if (!cJSON_IsObject(o))
     return psim_error(PSIM_EINPUT, "row: not an object");
   memset(r, 0, sizeof *r);
-  r->index = (int32_t)get_integer(o, "case", -1, INT32_MAX, &ok);
-  r->devices = (int32_t)get_integer(o, "devices", 0, INT32_MAX, &ok);
+  const char *bad = NULL;
+  r->index = (int32_t)get_integer(o, "case", -1, INT32_MAX, &bad);
+  r->devices = (int32_t)get_integer(o, "devices", 0, INT32_MAX, &bad);
   /* the largest double below 2^64 */
-  r->seed = (uint64_t)get_integer(o, "seed", 0, 18446744073709549568.0, &ok);
-  r->iteration_time_s = get_number(o, "iteration_time_s", &ok);
-  r->samples_per_s = get_number(o, "samples_per_s", &ok);
-  r->tokens_per_s = get_number(o, "tokens_per_s", &ok);
-  r->mfu = get_number(o, "mfu", &ok);
-  r->peak_memory_bytes = get_number(o, "peak_memory_bytes", &ok);
-  r->evaluations = (int64_t)get_integer(o, "evaluations", 0, 9.2e18, &ok);
-  r->search_wall_s = get_number(o, "search_wall_s", &ok);
+  r->seed = (uint64_t)get_integer(o, "seed", 0, 18446744073709549568.0, &bad);
+  r->iteration_time_s = get_number(o, "iteration_time_s", &bad);
+  r->samples_per_s = get_number(o, "samples_per_s", &bad);
+  r->tokens_per_s = get_number(o, "tokens_per_s", &bad);
+  r->mfu = get_number(o, "mfu", &bad);
+  r->peak_memory_bytes = get_number(o, "peak_memory_bytes", &bad);
+  r->evaluations = (int64_t)get_integer(o, "evaluations", 0, 9.2e18, &bad);
+  r->search_wall_s = get_number(o, "search_wall_s", &bad);
   r->fits = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "fits"));
-  if (!ok)
-    return psim_error(PSIM_EINPUT, "row: a number column is missing or out of range");
+  if (bad)
+    return psim_error(PSIM_EINPUT, "row: column \"%s\" is missing, not a number or out of range",
+                      bad);
   PSIM_CHECK(get_text(o, "key", r->key, sizeof r->key));
   PSIM_CHECK(get_text(o, "model", r->model, sizeof r->model));
   PSIM_CHECK(get_text(o, "cluster", r->cluster, sizeof r->cluster));

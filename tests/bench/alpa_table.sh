@@ -38,12 +38,12 @@ while read -r name heads hidden layers gpus batch; do
   t0=$(date +%s.%N)
   $P plan "$OUT/$name.json" "$OUT/c$gpus.json" --search alpa -o "$OUT/$name.plan.json" \
     >"$OUT/$name.txt" 2>&1 || { echo "$name: plan failed (see $OUT/$name.txt)"; continue; }
-  wall=$(echo "$(date +%s.%N) - $t0" | bc)
+  wall=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { print a - b }')
   alpa=$(sed -n 's/^  plan  *\([0-9.]*\) s per iteration.*/\1/p' "$OUT/$name.txt")
   grid=$(sed -n 's/^  Megatron grid  *\([0-9.]*\) s per iteration.*/\1/p' "$OUT/$name.txt")
   desc=$(sed -n 's/^  best: //p' "$OUT/$name.txt")
   search=$(sed -n 's/.*evaluated in \([0-9.]*\) s.*/\1/p' "$OUT/$name.txt")
-  ratio=$(echo "scale=4; $grid / $alpa" | bc)
+  ratio=$(awk -v g="$grid" -v a="$alpa" 'BEGIN { printf "%.4f", g / a }')
   printf '%-6s %6s %10s %10s %8s %8s %8.1f  %s\n' "$name" "$gpus" "$alpa" "$grid" "$ratio" "$search" \
     "$wall" "$desc"
 done <<<"$ROWS"

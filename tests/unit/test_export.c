@@ -202,6 +202,9 @@ START_TEST(sweep_row_integer_out_of_range) {
       char *colon = strchr(at, ':'), *end = strpbrk(colon, ",}");
       snprintf(edited, sizeof edited, "%.*s %s%s", (int)(colon + 1 - line), line, bad[k], end);
       ck_assert_msg(psim_sweep_row_parse(edited, &back) == PSIM_EINPUT, "accepted %s", edited);
+      char name[32];
+      snprintf(name, sizeof name, "column %s", column[c]);
+      ck_assert_msg(strstr(psim_error_message(), name), "%s", psim_error_message());
       psim_error_clear();
     }
   ck_assert_int_eq(psim_sweep_row_parse("{\"evaluations\":199999999999999999999999999999999999"
