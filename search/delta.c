@@ -28,6 +28,7 @@
 
 #include "alloc.h"
 #include "build.h"
+#include "space.h"
 
 void psim_delta_options_init(psim_delta_options *o) {
   memset(o, 0, sizeof *o);
@@ -50,6 +51,12 @@ struct psim_delta {
   memo_entry *memo;
   size_t memo_cap, memo_n;
   psim_delta_stats stats;
+  /* the last graph built, and the strategy it was built for */
+  psim_build prev;
+  bool have_prev;
+  psim_op_config *seen; /* per op */
+  uint64_t seen_globals[2];
+  uint8_t *changed; /* per op: differs from seen */
 };
 
 static double now_s(void) {
@@ -103,6 +110,13 @@ static void hash_globals(hasher *x, const psim_strategy *s) {
     for (int32_t k = 0; k < s->stages[st].n_devices; k++)
       hv(x, (uint64_t)s->stages[st].devices[k]);
   }
+}
+
+static void globals_fingerprint(const psim_strategy *s, uint64_t out[2]) {
+  hasher x = {0x452821e638d01377ULL, 0xbe5466cf34e90c6cULL};
+  hash_globals(&x, s);
+  out[0] = x.a;
+  out[1] = x.b;
 }
 
 void psim_delta_fingerprint(const psim_strategy *s, uint64_t out[2]) {
@@ -167,12 +181,22 @@ psim_status psim_delta_create(const psim_model *m, psim_cluster *c, const psim_d
     psim_sim_options_init(&d->sim);
   d->sim.keep_graph = false;
   psim_schedule_result_init(&d->sched);
+  d->seen = psim_calloc((size_t)m->n_ops + 1, sizeof *d->seen);
+  d->changed = psim_malloc((size_t)m->n_ops + 1);
+  if (!d->seen || !d->changed) {
+    psim_free(d->seen);
+    psim_free(d->changed);
+    psim_free(d);
+    return psim_error(PSIM_ENOMEM, "out of memory for the search simulator");
+  }
   if (d->opt.memo_entries > 0) {
     size_t cap = 16;
     while (cap < (size_t)d->opt.memo_entries * 2)
       cap *= 2;
     d->memo = psim_calloc(cap, sizeof *d->memo);
     if (!d->memo) {
+      psim_free(d->seen);
+      psim_free(d->changed);
       psim_free(d);
       return psim_error(PSIM_ENOMEM, "out of memory for the search memo");
     }
@@ -186,6 +210,12 @@ void psim_delta_free(psim_delta *d) {
   if (!d)
     return;
   psim_schedule_result_destroy(&d->sched);
+  if (d->have_prev)
+    psim_build_destroy(&d->prev);
+  for (int32_t o = 0; o < d->m->n_ops; o++)
+    psim_free(d->seen[o].devices);
+  psim_free(d->seen);
+  psim_free(d->changed);
   psim_free(d->memo);
   psim_free(d);
 }
@@ -194,10 +224,41 @@ const psim_delta_stats *psim_delta_get_stats(const psim_delta *d) {
   return &d->stats;
 }
 
-/* Build, schedule, memory peak: what psim_simulate does for these figures. */
+static bool same_config(const psim_op_config *a, const psim_op_config *b) {
+  return a->n_devices == b->n_devices && a->replicas == b->replicas && a->stage == b->stage &&
+         memcmp(a->degree, b->degree, sizeof a->degree) == 0 &&
+         memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) == 0;
+}
+
+/* Flags the ops whose configuration differs from the last graph's; false
+ * when there is no last graph or the global fields differ (build in full). */
+static bool mark_changed(psim_delta *d, const psim_strategy *s) {
+  uint64_t g[2];
+  globals_fingerprint(s, g);
+  bool same = d->have_prev && g[0] == d->seen_globals[0] && g[1] == d->seen_globals[1];
+  for (int32_t o = 0; o < d->m->n_ops; o++)
+    d->changed[o] = !same || !d->seen[o].devices || !same_config(&s->ops[o], &d->seen[o]);
+  return same;
+}
+
+/* Remembers s as the strategy of the last graph (the changed ops' copies). */
+static psim_status remember(psim_delta *d, const psim_strategy *s) {
+  globals_fingerprint(s, d->seen_globals);
+  for (int32_t o = 0; o < d->m->n_ops; o++)
+    if (d->changed[o])
+      PSIM_CHECK(psim_space_config_copy(&s->ops[o], &d->seen[o]));
+  return PSIM_OK;
+}
+
+/* Build (incrementally from the last graph), schedule, memory peak: what
+ * psim_simulate does for these figures. */
 static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_s, bool *fits) {
   psim_build b;
-  psim_status st = psim_build_graph(&b, d->m, d->c, s, &d->sim);
+  bool reuse = mark_changed(d, s);
+  psim_status st =
+      psim_build_graph_reusing(&b, d->m, d->c, s, &d->sim, reuse ? &d->prev : NULL, d->changed);
+  d->stats.segments_copied += b.segments_copied;
+  d->stats.segments_built += b.segments_built;
   if (st == PSIM_OK)
     st = psim_tg_simulate(&b.g, &d->sched);
   psim_sim_result mem;
@@ -209,8 +270,17 @@ static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_
     *fits = mem.fits;
   }
   psim_sim_result_destroy(&mem);
-  psim_build_destroy(&b);
-  return st;
+  if (st == PSIM_OK)
+    st = remember(d, s);
+  if (st != PSIM_OK) { /* keep the last good graph: its seen[] still describe it */
+    psim_build_destroy(&b);
+    return st;
+  }
+  if (d->have_prev)
+    psim_build_destroy(&d->prev);
+  d->prev = b;
+  d->have_prev = true;
+  return PSIM_OK;
 }
 
 static psim_status verify(psim_delta *d, const psim_strategy *s, int32_t changed_op, double t,

@@ -34,11 +34,13 @@ typedef struct psim_delta_options {
 void psim_delta_options_init(psim_delta_options *o);
 
 typedef struct psim_delta_stats {
-  int64_t evaluations; /* calls to psim_delta_eval */
-  int64_t simulated;   /* evaluations that built and simulated a graph */
-  int64_t memo_hits;   /* evaluations answered from the memo */
-  int64_t verified;    /* full simulations run to check (verify_every) */
-  double eval_s;       /* seconds spent in psim_delta_eval */
+  int64_t evaluations;     /* calls to psim_delta_eval */
+  int64_t simulated;       /* evaluations that built and simulated a graph */
+  int64_t memo_hits;       /* evaluations answered from the memo */
+  int64_t verified;        /* full simulations run to check (verify_every) */
+  double eval_s;           /* seconds spent in psim_delta_eval */
+  int64_t segments_copied; /* connect segments copied from the last graph */
+  int64_t segments_built;  /* connect segments built */
 } psim_delta_stats;
 
 typedef struct psim_delta psim_delta;

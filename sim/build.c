@@ -108,6 +108,24 @@ static int32_t cache_get(comm_cache *h, uint64_t k1, uint64_t k2) {
   return e->used ? e->value : -1;
 }
 
+/* A communication-cache entry as a connect segment added it (incremental
+ * builds replay them; build.h). */
+typedef struct put_record {
+  uint64_t k1, k2;
+  int32_t value; /* a task of the segment, or (memo) an edge decision */
+  uint8_t memo;  /* 1: b->memo, 0: b->cache */
+} put_record;
+
+/* cache_put into b->cache or b->memo, recorded for incremental builds. */
+static psim_status keep(psim_build *b, comm_cache *h, uint64_t k1, uint64_t k2, int32_t v) {
+  PSIM_CHECK(cache_put(h, k1, k2, v));
+  if (!b->record)
+    return PSIM_OK;
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->puts, b->cap_puts, b->n_puts + 1));
+  b->puts[b->n_puts++] = (put_record){k1, k2, v, (uint8_t)(h == b->memo)};
+  return PSIM_OK;
+}
+
 static uint64_t key1(int kind, int32_t op, int32_t slot, int32_t micro, int dir) {
   return ((uint64_t)kind << 60) | ((uint64_t)(uint32_t)op << 28) | ((uint64_t)slot << 24) |
          ((uint64_t)(micro & 0x3fffff) << 2) | (uint64_t)dir;
@@ -926,7 +944,7 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
       st = psim_tg_add_edge(&b->g, from, entry);
   }
   if (st == PSIM_OK)
-    st = cache_put(cache, k1, (uint64_t)g->devices[0], *exit);
+    st = keep(b, cache, k1, (uint64_t)g->devices[0], *exit);
   psim_free(g);
   return st;
 }
@@ -960,6 +978,8 @@ static psim_status add_transfer(psim_build *b, int32_t x, int32_t *xt, int32_t s
   PSIM_CHECK(psim_p2p_add(&b->g, b->c, src, d, bytes, &info, &entry, &exit));
   if (from >= 0)
     PSIM_CHECK(psim_tg_add_edge(&b->g, from, entry));
+  if (pipeline && b->record)
+    b->seg_fixed[b->cur_seg] = 1; /* the edge below depends on other ops' streams */
   /* Megatron-LM's pipeline sends block the sender until they complete */
   if (pipeline && from >= 0 && b->next_compute[from] >= 0)
     PSIM_CHECK(psim_tg_add_edge(&b->g, exit, b->next_compute[from]));
@@ -1067,7 +1087,7 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
           st = psim_tg_add_edge(&b->g, from, entry);
       }
       if (st == PSIM_OK)
-        st = cache_put(cache, k1, (uint64_t)g->devices[0], *exit);
+        st = keep(b, cache, k1, (uint64_t)g->devices[0], *exit);
     }
   }
   psim_free(g);
@@ -1137,9 +1157,9 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
                            g->devices[0], -1};
     st = add_collective(b, &d, &info, &entry, exit);
     if (st == PSIM_OK)
-      st = cache_put(cache, k1, k2, *exit);
+      st = keep(b, cache, k1, k2, *exit);
     if (st == PSIM_OK)
-      st = cache_put(cache, k1 | 1ull << 59, k2, entry);
+      st = keep(b, cache, k1 | 1ull << 59, k2, entry);
   }
   if (st == PSIM_OK)
     st = psim_tg_add_edge(&b->g, piece, entry);
@@ -1160,6 +1180,8 @@ static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, 
   /* one memo entry per edge: (payload << 2) | kind, kind 1 = a local
    * dependency on X's shard `payload`, 2 = a reduction led by device
    * `payload` whose result stays local, 3 = anything else */
+  if (b->n_micro == 1) /* the memo would never be read */
+    return connect_layouts(b, x, slot, xt, y, k, yt, t, mu, dir);
   comm_cache *cache = b->memo;
   uint64_t k1 = key1(5, x, slot, 0, dir), k2 = ((uint64_t)(uint32_t)y << 32) | (uint32_t)k;
   int32_t memo = cache_get(cache, k1, k2);
@@ -1179,10 +1201,10 @@ static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, 
   b->reduce_local = false;
   PSIM_CHECK(connect_layouts(b, x, slot, xt, y, k, yt, t, mu, dir));
   if (b->direct_local >= 0)
-    return cache_put(cache, k1, k2, b->direct_local << 2 | 1);
+    return keep(b, cache, k1, k2, b->direct_local << 2 | 1);
   if (b->reduce_local)
-    return cache_put(cache, k1, k2, b->reduce_leader << 2 | 2);
-  return cache_put(cache, k1, k2, 3);
+    return keep(b, cache, k1, k2, b->reduce_leader << 2 | 2);
+  return keep(b, cache, k1, k2, 3);
 }
 
 static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32_t *xt, int32_t y,
@@ -1246,7 +1268,7 @@ static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32
   int32_t arrived = cache_get(cache, k1, k2);
   if (arrived < 0) {
     PSIM_CHECK(gather_region(b, x, t, xt, &ry, ly->device, mu, pipeline, &arrived));
-    PSIM_CHECK(cache_put(cache, k1, k2, arrived));
+    PSIM_CHECK(keep(b, cache, k1, k2, arrived));
   }
   return psim_tg_add_edge(&b->g, arrived, to);
 }
@@ -1288,18 +1310,93 @@ static psim_status connect_grads(psim_build *b, int32_t y, int32_t mu) {
   return PSIM_OK;
 }
 
-/* Orders a backward after its recompute on the same device (the chain does
- * most of it; this covers a recompute issued earlier in the slot). */
+/* ---- incremental builds (psim_build_graph_reusing) -------------------------
+ *
+ * Why a copied segment equals the one connect_inputs + connect_grads would
+ * build. Segment (mu, y) reads: the configurations of y and of the producers
+ * x of y's inputs; the communication cache, whose entries it reads are keyed
+ * by y (backward, scatter-gather) or by a producer x (forward reductions,
+ * gathers, all-gathers), put there by segments of x's consumers; the
+ * per-edge memo (keyed by y); compute task ids of x and y. A segment is
+ * dirty when y, a producer x or a consumer of x's outputs changed; a clean
+ * segment's inputs are those prev read, up to task numbering, so its output
+ * is prev's up to numbering. Numbering: every task it names outside itself
+ * (compute tasks, communication of earlier segments) must have a counterpart
+ * in old2new (compute tasks of unchanged ops, tasks of copied segments), else
+ * it is built instead. Cache entries it put are put again, renumbered, so
+ * later built segments see the cache a full build would. A segment naming a
+ * stream successor (pipeline sends) depends on other ops and is always
+ * built. */
+
+static psim_status begin_segment(psim_build *b, size_t seg) {
+  b->cur_seg = seg;
+  b->seg_task[seg] = b->g.n_tasks;
+  b->seg_edge[seg] = b->g.n_edges;
+  b->seg_put[seg] = b->n_puts;
+  return PSIM_OK;
+}
+
+/* Whether every task segment seg of prev names outside itself has a
+ * counterpart in this graph. */
+static bool segment_maps(const psim_build *b, size_t seg) {
+  const psim_build *p = b->prev;
+  int32_t t0 = p->seg_task[seg], t1 = p->seg_task[seg + 1];
+  for (size_t e = p->seg_edge[seg]; e < p->seg_edge[seg + 1]; e++) {
+    int32_t u = p->g.edge_from[e], v = p->g.edge_to[e];
+    if (((u < t0 || u >= t1) && b->old2new[u] < 0) || ((v < t0 || v >= t1) && b->old2new[v] < 0))
+      return false;
+  }
+  for (size_t i = p->seg_put[seg]; i < p->seg_put[seg + 1]; i++) {
+    int32_t v = p->puts[i].value;
+    if (!p->puts[i].memo && (v < t0 || v >= t1) && b->old2new[v] < 0)
+      return false;
+  }
+  return true;
+}
+
+/* Copies segment seg of prev (tasks, edges, cache entries, renumbered). */
+static psim_status copy_segment(psim_build *b, size_t seg) {
+  const psim_build *p = b->prev;
+  int32_t t0 = p->seg_task[seg], t1 = p->seg_task[seg + 1];
+  int32_t first = b->g.n_tasks;
+  PSIM_CHECK(psim_tg_append_tasks(&b->g, &p->g, t0, t1));
+  for (int32_t t = t0; t < t1; t++)
+    b->old2new[t] = first + (t - t0);
+  PSIM_CHECK(
+      psim_tg_append_edges(&b->g, &p->g, p->seg_edge[seg], p->seg_edge[seg + 1], b->old2new));
+  for (size_t i = p->seg_put[seg]; i < p->seg_put[seg + 1]; i++) {
+    const put_record *r = &p->puts[i];
+    PSIM_CHECK(keep(b, r->memo ? b->memo : b->cache, r->k1, r->k2,
+                    r->memo ? r->value : b->old2new[r->value]));
+  }
+  b->segments_copied++;
+  return PSIM_OK;
+}
+
+/* The edges into op y (forward, recompute) and out of it (backward) for
+ * micro-batch mu: copied from prev when clean, else built. */
+static psim_status connect_op(psim_build *b, int32_t y, int32_t mu) {
+  size_t seg = (size_t)mu * (size_t)b->m->n_ops + (size_t)y;
+  if (b->record)
+    PSIM_CHECK(begin_segment(b, seg));
+  if (b->prev && !b->seg_dirty[y] && !b->prev->seg_fixed[seg] && segment_maps(b, seg))
+    return copy_segment(b, seg);
+  b->segments_built++;
+  PSIM_CHECK(connect_inputs(b, y, mu));
+  return connect_grads(b, y, mu);
+}
+
 static psim_status connect_all(psim_build *b) {
   for (int32_t mu = 0; mu < b->n_micro; mu++) {
     cache_reset(b->cache);
     for (int32_t o = 0; o < b->m->n_ops; o++) {
-      PSIM_CHECK(connect_inputs(b, o, mu));
-      PSIM_CHECK(connect_grads(b, o, mu));
+      PSIM_CHECK(connect_op(b, o, mu));
       if (psim_interrupted())
         return psim_error(PSIM_EINTERRUPTED, "interrupted while building the task graph");
     }
   }
+  if (b->record)
+    begin_segment(b, (size_t)b->n_micro * (size_t)b->m->n_ops);
   return PSIM_OK;
 }
 
@@ -1461,13 +1558,106 @@ static psim_status optimizer(psim_build *b) {
 
 /* ---- entry point ------------------------------------------------------------ */
 
-psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,
-                             const psim_strategy *s, const psim_sim_options *o) {
+/* Whether prev was built over the same devices, folding and micro-batches
+ * (then op-local indices and segment numbers mean the same in both). */
+static bool can_reuse(const psim_build *b, const psim_build *p) {
+  return p && p->record && p->seg_task && p->m == b->m && p->c == b->c && p->o == b->o &&
+         p->n_micro == b->n_micro && p->folded == b->folded &&
+         memcmp(p->simulated, b->simulated, (size_t)b->c->n_devices) == 0;
+}
+
+/* From changed[]: seg_dirty (op y, a producer x of its inputs, or another
+ * consumer of x changed) and cost_dirty (y or a producer changed: saved
+ * activations depend on the producer's shards, memory.c). */
+static psim_status mark_dirty(psim_build *b, const uint8_t *changed, uint8_t *cost_dirty) {
+  const psim_model *m = b->m;
+  uint8_t *sibling = psim_calloc((size_t)m->n_ops, 1); /* a consumer of op x changed */
+  b->seg_dirty = psim_calloc((size_t)m->n_ops, 1);
+  if (!sibling || !b->seg_dirty) {
+    psim_free(sibling);
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  }
+  for (int32_t z = 0; z < m->n_ops; z++)
+    for (int32_t i = 0; changed[z] && i < m->ops[z].n_in; i++)
+      if (m->tensors[m->ops[z].in[i]].producer >= 0)
+        sibling[m->tensors[m->ops[z].in[i]].producer] = 1;
+  for (int32_t y = 0; y < m->n_ops; y++) {
+    b->seg_dirty[y] = cost_dirty[y] = changed[y];
+    for (int32_t i = 0; i < m->ops[y].n_in; i++) {
+      int32_t x = m->tensors[m->ops[y].in[i]].producer;
+      if (x < 0)
+        continue;
+      b->seg_dirty[y] |= changed[x] | sibling[x];
+      cost_dirty[y] |= changed[x];
+    }
+  }
+  psim_free(sibling);
+  return PSIM_OK;
+}
+
+/* Takes from prev what the changed ops leave valid: shard costs and the
+ * collective templates. */
+static psim_status reuse_costs(psim_build *b, psim_build *p, const uint8_t *changed) {
+  uint8_t *cost_dirty = psim_calloc((size_t)b->m->n_ops, 1);
+  if (!cost_dirty)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  psim_status st = mark_dirty(b, changed, cost_dirty);
+  for (int32_t o = 0; o < b->m->n_ops && st == PSIM_OK; o++)
+    if (!cost_dirty[o])
+      memcpy(b->costs + (size_t)b->loc_first[o] * 3, p->costs + (size_t)p->loc_first[o] * 3,
+             sizeof *b->costs * 3 * (size_t)(b->loc_first[o + 1] - b->loc_first[o]));
+  psim_free(cost_dirty);
+  if (p->colls) { /* templates are pure functions of their descriptions */
+    coll_cache_free(b->colls);
+    b->colls = p->colls;
+    p->colls = NULL;
+  }
+  return st;
+}
+
+/* old2new for the compute tasks of unchanged ops (the same locals). */
+static psim_status map_compute_tasks(psim_build *b, const uint8_t *changed) {
+  const psim_build *p = b->prev;
+  b->old2new = psim_malloc(sizeof *b->old2new * ((size_t)p->g.n_tasks + 1));
+  if (!b->old2new)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  memset(b->old2new, 0xff, sizeof *b->old2new * ((size_t)p->g.n_tasks + 1));
+  for (int32_t o = 0; o < b->m->n_ops; o++) {
+    if (changed[o])
+      continue;
+    size_t n = (size_t)(b->loc_first[o + 1] - b->loc_first[o]) * (size_t)b->n_micro;
+    size_t at = (size_t)b->loc_first[o] * (size_t)b->n_micro;
+    size_t at_p = (size_t)p->loc_first[o] * (size_t)b->n_micro;
+    for (size_t i = 0; i < n; i++) {
+      b->old2new[p->fwd[at_p + i]] = b->fwd[at + i];
+      b->old2new[p->bwd[at_p + i]] = b->bwd[at + i];
+      if (p->rec[at_p + i] >= 0)
+        b->old2new[p->rec[at_p + i]] = b->rec[at + i];
+    }
+  }
+  return PSIM_OK;
+}
+
+static psim_status alloc_segments(psim_build *b) {
+  size_t n = (size_t)b->n_micro * (size_t)b->m->n_ops + 1;
+  b->seg_task = psim_malloc(sizeof *b->seg_task * n);
+  b->seg_edge = psim_malloc(sizeof *b->seg_edge * n);
+  b->seg_put = psim_malloc(sizeof *b->seg_put * n);
+  b->seg_fixed = psim_calloc(n, 1);
+  if (!b->seg_task || !b->seg_edge || !b->seg_put || !b->seg_fixed)
+    return psim_error(PSIM_ENOMEM, "out of memory for %zu build segments", n);
+  return PSIM_OK;
+}
+
+static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
+                         const psim_strategy *s, const psim_sim_options *o, psim_build *prev,
+                         const uint8_t *changed) {
   memset(b, 0, sizeof *b);
   b->m = m;
   b->c = c;
   b->s = s;
   b->o = o;
+  b->record = changed != NULL;
   b->n_micro = s->n_micro > 0 ? s->n_micro : 1;
   psim_tg_init(&b->g, 3 * c->n_devices + c->n_links); /* compute, comm, links, host */
   b->cache = psim_calloc(1, sizeof(comm_cache));
@@ -1478,6 +1668,12 @@ psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c
     return psim_error(PSIM_ENOMEM, "out of memory");
   PSIM_CHECK(choose_simulated(b));
   PSIM_CHECK(make_locals(b));
+  if (b->record)
+    PSIM_CHECK(alloc_segments(b));
+  if (changed && can_reuse(b, prev)) {
+    b->prev = prev;
+    PSIM_CHECK(reuse_costs(b, prev, changed));
+  }
   size_t nd = (size_t)c->n_devices;
   b->last_task = psim_malloc(sizeof *b->last_task * nd);
   b->last_bwd = psim_malloc(sizeof *b->last_bwd * nd);
@@ -1492,9 +1688,27 @@ psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c
   PSIM_CHECK(psim_tg_reserve(&b->g, slots * 4 + 1024, slots * 5 + 1024, slots * 8 + 1024));
   PSIM_CHECK(psim_memory_static(b));
   PSIM_CHECK(issue_compute(b));
+  if (b->prev)
+    PSIM_CHECK(map_compute_tasks(b, changed));
   PSIM_CHECK(connect_all(b));
+  b->prev = NULL; /* nothing below reads it; prev may be destroyed from here on */
+  psim_free(b->old2new);
+  psim_free(b->seg_dirty);
+  b->old2new = NULL;
+  b->seg_dirty = NULL;
   PSIM_CHECK(optimizer(b));
   return psim_tg_finalize(&b->g);
+}
+
+psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,
+                             const psim_strategy *s, const psim_sim_options *o) {
+  return build(b, m, c, s, o, NULL, NULL);
+}
+
+psim_status psim_build_graph_reusing(psim_build *b, const psim_model *m, psim_cluster *c,
+                                     const psim_strategy *s, const psim_sim_options *o,
+                                     psim_build *prev, const uint8_t *changed) {
+  return build(b, m, c, s, o, prev, changed);
 }
 
 void psim_build_destroy(psim_build *b) {
@@ -1514,6 +1728,13 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->static_mem);
   psim_free(b->save_slots);
   psim_free(b->costs);
+  psim_free(b->seg_task);
+  psim_free(b->seg_edge);
+  psim_free(b->seg_put);
+  psim_free(b->seg_fixed);
+  psim_free(b->puts);
+  psim_free(b->old2new);
+  psim_free(b->seg_dirty);
   coll_cache_free(b->colls);
   for (int i = 0; i < 3; i++) {
     comm_cache *h = i == 0 ? b->cache : i == 1 ? b->memo : b->where;

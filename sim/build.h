@@ -65,11 +65,41 @@ typedef struct psim_build {
   bool reduce_local;       /* scratch: ... or a reduction whose result stays local */
   int32_t reduce_leader;   /* scratch: first device of the last reduction's group */
   void *ps;                /* issue 8: parameter-server tasks (ps.c), NULL unless sync == ps */
+  /* Incremental builds (psim_build_graph_reusing). A connect segment is what
+   * connect_inputs + connect_grads of one (micro-batch mu, op y) added: tasks
+   * seg_task[i] .. seg_task[i + 1], edges and cache entries likewise, for
+   * i = mu * n_ops + y. Recorded only when `record`. */
+  bool record;
+  int32_t *seg_task;          /* n_micro * n_ops + 1 */
+  size_t *seg_edge, *seg_put; /* n_micro * n_ops + 1 */
+  uint8_t *seg_fixed;         /* 1: names a stream successor (pipeline send): never copied */
+  struct put_record *puts;    /* communication-cache entries, in insertion order */
+  size_t n_puts, cap_puts;
+  size_t cur_seg;
+  /* only while a reusing build runs */
+  struct psim_build *prev;
+  uint8_t *seg_dirty; /* per op: its segments must be rebuilt */
+  int32_t *old2new;   /* per task of prev: the same task in this graph, or -1 */
+  int64_t segments_copied, segments_built;
 } psim_build;
 
 psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,
                              const psim_strategy *s, const psim_sim_options *o);
 void psim_build_destroy(psim_build *b);
+/* Builds the graph psim_build_graph builds for s, copying from prev, a build
+ * of a strategy that differs from s in the ops flagged in changed[] (one byte
+ * per op), what those ops cannot affect: shard costs of ops whose inputs'
+ * producers and themselves are unchanged, the connect segments whose ops,
+ * producers and producers' consumers are unchanged, and the costed collective
+ * templates (taken from prev). The graph is the same, array for array, as
+ * psim_build_graph's (test_delta compares them); the caller guarantees that
+ * the strategies' global fields (stages, schedule, recompute, ZeRO,
+ * buckets, sync) are equal and o is prev's options. prev == NULL, or a prev
+ * whose simulated devices, folding or micro-batches differ, builds in full.
+ * Either way b records its segments for the next call. */
+psim_status psim_build_graph_reusing(psim_build *b, const psim_model *m, psim_cluster *c,
+                                     const psim_strategy *s, const psim_sim_options *o,
+                                     psim_build *prev, const uint8_t *changed);
 /* Whether op o is recomputed in backward under the strategy's recompute mode. */
 bool psim_build_recomputed(const psim_build *b, int32_t o);
 

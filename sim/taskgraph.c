@@ -124,18 +124,24 @@ psim_status psim_tg_reserve(psim_taskgraph *g, size_t tasks, size_t res, size_t 
   return grow_edges(g, edges);
 }
 
+/* Allocates the issue array (every task: no issue latency) if absent. */
+static psim_status ensure_issue(psim_taskgraph *g) {
+  if (g->issue)
+    return PSIM_OK;
+  g->issue = psim_malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof *g->issue);
+  if (!g->issue)
+    return psim_error(PSIM_ENOMEM, "task graph: out of memory");
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    g->issue[i] = (psim_task_issue){0, -1, 0};
+  return PSIM_OK;
+}
+
 psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, double issue_s,
                               bool sync) {
   if (task < 0 || task >= g->n_tasks || res < 0 || res >= g->n_resources ||
       !(issue_s >= 0) || !isfinite(issue_s))
     return psim_error(PSIM_EINPUT, "task graph: bad issue latency for task %d", task);
-  if (!g->issue) {
-    g->issue = psim_malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof *g->issue);
-    if (!g->issue)
-      return psim_error(PSIM_ENOMEM, "task graph: out of memory");
-    for (int32_t i = 0; i < g->n_tasks; i++)
-      g->issue[i] = (psim_task_issue){0, -1, 0};
-  }
+  PSIM_CHECK(ensure_issue(g));
   g->issue[task] = (psim_task_issue){issue_s, res, sync ? 1 : 0};
   return PSIM_OK;
 }
@@ -188,6 +194,56 @@ psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to) {
   g->edge_from[g->n_edges] = from;
   g->edge_to[g->n_edges] = to;
   g->n_edges++;
+  if (g->finalized)
+    free_csr(g);
+  return PSIM_OK;
+}
+
+psim_status psim_tg_append_tasks(psim_taskgraph *g, const psim_taskgraph *src, int32_t t0,
+                                 int32_t t1) {
+  if (t0 < 0 || t1 < t0 || t1 > src->n_tasks || src->n_resources > g->n_resources)
+    return psim_error(PSIM_EINPUT, "task graph: cannot copy tasks [%d, %d)", t0, t1);
+  size_t n = (size_t)(t1 - t0), r0 = (size_t)src->res_first[t0];
+  size_t nr = (size_t)src->res_first[t1] - r0;
+  PSIM_CHECK(grow_tasks(g, (size_t)g->n_tasks + n));
+  if (g->n_res + nr > TG_MAX_COUNT)
+    return psim_error(PSIM_ELIMIT, "task graph: more than %zu resource slots", TG_MAX_COUNT);
+  PSIM_CHECK(PSIM_VEC_RESERVE(g->res, g->cap_res, g->n_res + nr));
+  if (src->issue)
+    PSIM_CHECK(ensure_issue(g));
+  int32_t at = g->n_tasks;
+  memcpy(g->duration_s + at, src->duration_s + t0, n * sizeof *g->duration_s);
+  memcpy(g->info + at, src->info + t0, n * sizeof *g->info);
+  memcpy(g->res + g->n_res, src->res + r0, nr * sizeof *g->res);
+  int32_t shift = (int32_t)g->n_res - (int32_t)r0;
+  for (size_t i = 1; i <= n; i++)
+    g->res_first[(size_t)at + i] = src->res_first[(size_t)t0 + i] + shift;
+  if (g->issue) {
+    for (size_t i = 0; i < n; i++)
+      g->issue[(size_t)at + i] =
+          src->issue ? src->issue[(size_t)t0 + i] : (psim_task_issue){0, -1, 0};
+  }
+  g->n_res += nr;
+  g->n_tasks = at + (int32_t)n;
+  if (g->finalized)
+    free_csr(g);
+  return PSIM_OK;
+}
+
+psim_status psim_tg_append_edges(psim_taskgraph *g, const psim_taskgraph *src, size_t e0, size_t e1,
+                                 const int32_t *rename) {
+  if (e1 < e0 || e1 > src->n_edges)
+    return psim_error(PSIM_EINPUT, "task graph: cannot copy edges [%zu, %zu)", e0, e1);
+  PSIM_CHECK(grow_edges(g, g->n_edges + (e1 - e0)));
+  for (size_t e = e0; e < e1; e++) {
+    int32_t u = rename[src->edge_from[e]], v = rename[src->edge_to[e]];
+    if (u < 0 || u >= g->n_tasks || v < 0 || v >= g->n_tasks)
+      return psim_error(PSIM_EINPUT,
+                        "task graph: copied edge %d -> %d names a task outside [0, %d)", u, v,
+                        g->n_tasks);
+    g->edge_from[g->n_edges] = u;
+    g->edge_to[g->n_edges++] = v;
+  }
   if (g->finalized)
     free_csr(g);
   return PSIM_OK;

@@ -112,6 +112,14 @@ psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to);
 /* Gives task an issue latency on resource res (see psim_task_issue). */
 psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, double issue_s,
                               bool sync);
+/* Appends copies of src's tasks [t0, t1) (duration, resources, info, issue
+ * latency) to g, in order: task t becomes g->n_tasks + (t - t0). */
+psim_status psim_tg_append_tasks(psim_taskgraph *g, const psim_taskgraph *src, int32_t t0,
+                                 int32_t t1);
+/* Appends src's edges [e0, e1) (as added) to g, renaming each end u to
+ * rename[u]; every renamed end must be a task of g. */
+psim_status psim_tg_append_edges(psim_taskgraph *g, const psim_taskgraph *src, size_t e0, size_t e1,
+                                 const int32_t *rename);
 /* Builds successor lists; fails (PSIM_EFAILED) if the graph has a cycle. O(V+E). */
 psim_status psim_tg_finalize(psim_taskgraph *g);
 

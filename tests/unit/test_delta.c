@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "build.h"
 #include "delta.h"
 #include "generators.h"
 #include "presets.h"
@@ -116,6 +117,123 @@ START_TEST(delta_equals_full) {
 }
 END_TEST
 
+/* Start 5: tiny-gpt, tp 2 x pp 2 with interleaving, 4 micro-batches, full
+ * recomputation (every builder path: memo, recompute edges, pipelines). */
+static void start_pipeline(const psim_model *m, psim_cluster *c, psim_strategy *s) {
+  psim_strategy_init(s);
+  psim_megatron_opts mo;
+  psim_megatron_opts_init(&mo);
+  mo.tp = 2;
+  mo.pp = 2;
+  mo.dp = 1;
+  mo.micro_batch = 2;
+  mo.recompute = PSIM_RECOMPUTE_FULL;
+  mo.overlap_grad_reduce = true;
+  ck_assert_msg(psim_strategy_megatron(m, c, &mo, s) == PSIM_OK, "%s", psim_error_message());
+}
+
+#define SAME_ARRAY(a, b, n, what)                                                                  \
+  ck_assert_msg(memcmp((a), (b), sizeof *(a) * (size_t)(n)) == 0, "model %d step %d: %s differ",   \
+                which, step, what)
+
+/* The incremental graph is the full build's graph, array for array. */
+static void same_graph(const psim_build *full, const psim_build *inc, int which, int step) {
+  const psim_taskgraph *a = &full->g, *b = &inc->g;
+  ck_assert_int_eq(a->n_tasks, b->n_tasks);
+  ck_assert_uint_eq(a->n_edges, b->n_edges);
+  ck_assert_uint_eq(a->n_res, b->n_res);
+  SAME_ARRAY(a->duration_s, b->duration_s, a->n_tasks, "durations");
+  for (int32_t t = 0; t < a->n_tasks; t++) /* field by field: the struct has padding */
+    ck_assert_msg(a->info[t].kind == b->info[t].kind && a->info[t].pass == b->info[t].pass &&
+                      a->info[t].op == b->info[t].op && a->info[t].micro == b->info[t].micro &&
+                      a->info[t].device == b->info[t].device &&
+                      a->info[t].shard == b->info[t].shard && a->info[t].stage == b->info[t].stage,
+                  "model %d step %d: task %d info differs", which, step, t);
+  SAME_ARRAY(a->res_first, b->res_first, a->n_tasks + 1, "resource offsets");
+  SAME_ARRAY(a->res, b->res, a->n_res, "resources");
+  SAME_ARRAY(a->edge_from, b->edge_from, a->n_edges, "edge sources");
+  SAME_ARRAY(a->edge_to, b->edge_to, a->n_edges, "edge targets");
+  ck_assert_int_eq(a->issue != NULL, b->issue != NULL);
+  for (int32_t t = 0; a->issue && t < a->n_tasks; t++)
+    ck_assert_msg(a->issue[t].issue_s == b->issue[t].issue_s &&
+                      a->issue[t].res == b->issue[t].res && a->issue[t].sync == b->issue[t].sync,
+                  "model %d step %d: task %d issue differs", which, step, t);
+  ck_assert_uint_eq(full->n_mem, inc->n_mem);
+  for (size_t i = 0; i < full->n_mem; i++)
+    ck_assert(full->mem[i].task == inc->mem[i].task && full->mem[i].bytes == inc->mem[i].bytes);
+}
+
+/* Every step builds the graph in full and incrementally from the last one;
+ * the changed flags come from comparing configurations, as delta.c does. */
+START_TEST(incremental_graph_equals_full) {
+  int which = _i;
+  psim_model m;
+  psim_cluster c;
+  load_model(which == 5 ? 0 : which, &m);
+  cluster(&c, which == 5 ? 1 : 2);
+  psim_strategy s, seen;
+  if (which == 5)
+    start_pipeline(&m, &c, &s);
+  else
+    start(which, &m, &c, &s);
+  ck_assert(psim_strategy_copy(&s, &seen) == PSIM_OK);
+  psim_space sp;
+  ck_assert(psim_space_init(&sp, &m, &s, NULL) == PSIM_OK);
+  psim_sim_options so;
+  psim_sim_options_init(&so);
+  uint8_t *changed = psim_malloc((size_t)m.n_ops);
+  memset(changed, 1, (size_t)m.n_ops);
+  psim_build prev;
+  ck_assert_msg(psim_build_graph_reusing(&prev, &m, &c, &s, &so, NULL, changed) == PSIM_OK, "%s",
+                psim_error_message());
+  uint64_t rng = 99 + (uint64_t)which;
+  psim_op_config undo = {0};
+  int64_t copied = 0, built = 0;
+  for (int step = 0; step < 300; step++) {
+    int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m.n_ops);
+    ck_assert(psim_space_config_copy(&s.ops[o], &undo) == PSIM_OK);
+    ck_assert(psim_space_sample(&sp, o, &rng, &s.ops[o]) == PSIM_OK);
+    for (int32_t k = 0; k < m.n_ops; k++) {
+      const psim_op_config *a = &s.ops[k], *b = &seen.ops[k];
+      changed[k] = a->n_devices != b->n_devices || a->replicas != b->replicas ||
+                   a->stage != b->stage || memcmp(a->degree, b->degree, sizeof a->degree) != 0 ||
+                   memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) != 0;
+    }
+    psim_build full, inc;
+    psim_status sf = psim_build_graph(&full, &m, &c, &s, &so);
+    psim_status si = psim_build_graph_reusing(&inc, &m, &c, &s, &so, &prev, changed);
+    ck_assert_int_eq(sf, si);
+    if (sf == PSIM_OK) {
+      same_graph(&full, &inc, which, step);
+      copied += inc.segments_copied;
+      built += inc.segments_built;
+      psim_build_destroy(&prev);
+      prev = inc;
+      for (int32_t k = 0; k < m.n_ops; k++)
+        if (changed[k])
+          ck_assert(psim_space_config_copy(&s.ops[k], &seen.ops[k]) == PSIM_OK);
+    } else {
+      psim_build_destroy(&inc);
+    }
+    psim_build_destroy(&full);
+    psim_error_clear();
+    if (psim_space_rand_below(&rng, 3) == 0)
+      ck_assert(psim_space_config_copy(&undo, &s.ops[o]) == PSIM_OK);
+  }
+  /* the point of it: most segments were copied */
+  ck_assert_msg(copied > built, "model %d: %lld segments copied, %lld built", which,
+                (long long)copied, (long long)built);
+  psim_build_destroy(&prev);
+  psim_free(changed);
+  psim_free(undo.devices);
+  psim_space_destroy(&sp);
+  psim_strategy_destroy(&seen);
+  psim_strategy_destroy(&s);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 /* verify_every = 1 runs the full simulation each time and passes. */
 START_TEST(verify_option_checks) {
   psim_model m;
@@ -153,6 +271,7 @@ int main(void) {
   TCase *tc = tcase_create("delta");
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, delta_equals_full, 0, 5);
+  tcase_add_loop_test(tc, incremental_graph_equals_full, 0, 6);
   tcase_add_test(tc, verify_option_checks);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
