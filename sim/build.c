@@ -116,14 +116,23 @@ typedef struct put_record {
   uint8_t memo;  /* 1: b->memo, 0: b->cache */
 } put_record;
 
-/* cache_put into b->cache or b->memo, recorded for incremental builds. */
-static psim_status keep(psim_build *b, comm_cache *h, uint64_t k1, uint64_t k2, int32_t v) {
-  PSIM_CHECK(cache_put(h, k1, k2, v));
+static psim_status record_put(psim_build *b, uint64_t k1, uint64_t k2, int32_t v, bool memo) {
   if (!b->record)
     return PSIM_OK;
   PSIM_CHECK(PSIM_VEC_RESERVE(b->puts, b->cap_puts, b->n_puts + 1));
-  b->puts[b->n_puts++] = (put_record){k1, k2, v, (uint8_t)(h == b->memo)};
+  b->puts[b->n_puts++] = (put_record){k1, k2, v, (uint8_t)memo};
   return PSIM_OK;
+}
+
+/* cache_put into b->cache or b->memo, recorded for incremental builds. */
+static psim_status keep(psim_build *b, comm_cache *h, uint64_t k1, uint64_t k2, int32_t v) {
+  PSIM_CHECK(cache_put(h, k1, k2, v));
+  return record_put(b, k1, k2, v, h == b->memo);
+}
+
+/* The op a communication-cache key belongs to (key1's op field). */
+static int32_t key_op(uint64_t k1) {
+  return (int32_t)((k1 >> 28) & 0x7fffffff);
 }
 
 static uint64_t key1(int kind, int32_t op, int32_t slot, int32_t micro, int dir) {
@@ -1366,10 +1375,38 @@ static psim_status copy_segment(psim_build *b, size_t seg) {
       psim_tg_append_edges(&b->g, &p->g, p->seg_edge[seg], p->seg_edge[seg + 1], b->old2new));
   for (size_t i = p->seg_put[seg]; i < p->seg_put[seg + 1]; i++) {
     const put_record *r = &p->puts[i];
-    PSIM_CHECK(keep(b, r->memo ? b->memo : b->cache, r->k1, r->k2,
-                    r->memo ? r->value : b->old2new[r->value]));
+    int32_t v = r->memo ? r->value : b->old2new[r->value];
+    PSIM_CHECK(record_put(b, r->k1, r->k2, v, r->memo));
+    if (b->key_read[key_op(r->k1)]) /* else no built segment reads it (ensure_keys) */
+      PSIM_CHECK(cache_put(r->memo ? b->memo : b->cache, r->k1, r->k2, v));
   }
   b->segments_copied++;
+  return PSIM_OK;
+}
+
+/* Marks op o's cache entries as read; true when it was not yet. */
+static bool mark_read(psim_build *b, int32_t o) {
+  bool fresh = !b->key_read[o];
+  b->key_read[o] = 1;
+  return fresh;
+}
+
+/* Before building segment (mu, y): it reads cache entries keyed by y or a
+ * producer of y. Copied segments put only entries of ops marked in key_read
+ * (those of dirty segments, marked up front); a clean segment built anyway
+ * (pipeline sends, unmapped tasks) marks its ops now and puts the entries
+ * copied so far: the memo's of every micro-batch, the cache's of this one. */
+static psim_status ensure_keys(psim_build *b, int32_t y) {
+  const psim_op *op = &b->m->ops[y];
+  bool fresh = mark_read(b, y);
+  for (int32_t i = 0; i < op->n_in; i++)
+    if (b->m->tensors[op->in[i]].producer >= 0)
+      fresh |= mark_read(b, b->m->tensors[op->in[i]].producer);
+  for (size_t i = 0; fresh && i < b->n_puts; i++) {
+    const put_record *r = &b->puts[i];
+    if ((r->memo || i >= b->micro_put0) && b->key_read[key_op(r->k1)])
+      PSIM_CHECK(cache_put(r->memo ? b->memo : b->cache, r->k1, r->k2, r->value));
+  }
   return PSIM_OK;
 }
 
@@ -1381,6 +1418,8 @@ static psim_status connect_op(psim_build *b, int32_t y, int32_t mu) {
     PSIM_CHECK(begin_segment(b, seg));
   if (b->prev && !b->seg_dirty[y] && !b->prev->seg_fixed[seg] && segment_maps(b, seg))
     return copy_segment(b, seg);
+  if (b->prev)
+    PSIM_CHECK(ensure_keys(b, y));
   b->segments_built++;
   PSIM_CHECK(connect_inputs(b, y, mu));
   return connect_grads(b, y, mu);
@@ -1389,6 +1428,7 @@ static psim_status connect_op(psim_build *b, int32_t y, int32_t mu) {
 static psim_status connect_all(psim_build *b) {
   for (int32_t mu = 0; mu < b->n_micro; mu++) {
     cache_reset(b->cache);
+    b->micro_put0 = b->n_puts;
     for (int32_t o = 0; o < b->m->n_ops; o++) {
       PSIM_CHECK(connect_op(b, o, mu));
       if (psim_interrupted())
@@ -1445,6 +1485,18 @@ static psim_status sync_group(psim_build *b, const bucket *bk, group *g, int32_t
   return PSIM_OK;
 }
 
+/* partial_group(b, o, e, mask, g)->devices[0] without the whole group. */
+static int32_t first_member(const psim_build *b, int32_t o, int32_t e, uint32_t mask) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  int32_t coord[PSIM_MAX_OP_DIMS];
+  shard_coords(op, cfg, e / cfg->replicas, coord);
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (mask & (1u << i))
+      coord[i] = 0;
+  return cfg->devices[shard_index(op, cfg, coord) * cfg->replicas + e % cfg->replicas];
+}
+
 static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, int32_t *sync_done) {
   if (bk->bytes <= 0)
     return PSIM_OK;
@@ -1455,6 +1507,8 @@ static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, int32_
   int32_t nk = b->loc_first[bk->op + 1] - b->loc_first[bk->op];
   for (int32_t k = 0; k < nk && st == PSIM_OK; k++) {
     int32_t e = local_entry(b, bk->op, k);
+    if (k > 0 && !b->folded && first_member(b, bk->op, e, mask) != b->s->ops[bk->op].devices[e])
+      continue; /* each group once, from its first member (k = 0 checks the group's size) */
     partial_group(b, bk->op, e, mask, g);
     st = group_fits(g);
     if (st != PSIM_OK)
@@ -1573,7 +1627,8 @@ static psim_status mark_dirty(psim_build *b, const uint8_t *changed, uint8_t *co
   const psim_model *m = b->m;
   uint8_t *sibling = psim_calloc((size_t)m->n_ops, 1); /* a consumer of op x changed */
   b->seg_dirty = psim_calloc((size_t)m->n_ops, 1);
-  if (!sibling || !b->seg_dirty) {
+  b->key_read = psim_calloc((size_t)m->n_ops, 1);
+  if (!sibling || !b->seg_dirty || !b->key_read) {
     psim_free(sibling);
     return psim_error(PSIM_ENOMEM, "out of memory");
   }
@@ -1591,6 +1646,12 @@ static psim_status mark_dirty(psim_build *b, const uint8_t *changed, uint8_t *co
       cost_dirty[y] |= changed[x];
     }
   }
+  for (int32_t y = 0; y < m->n_ops; y++) /* a dirty segment reads y's and its producers' keys */
+    for (int32_t i = -1; b->seg_dirty[y] && i < m->ops[y].n_in; i++) {
+      int32_t x = i < 0 ? y : m->tensors[m->ops[y].in[i]].producer;
+      if (x >= 0)
+        b->key_read[x] = 1;
+    }
   psim_free(sibling);
   return PSIM_OK;
 }
@@ -1685,7 +1746,11 @@ static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
   size_t slots = (size_t)b->loc_first[m->n_ops] * (size_t)b->n_micro;
   /* measured on Megatron graphs: about 4 tasks, 5 resource slots and 8 edges per
    * (shard, micro-batch); untouched reserve costs no page faults */
-  PSIM_CHECK(psim_tg_reserve(&b->g, slots * 4 + 1024, slots * 5 + 1024, slots * 8 + 1024));
+  if (b->prev) /* about the last graph's size: no regrowth */
+    PSIM_CHECK(psim_tg_reserve(&b->g, (size_t)prev->g.n_tasks * 9 / 8 + 1024,
+                               prev->g.n_res * 9 / 8 + 1024, prev->g.n_edges * 9 / 8 + 1024));
+  else
+    PSIM_CHECK(psim_tg_reserve(&b->g, slots * 4 + 1024, slots * 5 + 1024, slots * 8 + 1024));
   PSIM_CHECK(psim_memory_static(b));
   PSIM_CHECK(issue_compute(b));
   if (b->prev)
@@ -1694,10 +1759,14 @@ static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
   b->prev = NULL; /* nothing below reads it; prev may be destroyed from here on */
   psim_free(b->old2new);
   psim_free(b->seg_dirty);
+  psim_free(b->key_read);
   b->old2new = NULL;
   b->seg_dirty = NULL;
+  b->key_read = NULL;
   PSIM_CHECK(optimizer(b));
-  return psim_tg_finalize(&b->g);
+  /* an incremental graph is a full build's graph, acyclic when that is; a
+   * builder bug would still stop the engine (tasks left unrun) */
+  return changed ? psim_tg_finalize_unchecked(&b->g) : psim_tg_finalize(&b->g);
 }
 
 psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,
@@ -1735,6 +1804,7 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->puts);
   psim_free(b->old2new);
   psim_free(b->seg_dirty);
+  psim_free(b->key_read);
   coll_cache_free(b->colls);
   for (int i = 0; i < 3; i++) {
     comm_cache *h = i == 0 ? b->cache : i == 1 ? b->memo : b->where;

@@ -79,6 +79,8 @@ typedef struct psim_build {
   /* only while a reusing build runs */
   struct psim_build *prev;
   uint8_t *seg_dirty; /* per op: its segments must be rebuilt */
+  uint8_t *key_read;  /* per op: a built segment reads cache entries keyed by it */
+  size_t micro_put0;  /* first put record of the current micro-batch */
   int32_t *old2new;   /* per task of prev: the same task in this graph, or -1 */
   int64_t segments_copied, segments_built;
 } psim_build;

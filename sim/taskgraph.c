@@ -321,6 +321,14 @@ static psim_status check_acyclic(const psim_taskgraph *g) {
 }
 
 psim_status psim_tg_finalize(psim_taskgraph *g) {
+  PSIM_CHECK(psim_tg_finalize_unchecked(g));
+  psim_status s = check_acyclic(g);
+  if (s != PSIM_OK)
+    free_csr(g);
+  return s;
+}
+
+psim_status psim_tg_finalize_unchecked(psim_taskgraph *g) {
   free_csr(g);
   PSIM_CHECK(grow_tasks(g, 1)); /* res_first exists even for an empty graph */
   size_t n = (size_t)g->n_tasks;
@@ -336,11 +344,6 @@ psim_status psim_tg_finalize(psim_taskgraph *g) {
   for (size_t i = 0; i <= n; i++) {
     g->index_[i][0] = g->res_first[i];
     g->index_[i][1] = g->succ_first[i];
-  }
-  psim_status s = check_acyclic(g);
-  if (s != PSIM_OK) {
-    free_csr(g);
-    return s;
   }
   g->finalized = 1;
   return PSIM_OK;

@@ -122,6 +122,9 @@ psim_status psim_tg_append_edges(psim_taskgraph *g, const psim_taskgraph *src, s
                                  const int32_t *rename);
 /* Builds successor lists; fails (PSIM_EFAILED) if the graph has a cycle. O(V+E). */
 psim_status psim_tg_finalize(psim_taskgraph *g);
+/* psim_tg_finalize without the cycle check (for graphs built to equal a
+ * checked one); on a cycle psim_tg_simulate fails with tasks left unrun. */
+psim_status psim_tg_finalize_unchecked(psim_taskgraph *g);
 
 void psim_schedule_result_init(psim_schedule_result *r);
 void psim_schedule_result_destroy(psim_schedule_result *r);
