@@ -38,11 +38,19 @@ typedef struct cache_entry {
   int32_t used;
 } cache_entry;
 
+typedef struct region region;
+
 typedef struct comm_cache {
   cache_entry *slots;
   size_t cap, n;
   uint8_t *served; /* scratch for gather_region, one byte per shard */
   size_t cap_served;
+  /* the regions of tensor t held by every shard of op x, and their
+   * region_id, for the last (x, t) asked (shard_regions) */
+  int32_t reg_x, reg_t;
+  region *regs;
+  int32_t *reg_ids;
+  size_t cap_regs;
 } comm_cache;
 
 static uint64_t mix64(uint64_t x) {
@@ -313,9 +321,9 @@ static void shard_extents(const psim_build *b, int32_t o, int32_t shard, int64_t
     ext[i] = psim_shard_size(dim_size(b, op->dims[i].dim), cfg->degree[i], coord[i]);
 }
 
-typedef struct region {
+struct region {
   int64_t lo[PSIM_MAX_RANK], hi[PSIM_MAX_RANK];
-} region;
+};
 
 /* Region of tensor t held (or needed) by shard `shard` of op o. */
 static void tensor_region(const psim_build *b, int32_t o, int32_t shard, int32_t t, region *r) {
@@ -971,12 +979,44 @@ static int32_t region_id(const psim_build *b, int32_t x, int32_t sh, int32_t t) 
   return shard_index(op, cfg, coord);
 }
 
+/* Regions of tensor t held by each shard of op x and their region_id: the
+ * consumers of one edge all gather from the same shards, so they are
+ * computed once per (x, t) rather than per consumer shard. */
+static psim_status shard_regions(const psim_build *b, int32_t x, int32_t t, const region **regs,
+                                 const int32_t **ids) {
+  comm_cache *h = b->cache;
+  const psim_op_config *cx = &b->s->ops[x];
+  size_t n = (size_t)(cx->n_devices / cx->replicas);
+  if (!h->regs || h->reg_x != x || h->reg_t != t) {
+    if (n > h->cap_regs) {
+      region *r = psim_realloc(h->regs, n * sizeof *r);
+      int32_t *id = r ? psim_realloc(h->reg_ids, n * sizeof *id) : NULL;
+      if (r)
+        h->regs = r;
+      if (!r || !id)
+        return psim_error(PSIM_ENOMEM, "out of memory for %zu shard regions", n);
+      h->reg_ids = id;
+      h->cap_regs = n;
+    }
+    for (size_t sh = 0; sh < n; sh++) {
+      tensor_region(b, x, (int32_t)sh, t, &h->regs[sh]);
+      h->reg_ids[sh] = region_id(b, x, (int32_t)sh, t);
+    }
+    h->reg_x = x;
+    h->reg_t = t;
+  }
+  *regs = h->regs;
+  *ids = h->reg_ids;
+  return PSIM_OK;
+}
+
 /* Marks the regions X holds on device d (any shard, any replica) in served. */
-static void serve_local(const psim_build *b, int32_t x, int32_t t, int32_t d, uint8_t *served) {
+static void serve_local(const psim_build *b, int32_t x, int32_t d, const int32_t *ids,
+                        uint8_t *served) {
   const psim_op_config *cx = &b->s->ops[x];
   for (int32_t e = 0; e < cx->n_devices; e++)
     if (cx->devices[e] == d)
-      served[region_id(b, x, e / cx->replicas, t)] = 2;
+      served[ids[e / cx->replicas]] = 2;
 }
 
 static psim_status add_transfer(psim_build *b, int32_t x, int32_t *xt, int32_t src, int32_t d,
@@ -1007,17 +1047,18 @@ static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *x
   comm_cache *cache = b->cache;
   PSIM_CHECK(PSIM_VEC_RESERVE(cache->served, cache->cap_served, (size_t)n_shards));
   memset(cache->served, 0, (size_t)n_shards);
-  serve_local(b, x, t, d, cache->served);
+  const region *regs = NULL;
+  const int32_t *ids = NULL;
+  PSIM_CHECK(shard_regions(b, x, t, &regs, &ids));
+  serve_local(b, x, d, ids, cache->served);
   psim_task_info bar = {PSIM_TASK_BARRIER, (uint8_t)(pipeline ? PSIM_TP_COMM_PP : PSIM_TP_COMM_TP),
                         -1, x, mu, d, -1};
   PSIM_CHECK(psim_tg_add_task(&b->g, 0, NULL, 0, &bar, arrived));
   for (int32_t sh = 0; sh < n_shards; sh++) {
-    int32_t id = region_id(b, x, sh, t);
+    int32_t id = ids[sh];
     if (cache->served[id] == 1)
       continue;
-    region rx;
-    tensor_region(b, x, sh, t, &rx);
-    double elems = overlap(&rx, r, ten->rank);
+    double elems = overlap(&regs[sh], r, ten->rank);
     if (elems <= 0)
       continue;
     if (cache->served[id] == 2) { /* d holds this region itself */
@@ -1812,6 +1853,8 @@ void psim_build_destroy(psim_build *b) {
       continue;
     psim_free(h->slots);
     psim_free(h->served);
+    psim_free(h->regs);
+    psim_free(h->reg_ids);
     psim_free(h);
   }
   memset(b, 0, sizeof *b);
