@@ -259,8 +259,10 @@ static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_
       psim_build_graph_reusing(&b, d->m, d->c, s, &d->sim, reuse ? &d->prev : NULL, d->changed);
   d->stats.segments_copied += b.segments_copied;
   d->stats.segments_built += b.segments_built;
+  double t0 = now_s();
   if (st == PSIM_OK)
     st = psim_tg_simulate(&b.g, &d->sched);
+  d->stats.engine_s += now_s() - t0;
   psim_sim_result mem;
   psim_sim_result_init(&mem);
   if (st == PSIM_OK)
@@ -286,7 +288,10 @@ static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_
 static psim_status verify(psim_delta *d, const psim_strategy *s, int32_t changed_op, double t,
                           bool fits) {
   psim_sim_result full;
-  PSIM_CHECK(psim_simulate(d->m, d->c, s, &d->sim, &full));
+  double t0 = now_s();
+  psim_status st = psim_simulate(d->m, d->c, s, &d->sim, &full);
+  d->stats.verify_s += now_s() - t0;
+  PSIM_CHECK(st);
   double ft = full.iteration_time_s;
   bool ffits = full.fits;
   psim_sim_result_destroy(&full);

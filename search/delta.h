@@ -38,7 +38,9 @@ typedef struct psim_delta_stats {
   int64_t simulated;       /* evaluations that built and simulated a graph */
   int64_t memo_hits;       /* evaluations answered from the memo */
   int64_t verified;        /* full simulations run to check (verify_every) */
-  double eval_s;           /* seconds spent in psim_delta_eval */
+  double eval_s;           /* seconds spent in psim_delta_eval, verify_s included */
+  double engine_s;         /* of which scheduling the graphs (psim_tg_simulate) */
+  double verify_s;         /* of which the verifying full simulations */
   int64_t segments_copied; /* connect segments copied from the last graph */
   int64_t segments_built;  /* connect segments built */
 } psim_delta_stats;

@@ -627,7 +627,8 @@ static psim_status merge_curve(chain *chs, int32_t n, psim_search_result *r) {
 
 static psim_status add_stats(chain *chs, int32_t n, const shared *sh, psim_search_result *r) {
   int64_t ev = 0, acc = 0, rs = 0, mem = 0, prop = 0, sim = 0, hits = 0, ver = 0;
-  double eval_s = 0;
+  int64_t copied = 0, built = 0;
+  double eval_s = 0, engine_s = 0, verify_s = 0;
   for (int32_t c = 0; c < n; c++) {
     ev += chs[c].evals;
     acc += chs[c].accepted;
@@ -639,6 +640,10 @@ static psim_status add_stats(chain *chs, int32_t n, const shared *sh, psim_searc
     hits += ds->memo_hits;
     ver += ds->verified;
     eval_s += ds->eval_s;
+    engine_s += ds->engine_s;
+    verify_s += ds->verify_s;
+    copied += ds->segments_copied;
+    built += ds->segments_built;
   }
   cJSON *s = cJSON_CreateObject();
   if (!s)
@@ -666,6 +671,13 @@ static psim_status add_stats(chain *chs, int32_t n, const shared *sh, psim_searc
   PSIM_CHECK(psim_json_add_number(s, "delta_simulations", (double)sim));
   PSIM_CHECK(psim_json_add_number(s, "memo_hits", (double)hits));
   PSIM_CHECK(psim_json_add_number(s, "full_verifications", (double)ver));
+  /* wall seconds summed over chains: costing proposals (memo hits, builds,
+   * the engine), the engine's part, the verifying full simulations' */
+  PSIM_CHECK(psim_json_add_number(s, "delta_wall_s", eval_s - verify_s));
+  PSIM_CHECK(psim_json_add_number(s, "engine_wall_s", engine_s));
+  PSIM_CHECK(psim_json_add_number(s, "verify_wall_s", verify_s));
+  PSIM_CHECK(psim_json_add_number(s, "segments_copied", (double)copied));
+  PSIM_CHECK(psim_json_add_number(s, "segments_built", (double)built));
   return psim_json_add_number(s, "proposals_per_s", eval_s > 0 ? (double)ev / (r->wall_s) : 0);
 }
 

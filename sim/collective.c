@@ -700,35 +700,40 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
 /* ---- point to point ---- */
 
 /* Cut-through: latency of every hop plus bytes at the route's bottleneck. */
-psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double bytes,
-                          double *seconds) {
+/* The route from src to dst and the time of bytes over it. */
+static psim_status p2p_route(psim_cluster *c, int32_t src, int32_t dst, double bytes,
+                             const int32_t **links, int32_t *nl, double *seconds) {
   *seconds = 0;
   if (src < 0 || src >= c->n_devices || dst < 0 || dst >= c->n_devices || !(bytes >= 0) ||
       !isfinite(bytes))
     return psim_error(PSIM_EINPUT, "transfer: %g bytes from device %d to %d (cluster has %d)",
                       bytes, src, dst, c->n_devices);
-  const int32_t *links;
-  int32_t nl;
-  PSIM_CHECK(psim_cluster_route(c, src, dst, &links, &nl));
+  PSIM_CHECK(psim_cluster_route(c, src, dst, links, nl));
   double bw = INFINITY;
-  for (int32_t j = 0; j < nl; j++) {
-    const psim_link *l = &c->links[links[j]];
+  for (int32_t j = 0; j < *nl; j++) {
+    const psim_link *l = &c->links[(*links)[j]];
     double b = link_bw(l);
     bw = b < bw ? b : bw;
     *seconds += l->latency_s;
   }
-  if (nl > 0 && bytes > 0)
+  if (*nl > 0 && bytes > 0)
     *seconds += bytes / bw;
   return PSIM_OK;
+}
+
+psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double bytes,
+                          double *seconds) {
+  const int32_t *links;
+  int32_t nl;
+  return p2p_route(c, src, dst, bytes, &links, &nl, seconds);
 }
 
 psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_t dst, double bytes,
                          const psim_task_info *info, int32_t *entry, int32_t *exit) {
   double t;
-  PSIM_CHECK(psim_p2p_time(c, src, dst, bytes, &t));
   const int32_t *links;
   int32_t nl;
-  PSIM_CHECK(psim_cluster_route(c, src, dst, &links, &nl));
+  PSIM_CHECK(p2p_route(c, src, dst, bytes, &links, &nl, &t));
   if (nl == 0) {
     PSIM_CHECK(add_barrier(g, info, src, entry));
     *exit = *entry;

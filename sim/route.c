@@ -24,6 +24,7 @@
  * cache. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -40,6 +41,7 @@ typedef struct entry {
 } entry;
 
 struct psim_route_cache {
+  uint64_t id; /* unique over the process: names this cache in the threads' memories */
   pthread_mutex_t mu;
   entry *table;
   size_t cap, count;
@@ -53,6 +55,19 @@ struct psim_route_cache {
 };
 
 static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint_fast64_t next_cache_id;
+
+/* Each thread remembers its recent lookups in front of the mutex (the
+ * builder asks for the same few pairs again and again). Safe because a
+ * cache's routes are never moved or freed before the cache, and a cache id
+ * is never reused. */
+enum { THREAD_ROUTES = 1024 };
+typedef struct remembered {
+  uint64_t cache_id, key;
+  const int32_t *links;
+  int32_t n;
+} remembered;
+static _Thread_local remembered thread_routes[THREAD_ROUTES];
 
 void psim_route_cache_free(psim_route_cache *r) {
   if (!r)
@@ -89,6 +104,7 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
     return psim_error(PSIM_ENOMEM, "out of memory creating the route cache");
   size_t nv = (size_t)c->n_vertices + 1;
   r->last_src = -1;
+  r->id = atomic_fetch_add(&next_cache_id, 1) + 1;
   r->adj_start = psim_calloc(nv, sizeof(int32_t));
   r->adj = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
   r->hops = psim_malloc(sizeof(int32_t) * nv);
@@ -246,9 +262,21 @@ static psim_status lookup(const psim_cluster *c, psim_route_cache *r, int32_t sr
   return PSIM_OK;
 }
 
-static psim_status ensure_cache(psim_cluster *c) {
+/* The cluster's route cache, created on first use (double-checked: the
+ * pointer is published with release and read with acquire). */
+static psim_status ensure_cache(psim_cluster *c, psim_route_cache **out) {
+  *out = __atomic_load_n(&c->routes, __ATOMIC_ACQUIRE);
+  if (*out)
+    return PSIM_OK;
   pthread_mutex_lock(&create_mu);
-  psim_status s = c->routes ? PSIM_OK : create(c, &c->routes);
+  psim_status s = PSIM_OK;
+  if (!c->routes) {
+    psim_route_cache *r = NULL;
+    s = create(c, &r);
+    if (s == PSIM_OK)
+      __atomic_store_n(&c->routes, r, __ATOMIC_RELEASE);
+  }
+  *out = c->routes;
   pthread_mutex_unlock(&create_mu);
   return s;
 }
@@ -262,12 +290,21 @@ psim_status psim_cluster_route(psim_cluster *c, int32_t src, int32_t dst, const 
   *n_links = 0;
   if (src == dst)
     return PSIM_OK;
-  PSIM_CHECK(ensure_cache(c));
-  psim_route_cache *r = c->routes;
+  psim_route_cache *r;
+  PSIM_CHECK(ensure_cache(c, &r));
+  uint64_t key = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
+  remembered *m = &thread_routes[(key * 0x9e3779b97f4a7c15ULL) >> 54];
+  if (m->cache_id == r->id && m->key == key) {
+    *links = m->links;
+    *n_links = m->n;
+    return PSIM_OK;
+  }
   pthread_mutex_lock(&r->mu);
   entry e = {0, NULL, 0};
   psim_status s = lookup(c, r, src, dst, &e);
   pthread_mutex_unlock(&r->mu);
+  if (s == PSIM_OK)
+    *m = (remembered){r->id, key, e.links, e.n};
   *links = e.links;
   *n_links = e.n;
   return s;

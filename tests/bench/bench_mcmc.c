@@ -2,6 +2,16 @@
  * whole search's proposals per second, for Inception-v3 on 16 devices (4
  * nodes of 4 P100, p100-nvlink) and 64 devices (16 such nodes). One core.
  *
+ * Three measurements per cluster:
+ *  - walk: a random walk from data parallelism, one op per step set to a
+ *    random configuration of its SOAP space (half of the steps undone, as
+ *    rejections are); every step costed by psim_simulate and by
+ *    psim_delta_eval. The hardest case for delta: after a few hundred steps
+ *    most ops are off data parallelism, and every step misses the memo.
+ *  - search proposals: the MCMC search with verify_every = 1, so that each
+ *    of its own proposals is costed by delta and by a full simulation.
+ *  - search: the MCMC search alone, proposals per second.
+ *
  * usage: bench_mcmc [PROPOSALS]   (default 300) */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
@@ -30,9 +40,13 @@ static int die(const char *what) {
   return 1;
 }
 
+typedef struct walk_figures {
+  double full_s, delta_s, engine_s; /* summed over the walk's steps */
+  int64_t built, copied;            /* connect segments */
+} walk_figures;
+
 /* The same random walk twice: once costed by psim_simulate, once by delta. */
-static int walk(const psim_model *m, psim_cluster *c, int n, double *full_s, double *delta_s,
-                int64_t *hits) {
+static int walk(const psim_model *m, psim_cluster *c, int n, walk_figures *w) {
   psim_strategy s;
   psim_strategy_init(&s);
   if (psim_strategy_data_parallel(m, c, c->n_devices, 1, &s) != PSIM_OK)
@@ -45,7 +59,7 @@ static int walk(const psim_model *m, psim_cluster *c, int n, double *full_s, dou
     return die("delta");
   psim_op_config undo = {0};
   uint64_t rng = 42;
-  *full_s = *delta_s = 0;
+  w->full_s = w->delta_s = 0;
   for (int k = 0; k < n; k++) {
     int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m->n_ops);
     psim_space_config_copy(&s.ops[o], &undo);
@@ -60,17 +74,40 @@ static int walk(const psim_model *m, psim_cluster *c, int n, double *full_s, dou
     psim_status st2 = psim_delta_eval(d, &s, o, &t, &fits);
     double t2 = now_s();
     psim_error_clear();
-    *full_s += t1 - t0;
-    *delta_s += t2 - t1;
+    w->full_s += t1 - t0;
+    w->delta_s += t2 - t1;
     if (st != PSIM_OK || st2 != PSIM_OK || rng % 2) /* rejected: undo, as MCMC does half the time */
       psim_space_config_copy(&undo, &s.ops[o]);
   }
-  *hits = psim_delta_get_stats(d)->memo_hits;
+  const psim_delta_stats *ds = psim_delta_get_stats(d);
+  if (ds->memo_hits)
+    fprintf(stderr, "bench_mcmc: %lld memo hits in the walk\n", (long long)ds->memo_hits);
+  w->engine_s = ds->engine_s;
+  w->built = ds->segments_built;
+  w->copied = ds->segments_copied;
   psim_free(undo.devices);
   psim_delta_free(d);
   psim_space_destroy(&sp);
   psim_strategy_destroy(&s);
   return 0;
+}
+
+/* The MCMC search on one chain; verify = 1 also costs every proposal in full. */
+static int search(const psim_model *m, psim_cluster *c, int n, int verify, psim_search_result *r) {
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.budget_evals = n;
+  o.seed = 1;
+  psim_mcmc_options mo;
+  psim_mcmc_options_init(&mo);
+  mo.verify_every = verify;
+  psim_search_result_init(r);
+  return psim_mcmc_run(m, c, &o, &mo, r) != PSIM_OK ? die("mcmc") : 0;
+}
+
+static double stat(const psim_search_result *r, const char *name) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(r->stats, name);
+  return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
 static int bench(const psim_model *m, int nodes, int n) {
@@ -84,22 +121,29 @@ static int bench(const psim_model *m, int nodes, int n) {
   if (psim_preset_cluster(&po, &cj) != PSIM_OK || psim_cluster_from_json("p100", cj, &c) != PSIM_OK)
     return die("cluster");
   cJSON_Delete(cj);
-  double full_s = 0, delta_s = 0;
-  int64_t hits = 0;
-  if (walk(m, &c, n, &full_s, &delta_s, &hits))
+  walk_figures w = {0};
+  if (walk(m, &c, n, &w))
     return 1;
-  psim_search_options o;
-  psim_search_options_init(&o);
-  o.budget_evals = n;
-  o.seed = 1;
+  printf("inception-v3 on %3d devices, walk:   full %8.3f ms/proposal, delta %8.3f ms/proposal "
+         "(engine %6.3f ms; %5.1f segments built, %5.1f copied), ratio %5.2fx\n",
+         c.n_devices, 1e3 * w.full_s / n, 1e3 * w.delta_s / n, 1e3 * w.engine_s / n,
+         (double)w.built / n, (double)w.copied / n, w.full_s / w.delta_s);
   psim_search_result r;
-  psim_search_result_init(&r);
-  if (psim_search_mcmc(m, &c, &o, &r) != PSIM_OK)
-    return die("mcmc");
-  printf("inception-v3 on %3d devices: full %8.3f ms/proposal, delta %8.3f ms/proposal "
-         "(memo hits %lld of %d), ratio %5.2fx; search %7.1f proposals/s (%lld in %.2f s)\n",
-         c.n_devices, 1e3 * full_s / n, 1e3 * delta_s / n, (long long)hits, n, full_s / delta_s,
-         (double)r.evaluations / r.wall_s, (long long)r.evaluations, r.wall_s);
+  if (search(m, &c, n, 1, &r))
+    return 1;
+  double ver = stat(&r, "full_verifications"), hits = stat(&r, "memo_hits");
+  double delta_s = stat(&r, "delta_wall_s"), full_s = stat(&r, "verify_wall_s");
+  printf("inception-v3 on %3d devices, search: full %8.3f ms/proposal, delta %8.3f ms/proposal "
+         "(engine %6.3f ms; %5.1f segments built, %5.1f copied; memo hits %.0f of %.0f), "
+         "ratio %5.2fx\n",
+         c.n_devices, 1e3 * full_s / ver, 1e3 * delta_s / ver,
+         1e3 * stat(&r, "engine_wall_s") / ver, stat(&r, "segments_built") / ver,
+         stat(&r, "segments_copied") / ver, hits, ver, full_s / delta_s);
+  psim_search_result_destroy(&r);
+  if (search(m, &c, n, 0, &r))
+    return 1;
+  printf("inception-v3 on %3d devices, search: %7.1f proposals/s (%lld in %.2f s, one chain)\n",
+         c.n_devices, (double)r.evaluations / r.wall_s, (long long)r.evaluations, r.wall_s);
   psim_search_result_destroy(&r);
   psim_cluster_destroy(&c);
   return 0;

@@ -15,6 +15,7 @@ B="$TEST_TMP/b.json"
 # from run to run; everything else must be byte-identical.
 strip_timing() {
   jq -S 'del(.search.wall_s, .search.stats.proposals_per_s, .search.best_so_far[].wall_s,
+             .search.stats.delta_wall_s, .search.stats.engine_wall_s, .search.stats.verify_wall_s,
              .prediction.sim.build_s, .prediction.sim.simulate_s,
              .baselines[]?.sim.build_s, .baselines[]?.sim.simulate_s)' "$1"
 }
