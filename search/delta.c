@@ -54,6 +54,7 @@ struct psim_delta {
   /* the last graph built, and the strategy it was built for */
   psim_build prev;
   bool have_prev;
+  psim_taskgraph spare; /* the graph before prev's: its buffers serve the next build */
   psim_op_config *seen; /* per op */
   uint64_t seen_globals[2];
   uint8_t *changed; /* per op: differs from seen */
@@ -212,6 +213,7 @@ void psim_delta_free(psim_delta *d) {
   psim_schedule_result_destroy(&d->sched);
   if (d->have_prev)
     psim_build_destroy(&d->prev);
+  psim_tg_destroy(&d->spare);
   for (int32_t o = 0; o < d->m->n_ops; o++)
     psim_free(d->seen[o].devices);
   psim_free(d->seen);
@@ -255,8 +257,8 @@ static psim_status remember(psim_delta *d, const psim_strategy *s) {
 static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_s, bool *fits) {
   psim_build b;
   bool reuse = mark_changed(d, s);
-  psim_status st =
-      psim_build_graph_reusing(&b, d->m, d->c, s, &d->sim, reuse ? &d->prev : NULL, d->changed);
+  psim_status st = psim_build_graph_reusing(&b, d->m, d->c, s, &d->sim, reuse ? &d->prev : NULL,
+                                            d->changed, &d->spare);
   d->stats.segments_copied += b.segments_copied;
   d->stats.segments_built += b.segments_built;
   double t0 = now_s();
@@ -278,8 +280,12 @@ static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_
     psim_build_destroy(&b);
     return st;
   }
-  if (d->have_prev)
+  if (d->have_prev) { /* keep its graph's buffers for the next build */
+    psim_tg_destroy(&d->spare);
+    d->spare = d->prev.g;
+    psim_tg_init(&d->prev.g, 0);
     psim_build_destroy(&d->prev);
+  }
   d->prev = b;
   d->have_prev = true;
   return PSIM_OK;

@@ -793,6 +793,7 @@ static uint32_t partial_mask(const psim_build *b, int32_t o, int32_t t, int dir)
 
 typedef struct group {
   int32_t devices[PSIM_BUILD_MAX_GROUP];
+  int32_t entries[PSIM_BUILD_MAX_GROUP]; /* each member's entry in the op's device list */
   int32_t n;
   int32_t wanted; /* members the layout asks for (> n: over the limit) */
   int32_t stride; /* device offset of the next concurrent group, 0 = unknown */
@@ -823,7 +824,9 @@ static void partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t ma
     int32_t c2[PSIM_MAX_OP_DIMS];
     for (int32_t i = 0; i < op->n_dims; i++)
       c2[i] = (mask & (1u << i)) ? idx[i] : coord[i];
-    g->devices[g->n++] = cfg->devices[shard_index(op, cfg, c2) * cfg->replicas + r];
+    g->entries[g->n] = shard_index(op, cfg, c2) * cfg->replicas + r;
+    g->devices[g->n] = cfg->devices[g->entries[g->n]];
+    g->n++;
   }
   g->n_groups = cfg->n_devices / (g->n ? g->n : 1);
   g->stride = 0;
@@ -1107,12 +1110,18 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
     return PSIM_OK;
   group *g;
   PSIM_CHECK(new_group(b, x, e, mask, &g));
+  const region *regs;
+  const int32_t *ids;
+  psim_status rs = shard_regions(b, x, t, &regs, &ids);
+  if (rs != PSIM_OK) {
+    psim_free(g);
+    return rs;
+  }
   double covered = 0;
-  for (int32_t i = 0; i < g->n; i++) {
-    region rg;
-    int32_t ge = entry_on(b, x, g->devices[i]);
-    tensor_region(b, x, ge / b->s->ops[x].replicas, t, &rg);
-    covered += overlap(&rg, r, ten->rank) == region_elems(&rg, ten->rank) ? region_elems(&rg, ten->rank) : -1e300;
+  for (int32_t i = 0; i < g->n; i++) { /* devices are distinct: entries[i] is entry_on's */
+    const region *rg = &regs[g->entries[i] / b->s->ops[x].replicas];
+    double elems = region_elems(rg, ten->rank);
+    covered += overlap(rg, r, ten->rank) == elems ? elems : -1e300;
   }
   psim_status st = PSIM_OK;
   if (g->n > 1 && covered == region_elems(r, ten->rank)) {
@@ -1753,7 +1762,7 @@ static psim_status alloc_segments(psim_build *b) {
 
 static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
                          const psim_strategy *s, const psim_sim_options *o, psim_build *prev,
-                         const uint8_t *changed) {
+                         const uint8_t *changed, psim_taskgraph *spare) {
   memset(b, 0, sizeof *b);
   b->m = m;
   b->c = c;
@@ -1762,6 +1771,11 @@ static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
   b->record = changed != NULL;
   b->n_micro = s->n_micro > 0 ? s->n_micro : 1;
   psim_tg_init(&b->g, 3 * c->n_devices + c->n_links); /* compute, comm, links, host */
+  if (spare) {                                        /* take over its buffers */
+    b->g = *spare;
+    psim_tg_init(spare, 0);
+    psim_tg_clear(&b->g, 3 * c->n_devices + c->n_links);
+  }
   b->cache = psim_calloc(1, sizeof(comm_cache));
   b->memo = psim_calloc(1, sizeof(comm_cache));
   b->where = psim_calloc(1, sizeof(comm_cache));
@@ -1812,13 +1826,14 @@ static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
 
 psim_status psim_build_graph(psim_build *b, const psim_model *m, psim_cluster *c,
                              const psim_strategy *s, const psim_sim_options *o) {
-  return build(b, m, c, s, o, NULL, NULL);
+  return build(b, m, c, s, o, NULL, NULL, NULL);
 }
 
 psim_status psim_build_graph_reusing(psim_build *b, const psim_model *m, psim_cluster *c,
                                      const psim_strategy *s, const psim_sim_options *o,
-                                     psim_build *prev, const uint8_t *changed) {
-  return build(b, m, c, s, o, prev, changed);
+                                     psim_build *prev, const uint8_t *changed,
+                                     psim_taskgraph *spare) {
+  return build(b, m, c, s, o, prev, changed, spare);
 }
 
 void psim_build_destroy(psim_build *b) {

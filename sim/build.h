@@ -98,10 +98,13 @@ void psim_build_destroy(psim_build *b);
  * the strategies' global fields (stages, schedule, recompute, ZeRO,
  * buckets, sync) are equal and o is prev's options. prev == NULL, or a prev
  * whose simulated devices, folding or micro-batches differ, builds in full.
- * Either way b records its segments for the next call. */
+ * Either way b records its segments for the next call. spare (may be NULL)
+ * is a graph whose buffers b's graph takes over (left empty), so that a
+ * search building graph after graph does not allocate (and fault in) them. */
 psim_status psim_build_graph_reusing(psim_build *b, const psim_model *m, psim_cluster *c,
                                      const psim_strategy *s, const psim_sim_options *o,
-                                     psim_build *prev, const uint8_t *changed);
+                                     psim_build *prev, const uint8_t *changed,
+                                     psim_taskgraph *spare);
 /* Whether op o is recomputed in backward under the strategy's recompute mode. */
 bool psim_build_recomputed(const psim_build *b, int32_t o);
 

@@ -37,7 +37,34 @@ static void free_csr(psim_taskgraph *g) {
   psim_free(g->index_);
   g->succ_first = g->succ = g->n_pred = NULL;
   g->index_ = NULL;
+  g->cap_csr_tasks_ = g->cap_csr_edges_ = 0;
   g->finalized = 0;
+}
+
+/* Successor-list buffers for n tasks and e edges, kept between finalizes
+ * (a graph cleared and rebuilt, as the search does, allocates nothing). */
+static psim_status reserve_csr(psim_taskgraph *g, size_t n, size_t e) {
+  if (n + 1 > g->cap_csr_tasks_) {
+    size_t cap = n + 1 + n / 8;
+    psim_free(g->succ_first);
+    psim_free(g->n_pred);
+    psim_free(g->index_);
+    g->succ_first = psim_malloc(cap * sizeof *g->succ_first);
+    g->n_pred = psim_malloc(cap * sizeof *g->n_pred);
+    g->index_ = psim_malloc(cap * sizeof *g->index_);
+    g->cap_csr_tasks_ = cap;
+  }
+  if (e + 1 > g->cap_csr_edges_) {
+    size_t cap = e + 1 + e / 8;
+    psim_free(g->succ);
+    g->succ = psim_malloc(cap * sizeof *g->succ);
+    g->cap_csr_edges_ = cap;
+  }
+  if (!g->succ_first || !g->succ || !g->n_pred || !g->index_) {
+    free_csr(g);
+    return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu edges", e);
+  }
+  return PSIM_OK;
 }
 
 void psim_tg_destroy(psim_taskgraph *g) {
@@ -59,7 +86,7 @@ void psim_tg_clear(psim_taskgraph *g, int32_t n_resources) {
   g->n_resources = n_resources > 0 ? n_resources : 0;
   if (g->res_first)
     g->res_first[0] = 0;
-  free_csr(g);
+  g->finalized = 0;
 }
 
 /* Grows the per-task arrays together to hold need tasks (+1 for res_first). */
@@ -179,8 +206,7 @@ psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t
     g->issue[t] = (psim_task_issue){0, -1, 0};
   g->res_first[t + 1] = (int32_t)g->n_res;
   g->n_tasks = t + 1;
-  if (g->finalized)
-    free_csr(g);
+  g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
   if (id)
     *id = t;
   return PSIM_OK;
@@ -194,8 +220,7 @@ psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to) {
   g->edge_from[g->n_edges] = from;
   g->edge_to[g->n_edges] = to;
   g->n_edges++;
-  if (g->finalized)
-    free_csr(g);
+  g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
   return PSIM_OK;
 }
 
@@ -225,8 +250,7 @@ psim_status psim_tg_append_tasks(psim_taskgraph *g, const psim_taskgraph *src, i
   }
   g->n_res += nr;
   g->n_tasks = at + (int32_t)n;
-  if (g->finalized)
-    free_csr(g);
+  g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
   return PSIM_OK;
 }
 
@@ -244,8 +268,7 @@ psim_status psim_tg_append_edges(psim_taskgraph *g, const psim_taskgraph *src, s
     g->edge_from[g->n_edges] = u;
     g->edge_to[g->n_edges++] = v;
   }
-  if (g->finalized)
-    free_csr(g);
+  g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
   return PSIM_OK;
 }
 
@@ -324,22 +347,15 @@ psim_status psim_tg_finalize(psim_taskgraph *g) {
   PSIM_CHECK(psim_tg_finalize_unchecked(g));
   psim_status s = check_acyclic(g);
   if (s != PSIM_OK)
-    free_csr(g);
+    g->finalized = 0;
   return s;
 }
 
 psim_status psim_tg_finalize_unchecked(psim_taskgraph *g) {
-  free_csr(g);
+  g->finalized = 0;
   PSIM_CHECK(grow_tasks(g, 1)); /* res_first exists even for an empty graph */
   size_t n = (size_t)g->n_tasks;
-  g->succ_first = psim_malloc((n + 1) * sizeof *g->succ_first);
-  g->succ = psim_malloc((g->n_edges ? g->n_edges : 1) * sizeof *g->succ);
-  g->n_pred = psim_malloc((n ? n : 1) * sizeof *g->n_pred);
-  g->index_ = psim_malloc((n + 1) * sizeof *g->index_);
-  if (!g->succ_first || !g->succ || !g->n_pred || !g->index_) {
-    free_csr(g);
-    return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu edges", g->n_edges);
-  }
+  PSIM_CHECK(reserve_csr(g, n, g->n_edges));
   build_csr(g);
   for (size_t i = 0; i <= n; i++) {
     g->index_[i][0] = g->res_first[i];

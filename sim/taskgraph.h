@@ -81,6 +81,7 @@ typedef struct psim_taskgraph {
    * res_first and succ_first side by side, so one cache line serves both.
    * Private to taskgraph.c / engine.c. */
   int32_t (*index_)[2];
+  size_t cap_csr_tasks_, cap_csr_edges_; /* capacities of the CSR buffers (private) */
 } psim_taskgraph;
 
 typedef struct psim_schedule_result {
@@ -100,7 +101,8 @@ typedef struct psim_schedule_result {
 
 void psim_tg_init(psim_taskgraph *g, int32_t n_resources);
 void psim_tg_destroy(psim_taskgraph *g);
-/* Empties g for rebuilding, keeping its capacity. */
+/* Empties g for rebuilding, keeping its capacity (and its successor-list
+ * buffers: a rebuilt graph allocates nothing until it outgrows them). */
 void psim_tg_clear(psim_taskgraph *g, int32_t n_resources);
 /* Reserves room for tasks, resource slots and edges (optional, speeds up). */
 psim_status psim_tg_reserve(psim_taskgraph *g, size_t tasks, size_t res, size_t edges);
