@@ -1,24 +1,22 @@
 /* delta.c - search-time simulation with reuse between evaluations.
  *
- * Why the figures equal psim_simulate's. psim_simulate(m, c, s, o) is a pure
- * function of (m, c, s, o): psim_build_graph builds the graph, psim_tg_simulate
- * schedules it (ties broken by task id, no randomness), psim_memory_peak
- * derives the peak from the schedule. An evaluation here calls the same three
- * functions on the same arguments, so its iteration time and fits are the
- * same bits; what it saves is the work whose result a search does not read
- * (the time breakdown, which sorts every task of the critical device; the
- * throughput figures; the graph's copy for traces) and the allocations
- * (schedule buffers are reused). A memo answers a strategy already costed by
- * its fingerprint: two independent 64-bit hashes of every field the builder
- * reads, so two different strategies share an entry with probability about
- * 2^-128 per pair; verify_every catches any mismatch in tests.
+ * Why the figures equal psim_simulate's. psim_simulate(m, c, s, o) builds the
+ * graph (psim_build_graph), schedules it (psim_tg_simulate: ties broken by
+ * task id, no randomness) and derives the memory peak (psim_memory_peak). An
+ * evaluation here builds the same graph, array for array, with
+ * psim_build_graph_reusing from the last graph (sim/build.c argues why the
+ * copied parts equal what the builder would build; test_delta compares the
+ * graphs), then calls the same engine and memory model, so its iteration time
+ * and fits are the same bits. It also skips what a search does not read (the
+ * time breakdown, the throughput figures, the trace copy) and reuses buffers.
+ * A memo answers a strategy already costed by its fingerprint: two
+ * independent 64-bit hashes of every field the builder reads, so two
+ * different strategies share an entry with probability about 2^-128 per
+ * pair; verify_every catches any mismatch in tests. The changed ops are found
+ * by comparing configurations exactly (no hash).
  *
- * What is not done (docs/search.md): rebuilding only the changed op's tasks
- * and the communication touching them, and resuming the engine from the first
- * task the change can move. The builder derives stream order, host-issue
- * chains, gradient buckets and the optimizer's sizes from every op at once,
- * so an incremental builder that provably matches it needs hooks in
- * sim/build.c that do not exist yet. */
+ * Not done (docs/search.md): the engine schedules the whole graph each time;
+ * it does not resume from the first task the change can move. */
 #define _POSIX_C_SOURCE 200809L
 #include "delta.h"
 

@@ -7,12 +7,14 @@
  *  - the strategies already costed (a 128-bit fingerprint of every op's
  *    configuration and the strategy's global fields -> iteration time, fits),
  *    so a proposal that returns to a known strategy costs a lookup;
- *  - the task graph's and the schedule's buffers, so an evaluation allocates
- *    nothing once warm;
+ *  - the last task graph and the configuration of every op it was built
+ *    for: the next graph copies from it what the changed ops cannot affect
+ *    (shard costs, communication of untouched ops; sim/build.h);
+ *  - the schedule's buffers and those of the graph before last;
  *  - only what the search needs is derived (iteration time and the memory
  *    peak; no time breakdown, no throughput figures).
  * The figures are those of psim_simulate with the same options: the same
- * builder builds the same graph and the same engine schedules it.
+ * graph (built incrementally) is scheduled by the same engine.
  *
  * Debug: verify_every = N re-runs psim_simulate every N evaluations and fails
  * (PSIM_EFAILED, naming the op and both times) on any difference. */

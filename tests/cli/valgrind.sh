@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # valgrind.sh - valgrind memcheck of the CLI on a few commands (issue 9): plan (grid, with a
-# trace), simulate of that plan, profile of a tiny model, a one-case sweep (when built), check
+# trace; MCMC), simulate of that plan, profile of a tiny model, a one-case sweep (when built), check
 # of the whole bad-input corpus, and the allocation-failure suite on a sample of its failure
 # points. Each must finish with zero memcheck errors and zero leaks (definite, indirect or
 # possible; "still reachable" blocks of the libraries' globals are not leaks).
@@ -50,6 +50,9 @@ CLUSTER=topologies/dgx-a100-x1.json
 # cuBLAS). The bad-input corpus and the refused limits run under ASan + LSan in scripts/test.
 vg "memcheck: plan --search grid -o --trace" 0 "$PLANSIM" plan "$MODEL" "$CLUSTER" --search grid \
   --budget 8 -o "$T/plan.json" --trace "$T/plan.trace"
+# MCMC: incremental delta builds (segments copied from the last graph, recycled buffers)
+vg "memcheck: plan --search mcmc (delta simulation)" 0 "$PLANSIM" plan "$MODEL" "$CLUSTER" \
+  --search mcmc --budget 60 --seed 2 -o "$T/mcmc.json"
 vg "memcheck: profile of a tiny model" 0 "$PLANSIM" profile --model tests/data/sim-chain.json \
   --cluster tests/data/sim-fast4.json --budget 0.0002 --max-flops 1e6 -o "$T/db.json"
 vg "memcheck: simulate PLAN --costdb --json --trace" 0 "$PLANSIM" simulate "$MODEL" "$CLUSTER" \

@@ -53,17 +53,27 @@ static void load_model(int which, psim_model *m) {
   cJSON_Delete(j);
 }
 
+/* A Megatron-LM strategy (tp x pp x dp, micro-batch, v virtual stages, full
+ * recomputation and overlapped gradient sync when `heavy`) into s. */
+static void megatron(const psim_model *m, psim_cluster *c, int tp, int pp, int dp, int micro, int v,
+                     bool heavy, psim_strategy *s) {
+  psim_megatron_opts mo;
+  psim_megatron_opts_init(&mo);
+  mo.tp = tp;
+  mo.pp = pp;
+  mo.dp = dp;
+  mo.micro_batch = micro;
+  mo.virtual_stages = v;
+  mo.recompute = heavy ? PSIM_RECOMPUTE_FULL : PSIM_RECOMPUTE_NONE;
+  mo.overlap_grad_reduce = heavy;
+  ck_assert_msg(psim_strategy_megatron(m, c, &mo, s) == PSIM_OK, "%s", psim_error_message());
+}
+
 /* Start: data parallel, or for sim-chain a two-stage pipeline (2 x 2). */
 static void start(int which, const psim_model *m, psim_cluster *c, psim_strategy *s) {
   psim_strategy_init(s);
   if (which == 2) {
-    psim_megatron_opts mo;
-    psim_megatron_opts_init(&mo);
-    mo.tp = 1;
-    mo.pp = 2;
-    mo.dp = 2;
-    mo.micro_batch = 4;
-    ck_assert_msg(psim_strategy_megatron(m, c, &mo, s) == PSIM_OK, "%s", psim_error_message());
+    megatron(m, c, 1, 2, 2, 4, 1, false, s);
     return;
   }
   int n = c->n_devices;
@@ -117,19 +127,14 @@ START_TEST(delta_equals_full) {
 }
 END_TEST
 
-/* Start 5: tiny-gpt, tp 2 x pp 2 with interleaving, 4 micro-batches, full
- * recomputation (every builder path: memo, recompute edges, pipelines). */
+/* Start 5: tiny-gpt, tp 2 x pp 2 interleaved (2 chunks per stage), several
+ * micro-batches, full recomputation, overlapped gradient sync (the memo,
+ * recompute edges, pipeline sends and buckets of the builder). */
 static void start_pipeline(const psim_model *m, psim_cluster *c, psim_strategy *s) {
   psim_strategy_init(s);
-  psim_megatron_opts mo;
-  psim_megatron_opts_init(&mo);
-  mo.tp = 2;
-  mo.pp = 2;
-  mo.dp = 1;
-  mo.micro_batch = 2;
-  mo.recompute = PSIM_RECOMPUTE_FULL;
-  mo.overlap_grad_reduce = true;
-  ck_assert_msg(psim_strategy_megatron(m, c, &mo, s) == PSIM_OK, "%s", psim_error_message());
+  megatron(m, c, 2, 2, 1, 2, 2, true, s);
+  ck_assert_int_gt(s->n_micro, 1);
+  ck_assert_int_eq(s->virtual_stages, 2);
 }
 
 #define SAME_ARRAY(a, b, n, what)                                                                  \
