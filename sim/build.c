@@ -1574,6 +1574,12 @@ static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, int32_
   return st;
 }
 
+/* The members of c into a (a group is 32 KB; most hold a few devices). */
+static void group_copy(group *a, const group *c) {
+  a->n = c->n;
+  memcpy(a->devices, c->devices, sizeof(int32_t) * (size_t)c->n);
+}
+
 static bool same_group(const group *a, const group *c) {
   return a->n == c->n && memcmp(a->devices, c->devices, sizeof(int32_t) * (size_t)a->n) == 0;
 }
@@ -1603,7 +1609,7 @@ static psim_status grad_sync(psim_build *b, int32_t *sync_done) {
         break;
       if (bk->bytes == 0) {
         bk->op = o;
-        bk->key = *g;
+        group_copy(&bk->key, g);
         bk_mask = mask;
       }
       bk->last_op = o;
@@ -1833,6 +1839,10 @@ psim_status psim_build_graph_reusing(psim_build *b, const psim_model *m, psim_cl
                                      const psim_strategy *s, const psim_sim_options *o,
                                      psim_build *prev, const uint8_t *changed,
                                      psim_taskgraph *spare) {
+  if (!changed) {
+    memset(b, 0, sizeof *b);
+    return psim_error(PSIM_EINPUT, "psim_build_graph_reusing: no changed[] flags (one per op)");
+  }
   return build(b, m, c, s, o, prev, changed, spare);
 }
 

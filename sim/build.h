@@ -96,7 +96,7 @@ void psim_build_destroy(psim_build *b);
  * templates (taken from prev). The graph is the same, array for array, as
  * psim_build_graph's (test_delta compares them); the caller guarantees that
  * the strategies' global fields (stages, schedule, recompute, ZeRO,
- * buckets, sync) are equal and o is prev's options. prev == NULL, or a prev
+ * buckets, sync) are equal and o is prev's options; changed is required. prev == NULL, or a prev
  * whose simulated devices, folding or micro-batches differ, builds in full.
  * Either way b records its segments for the next call. spare (may be NULL)
  * is a graph whose buffers b's graph takes over (left empty), so that a

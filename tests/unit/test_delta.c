@@ -191,6 +191,9 @@ START_TEST(incremental_graph_equals_full) {
   uint8_t *changed = psim_malloc((size_t)m.n_ops);
   memset(changed, 1, (size_t)m.n_ops);
   psim_build prev;
+  ck_assert_int_eq(psim_build_graph_reusing(&prev, &m, &c, &s, &so, NULL, NULL, NULL), PSIM_EINPUT);
+  psim_error_clear();
+  psim_build_destroy(&prev);
   psim_taskgraph spare; /* recycled as delta.c does */
   psim_tg_init(&spare, 0);
   ck_assert_msg(psim_build_graph_reusing(&prev, &m, &c, &s, &so, NULL, changed, NULL) == PSIM_OK,

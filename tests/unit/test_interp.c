@@ -217,11 +217,12 @@ START_TEST(heldout_real_gemm_grid) {
    * tests/calibration/heldout.sh) whose figures are in docs/accuracy.md. On
    * this shared 2-core VM the quick run of the same code has read medians of
    * 7.7% to 19% and worst cases up to 46% (2026-11-22, one run in several),
-   * so it allows 15% and 50% and measures up to three times, keeping the
-   * first run within both; a broken interpolation fails all three. */
+   * so it allows 15% and 50% and measures up to psim_test_timing_attempts()
+   * times, keeping the first run within both; a broken interpolation fails
+   * every one. */
   double med_limit = full ? 0.10 : 0.15, worst_limit = full ? 0.25 : 0.50;
   double med = INFINITY, worst = INFINITY;
-  for (int attempt = 0; attempt < (full ? 1 : 3); attempt++) {
+  for (int attempt = 0; attempt < (full ? 1 : psim_test_timing_attempts()); attempt++) {
     double m, w;
     heldout(full ? &fuller : &quick, &m, &w);
     printf("held-out GEMM interpolation (%s grid, fastest of 3 passes): median error %.1f%%, "

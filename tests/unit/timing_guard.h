@@ -28,21 +28,31 @@ static inline double psim_test_load_per_core(void) {
   return load / (double)(cores > 0 ? cores : 1);
 }
 
+/* Why timing errors are not asserted here, or NULL when they are. */
+static inline const char *psim_test_timing_waived(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  return "sanitizer build";
+#else
+  return psim_test_load_per_core() > PSIM_TIMING_MAX_LOAD ? "machine overloaded" : NULL;
+#endif
+}
+
 /* Whether timing errors are asserted here; prints why not when they are not. */
 static inline bool psim_test_timing_asserted(void) {
-#if defined(__SANITIZE_ADDRESS__)
-  printf("sanitizer build: timing errors reported, not asserted\n");
-  return false;
-#else
-  double load = psim_test_load_per_core();
-  if (load > PSIM_TIMING_MAX_LOAD) {
-    printf("machine overloaded (load %.1f per core > %.1f): timing errors reported, not "
-           "asserted\n",
-           load, PSIM_TIMING_MAX_LOAD);
-    return false;
-  }
-  return true;
-#endif
+  const char *why = psim_test_timing_waived();
+  if (why)
+    printf("%s (load %.1f per core, limit %.1f): timing errors reported, not asserted\n", why,
+           psim_test_load_per_core(), PSIM_TIMING_MAX_LOAD);
+  return why == NULL;
+}
+
+/* How many times a timing test measures before it fails: a shared VM disturbs
+ * one run in several (2026-11-22: test_interp's worst held-out error read 46%
+ * then 21%, test_e2e_cpu's MLP +36% then +1.4%, for the same code), while a
+ * wrong model misses every time. Once where nothing is asserted. */
+#define PSIM_TIMING_ATTEMPTS 3
+static inline int psim_test_timing_attempts(void) {
+  return psim_test_timing_waived() ? 1 : PSIM_TIMING_ATTEMPTS;
 }
 
 #endif
