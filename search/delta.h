@@ -45,6 +45,7 @@ typedef struct psim_delta_stats {
   double verify_s;         /* of which the verifying full simulations */
   int64_t segments_copied; /* connect segments copied from the last graph */
   int64_t segments_built;  /* connect segments built */
+  int64_t tasks_simulated; /* tasks of the graphs scheduled, summed */
 } psim_delta_stats;
 
 typedef struct psim_delta psim_delta;

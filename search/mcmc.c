@@ -627,7 +627,7 @@ static psim_status merge_curve(chain *chs, int32_t n, psim_search_result *r) {
 
 static psim_status add_stats(chain *chs, int32_t n, const shared *sh, psim_search_result *r) {
   int64_t ev = 0, acc = 0, rs = 0, mem = 0, prop = 0, sim = 0, hits = 0, ver = 0;
-  int64_t copied = 0, built = 0;
+  int64_t copied = 0, built = 0, tasks = 0;
   double eval_s = 0, engine_s = 0, verify_s = 0;
   for (int32_t c = 0; c < n; c++) {
     ev += chs[c].evals;
@@ -644,6 +644,7 @@ static psim_status add_stats(chain *chs, int32_t n, const shared *sh, psim_searc
     verify_s += ds->verify_s;
     copied += ds->segments_copied;
     built += ds->segments_built;
+    tasks += ds->tasks_simulated;
   }
   cJSON *s = cJSON_CreateObject();
   if (!s)
@@ -678,6 +679,7 @@ static psim_status add_stats(chain *chs, int32_t n, const shared *sh, psim_searc
   PSIM_CHECK(psim_json_add_number(s, "verify_wall_s", verify_s));
   PSIM_CHECK(psim_json_add_number(s, "segments_copied", (double)copied));
   PSIM_CHECK(psim_json_add_number(s, "segments_built", (double)built));
+  PSIM_CHECK(psim_json_add_number(s, "tasks_simulated", (double)tasks));
   return psim_json_add_number(s, "proposals_per_s", eval_s > 0 ? (double)ev / (r->wall_s) : 0);
 }
 

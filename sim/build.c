@@ -564,28 +564,32 @@ static bool recomputed(const psim_build *b, int32_t o) { return psim_build_recom
 
 /* The host issues each kernel (runtime.host_issue_s) and runs ahead of the
  * device, except at the start of a pipeline slot when pp > 1: Megatron-LM's
- * point-to-point calls synchronise the device first. */
-static psim_status host_issue(psim_build *b, int32_t dev, int32_t task, int32_t calls) {
-  const psim_device_type *t = &b->c->types[b->c->devices[dev].type];
-  if (t->rt.host_issue_s <= 0 || calls <= 0)
-    return PSIM_OK;
+ * point-to-point calls synchronise the device first. False when the kernel
+ * has no issue latency. */
+static bool host_issue(psim_build *b, int32_t dev, int32_t calls, psim_task_issue *out) {
+  double issue_s = b->c->types[b->c->devices[dev].type].rt.host_issue_s;
+  if (issue_s <= 0 || calls <= 0)
+    return false;
   bool sync = b->need_sync[dev] && b->s->n_stages > 1 && b->last_task[dev] >= 0;
   b->need_sync[dev] = 0;
-  return psim_tg_set_issue(&b->g, task, psim_res_host(b->c->n_devices, b->c->n_links, dev),
-                           t->rt.host_issue_s * calls, sync);
+  *out = (psim_task_issue){issue_s * calls, psim_res_host(b->c->n_devices, b->c->n_links, dev),
+                           sync ? 1 : 0};
+  return true;
 }
 
 /* Appends a kernel to its device's stream (issue order = run order). */
-static psim_status chain(psim_build *b, int32_t dev, int32_t task, int32_t host_calls) {
-  PSIM_CHECK(host_issue(b, dev, task, host_calls));
-  PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
-  b->next_compute[task] = -1;
+static psim_status chain(psim_build *b, int32_t dev, double duration_s, const psim_task_info *info,
+                         int32_t host_calls, int32_t *id) {
+  psim_task_issue is;
+  bool issued = host_issue(b, dev, host_calls, &is);
   int32_t *last = &b->last_task[dev];
-  if (*last >= 0) {
-    PSIM_CHECK(psim_tg_add_edge(&b->g, *last, task));
-    b->next_compute[*last] = task;
-  }
-  *last = task;
+  PSIM_CHECK(psim_tg_add_kernel(&b->g, duration_s, psim_res_compute(dev), info, issued ? &is : NULL,
+                                *last, id));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
+  b->next_compute[*id] = -1;
+  if (*last >= 0)
+    b->next_compute[*last] = *id;
+  *last = *id;
   return PSIM_OK;
 }
 
@@ -645,9 +649,8 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
                          : pass_kind == DIR_BWD ? PSIM_TP_BWD
                                                 : PSIM_TP_RECOMPUTE,
                          (int16_t)b->s->ops[o].stage, o, mu, loc->device, loc->shard};
-  int32_t res = psim_res_compute(loc->device);
-  PSIM_CHECK(psim_tg_add_task(&b->g, tc->duration_s, &res, 1, &info, id));
-  PSIM_CHECK(chain(b, loc->device, *id, tc->duration_s > 0 ? tc->host_calls : 0));
+  PSIM_CHECK(
+      chain(b, loc->device, tc->duration_s, &info, tc->duration_s > 0 ? tc->host_calls : 0, id));
   if (pass_kind == DIR_BWD)
     b->last_bwd[loc->device] = *id;
   if (tc->mem_bytes != 0) {

@@ -90,9 +90,7 @@ void psim_tg_clear(psim_taskgraph *g, int32_t n_resources) {
 }
 
 /* Grows the per-task arrays together to hold need tasks (+1 for res_first). */
-static psim_status grow_tasks(psim_taskgraph *g, size_t need) {
-  if (need <= g->cap_tasks)
-    return PSIM_OK;
+static psim_status grow_tasks_to(psim_taskgraph *g, size_t need) {
   if (need > TG_MAX_COUNT)
     return psim_error(PSIM_ELIMIT, "task graph: more than %zu tasks", TG_MAX_COUNT);
   size_t cap = g->cap_tasks ? g->cap_tasks : 64;
@@ -122,10 +120,12 @@ static psim_status grow_tasks(psim_taskgraph *g, size_t need) {
   return PSIM_OK;
 }
 
+static inline psim_status grow_tasks(psim_taskgraph *g, size_t need) {
+  return need <= g->cap_tasks ? PSIM_OK : grow_tasks_to(g, need);
+}
+
 /* Grows both edge arrays to the same capacity (doubling). */
-static psim_status grow_edges(psim_taskgraph *g, size_t need) {
-  if (need <= g->cap_edges)
-    return PSIM_OK;
+static psim_status grow_edges_to(psim_taskgraph *g, size_t need) {
   if (need > TG_MAX_COUNT)
     return psim_error(PSIM_ELIMIT, "task graph: more than %zu edges", TG_MAX_COUNT);
   size_t cap = g->cap_edges ? g->cap_edges : 64;
@@ -143,6 +143,10 @@ static psim_status grow_edges(psim_taskgraph *g, size_t need) {
   return PSIM_OK;
 }
 
+static inline psim_status grow_edges(psim_taskgraph *g, size_t need) {
+  return need <= g->cap_edges ? PSIM_OK : grow_edges_to(g, need);
+}
+
 psim_status psim_tg_reserve(psim_taskgraph *g, size_t tasks, size_t res, size_t edges) {
   PSIM_CHECK(grow_tasks(g, tasks));
   if (res > TG_MAX_COUNT)
@@ -151,16 +155,18 @@ psim_status psim_tg_reserve(psim_taskgraph *g, size_t tasks, size_t res, size_t 
   return grow_edges(g, edges);
 }
 
-/* Allocates the issue array (every task: no issue latency) if absent. */
-static psim_status ensure_issue(psim_taskgraph *g) {
-  if (g->issue)
-    return PSIM_OK;
+/* Allocates the issue array (every task: no issue latency). */
+static psim_status alloc_issue(psim_taskgraph *g) {
   g->issue = psim_malloc((g->cap_tasks ? g->cap_tasks : 1) * sizeof *g->issue);
   if (!g->issue)
     return psim_error(PSIM_ENOMEM, "task graph: out of memory");
   for (int32_t i = 0; i < g->n_tasks; i++)
     g->issue[i] = (psim_task_issue){0, -1, 0};
   return PSIM_OK;
+}
+
+static inline psim_status ensure_issue(psim_taskgraph *g) {
+  return g->issue ? PSIM_OK : alloc_issue(g);
 }
 
 psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, double issue_s,
@@ -197,8 +203,8 @@ psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t
     return psim_error(PSIM_ELIMIT, "task graph: more than %zu resource slots", TG_MAX_COUNT);
   PSIM_CHECK(PSIM_VEC_RESERVE(g->res, g->cap_res, g->n_res + (size_t)n_res));
   int32_t t = g->n_tasks;
-  if (n_res > 0)
-    memcpy(g->res + g->n_res, res, (size_t)n_res * sizeof *res);
+  for (int32_t i = 0; i < n_res; i++) /* usually one: a loop, not a memcpy call */
+    g->res[g->n_res + (size_t)i] = res[i];
   g->n_res += (size_t)n_res;
   g->duration_s[t] = duration_s;
   g->info[t] = info ? *info : default_info;
@@ -221,6 +227,41 @@ psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to) {
   g->edge_to[g->n_edges] = to;
   g->n_edges++;
   g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
+  return PSIM_OK;
+}
+
+psim_status psim_tg_add_kernel(psim_taskgraph *g, double duration_s, int32_t res,
+                               const psim_task_info *info, const psim_task_issue *issue,
+                               int32_t after, int32_t *id) {
+  int32_t t = g->n_tasks;
+  if (after >= t || (issue && (issue->res < 0 || issue->res >= g->n_resources ||
+                               !(issue->issue_s >= 0) || !isfinite(issue->issue_s))))
+    return psim_error(PSIM_EINPUT, "task graph: task %d: bad issue latency or stream predecessor",
+                      t);
+  PSIM_CHECK(check_task_args(g, duration_s, &res, 1));
+  PSIM_CHECK(grow_tasks(g, (size_t)t + 1));
+  if (g->n_res + 1 > TG_MAX_COUNT)
+    return psim_error(PSIM_ELIMIT, "task graph: more than %zu resource slots", TG_MAX_COUNT);
+  PSIM_CHECK(PSIM_VEC_RESERVE(g->res, g->cap_res, g->n_res + 1));
+  PSIM_CHECK(grow_edges(g, g->n_edges + 1));
+  if (issue || g->issue)
+    PSIM_CHECK(ensure_issue(g));
+  size_t r = g->n_res;
+  g->res[r] = res;
+  g->n_res = r + 1;
+  g->res_first[t + 1] = (int32_t)(r + 1);
+  g->duration_s[t] = duration_s;
+  g->info[t] = *info;
+  if (g->issue)
+    g->issue[t] = issue ? *issue : (psim_task_issue){0, -1, 0};
+  g->n_tasks = t + 1;
+  g->finalized = 0;
+  *id = t;
+  if (after >= 0) {
+    g->edge_from[g->n_edges] = after;
+    g->edge_to[g->n_edges] = t;
+    g->n_edges++;
+  }
   return PSIM_OK;
 }
 

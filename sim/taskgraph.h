@@ -111,6 +111,13 @@ psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t
                              int32_t n_res, const psim_task_info *info, int32_t *id);
 /* Adds the dependency from -> to (from must finish before to starts). */
 psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to);
+/* A device stream's next kernel in one call (the builder adds ~10^4 per
+ * search evaluation): psim_tg_add_task with the one resource res, then, when
+ * issue != NULL, that issue latency (psim_tg_set_issue), and when after >= 0
+ * the edge after -> the new task. *id receives the new task (required). */
+psim_status psim_tg_add_kernel(psim_taskgraph *g, double duration_s, int32_t res,
+                               const psim_task_info *info, const psim_task_issue *issue,
+                               int32_t after, int32_t *id);
 /* Gives task an issue latency on resource res (see psim_task_issue). */
 psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, double issue_s,
                               bool sync);

@@ -12,11 +12,13 @@
  *    of its own proposals is costed by delta and by a full simulation.
  *  - search: the MCMC search alone, proposals per second.
  *
- * usage: bench_mcmc [PROPOSALS]   (default 300) */
+ * usage: bench_mcmc [PROPOSALS [search NODES]]   (default 300; "search 4": only
+ * the search on 4 nodes, for profiling) */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "alloc.h"
@@ -110,17 +112,42 @@ static double stat(const psim_search_result *r, const char *name) {
   return cJSON_IsNumber(v) ? v->valuedouble : 0;
 }
 
-static int bench(const psim_model *m, int nodes, int n) {
+static int load_cluster(int nodes, psim_cluster *c) {
   psim_preset_opts po;
   psim_preset_opts_init(&po);
   po.preset = "p100-nvlink";
   po.nodes = nodes;
   cJSON *cj;
-  psim_cluster c;
-  psim_cluster_init(&c);
-  if (psim_preset_cluster(&po, &cj) != PSIM_OK || psim_cluster_from_json("p100", cj, &c) != PSIM_OK)
+  psim_cluster_init(c);
+  if (psim_preset_cluster(&po, &cj) != PSIM_OK || psim_cluster_from_json("p100", cj, c) != PSIM_OK)
     return die("cluster");
   cJSON_Delete(cj);
+  return 0;
+}
+
+/* The search alone (profiling), with the engine's cost per task: the floor
+ * of an evaluation that schedules the whole graph. */
+static int search_only(const psim_model *m, int nodes, int n) {
+  psim_cluster c;
+  psim_search_result r;
+  if (load_cluster(nodes, &c) || search(m, &c, n, 0, &r))
+    return 1;
+  double sims = stat(&r, "delta_simulations"), tasks = stat(&r, "tasks_simulated");
+  double engine_s = stat(&r, "engine_wall_s");
+  printf("inception-v3 on %3d devices, search: %7.1f proposals/s (%lld in %.2f s, one chain); "
+         "%.0f simulations of %.0f tasks on average, engine %.1f ns/task (%.3f ms/simulation, "
+         "%.0f%% of the search)\n",
+         c.n_devices, (double)r.evaluations / r.wall_s, (long long)r.evaluations, r.wall_s, sims,
+         tasks / sims, 1e9 * engine_s / tasks, 1e3 * engine_s / sims, 100 * engine_s / r.wall_s);
+  psim_search_result_destroy(&r);
+  psim_cluster_destroy(&c);
+  return 0;
+}
+
+static int bench(const psim_model *m, int nodes, int n) {
+  psim_cluster c;
+  if (load_cluster(nodes, &c))
+    return 1;
   walk_figures w = {0};
   if (walk(m, &c, n, &w))
     return 1;
@@ -155,6 +182,11 @@ int main(int argc, char **argv) {
   psim_model_init(&m);
   if (psim_model_load(PSIM_SOURCE_ROOT "/models/inception-v3.json", &m) != PSIM_OK)
     return die("model");
+  if (argc > 3 && strcmp(argv[2], "search") == 0) {
+    int rc = search_only(&m, atoi(argv[3]), n);
+    psim_model_destroy(&m);
+    return rc;
+  }
   int rc = bench(&m, 4, n) || bench(&m, 16, n);
   psim_model_destroy(&m);
   return rc;

@@ -1,6 +1,7 @@
 /* test_engine.c - task graph and list-scheduling engine. */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,6 +235,52 @@ START_TEST(bad_arguments_are_rejected) {
 }
 END_TEST
 
+/* psim_tg_add_kernel builds what add_task + set_issue + add_edge build, and
+ * refuses what they refuse, adding nothing. */
+START_TEST(add_kernel_equals_its_three_calls) {
+  psim_taskgraph a, b;
+  psim_tg_init(&a, 3);
+  psim_tg_init(&b, 3);
+  psim_task_info info = {PSIM_TASK_COMPUTE, PSIM_TP_BWD, 1, 7, 2, 0, 3};
+  psim_task_issue is = {0.25, 2, 1};
+  int32_t ka = -1, kb = -1, res = 0;
+  for (int i = 0; i < 40; i++) { /* enough to grow every array */
+    bool issued = i % 3 != 0;
+    int32_t after = i % 5 == 0 ? -1 : ka;
+    ck_assert_int_eq(psim_tg_add_kernel(&a, 0.5 + i, res, &info, issued ? &is : NULL, after, &ka),
+                     PSIM_OK);
+    int32_t prev = kb;
+    kb = add(&b, 0.5 + i, &res, 1);
+    if (issued)
+      ck_assert_int_eq(psim_tg_set_issue(&b, kb, is.res, is.issue_s, is.sync), PSIM_OK);
+    if (i % 5 != 0)
+      edge(&b, prev, kb);
+    b.info[kb] = info;
+    ck_assert_int_eq(ka, kb);
+  }
+  ck_assert_int_eq(a.n_tasks, b.n_tasks);
+  ck_assert_uint_eq(a.n_edges, b.n_edges);
+  ck_assert_uint_eq(a.n_res, b.n_res);
+  ck_assert_mem_eq(a.duration_s, b.duration_s, sizeof(double) * (size_t)a.n_tasks);
+  ck_assert_mem_eq(a.info, b.info, sizeof(psim_task_info) * (size_t)a.n_tasks);
+  ck_assert_mem_eq(a.res_first, b.res_first, sizeof(int32_t) * (size_t)(a.n_tasks + 1));
+  ck_assert_mem_eq(a.res, b.res, sizeof(int32_t) * a.n_res);
+  ck_assert_mem_eq(a.edge_from, b.edge_from, sizeof(int32_t) * a.n_edges);
+  ck_assert_mem_eq(a.edge_to, b.edge_to, sizeof(int32_t) * a.n_edges);
+  ck_assert_mem_eq(a.issue, b.issue, sizeof(psim_task_issue) * (size_t)a.n_tasks);
+  int32_t n = a.n_tasks, id;
+  psim_task_issue bad_res = {0.1, 3, 0}, bad_s = {NAN, 1, 0};
+  ck_assert_int_eq(psim_tg_add_kernel(&a, 1.0, 3, &info, NULL, -1, &id), PSIM_EINPUT);
+  ck_assert_int_eq(psim_tg_add_kernel(&a, -1.0, 0, &info, NULL, -1, &id), PSIM_EINPUT);
+  ck_assert_int_eq(psim_tg_add_kernel(&a, 1.0, 0, &info, &bad_res, -1, &id), PSIM_EINPUT);
+  ck_assert_int_eq(psim_tg_add_kernel(&a, 1.0, 0, &info, &bad_s, -1, &id), PSIM_EINPUT);
+  ck_assert_int_eq(psim_tg_add_kernel(&a, 1.0, 0, &info, NULL, n, &id), PSIM_EINPUT);
+  ck_assert_int_eq(a.n_tasks, n);
+  psim_tg_destroy(&a);
+  psim_tg_destroy(&b);
+}
+END_TEST
+
 START_TEST(empty_graph_and_reuse) {
   psim_taskgraph g;
   psim_tg_init(&g, 0);
@@ -308,6 +355,7 @@ int main(void) {
   tcase_add_test(tc, matches_reference_on_random_dags);
   tcase_add_test(tc, cycle_is_rejected_naming_a_task_on_it);
   tcase_add_test(tc, bad_arguments_are_rejected);
+  tcase_add_test(tc, add_kernel_equals_its_three_calls);
   tcase_add_test(tc, empty_graph_and_reuse);
   tcase_add_test(tc, interrupt_stops_simulation);
   tcase_add_test(tc, allocation_failures_are_clean);
