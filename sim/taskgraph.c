@@ -244,7 +244,7 @@ psim_status psim_tg_add_kernel(psim_taskgraph *g, double duration_s, int32_t res
     return psim_error(PSIM_ELIMIT, "task graph: more than %zu resource slots", TG_MAX_COUNT);
   PSIM_CHECK(PSIM_VEC_RESERVE(g->res, g->cap_res, g->n_res + 1));
   PSIM_CHECK(grow_edges(g, g->n_edges + 1));
-  if (issue || g->issue)
+  if (issue)
     PSIM_CHECK(ensure_issue(g));
   size_t r = g->n_res;
   g->res[r] = res;
