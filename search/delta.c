@@ -259,10 +259,11 @@ static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_
                                             d->changed, &d->spare);
   d->stats.segments_copied += b.segments_copied;
   d->stats.segments_built += b.segments_built;
-  d->stats.tasks_simulated += b.g.n_tasks;
   double t0 = now_s();
-  if (st == PSIM_OK)
+  if (st == PSIM_OK) {
+    d->stats.tasks_simulated += b.g.n_tasks;
     st = psim_tg_simulate(&b.g, &d->sched);
+  }
   d->stats.engine_s += now_s() - t0;
   psim_sim_result mem;
   psim_sim_result_init(&mem);

@@ -169,10 +169,14 @@ static inline psim_status ensure_issue(psim_taskgraph *g) {
   return g->issue ? PSIM_OK : alloc_issue(g);
 }
 
+/* Whether (res, issue_s) is a valid issue latency in g. */
+static inline bool issue_ok(const psim_taskgraph *g, int32_t res, double issue_s) {
+  return res >= 0 && res < g->n_resources && issue_s >= 0 && isfinite(issue_s);
+}
+
 psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, double issue_s,
                               bool sync) {
-  if (task < 0 || task >= g->n_tasks || res < 0 || res >= g->n_resources ||
-      !(issue_s >= 0) || !isfinite(issue_s))
+  if (task < 0 || task >= g->n_tasks || !issue_ok(g, res, issue_s))
     return psim_error(PSIM_EINPUT, "task graph: bad issue latency for task %d", task);
   PSIM_CHECK(ensure_issue(g));
   g->issue[task] = (psim_task_issue){issue_s, res, sync ? 1 : 0};
@@ -195,13 +199,19 @@ static psim_status check_task_args(const psim_taskgraph *g, double duration_s, c
   return PSIM_OK;
 }
 
-psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t *res,
-                             int32_t n_res, const psim_task_info *info, int32_t *id) {
-  PSIM_CHECK(check_task_args(g, duration_s, res, n_res));
+/* Room for one more task holding n_res resources. */
+static inline psim_status reserve_task(psim_taskgraph *g, int32_t n_res) {
   PSIM_CHECK(grow_tasks(g, (size_t)g->n_tasks + 1));
   if (g->n_res + (size_t)n_res > TG_MAX_COUNT)
     return psim_error(PSIM_ELIMIT, "task graph: more than %zu resource slots", TG_MAX_COUNT);
-  PSIM_CHECK(PSIM_VEC_RESERVE(g->res, g->cap_res, g->n_res + (size_t)n_res));
+  return PSIM_VEC_RESERVE(g->res, g->cap_res, g->n_res + (size_t)n_res);
+}
+
+/* Appends a checked task into reserved room (issue: NULL = none, else g->issue
+ * exists); returns its id. */
+static inline int32_t push_task(psim_taskgraph *g, double duration_s, const int32_t *res,
+                                int32_t n_res, const psim_task_info *info,
+                                const psim_task_issue *issue) {
   int32_t t = g->n_tasks;
   for (int32_t i = 0; i < n_res; i++) /* usually one: a loop, not a memcpy call */
     g->res[g->n_res + (size_t)i] = res[i];
@@ -209,10 +219,25 @@ psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t
   g->duration_s[t] = duration_s;
   g->info[t] = info ? *info : default_info;
   if (g->issue)
-    g->issue[t] = (psim_task_issue){0, -1, 0};
+    g->issue[t] = issue ? *issue : (psim_task_issue){0, -1, 0};
   g->res_first[t + 1] = (int32_t)g->n_res;
   g->n_tasks = t + 1;
   g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
+  return t;
+}
+
+/* Appends a checked edge into reserved room (the caller marks g unfinalized). */
+static inline void push_edge(psim_taskgraph *g, int32_t from, int32_t to) {
+  g->edge_from[g->n_edges] = from;
+  g->edge_to[g->n_edges] = to;
+  g->n_edges++;
+}
+
+psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t *res,
+                             int32_t n_res, const psim_task_info *info, int32_t *id) {
+  PSIM_CHECK(check_task_args(g, duration_s, res, n_res));
+  PSIM_CHECK(reserve_task(g, n_res));
+  int32_t t = push_task(g, duration_s, res, n_res, info, NULL);
   if (id)
     *id = t;
   return PSIM_OK;
@@ -223,9 +248,7 @@ psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to) {
     return psim_error(PSIM_EINPUT, "task graph: edge %d -> %d names a task outside [0, %d)", from,
                       to, g->n_tasks);
   PSIM_CHECK(grow_edges(g, g->n_edges + 1));
-  g->edge_from[g->n_edges] = from;
-  g->edge_to[g->n_edges] = to;
-  g->n_edges++;
+  push_edge(g, from, to);
   g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
   return PSIM_OK;
 }
@@ -233,35 +256,20 @@ psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to) {
 psim_status psim_tg_add_kernel(psim_taskgraph *g, double duration_s, int32_t res,
                                const psim_task_info *info, const psim_task_issue *issue,
                                int32_t after, int32_t *id) {
-  int32_t t = g->n_tasks;
-  if (after >= t || (issue && (issue->res < 0 || issue->res >= g->n_resources ||
-                               !(issue->issue_s >= 0) || !isfinite(issue->issue_s))))
-    return psim_error(PSIM_EINPUT, "task graph: task %d: bad issue latency or stream predecessor",
-                      t);
+  if (after >= g->n_tasks)
+    return psim_error(PSIM_EINPUT, "task graph: kernel after task %d, outside [0, %d)", after,
+                      g->n_tasks);
+  if (issue && !issue_ok(g, issue->res, issue->issue_s))
+    return psim_error(PSIM_EINPUT, "task graph: task %d: bad issue latency %g s on resource %d",
+                      g->n_tasks, issue->issue_s, issue->res);
   PSIM_CHECK(check_task_args(g, duration_s, &res, 1));
-  PSIM_CHECK(grow_tasks(g, (size_t)t + 1));
-  if (g->n_res + 1 > TG_MAX_COUNT)
-    return psim_error(PSIM_ELIMIT, "task graph: more than %zu resource slots", TG_MAX_COUNT);
-  PSIM_CHECK(PSIM_VEC_RESERVE(g->res, g->cap_res, g->n_res + 1));
+  PSIM_CHECK(reserve_task(g, 1));
   PSIM_CHECK(grow_edges(g, g->n_edges + 1));
   if (issue)
     PSIM_CHECK(ensure_issue(g));
-  size_t r = g->n_res;
-  g->res[r] = res;
-  g->n_res = r + 1;
-  g->res_first[t + 1] = (int32_t)(r + 1);
-  g->duration_s[t] = duration_s;
-  g->info[t] = *info;
-  if (g->issue)
-    g->issue[t] = issue ? *issue : (psim_task_issue){0, -1, 0};
-  g->n_tasks = t + 1;
-  g->finalized = 0;
-  *id = t;
-  if (after >= 0) {
-    g->edge_from[g->n_edges] = after;
-    g->edge_to[g->n_edges] = t;
-    g->n_edges++;
-  }
+  *id = push_task(g, duration_s, &res, 1, info, issue);
+  if (after >= 0)
+    push_edge(g, after, *id);
   return PSIM_OK;
 }
 
@@ -306,8 +314,7 @@ psim_status psim_tg_append_edges(psim_taskgraph *g, const psim_taskgraph *src, s
       return psim_error(PSIM_EINPUT,
                         "task graph: copied edge %d -> %d names a task outside [0, %d)", u, v,
                         g->n_tasks);
-    g->edge_from[g->n_edges] = u;
-    g->edge_to[g->n_edges++] = v;
+    push_edge(g, u, v);
   }
   g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
   return PSIM_OK;

@@ -16,6 +16,7 @@
  * the search on 4 nodes, for profiling) */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,8 @@ static int search_only(const psim_model *m, int nodes, int n) {
   psim_search_result r;
   if (load_cluster(nodes, &c) || search(m, &c, n, 0, &r))
     return 1;
-  double sims = stat(&r, "delta_simulations"), tasks = stat(&r, "tasks_simulated");
+  double sims = fmax(1, stat(&r, "delta_simulations")),
+         tasks = fmax(1, stat(&r, "tasks_simulated"));
   double engine_s = stat(&r, "engine_wall_s");
   printf("inception-v3 on %3d devices, search: %7.1f proposals/s (%lld in %.2f s, one chain); "
          "%.0f simulations of %.0f tasks on average, engine %.1f ns/task (%.3f ms/simulation, "

@@ -273,8 +273,11 @@ START_TEST(add_kernel_equals_its_three_calls) {
   ck_assert_int_eq(psim_tg_add_kernel(&a, 1.0, 3, &info, NULL, -1, &id), PSIM_EINPUT);
   ck_assert_int_eq(psim_tg_add_kernel(&a, -1.0, 0, &info, NULL, -1, &id), PSIM_EINPUT);
   ck_assert_int_eq(psim_tg_add_kernel(&a, 1.0, 0, &info, &bad_res, -1, &id), PSIM_EINPUT);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "on resource 3"));
   ck_assert_int_eq(psim_tg_add_kernel(&a, 1.0, 0, &info, &bad_s, -1, &id), PSIM_EINPUT);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "bad issue latency nan s"));
   ck_assert_int_eq(psim_tg_add_kernel(&a, 1.0, 0, &info, NULL, n, &id), PSIM_EINPUT);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "after task 40, outside [0, 40)"));
   ck_assert_int_eq(a.n_tasks, n);
   psim_tg_destroy(&a);
   psim_tg_destroy(&b);
