@@ -562,6 +562,14 @@ bool psim_build_recomputed(const psim_build *b, int32_t o) {
 
 static bool recomputed(const psim_build *b, int32_t o) { return psim_build_recomputed(b, o); }
 
+/* Whether the host must wait for device dev's stream to drain before it
+ * issues the next kernel (the first of a pipeline slot); one kernel takes it. */
+static int32_t take_sync(psim_build *b, int32_t dev) {
+  bool sync = b->need_sync[dev] && b->s->n_stages > 1 && b->last_task[dev] >= 0;
+  b->need_sync[dev] = 0;
+  return sync ? 1 : 0;
+}
+
 /* The host issues each kernel (runtime.host_issue_s) and runs ahead of the
  * device, except at the start of a pipeline slot when pp > 1: Megatron-LM's
  * point-to-point calls synchronise the device first. False when the kernel
@@ -570,11 +578,19 @@ static bool host_issue(psim_build *b, int32_t dev, int32_t calls, psim_task_issu
   double issue_s = b->c->types[b->c->devices[dev].type].rt.host_issue_s;
   if (issue_s <= 0 || calls <= 0)
     return false;
-  bool sync = b->need_sync[dev] && b->s->n_stages > 1 && b->last_task[dev] >= 0;
-  b->need_sync[dev] = 0;
   *out = (psim_task_issue){issue_s * calls, psim_res_host(b->c->n_devices, b->c->n_links, dev),
-                           sync ? 1 : 0};
+                           take_sync(b, dev)};
   return true;
+}
+
+/* Records kernel id as the last of device dev's stream (next_compute has
+ * room for it). */
+static void stream_push(psim_build *b, int32_t dev, int32_t id) {
+  int32_t *last = &b->last_task[dev];
+  b->next_compute[id] = -1;
+  if (*last >= 0)
+    b->next_compute[*last] = id;
+  *last = id;
 }
 
 /* Appends a kernel to its device's stream (issue order = run order). */
@@ -582,14 +598,10 @@ static psim_status chain(psim_build *b, int32_t dev, double duration_s, const ps
                          int32_t host_calls, int32_t *id) {
   psim_task_issue is;
   bool issued = host_issue(b, dev, host_calls, &is);
-  int32_t *last = &b->last_task[dev];
   PSIM_CHECK(psim_tg_add_kernel(&b->g, duration_s, psim_res_compute(dev), info, issued ? &is : NULL,
-                                *last, id));
+                                b->last_task[dev], id));
   PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
-  b->next_compute[*id] = -1;
-  if (*last >= 0)
-    b->next_compute[*last] = *id;
-  *last = *id;
+  stream_push(b, dev, *id);
   return PSIM_OK;
 }
 
@@ -638,12 +650,22 @@ static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int
   return tc;
 }
 
+/* Counts a kernel's cost in the build's totals and its memory event. */
+static psim_status account_kernel(psim_build *b, const psim_task_cost *tc, int32_t id,
+                                  int32_t device) {
+  b->compute_by_origin[tc->origin] += tc->duration_s;
+  b->hardware_flops += tc->flops;
+  if (tc->mem_bytes != 0) {
+    PSIM_CHECK(PSIM_VEC_RESERVE(b->mem, b->cap_mem, b->n_mem + 1));
+    b->mem[b->n_mem++] = (psim_mem_event){id, device, tc->mem_bytes};
+  }
+  return PSIM_OK;
+}
+
 static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
                                 int32_t *id) {
   const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
   const psim_task_cost *tc = shard_cost(b, o, k, pass_kind);
-  b->compute_by_origin[tc->origin] += tc->duration_s;
-  b->hardware_flops += tc->flops;
   psim_task_info info = {PSIM_TASK_COMPUTE,
                          pass_kind == DIR_FWD   ? PSIM_TP_FWD
                          : pass_kind == DIR_BWD ? PSIM_TP_BWD
@@ -653,24 +675,80 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
       chain(b, loc->device, tc->duration_s, &info, tc->duration_s > 0 ? tc->host_calls : 0, id));
   if (pass_kind == DIR_BWD)
     b->last_bwd[loc->device] = *id;
-  if (tc->mem_bytes != 0) {
-    PSIM_CHECK(PSIM_VEC_RESERVE(b->mem, b->cap_mem, b->n_mem + 1));
-    b->mem[b->n_mem++] = (psim_mem_event){*id, loc->device, tc->mem_bytes};
+  return account_kernel(b, tc, *id, loc->device);
+}
+
+/* The task array (fwd, bwd, rec) of a pass in build x. */
+static int32_t *pass_tasks(const psim_build *x, int pass_kind) {
+  return pass_kind == DIR_FWD ? x->fwd : pass_kind == DIR_BWD ? x->bwd : x->rec;
+}
+
+/* Incremental builds: op o's kernels of one pass and micro-batch copied from
+ * the last graph, where o and its producers are unchanged (so are its shard
+ * costs: reuse_costs). They are what compute_task would add: the same
+ * durations, resources, infos, issue latencies, memory events and totals, in
+ * the same order; the stream edges and the host's sync flags are made again,
+ * as they depend on the kernels issued before. *done is false (nothing
+ * added) when prev's kernels are not consecutive or a cost is missing. */
+static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind, bool *done) {
+  const psim_build *p = b->prev;
+  int32_t n = b->loc_first[o + 1] - b->loc_first[o];
+  const int32_t *from = task_slot(p, pass_tasks(p, pass_kind), o, 0, mu);
+  int32_t *to = task_slot(b, pass_tasks(b, pass_kind), o, 0, mu), t0 = from[0];
+  const psim_task_cost *tc = &b->costs[(size_t)b->loc_first[o] * 3 + (size_t)pass_kind];
+  const psim_op_local *loc = &b->locals[b->loc_first[o]];
+  size_t stride = (size_t)b->n_micro;
+  *done = false;
+  for (int32_t k = 0; k < n; k++)
+    if (from[(size_t)k * stride] != t0 + k || !tc[3 * k].valid)
+      return PSIM_OK;
+  int32_t first = b->g.n_tasks;
+  PSIM_CHECK(psim_tg_append_tasks(&b->g, &p->g, t0, t0 + n));
+  PSIM_CHECK(psim_tg_reserve(&b->g, (size_t)b->g.n_tasks, b->g.n_res, b->g.n_edges + (size_t)n));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->mem, b->cap_mem, b->n_mem + (size_t)n));
+  psim_task_issue *issue = b->g.issue ? b->g.issue + first : NULL;
+  for (int32_t k = 0; k < n; k++) {
+    int32_t id = first + k, dev = loc[k].device;
+    const psim_task_cost *c = &tc[3 * k];
+    if (issue && issue[k].res >= 0) /* host_issue gave prev's kernel a latency */
+      issue[k].sync = take_sync(b, dev);
+    if (b->last_task[dev] >= 0)
+      psim_tg_add_edge_reserved(&b->g, b->last_task[dev], id);
+    stream_push(b, dev, id);
+    if (pass_kind == DIR_BWD)
+      b->last_bwd[dev] = id;
+    b->compute_by_origin[c->origin] += c->duration_s; /* account_kernel, room reserved */
+    b->hardware_flops += c->flops;
+    if (c->mem_bytes != 0)
+      b->mem[b->n_mem++] = (psim_mem_event){id, dev, c->mem_bytes};
+    to[(size_t)k * stride] = id;
   }
+  *done = true;
+  return PSIM_OK;
+}
+
+/* Op o's kernels of one pass for micro-batch mu, one per simulated shard. */
+static psim_status op_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind) {
+  if (b->prev && !b->cost_dirty[o]) {
+    bool done;
+    PSIM_CHECK(copy_kernels(b, o, mu, pass_kind, &done));
+    if (done)
+      return PSIM_OK;
+  }
+  int32_t *arr = pass_tasks(b, pass_kind);
+  for (int32_t k = 0; k < b->loc_first[o + 1] - b->loc_first[o]; k++)
+    PSIM_CHECK(compute_task(b, o, k, mu, pass_kind, task_slot(b, arr, o, k, mu)));
   return PSIM_OK;
 }
 
 /* Recompute (forward order) then backward (reverse order) of ops lo..hi. */
 static psim_status issue_layer_backward(psim_build *b, int32_t lo, int32_t hi, int32_t mu) {
-  for (int32_t o = lo; o <= hi; o++) {
-    if (!recomputed(b, o))
-      continue;
-    for (int32_t k = 0; k < b->loc_first[o + 1] - b->loc_first[o]; k++)
-      PSIM_CHECK(compute_task(b, o, k, mu, DIR_REC, task_slot(b, b->rec, o, k, mu)));
-  }
+  for (int32_t o = lo; o <= hi; o++)
+    if (recomputed(b, o))
+      PSIM_CHECK(op_kernels(b, o, mu, DIR_REC));
   for (int32_t o = hi; o >= lo; o--)
-    for (int32_t k = 0; k < b->loc_first[o + 1] - b->loc_first[o]; k++)
-      PSIM_CHECK(compute_task(b, o, k, mu, DIR_BWD, task_slot(b, b->bwd, o, k, mu)));
+    PSIM_CHECK(op_kernels(b, o, mu, DIR_BWD));
   return PSIM_OK;
 }
 
@@ -682,10 +760,8 @@ static psim_status issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_ki
     b->need_sync[st->devices[i]] = 1;
   if (pass_kind == DIR_FWD) {
     for (int32_t o = 0; o < m->n_ops; o++) {
-      if (b->s->ops[o].stage != vs)
-        continue;
-      for (int32_t k = 0; k < b->loc_first[o + 1] - b->loc_first[o]; k++)
-        PSIM_CHECK(compute_task(b, o, k, mu, DIR_FWD, task_slot(b, b->fwd, o, k, mu)));
+      if (b->s->ops[o].stage == vs)
+        PSIM_CHECK(op_kernels(b, o, mu, DIR_FWD));
     }
     return PSIM_OK;
   }
@@ -1718,15 +1794,14 @@ static psim_status mark_dirty(psim_build *b, const uint8_t *changed, uint8_t *co
 /* Takes from prev what the changed ops leave valid: shard costs and the
  * collective templates. */
 static psim_status reuse_costs(psim_build *b, psim_build *p, const uint8_t *changed) {
-  uint8_t *cost_dirty = psim_calloc((size_t)b->m->n_ops, 1);
-  if (!cost_dirty)
+  b->cost_dirty = psim_calloc((size_t)b->m->n_ops, 1);
+  if (!b->cost_dirty)
     return psim_error(PSIM_ENOMEM, "out of memory");
-  psim_status st = mark_dirty(b, changed, cost_dirty);
+  psim_status st = mark_dirty(b, changed, b->cost_dirty);
   for (int32_t o = 0; o < b->m->n_ops && st == PSIM_OK; o++)
-    if (!cost_dirty[o])
+    if (!b->cost_dirty[o])
       memcpy(b->costs + (size_t)b->loc_first[o] * 3, p->costs + (size_t)p->loc_first[o] * 3,
              sizeof *b->costs * 3 * (size_t)(b->loc_first[o + 1] - b->loc_first[o]));
-  psim_free(cost_dirty);
   if (p->colls) { /* templates are pure functions of their descriptions */
     coll_cache_free(b->colls);
     b->colls = p->colls;
@@ -1815,6 +1890,8 @@ static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
                                prev->g.n_res * 9 / 8 + 1024, prev->g.n_edges * 9 / 8 + 1024));
   else
     PSIM_CHECK(psim_tg_reserve(&b->g, slots * 4 + 1024, slots * 5 + 1024, slots * 8 + 1024));
+  /* at most three kernels (forward, recompute, backward) per slot: no regrowth */
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, slots * 3 + 1));
   PSIM_CHECK(psim_memory_static(b));
   PSIM_CHECK(issue_compute(b));
   if (b->prev)
@@ -1824,9 +1901,11 @@ static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
   psim_free(b->old2new);
   psim_free(b->seg_dirty);
   psim_free(b->key_read);
+  psim_free(b->cost_dirty);
   b->old2new = NULL;
   b->seg_dirty = NULL;
   b->key_read = NULL;
+  b->cost_dirty = NULL;
   PSIM_CHECK(optimizer(b));
   /* an incremental graph is a full build's graph, acyclic when that is; a
    * builder bug would still stop the engine (tasks left unrun) */
@@ -1864,6 +1943,8 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->next_compute);
   psim_free(b->mem);
   psim_free(b->static_mem);
+  psim_free(b->wshares);
+  psim_free(b->wshare_first);
   psim_free(b->save_slots);
   psim_free(b->costs);
   psim_free(b->seg_task);
@@ -1874,6 +1955,7 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->old2new);
   psim_free(b->seg_dirty);
   psim_free(b->key_read);
+  psim_free(b->cost_dirty);
   coll_cache_free(b->colls);
   for (int i = 0; i < 3; i++) {
     comm_cache *h = i == 0 ? b->cache : i == 1 ? b->memo : b->where;

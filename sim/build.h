@@ -32,6 +32,13 @@ typedef struct psim_task_cost {
   uint8_t valid;
 } psim_task_cost;
 
+/* The static bytes one op's weight shard adds on one device (memory.c). */
+typedef struct psim_weight_share {
+  int32_t device;
+  int32_t tensor;
+  double bytes[3]; /* weights, gradients, optimizer state */
+} psim_weight_share;
+
 typedef struct psim_build {
   const psim_model *m;
   psim_cluster *c;
@@ -56,6 +63,9 @@ typedef struct psim_build {
   psim_mem_event *mem;     /* activation memory events */
   size_t n_mem, cap_mem;
   double *static_mem;      /* per device: weights, gradients, optimizer bytes (3 per device) */
+  psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem */
+  size_t n_wshares, cap_wshares;
+  size_t *wshare_first;    /* n_ops + 1: op o's shares are [wshare_first[o], ...[o + 1]) */
   uint32_t *save_slots;    /* per op: bit i set when the op saves input i for backward */
   void *cache;             /* communication of the current micro-batch (build.c) */
   void *memo;              /* per-edge decisions kept for every micro-batch (build.c) */
@@ -80,6 +90,7 @@ typedef struct psim_build {
   struct psim_build *prev;
   uint8_t *seg_dirty; /* per op: its segments must be rebuilt */
   uint8_t *key_read;  /* per op: a built segment reads cache entries keyed by it */
+  uint8_t *cost_dirty; /* per op: it or a producer changed (shard costs and kernels are new) */
   size_t micro_put0;  /* first put record of the current micro-batch */
   int32_t *old2new;   /* per task of prev: the same task in this graph, or -1 */
   int64_t segments_copied, segments_built;

@@ -157,47 +157,83 @@ static double weight_dp(const psim_build *b, int32_t o, int32_t t) {
   return k;
 }
 
-static void add_weight(psim_build *b, int32_t o, int32_t t, int32_t *counted) {
+/* Appends op o's weight shares (one per weight input and device of o, in
+ * that order) to b->wshares. */
+static psim_status op_weight_shares(psim_build *b, int32_t o) {
   const psim_model *m = b->m;
   const psim_op *op = &m->ops[o];
   const psim_op_config *cfg = &b->s->ops[o];
   bool low = m->dtype == PSIM_DTYPE_BF16 || m->dtype == PSIM_DTYPE_FP16;
   double wb = low ? 2 : 4, gb = 4, ob = low ? 12 : 8;
-  double dp = weight_dp(b, o, t);
   int zs = b->s->zero_stage;
-  for (int32_t e = 0; e < cfg->n_devices; e++) {
-    int32_t d = cfg->devices[e];
-    if (counted[d] == t)
+  for (int32_t i = 0; i < op->n_in; i++) {
+    int32_t t = op->in[i];
+    if (m->tensors[t].kind != PSIM_TENSOR_WEIGHT)
       continue;
-    counted[d] = t;
-    int64_t ext[PSIM_MAX_OP_DIMS];
-    int32_t shard = e / cfg->replicas, rem = shard;
-    for (int32_t i = op->n_dims - 1; i >= 0; i--) {
-      int32_t c = rem % cfg->degree[i];
-      rem /= cfg->degree[i];
-      ext[i] = psim_shard_size(m->dims[op->dims[i].dim].size, cfg->degree[i], c);
+    double dp = weight_dp(b, o, t);
+    PSIM_CHECK(PSIM_VEC_RESERVE(b->wshares, b->cap_wshares, b->n_wshares + (size_t)cfg->n_devices));
+    for (int32_t e = 0; e < cfg->n_devices; e++) {
+      int64_t ext[PSIM_MAX_OP_DIMS];
+      int32_t shard = e / cfg->replicas, rem = shard;
+      for (int32_t k = op->n_dims - 1; k >= 0; k--) {
+        int32_t c = rem % cfg->degree[k];
+        rem /= cfg->degree[k];
+        ext[k] = psim_shard_size(m->dims[op->dims[k].dim].size, cfg->degree[k], c);
+      }
+      double n = shard_elems_of(m, op, ext, t);
+      b->wshares[b->n_wshares++] = (psim_weight_share){
+          cfg->devices[e],
+          t,
+          {n * wb / (zs >= 3 ? dp : 1), n * gb / (zs >= 2 ? dp : 1), n * ob / (zs >= 1 ? dp : 1)}};
     }
-    double n = shard_elems_of(m, op, ext, t);
-    b->static_mem[3 * d + 0] += n * wb / (zs >= 3 ? dp : 1);
-    b->static_mem[3 * d + 1] += n * gb / (zs >= 2 ? dp : 1);
-    b->static_mem[3 * d + 2] += n * ob / (zs >= 1 ? dp : 1);
   }
+  return PSIM_OK;
+}
+
+/* Every op's weight shares; an incremental build (b->prev) copies those of
+ * the ops whose configuration is prev's (the ZeRO stage and dtype are
+ * global, equal in both). */
+static psim_status weight_shares(psim_build *b) {
+  const psim_build *p = b->prev;
+  int32_t n_ops = b->m->n_ops;
+  b->wshare_first = psim_malloc(sizeof *b->wshare_first * ((size_t)n_ops + 1));
+  if (!b->wshare_first)
+    return psim_error(PSIM_ENOMEM, "out of memory in the memory model");
+  b->n_wshares = 0;
+  for (int32_t o = 0; o < n_ops; o++) {
+    b->wshare_first[o] = b->n_wshares;
+    if (!p || !p->wshare_first || b->cost_dirty[o]) {
+      PSIM_CHECK(op_weight_shares(b, o));
+      continue;
+    }
+    size_t a = p->wshare_first[o], n = p->wshare_first[o + 1] - a;
+    PSIM_CHECK(PSIM_VEC_RESERVE(b->wshares, b->cap_wshares, b->n_wshares + n));
+    memcpy(b->wshares + b->n_wshares, p->wshares + a, n * sizeof *b->wshares);
+    b->n_wshares += n;
+  }
+  b->wshare_first[n_ops] = b->n_wshares;
+  return PSIM_OK;
 }
 
 psim_status psim_memory_static(psim_build *b) {
-  const psim_model *m = b->m;
   int32_t nd = b->c->n_devices;
+  PSIM_CHECK(weight_shares(b));
   b->static_mem = psim_calloc((size_t)nd * 3, sizeof *b->static_mem);
   int32_t *counted = psim_malloc(sizeof *counted * (size_t)nd);
   if (!b->static_mem || !counted) {
     psim_free(counted);
     return psim_error(PSIM_ENOMEM, "out of memory in the memory model");
   }
+  /* a weight read by consecutive ops (tied) counts once per device */
   memset(counted, 0xff, sizeof *counted * (size_t)nd);
-  for (int32_t o = 0; o < m->n_ops; o++)
-    for (int32_t i = 0; i < m->ops[o].n_in; i++)
-      if (m->tensors[m->ops[o].in[i]].kind == PSIM_TENSOR_WEIGHT)
-        add_weight(b, o, m->ops[o].in[i], counted);
+  for (size_t i = 0; i < b->n_wshares; i++) {
+    const psim_weight_share *w = &b->wshares[i];
+    if (counted[w->device] == w->tensor)
+      continue;
+    counted[w->device] = w->tensor;
+    for (int k = 0; k < 3; k++)
+      b->static_mem[3 * w->device + k] += w->bytes[k];
+  }
   psim_free(counted);
   return mark_saves(b);
 }

@@ -226,13 +226,6 @@ static inline int32_t push_task(psim_taskgraph *g, double duration_s, const int3
   return t;
 }
 
-/* Appends a checked edge into reserved room (the caller marks g unfinalized). */
-static inline void push_edge(psim_taskgraph *g, int32_t from, int32_t to) {
-  g->edge_from[g->n_edges] = from;
-  g->edge_to[g->n_edges] = to;
-  g->n_edges++;
-}
-
 psim_status psim_tg_add_task(psim_taskgraph *g, double duration_s, const int32_t *res,
                              int32_t n_res, const psim_task_info *info, int32_t *id) {
   PSIM_CHECK(check_task_args(g, duration_s, res, n_res));
@@ -248,8 +241,7 @@ psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to) {
     return psim_error(PSIM_EINPUT, "task graph: edge %d -> %d names a task outside [0, %d)", from,
                       to, g->n_tasks);
   PSIM_CHECK(grow_edges(g, g->n_edges + 1));
-  push_edge(g, from, to);
-  g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
+  psim_tg_add_edge_reserved(g, from, to);
   return PSIM_OK;
 }
 
@@ -269,7 +261,7 @@ psim_status psim_tg_add_kernel(psim_taskgraph *g, double duration_s, int32_t res
     PSIM_CHECK(ensure_issue(g));
   *id = push_task(g, duration_s, &res, 1, info, issue);
   if (after >= 0)
-    push_edge(g, after, *id);
+    psim_tg_add_edge_reserved(g, after, *id);
   return PSIM_OK;
 }
 
@@ -314,7 +306,7 @@ psim_status psim_tg_append_edges(psim_taskgraph *g, const psim_taskgraph *src, s
       return psim_error(PSIM_EINPUT,
                         "task graph: copied edge %d -> %d names a task outside [0, %d)", u, v,
                         g->n_tasks);
-    push_edge(g, u, v);
+    psim_tg_add_edge_reserved(g, u, v);
   }
   g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
   return PSIM_OK;

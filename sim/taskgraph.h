@@ -118,6 +118,15 @@ psim_status psim_tg_add_edge(psim_taskgraph *g, int32_t from, int32_t to);
 psim_status psim_tg_add_kernel(psim_taskgraph *g, double duration_s, int32_t res,
                                const psim_task_info *info, const psim_task_issue *issue,
                                int32_t after, int32_t *id);
+/* psim_tg_add_edge without its checks, for builders' inner loops: the caller
+ * has reserved room for the edge (psim_tg_reserve) and from and to are tasks
+ * of g. */
+static inline void psim_tg_add_edge_reserved(psim_taskgraph *g, int32_t from, int32_t to) {
+  g->edge_from[g->n_edges] = from;
+  g->edge_to[g->n_edges] = to;
+  g->n_edges++;
+  g->finalized = 0;
+}
 /* Gives task an issue latency on resource res (see psim_task_issue). */
 psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, double issue_s,
                               bool sync);

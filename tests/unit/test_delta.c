@@ -165,6 +165,11 @@ static void same_graph(const psim_build *full, const psim_build *inc, int which,
     ck_assert_msg(ia->issue_s == ib->issue_s && ia->res == ib->res && ia->sync == ib->sync,
                   "model %d step %d: task %d issue differs", which, step, t);
   }
+  SAME_ARRAY(full->static_mem, inc->static_mem, 3 * full->c->n_devices, "static memory");
+  ck_assert_msg(memcmp(full->compute_by_origin, inc->compute_by_origin,
+                       sizeof full->compute_by_origin) == 0 &&
+                    memcmp(&full->hardware_flops, &inc->hardware_flops, sizeof(double)) == 0,
+                "model %d step %d: compute totals differ", which, step);
   ck_assert_uint_eq(full->n_mem, inc->n_mem);
   for (size_t i = 0; i < full->n_mem; i++)
     ck_assert(full->mem[i].task == inc->mem[i].task && full->mem[i].bytes == inc->mem[i].bytes);
