@@ -622,15 +622,32 @@ static int32_t host_calls(const psim_build *b, int32_t o, psim_pass pass) {
   return n;
 }
 
+/* The change of saved activations at the end of a shard's pass: they live
+ * from the forward's end to the backward's end; recomputed ones from the
+ * recompute's end to the backward's end. Depends on the producers' shards
+ * (memory.c), unlike the rest of the cost. */
+static double shard_mem_bytes(const psim_build *b, int32_t o, const int64_t *ext, int pass_kind) {
+  bool rc = recomputed(b, o);
+  if (pass_kind != DIR_BWD)
+    return psim_memory_saved_bytes(b, o, ext, pass_kind == DIR_FWD && rc);
+  return -(psim_memory_saved_bytes(b, o, ext, rc) +
+           (rc ? psim_memory_saved_bytes(b, o, ext, false) : 0));
+}
+
 /* Cost, FLOPs and memory change of one shard's pass: the same for every
  * micro-batch, so computed once per (shard, pass) and reused. */
 static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int pass_kind) {
   psim_task_cost *tc = &b->costs[((size_t)b->loc_first[o] + (size_t)k) * 3 + (size_t)pass_kind];
-  if (tc->valid)
+  if (tc->valid == PSIM_COST_VALID)
     return tc;
   const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
   int64_t ext[PSIM_MAX_OP_DIMS];
   shard_extents(b, o, loc->shard, ext);
+  if (tc->valid == PSIM_COST_MEM_STALE) { /* the op is prev's, a producer is not */
+    tc->mem_bytes = shard_mem_bytes(b, o, ext, pass_kind);
+    tc->valid = PSIM_COST_VALID;
+    return tc;
+  }
   psim_pass pass = pass_kind == DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD;
   psim_cost_origin origin = PSIM_ORIGIN_ESTIMATED;
   tc->duration_s = psim_cost_compute(b->c, loc->device, b->m, &b->m->ops[o], ext, pass,
@@ -638,15 +655,9 @@ static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int
   tc->origin = (uint8_t)origin;
   double bytes = 0;
   psim_op_shard_work(b->m, &b->m->ops[o], ext, pass, &tc->flops, &bytes);
-  /* memory: saved activations live from the forward's end to the backward's
-   * end; recomputed ones from the recompute's end to the backward's end */
-  bool rc = recomputed(b, o);
-  tc->mem_bytes = psim_memory_saved_bytes(b, o, ext, pass_kind == DIR_FWD && rc);
-  if (pass_kind == DIR_BWD)
-    tc->mem_bytes = -(psim_memory_saved_bytes(b, o, ext, rc) +
-                      (rc ? psim_memory_saved_bytes(b, o, ext, false) : 0));
+  tc->mem_bytes = shard_mem_bytes(b, o, ext, pass_kind);
   tc->host_calls = (uint8_t)host_calls(b, o, pass_kind == DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD);
-  tc->valid = 1;
+  tc->valid = PSIM_COST_VALID;
   return tc;
 }
 
@@ -684,9 +695,9 @@ static int32_t *pass_tasks(const psim_build *x, int pass_kind) {
 }
 
 /* Incremental builds: op o's kernels of one pass and micro-batch copied from
- * the last graph, where o and its producers are unchanged (so are its shard
- * costs: reuse_costs). They are what compute_task would add: the same
- * durations, resources, infos, issue latencies, memory events and totals, in
+ * the last graph, where o is unchanged (so are its shard costs but for the
+ * saved activations, which shard_cost brings up to date: reuse_costs). They are what compute_task
+ * would add: the same durations, resources, infos, issue latencies, memory events and totals, in
  * the same order; the stream edges and the host's sync flags are made again,
  * as they depend on the kernels issued before. *done is false (nothing
  * added) when prev's kernels are not consecutive or a cost is missing. */
@@ -700,7 +711,7 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
   size_t stride = (size_t)b->n_micro;
   *done = false;
   for (int32_t k = 0; k < n; k++)
-    if (from[(size_t)k * stride] != t0 + k || !tc[3 * k].valid)
+    if (from[(size_t)k * stride] != t0 + k || tc[3 * k].valid == PSIM_COST_NONE)
       return PSIM_OK;
   int32_t first = b->g.n_tasks;
   PSIM_CHECK(psim_tg_append_tasks(&b->g, &p->g, t0, t0 + n));
@@ -711,6 +722,8 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
   for (int32_t k = 0; k < n; k++) {
     int32_t id = first + k, dev = loc[k].device;
     const psim_task_cost *c = &tc[3 * k];
+    if (c->valid != PSIM_COST_VALID) /* saved activations stale: computed now */
+      c = shard_cost(b, o, k, pass_kind);
     if (issue && issue[k].res >= 0) /* host_issue gave prev's kernel a latency */
       issue[k].sync = take_sync(b, dev);
     if (b->last_task[dev] >= 0)
@@ -730,7 +743,7 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
 
 /* Op o's kernels of one pass for micro-batch mu, one per simulated shard. */
 static psim_status op_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind) {
-  if (b->prev && !b->cost_dirty[o]) {
+  if (b->prev && !b->changed[o]) {
     bool done;
     PSIM_CHECK(copy_kernels(b, o, mu, pass_kind, &done));
     if (done)
@@ -1791,17 +1804,25 @@ static psim_status mark_dirty(psim_build *b, const uint8_t *changed, uint8_t *co
   return PSIM_OK;
 }
 
-/* Takes from prev what the changed ops leave valid: shard costs and the
- * collective templates. */
+/* Takes from prev what the changed ops leave valid: the shard costs of the
+ * unchanged ops (but the saved activations of those with a changed
+ * producer, marked stale for shard_cost) and the collective templates. */
 static psim_status reuse_costs(psim_build *b, psim_build *p, const uint8_t *changed) {
-  b->cost_dirty = psim_calloc((size_t)b->m->n_ops, 1);
-  if (!b->cost_dirty)
+  uint8_t *cost_dirty = psim_calloc((size_t)b->m->n_ops, 1);
+  if (!cost_dirty)
     return psim_error(PSIM_ENOMEM, "out of memory");
-  psim_status st = mark_dirty(b, changed, b->cost_dirty);
-  for (int32_t o = 0; o < b->m->n_ops && st == PSIM_OK; o++)
-    if (!b->cost_dirty[o])
-      memcpy(b->costs + (size_t)b->loc_first[o] * 3, p->costs + (size_t)p->loc_first[o] * 3,
-             sizeof *b->costs * 3 * (size_t)(b->loc_first[o + 1] - b->loc_first[o]));
+  psim_status st = mark_dirty(b, changed, cost_dirty);
+  for (int32_t o = 0; o < b->m->n_ops && st == PSIM_OK; o++) {
+    if (changed[o])
+      continue;
+    size_t at = (size_t)b->loc_first[o] * 3,
+           n = 3 * (size_t)(b->loc_first[o + 1] - b->loc_first[o]);
+    memcpy(b->costs + at, p->costs + (size_t)p->loc_first[o] * 3, sizeof *b->costs * n);
+    for (size_t i = 0; cost_dirty[o] && i < n; i++)
+      if (b->costs[at + i].valid == PSIM_COST_VALID)
+        b->costs[at + i].valid = PSIM_COST_MEM_STALE;
+  }
+  psim_free(cost_dirty);
   if (p->colls) { /* templates are pure functions of their descriptions */
     coll_cache_free(b->colls);
     b->colls = p->colls;
@@ -1872,6 +1893,7 @@ static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
     PSIM_CHECK(alloc_segments(b));
   if (changed && can_reuse(b, prev)) {
     b->prev = prev;
+    b->changed = changed;
     PSIM_CHECK(reuse_costs(b, prev, changed));
   }
   size_t nd = (size_t)c->n_devices;
@@ -1901,11 +1923,10 @@ static psim_status build(psim_build *b, const psim_model *m, psim_cluster *c,
   psim_free(b->old2new);
   psim_free(b->seg_dirty);
   psim_free(b->key_read);
-  psim_free(b->cost_dirty);
   b->old2new = NULL;
   b->seg_dirty = NULL;
   b->key_read = NULL;
-  b->cost_dirty = NULL;
+  b->changed = NULL;
   PSIM_CHECK(optimizer(b));
   /* an incremental graph is a full build's graph, acyclic when that is; a
    * builder bug would still stop the engine (tasks left unrun) */
@@ -1955,7 +1976,6 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->old2new);
   psim_free(b->seg_dirty);
   psim_free(b->key_read);
-  psim_free(b->cost_dirty);
   coll_cache_free(b->colls);
   for (int i = 0; i < 3; i++) {
     comm_cache *h = i == 0 ? b->cache : i == 1 ? b->memo : b->where;

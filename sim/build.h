@@ -29,8 +29,14 @@ typedef struct psim_task_cost {
   double mem_bytes; /* change of saved activations at the task's end */
   uint8_t origin;   /* psim_cost_origin */
   uint8_t host_calls; /* kernels and communication calls the host issues */
-  uint8_t valid;
+  uint8_t valid;      /* psim_cost_state */
 } psim_task_cost;
+
+typedef enum psim_cost_state {
+  PSIM_COST_NONE = 0,     /* not computed */
+  PSIM_COST_VALID = 1,    /* every field */
+  PSIM_COST_MEM_STALE = 2 /* all but mem_bytes (taken from the last build; a producer changed) */
+} psim_cost_state;
 
 /* The static bytes one op's weight shard adds on one device (memory.c). */
 typedef struct psim_weight_share {
@@ -90,7 +96,7 @@ typedef struct psim_build {
   struct psim_build *prev;
   uint8_t *seg_dirty; /* per op: its segments must be rebuilt */
   uint8_t *key_read;  /* per op: a built segment reads cache entries keyed by it */
-  uint8_t *cost_dirty; /* per op: it or a producer changed (shard costs and kernels are new) */
+  const uint8_t *changed; /* per op: its configuration is not prev's (the caller's flags) */
   size_t micro_put0;  /* first put record of the current micro-batch */
   int32_t *old2new;   /* per task of prev: the same task in this graph, or -1 */
   int64_t segments_copied, segments_built;

@@ -202,7 +202,7 @@ static psim_status weight_shares(psim_build *b) {
   b->n_wshares = 0;
   for (int32_t o = 0; o < n_ops; o++) {
     b->wshare_first[o] = b->n_wshares;
-    if (!p || !p->wshare_first || b->cost_dirty[o]) {
+    if (!p || !p->wshare_first || b->changed[o]) {
       PSIM_CHECK(op_weight_shares(b, o));
       continue;
     }
