@@ -695,21 +695,24 @@ static int32_t *pass_tasks(const psim_build *x, int pass_kind) {
 }
 
 /* Incremental builds: op o's kernels of one pass and micro-batch copied from
- * the last graph, where o is unchanged (so are its shard costs but for the
- * saved activations, which shard_cost brings up to date: reuse_costs). They are what compute_task
- * would add: the same durations, resources, infos, issue latencies, memory events and totals, in
- * the same order; the stream edges and the host's sync flags are made again,
- * as they depend on the kernels issued before. *done is false (nothing
- * added) when prev's kernels are not consecutive or a cost is missing. */
+ * the last graph, where o is unchanged (so are its shard costs, but for the
+ * saved activations, which shard_cost brings up to date: reuse_costs). They
+ * are what compute_task would add: the same durations, resources, infos,
+ * issue latencies, memory events and totals, in the same order; the stream
+ * edges and the host's sync flags are made again, as they depend on the
+ * kernels issued before. *done is false (nothing added) when prev's kernels
+ * are not consecutive or a cost is missing. */
 static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind, bool *done) {
   const psim_build *p = b->prev;
   int32_t n = b->loc_first[o + 1] - b->loc_first[o];
+  *done = n == 0; /* no shard simulated (folding) */
+  if (n == 0)
+    return PSIM_OK;
   const int32_t *from = task_slot(p, pass_tasks(p, pass_kind), o, 0, mu);
   int32_t *to = task_slot(b, pass_tasks(b, pass_kind), o, 0, mu), t0 = from[0];
   const psim_task_cost *tc = &b->costs[(size_t)b->loc_first[o] * 3 + (size_t)pass_kind];
   const psim_op_local *loc = &b->locals[b->loc_first[o]];
   size_t stride = (size_t)b->n_micro;
-  *done = false;
   for (int32_t k = 0; k < n; k++)
     if (from[(size_t)k * stride] != t0 + k || tc[3 * k].valid == PSIM_COST_NONE)
       return PSIM_OK;
