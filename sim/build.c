@@ -895,34 +895,45 @@ typedef struct group {
   int32_t n_groups;
 } group;
 
+/* Whether every dim op o is split on is in mask (then a group's members
+ * enumerate the shards in order: shard_index of row-major coordinates). */
+static bool splits_within(const psim_op *op, const psim_op_config *cfg, uint32_t mask) {
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (cfg->degree[i] > 1 && !(mask & (1u << i)))
+      return false;
+  return true;
+}
+
 /* Devices holding the partial sums that entry e of op o reduces with. */
 static void partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask, group *g) {
   const psim_op *op = &b->m->ops[o];
   const psim_op_config *cfg = &b->s->ops[o];
-  int32_t coord[PSIM_MAX_OP_DIMS], idx[PSIM_MAX_OP_DIMS] = {0};
-  int32_t r = e % cfg->replicas;
-  shard_coords(op, cfg, e / cfg->replicas, coord);
-  int32_t k = 1;
+  int32_t r = e % cfg->replicas, k = 1;
   for (int32_t i = 0; i < op->n_dims; i++)
     if (mask & (1u << i))
       k *= cfg->degree[i];
-  g->n = 0;
   g->wanted = k;
-  for (int32_t n = 0; n < k && g->n < PSIM_BUILD_MAX_GROUP; n++) {
-    int32_t rem = n;
-    for (int32_t i = op->n_dims - 1; i >= 0; i--) {
-      if (!(mask & (1u << i)))
-        continue;
-      idx[i] = rem % cfg->degree[i];
-      rem /= cfg->degree[i];
+  g->n = k < PSIM_BUILD_MAX_GROUP ? k : PSIM_BUILD_MAX_GROUP;
+  if (splits_within(op, cfg, mask)) { /* member n is shard n (the grouping of data parallelism) */
+    for (int32_t n = 0; n < g->n; n++)
+      g->entries[n] = n * cfg->replicas + r;
+  } else { /* e's coordinates, the masked ones enumerated row-major */
+    int32_t coord[PSIM_MAX_OP_DIMS], c2[PSIM_MAX_OP_DIMS];
+    shard_coords(op, cfg, e / cfg->replicas, coord);
+    for (int32_t n = 0; n < g->n; n++) {
+      int32_t rem = n;
+      for (int32_t i = op->n_dims - 1; i >= 0; i--) {
+        c2[i] = coord[i];
+        if (mask & (1u << i)) {
+          c2[i] = rem % cfg->degree[i];
+          rem /= cfg->degree[i];
+        }
+      }
+      g->entries[n] = shard_index(op, cfg, c2) * cfg->replicas + r;
     }
-    int32_t c2[PSIM_MAX_OP_DIMS];
-    for (int32_t i = 0; i < op->n_dims; i++)
-      c2[i] = (mask & (1u << i)) ? idx[i] : coord[i];
-    g->entries[g->n] = shard_index(op, cfg, c2) * cfg->replicas + r;
-    g->devices[g->n] = cfg->devices[g->entries[g->n]];
-    g->n++;
   }
+  for (int32_t n = 0; n < g->n; n++)
+    g->devices[n] = cfg->devices[g->entries[n]];
   g->n_groups = cfg->n_devices / (g->n ? g->n : 1);
   g->stride = 0;
 }
