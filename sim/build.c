@@ -1501,34 +1501,29 @@ static void begin_segment(psim_build *b, size_t seg) {
   b->seg_put[seg] = b->n_puts;
 }
 
-/* Whether every task segment seg of prev names outside itself has a
- * counterpart in this graph. */
-static bool segment_maps(const psim_build *b, size_t seg) {
+/* Copies segment seg of prev (tasks, edges, cache entries, renumbered) when
+ * every task it names outside itself has a counterpart in this graph, else
+ * adds nothing and sets *copied false (the segment is built instead). */
+static psim_status copy_segment(psim_build *b, size_t seg, bool *copied) {
   const psim_build *p = b->prev;
   int32_t t0 = p->seg_task[seg], t1 = p->seg_task[seg + 1];
-  for (size_t e = p->seg_edge[seg]; e < p->seg_edge[seg + 1]; e++) {
-    int32_t u = p->g.edge_from[e], v = p->g.edge_to[e];
-    if (((u < t0 || u >= t1) && b->old2new[u] < 0) || ((v < t0 || v >= t1) && b->old2new[v] < 0))
-      return false;
-  }
+  *copied = false;
   for (size_t i = p->seg_put[seg]; i < p->seg_put[seg + 1]; i++) {
     int32_t v = p->puts[i].value;
     if (!p->puts[i].memo && (v < t0 || v >= t1) && b->old2new[v] < 0)
-      return false;
+      return PSIM_OK;
   }
-  return true;
-}
-
-/* Copies segment seg of prev (tasks, edges, cache entries, renumbered). */
-static psim_status copy_segment(psim_build *b, size_t seg) {
-  const psim_build *p = b->prev;
-  int32_t t0 = p->seg_task[seg], t1 = p->seg_task[seg + 1];
   int32_t first = b->g.n_tasks;
   PSIM_CHECK(psim_tg_append_tasks(&b->g, &p->g, t0, t1));
   for (int32_t t = t0; t < t1; t++)
     b->old2new[t] = first + (t - t0);
-  PSIM_CHECK(
-      psim_tg_append_edges(&b->g, &p->g, p->seg_edge[seg], p->seg_edge[seg + 1], b->old2new));
+  PSIM_CHECK(psim_tg_append_edges(&b->g, &p->g, p->seg_edge[seg], p->seg_edge[seg + 1], b->old2new,
+                                  copied));
+  if (!*copied) { /* an edge leaves to a task without counterpart */
+    for (int32_t t = t0; t < t1; t++)
+      b->old2new[t] = -1;
+    return psim_tg_truncate(&b->g, first);
+  }
   for (size_t i = p->seg_put[seg]; i < p->seg_put[seg + 1]; i++) {
     const put_record *r = &p->puts[i];
     int32_t v = r->memo ? r->value : b->old2new[r->value];
@@ -1572,8 +1567,12 @@ static psim_status connect_op(psim_build *b, int32_t y, int32_t mu) {
   size_t seg = (size_t)mu * (size_t)b->m->n_ops + (size_t)y;
   if (b->record)
     begin_segment(b, seg);
-  if (b->prev && !b->seg_dirty[y] && !b->prev->seg_fixed[seg] && segment_maps(b, seg))
-    return copy_segment(b, seg);
+  if (b->prev && !b->seg_dirty[y] && !b->prev->seg_fixed[seg]) {
+    bool copied;
+    PSIM_CHECK(copy_segment(b, seg, &copied));
+    if (copied)
+      return PSIM_OK;
+  }
   if (b->prev)
     PSIM_CHECK(ensure_keys(b, y));
   b->segments_built++;

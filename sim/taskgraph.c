@@ -296,19 +296,36 @@ psim_status psim_tg_append_tasks(psim_taskgraph *g, const psim_taskgraph *src, i
 }
 
 psim_status psim_tg_append_edges(psim_taskgraph *g, const psim_taskgraph *src, size_t e0, size_t e1,
-                                 const int32_t *rename) {
+                                 const int32_t *rename, bool *mapped) {
   if (e1 < e0 || e1 > src->n_edges)
     return psim_error(PSIM_EINPUT, "task graph: cannot copy edges [%zu, %zu)", e0, e1);
   PSIM_CHECK(grow_edges(g, g->n_edges + (e1 - e0)));
+  size_t start = g->n_edges;
+  *mapped = true;
   for (size_t e = e0; e < e1; e++) {
     int32_t u = rename[src->edge_from[e]], v = rename[src->edge_to[e]];
-    if (u < 0 || u >= g->n_tasks || v < 0 || v >= g->n_tasks)
+    if (u < 0 || v < 0) { /* no counterpart: undo */
+      g->n_edges = start;
+      *mapped = false;
+      return PSIM_OK;
+    }
+    if (u >= g->n_tasks || v >= g->n_tasks) {
+      g->n_edges = start;
       return psim_error(PSIM_EINPUT,
                         "task graph: copied edge %d -> %d names a task outside [0, %d)", u, v,
                         g->n_tasks);
+    }
     psim_tg_add_edge_reserved(g, u, v);
   }
-  g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
+  return PSIM_OK;
+}
+
+psim_status psim_tg_truncate(psim_taskgraph *g, int32_t n) {
+  if (n < 0 || n > g->n_tasks)
+    return psim_error(PSIM_EINPUT, "task graph: cannot truncate %d tasks to %d", g->n_tasks, n);
+  g->n_res = (size_t)g->res_first[n];
+  g->n_tasks = n;
+  g->finalized = 0;
   return PSIM_OK;
 }
 

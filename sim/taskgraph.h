@@ -135,9 +135,14 @@ psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, doub
 psim_status psim_tg_append_tasks(psim_taskgraph *g, const psim_taskgraph *src, int32_t t0,
                                  int32_t t1);
 /* Appends src's edges [e0, e1) (as added) to g, renaming each end u to
- * rename[u]; every renamed end must be a task of g. */
+ * rename[u]. When some end has no counterpart (rename[u] < 0) nothing is
+ * appended and *mapped is false; otherwise *mapped is true, and every renamed
+ * end must be a task of g (else PSIM_EINPUT). */
 psim_status psim_tg_append_edges(psim_taskgraph *g, const psim_taskgraph *src, size_t e0, size_t e1,
-                                 const int32_t *rename);
+                                 const int32_t *rename, bool *mapped);
+/* Drops g's tasks n, n + 1, ... and their resource slots (undoes appends);
+ * no edge may name them. */
+psim_status psim_tg_truncate(psim_taskgraph *g, int32_t n);
 /* Builds successor lists; fails (PSIM_EFAILED) if the graph has a cycle. O(V+E). */
 psim_status psim_tg_finalize(psim_taskgraph *g);
 /* psim_tg_finalize without the cycle check (for graphs built to equal a

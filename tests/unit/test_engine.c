@@ -284,6 +284,54 @@ START_TEST(add_kernel_equals_its_three_calls) {
 }
 END_TEST
 
+/* Copying a block of tasks and its edges into another graph, and undoing
+ * the copy when an edge has no counterpart (the incremental builder's use). */
+START_TEST(append_copies_and_truncate_undoes) {
+  psim_taskgraph src, dst;
+  psim_tg_init(&src, 2);
+  psim_tg_init(&dst, 2);
+  int32_t r0 = 0, r01[2] = {0, 1};
+  int32_t s0 = add(&src, 1.0, &r0, 1), s1 = add(&src, 2.0, r01, 2), s2 = add(&src, 3.0, &r0, 1);
+  edge(&src, s0, s1);
+  edge(&src, s1, s2);
+  int32_t d0 = add(&dst, 5.0, &r0, 1); /* dst already holds a task */
+  int32_t rename[3] = {d0, -1, -1};    /* s0 -> d0; s1, s2 copied below */
+  ck_assert_int_eq(psim_tg_append_tasks(&dst, &src, 1, 3), PSIM_OK);
+  ck_assert_int_eq(dst.n_tasks, 3);
+  ck_assert_uint_eq(dst.n_res, 4);
+  ck_assert_double_eq(dst.duration_s[1], 2.0);
+  ck_assert_int_eq(dst.res_first[2] - dst.res_first[1], 2);
+  rename[1] = 1;
+  rename[2] = 2;
+  bool mapped = false;
+  ck_assert_int_eq(psim_tg_append_edges(&dst, &src, 0, 2, rename, &mapped), PSIM_OK);
+  ck_assert(mapped);
+  ck_assert_uint_eq(dst.n_edges, 2);
+  ck_assert(dst.edge_from[0] == d0 && dst.edge_to[0] == 1 && dst.edge_from[1] == 1 &&
+            dst.edge_to[1] == 2);
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  ck_assert_double_eq(simulate(&dst, &r), 10.0); /* 5 + 2 + 3 in a chain */
+  /* an edge to a task without counterpart: nothing appended, then the tasks undone */
+  ck_assert_int_eq(psim_tg_append_tasks(&dst, &src, 1, 3), PSIM_OK);
+  rename[0] = -1;
+  ck_assert_int_eq(psim_tg_append_edges(&dst, &src, 0, 2, rename, &mapped), PSIM_OK);
+  ck_assert(!mapped);
+  ck_assert_uint_eq(dst.n_edges, 2);
+  ck_assert_int_eq(psim_tg_truncate(&dst, 3), PSIM_OK);
+  ck_assert_int_eq(dst.n_tasks, 3);
+  ck_assert_uint_eq(dst.n_res, 4);
+  ck_assert_int_eq(psim_tg_truncate(&dst, 4), PSIM_EINPUT);
+  rename[0] = 7; /* a renamed end outside the graph is an error */
+  ck_assert_int_eq(psim_tg_append_edges(&dst, &src, 0, 1, rename, &mapped), PSIM_EINPUT);
+  ck_assert_uint_eq(dst.n_edges, 2);
+  ck_assert_double_eq(simulate(&dst, &r), 10.0);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&src);
+  psim_tg_destroy(&dst);
+}
+END_TEST
+
 START_TEST(empty_graph_and_reuse) {
   psim_taskgraph g;
   psim_tg_init(&g, 0);
@@ -359,6 +407,7 @@ int main(void) {
   tcase_add_test(tc, cycle_is_rejected_naming_a_task_on_it);
   tcase_add_test(tc, bad_arguments_are_rejected);
   tcase_add_test(tc, add_kernel_equals_its_three_calls);
+  tcase_add_test(tc, append_copies_and_truncate_undoes);
   tcase_add_test(tc, empty_graph_and_reuse);
   tcase_add_test(tc, interrupt_stops_simulation);
   tcase_add_test(tc, allocation_failures_are_clean);
