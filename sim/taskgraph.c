@@ -329,7 +329,8 @@ psim_status psim_tg_truncate(psim_taskgraph *g, int32_t n) {
   return PSIM_OK;
 }
 
-/* Counting sort of the edges by source into succ_first/succ; in-degrees. */
+/* Counting sort of the edges by source into succ_first/succ; in-degrees;
+ * the engine's per-task index (index_). */
 static void build_csr(psim_taskgraph *g) {
   int32_t n = g->n_tasks;
   memset(g->succ_first, 0, ((size_t)n + 1) * sizeof *g->succ_first);
@@ -346,9 +347,14 @@ static void build_csr(psim_taskgraph *g) {
     int32_t u = g->edge_from[e];
     g->succ[--g->succ_first[u + 1]] = g->edge_to[e];
   }
-  for (int32_t i = 0; i < n; i++)
+  for (int32_t i = 0; i < n; i++) { /* the shift, and the engine's index in the same pass */
     g->succ_first[i] = g->succ_first[i + 1];
+    g->index_[i][0] = g->res_first[i];
+    g->index_[i][1] = g->succ_first[i];
+  }
   g->succ_first[n] = (int32_t)g->n_edges;
+  g->index_[n][0] = g->res_first[n];
+  g->index_[n][1] = g->succ_first[n];
 }
 
 /* Names a task on a cycle: among tasks Kahn's algorithm left unprocessed,
@@ -414,10 +420,6 @@ psim_status psim_tg_finalize_unchecked(psim_taskgraph *g) {
   size_t n = (size_t)g->n_tasks;
   PSIM_CHECK(reserve_csr(g, n, g->n_edges));
   build_csr(g);
-  for (size_t i = 0; i <= n; i++) {
-    g->index_[i][0] = g->res_first[i];
-    g->index_[i][1] = g->succ_first[i];
-  }
   g->finalized = 1;
   return PSIM_OK;
 }
