@@ -207,6 +207,8 @@ static psim_status weight_shares(psim_build *b) {
       continue;
     }
     size_t a = p->wshare_first[o], n = p->wshare_first[o + 1] - a;
+    if (n == 0) /* no weights (b->wshares may still be NULL) */
+      continue;
     PSIM_CHECK(PSIM_VEC_RESERVE(b->wshares, b->cap_wshares, b->n_wshares + n));
     memcpy(b->wshares + b->n_wshares, p->wshares + a, n * sizeof *b->wshares);
     b->n_wshares += n;
