@@ -662,8 +662,8 @@ static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int
 }
 
 /* Counts a kernel's cost in the build's totals and its memory event. */
-static psim_status account_kernel(psim_build *b, const psim_task_cost *tc, int32_t id,
-                                  int32_t device) {
+static inline psim_status account_kernel(psim_build *b, const psim_task_cost *tc, int32_t id,
+                                         int32_t device) {
   b->compute_by_origin[tc->origin] += tc->duration_s;
   b->hardware_flops += tc->flops;
   if (tc->mem_bytes != 0) {
@@ -720,7 +720,6 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
   PSIM_CHECK(psim_tg_append_tasks(&b->g, &p->g, t0, t0 + n));
   PSIM_CHECK(psim_tg_reserve(&b->g, (size_t)b->g.n_tasks, b->g.n_res, b->g.n_edges + (size_t)n));
   PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
-  PSIM_CHECK(PSIM_VEC_RESERVE(b->mem, b->cap_mem, b->n_mem + (size_t)n));
   psim_task_issue *issue = b->g.issue ? b->g.issue + first : NULL;
   for (int32_t k = 0; k < n; k++) {
     int32_t id = first + k, dev = loc[k].device;
@@ -734,10 +733,7 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
     stream_push(b, dev, id);
     if (pass_kind == DIR_BWD)
       b->last_bwd[dev] = id;
-    b->compute_by_origin[c->origin] += c->duration_s; /* account_kernel, room reserved */
-    b->hardware_flops += c->flops;
-    if (c->mem_bytes != 0)
-      b->mem[b->n_mem++] = (psim_mem_event){id, dev, c->mem_bytes};
+    PSIM_CHECK(account_kernel(b, c, id, dev));
     to[(size_t)k * stride] = id;
   }
   *done = true;

@@ -226,7 +226,8 @@ psim_status psim_memory_static(psim_build *b) {
     psim_free(counted);
     return psim_error(PSIM_ENOMEM, "out of memory in the memory model");
   }
-  /* a weight read by consecutive ops (tied) counts once per device */
+  /* a weight tensor counts once per device where shares of it follow each
+   * other on that device (a weight read by consecutive ops) */
   memset(counted, 0xff, sizeof *counted * (size_t)nd);
   for (size_t i = 0; i < b->n_wshares; i++) {
     const psim_weight_share *w = &b->wshares[i];

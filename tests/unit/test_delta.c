@@ -172,7 +172,8 @@ static void same_graph(const psim_build *full, const psim_build *inc, int which,
                 "model %d step %d: compute totals differ", which, step);
   ck_assert_uint_eq(full->n_mem, inc->n_mem);
   for (size_t i = 0; i < full->n_mem; i++)
-    ck_assert(full->mem[i].task == inc->mem[i].task && full->mem[i].bytes == inc->mem[i].bytes);
+    ck_assert(full->mem[i].task == inc->mem[i].task && full->mem[i].device == inc->mem[i].device &&
+              full->mem[i].bytes == inc->mem[i].bytes);
 }
 
 /* Every step builds the graph in full and incrementally from the last one;
