@@ -9,12 +9,11 @@
 #include "json.h"
 #include "plan.h"
 
-/* A strategy file, or a plan file whose "strategy" reproduces the plan. */
-static psim_status load_strategy(psim_cli_inputs *in, const char *file) {
+psim_status psim_cli_load_strategy(const char *file, const psim_model *m, psim_cluster *c,
+                                   psim_strategy *out) {
   cJSON *root = NULL;
   PSIM_CHECK(psim_json_load_file(file, &root));
-  psim_status s = psim_strategy_from_json(file, psim_plan_strategy_json(root), &in->model,
-                                          &in->cluster, &in->strategy);
+  psim_status s = psim_strategy_from_json(file, psim_plan_strategy_json(root), m, c, out);
   cJSON_Delete(root);
   return s;
 }
@@ -29,7 +28,7 @@ psim_status psim_cli_load_inputs(psim_cli_inputs *in, const char *model_file,
   PSIM_CHECK(psim_model_load(model_file, &in->model));
   PSIM_CHECK(psim_cluster_load(cluster_file, &in->cluster));
   if (strategy_file)
-    PSIM_CHECK(load_strategy(in, strategy_file));
+    PSIM_CHECK(psim_cli_load_strategy(strategy_file, &in->model, &in->cluster, &in->strategy));
   if (costdb_file)
     PSIM_CHECK(psim_cli_costdb_open(costdb_file, &in->costdb));
   return PSIM_OK;

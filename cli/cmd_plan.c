@@ -19,14 +19,16 @@ typedef struct plan_args {
   const char *out, *search, *budget, *costdb, *trace, *fix, *init;
   const char *max_tasks, *max_memory; /* --max-tasks, --max-memory (cli_limits.c) */
   uint64_t seed;
+  uint64_t verify_every; /* --verify-every N (debug) */
   int32_t threads;
   bool json;
   bool no_baselines; /* --no-baselines: skip the data-parallel and grid simulations */
+  bool reproducible; /* --reproducible: no wall-clock figures in the plan */
 } plan_args;
 
-static const char *const value_options[] = {"-o",        "--search",    "--budget",     "--seed",
-                                            "--costdb",  "--trace",     "--fix",        "--init",
-                                            "--threads", "--max-tasks", "--max-memory", NULL};
+static const char *const value_options[] = {
+    "-o",     "--search",  "--budget",    "--seed",       "--costdb",       "--trace", "--fix",
+    "--init", "--threads", "--max-tasks", "--max-memory", "--verify-every", NULL};
 
 static bool takes_value(const char *opt) {
   for (const char *const *v = value_options; *v; v++)
@@ -68,6 +70,10 @@ static psim_status set_option(plan_args *a, const char *opt, const char *val) {
     a->threads = n > 0 && n <= 256 ? (int32_t)n : 0;
     if (!a->threads)
       return psim_cli_usage("plan", "--threads wants 1 to 256, not '%s'", val);
+  } else if (strcmp(opt, "--verify-every") == 0) {
+    PSIM_CHECK(parse_uint(opt, val, &a->verify_every));
+    if (a->verify_every < 1 || a->verify_every > INT64_MAX)
+      return psim_cli_usage("plan", "--verify-every wants a positive integer, not '%s'", val);
   } else
     PSIM_CHECK(parse_uint(opt, val, &a->seed));
   return PSIM_OK;
@@ -82,6 +88,8 @@ static psim_status parse_args(int argc, char **argv, plan_args *a) {
       a->json = true;
     } else if (strcmp(argv[i], "--no-baselines") == 0) {
       a->no_baselines = true;
+    } else if (strcmp(argv[i], "--reproducible") == 0) {
+      a->reproducible = true;
     } else if (takes_value(argv[i])) {
       if (i + 1 >= argc)
         return psim_cli_usage("plan", "%s needs a value", argv[i]);
@@ -254,6 +262,8 @@ static psim_status write_plan(const plan_args *a, const psim_cli_inputs *in, psi
                               const psim_search_result *r, const psim_plan_info *info) {
   cJSON *doc = NULL;
   psim_status st = psim_plan_to_json(&in->model, c, &r->best, &r->best_sim, info, &doc);
+  if (st == PSIM_OK && a->reproducible)
+    psim_plan_strip_timings(doc);
   if (st == PSIM_OK && a->out)
     st = psim_json_write_file(a->out, doc);
   if (st == PSIM_OK && a->json)
@@ -296,6 +306,7 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
   p->so.sim = &p->sim;
   p->so.seed = a->seed;
   p->so.threads = a->threads;
+  p->so.verify_every = (int64_t)a->verify_every;
   p->so.progress = psim_cli_stderr_is_tty() ? stderr : NULL;
   PSIM_CHECK(parse_budget(a->budget, &p->so));
   if (a->fix) {
@@ -304,7 +315,7 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
     p->so.fix_file = a->fix;
   }
   if (a->init) {
-    PSIM_CHECK(psim_strategy_load(a->init, &p->in.model, &p->in.cluster, &p->init));
+    PSIM_CHECK(psim_cli_load_strategy(a->init, &p->in.model, &p->in.cluster, &p->init));
     p->so.init = &p->init;
   }
   return PSIM_OK;

@@ -95,9 +95,12 @@ static psim_status enumerate(exh *e) {
   bool more = true;
   int32_t changed = -1;
   while (more) {
-    PSIM_CHECK(consider(e, changed));
-    if (psim_interrupted())
-      return PSIM_OK; /* the best so far */
+    psim_status st = consider(e, changed);
+    if (st == PSIM_EINTERRUPTED || (st == PSIM_OK && psim_interrupted())) {
+      psim_error_clear(); /* SIGINT, maybe inside a build: the best so far */
+      return PSIM_OK;
+    }
+    PSIM_CHECK(st);
     PSIM_CHECK(advance(e, &more, &changed));
   }
   return PSIM_OK;
@@ -130,6 +133,11 @@ static psim_status prepare(exh *e, const psim_mcmc_options *mo) {
 
 static psim_status result(exh *e) {
   psim_search_result *r = e->r;
+  if (!r->found && psim_interrupted())
+    return psim_error(PSIM_EINTERRUPTED,
+                      "exhaustive search interrupted after %lld strategies, "
+                      "before one that fits",
+                      (long long)e->evals);
   if (!r->found)
     return psim_error(PSIM_EFAILED, "exhaustive search: no strategy fits in memory");
   int was = psim_interrupted();
@@ -171,5 +179,6 @@ psim_status psim_search_exhaustive(const psim_model *m, psim_cluster *c,
                                    const psim_search_options *o, psim_search_result *r) {
   psim_mcmc_options mo;
   psim_mcmc_options_init(&mo);
+  mo.verify_every = o->verify_every;
   return psim_exhaustive_run(m, c, o, &mo, r);
 }

@@ -15,12 +15,16 @@
  * device and (for models with heads and ffn roles) the best Megatron grid
  * strategy. Stage structure and micro-batches of the start are kept.
  *
- * --fix: a partial strategy of constraints the search never changes:
+ * --fix (mcmc_start.c): a partial strategy of constraints the search never
+ * changes:
  *   {"ops": {"NAME-or-GLOB": {"split": {DIM: degree}, "devices": [..]}},
- *    "split": {DIM-or-ROLE: degree}}
- * An op given devices is fixed whole (degrees from split, replicas from the
- * device count); an op given only split has those dims' degrees fixed; the
- * top-level split fixes a dim's degree in every op that has it. */
+ *    "split": {DIM-or-ROLE: degree}, "layout": {DIM-or-ROLE: AXIS},
+ *    "mesh": {"axes": {AXIS: size}}, "recompute": MODE}
+ * An op given split and devices is fixed whole (replicas from the device
+ * count); split alone fixes those dims' degrees; devices alone fix the
+ * placement (the split is searched). The top-level split and a layout fix a
+ * dim's degree in every op that has it. Any other key is refused with its
+ * JSON path (docs/search.md). */
 #ifndef PSIM_MCMC_H
 #define PSIM_MCMC_H
 

@@ -2,9 +2,36 @@
 #include "plan.h"
 
 #include <cjson/cJSON.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "json.h"
+
+/* Keys of plan members that are measured wall-clock times or rates: they
+ * differ from run to run of the same search (docs/plan.md). */
+static const char *const timing_keys[] = {"wall_s",          "build_s",         "simulate_s",
+                                          "delta_wall_s",    "engine_wall_s",   "verify_wall_s",
+                                          "proposals_per_s", "ilp_time_s",      "dp_time_s",
+                                          "mesh_fit_time_s", "simulate_time_s", NULL};
+
+static bool is_timing_key(const char *k) {
+  for (const char *const *t = timing_keys; *t; t++)
+    if (strcmp(*t, k) == 0)
+      return true;
+  return false;
+}
+
+void psim_plan_strip_timings(cJSON *root) {
+  cJSON *it = root ? root->child : NULL;
+  while (it) {
+    cJSON *next = it->next;
+    if (it->string && is_timing_key(it->string) && cJSON_IsNumber(it))
+      cJSON_Delete(cJSON_DetachItemViaPointer(root, it));
+    else
+      psim_plan_strip_timings(it);
+    it = next;
+  }
+}
 
 static psim_status add_search(cJSON *root, const psim_plan_info *info) {
   cJSON *se, *curve;

@@ -28,6 +28,11 @@ psim_status psim_plan_to_json(const psim_model *m, const psim_cluster *c, const 
                               const psim_sim_result *r, const psim_plan_info *info,
                               struct cJSON **out);
 
+/* Removes the wall-clock figures (search and simulation seconds, proposals
+ * per second; the keys of psim_plan_timing_keys) from a plan document, at any
+ * depth, so that a reproducible search writes a byte-identical file. */
+void psim_plan_strip_timings(struct cJSON *root);
+
 /* When root is a plan, returns its "strategy" member; else root itself. */
 const struct cJSON *psim_plan_strategy_json(const struct cJSON *root);
 

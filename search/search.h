@@ -28,6 +28,8 @@ typedef struct psim_search_options {
   const struct cJSON *fix;     /* partial strategy of fixed choices (--fix); NULL = none */
   const char *fix_file;        /* its file name, for messages */
   FILE *progress;              /* progress lines (a terminal) or NULL */
+  int64_t verify_every;        /* debug (mcmc, exhaustive): also run the full simulation every
+                                  N evaluations, fail on any difference; 0 = never (default) */
 } psim_search_options;
 
 void psim_search_options_init(psim_search_options *o);

@@ -93,6 +93,37 @@ static psim_status set_devices(const psim_space *sp, int32_t st, int32_t p, int6
   return PSIM_OK;
 }
 
+/* Placements of p devices open to op so: its fixed device set (--fix
+ * devices without split) when it has one, else the stage's. */
+static int64_t op_placements(const psim_space *sp, const psim_space_op *so, int32_t p) {
+  if (so->fixed_devices)
+    return p == so->n_fixed_devices ? 1 : 0;
+  return placements(sp, so->stage, p);
+}
+
+static psim_status op_set_devices(const psim_space *sp, const psim_space_op *so, int32_t p,
+                                  int64_t idx, psim_op_config *cfg) {
+  if (!so->fixed_devices)
+    return set_devices(sp, so->stage, p, idx, cfg);
+  if (cfg->n_devices != p) {
+    int32_t *d = psim_realloc(cfg->devices, sizeof *d * (size_t)p);
+    if (!d)
+      return psim_error(PSIM_ENOMEM, "out of memory for a placement");
+    cfg->devices = d;
+  }
+  memcpy(cfg->devices, so->fixed_devices, sizeof(int32_t) * (size_t)p);
+  cfg->n_devices = p;
+  cfg->replicas = 1;
+  return PSIM_OK;
+}
+
+/* Index of the first config of every degree vector of op so (first[]). */
+static void index_configs(const psim_space *sp, psim_space_op *so) {
+  so->first[0] = 0;
+  for (int32_t k = 0; k < so->n_splits; k++)
+    so->first[k + 1] = so->first[k] + op_placements(sp, so, so->splits[k].n_devices);
+}
+
 /* ---- degree vectors -------------------------------------------------------- */
 
 static bool dim_splittable(const psim_op_dim *d) {
@@ -159,9 +190,7 @@ static psim_status build_op(psim_space *sp, int32_t o, const psim_strategy *s) {
   so->first = psim_malloc(sizeof *so->first * ((size_t)so->n_splits + 1));
   if (!so->first)
     return psim_error(PSIM_ENOMEM, "out of memory for the configuration space");
-  so->first[0] = 0;
-  for (int32_t k = 0; k < so->n_splits; k++)
-    so->first[k + 1] = so->first[k] + placements(sp, so->stage, so->splits[k].n_devices);
+  index_configs(sp, so);
   return PSIM_OK;
 }
 
@@ -219,6 +248,7 @@ void psim_space_destroy(psim_space *sp) {
   for (int32_t k = 0; sp->ops && k < sp->n_ops; k++) {
     psim_free(sp->ops[k].splits);
     psim_free(sp->ops[k].first);
+    psim_free(sp->ops[k].fixed_devices);
   }
   for (int32_t st = 0; sp->stage_devices && st < sp->n_stages; st++)
     psim_free(sp->stage_devices[st]);
@@ -266,7 +296,7 @@ psim_status psim_space_op_config(const psim_space *sp, int32_t o, int64_t index,
   }
   const psim_space_split *sv = &so->splits[lo];
   set_degrees(&sp->m->ops[o], sv, cfg);
-  return set_devices(sp, so->stage, sv->n_devices, index - so->first[lo], cfg);
+  return op_set_devices(sp, so, sv->n_devices, index - so->first[lo], cfg);
 }
 
 psim_status psim_space_sample(const psim_space *sp, int32_t o, uint64_t *rng, psim_op_config *cfg) {
@@ -274,10 +304,10 @@ psim_status psim_space_sample(const psim_space *sp, int32_t o, uint64_t *rng, ps
   if (so->fixed || so->n_splits == 0)
     return PSIM_OK;
   const psim_space_split *sv = &so->splits[psim_space_rand_below(rng, (uint64_t)so->n_splits)];
-  int64_t np = placements(sp, so->stage, sv->n_devices);
+  int64_t np = op_placements(sp, so, sv->n_devices);
   set_degrees(&sp->m->ops[o], sv, cfg);
-  return set_devices(sp, so->stage, sv->n_devices,
-                     (int64_t)psim_space_rand_below(rng, (uint64_t)np), cfg);
+  return op_set_devices(sp, so, sv->n_devices, (int64_t)psim_space_rand_below(rng, (uint64_t)np),
+                        cfg);
 }
 
 bool psim_space_allows(const psim_space *sp, int32_t o, const psim_op_config *cfg) {
@@ -301,6 +331,8 @@ bool psim_space_allows(const psim_space *sp, int32_t o, const psim_op_config *cf
     listed = memcmp(so->splits[k].degree, cfg->degree, sizeof(int32_t) * (size_t)op->n_dims) == 0;
   if (!listed || p != cfg->n_devices)
     return false;
+  if (so->fixed_devices)
+    return memcmp(cfg->devices, so->fixed_devices, sizeof(int32_t) * (size_t)p) == 0;
   for (int32_t e = 0; e < cfg->n_devices; e++) {
     bool in = false;
     for (int32_t k = 0; k < sp->stage_n[so->stage] && !in; k++)
@@ -325,8 +357,7 @@ psim_status psim_space_fix_dim(psim_space *sp, int32_t o, int32_t op_dim, int32_
     if (so->splits[k].degree[op_dim] == degree)
       so->splits[keep++] = so->splits[k];
   so->n_splits = keep;
-  for (int32_t k = 0; k < so->n_splits; k++)
-    so->first[k + 1] = so->first[k] + placements(sp, so->stage, so->splits[k].n_devices);
+  index_configs(sp, so);
   if (so->n_splits == 0)
     return psim_error(PSIM_EINPUT, "op %s: no configuration has degree %d for dim %s",
                       sp->m->ops[o].name, degree, sp->m->dims[sp->m->ops[o].dims[op_dim].dim].name);
@@ -346,5 +377,38 @@ psim_status psim_space_config_copy(const psim_op_config *src, psim_op_config *ds
   dst->n_devices = src->n_devices;
   dst->replicas = src->replicas;
   dst->stage = src->stage;
+  return PSIM_OK;
+}
+
+/* Keeps the degree vectors of op o with n shards, each placed on `devices`. */
+psim_status psim_space_fix_devices(psim_space *sp, int32_t o, const int32_t *devices, int32_t n) {
+  psim_space_op *so = &sp->ops[o];
+  const char *name = sp->m->ops[o].name;
+  for (int32_t i = 0; i < n; i++) {
+    bool in = false;
+    for (int32_t k = 0; k < sp->stage_n[so->stage] && !in; k++)
+      in = sp->stage_devices[so->stage][k] == devices[i];
+    if (!in)
+      return psim_error(PSIM_EINPUT, "op %s: device %d is not in the op's pipeline stage", name,
+                        devices[i]);
+    for (int32_t j = 0; j < i; j++)
+      if (devices[j] == devices[i])
+        return psim_error(PSIM_EINPUT, "op %s: device %d is listed twice", name, devices[i]);
+  }
+  int32_t *d = psim_malloc(sizeof *d * (size_t)(n > 0 ? n : 1));
+  if (!d)
+    return psim_error(PSIM_ENOMEM, "out of memory for the configuration space");
+  memcpy(d, devices, sizeof *d * (size_t)n);
+  psim_free(so->fixed_devices);
+  so->fixed_devices = d;
+  so->n_fixed_devices = n;
+  int32_t keep = 0;
+  for (int32_t k = 0; k < so->n_splits; k++)
+    if (so->splits[k].n_devices == n)
+      so->splits[keep++] = so->splits[k];
+  so->n_splits = keep;
+  index_configs(sp, so);
+  if (so->n_splits == 0)
+    return psim_error(PSIM_EINPUT, "op %s: no split of its dims has %d shards", name, n);
   return PSIM_OK;
 }

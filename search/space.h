@@ -56,6 +56,8 @@ typedef struct psim_space_op {
   int32_t n_splits;
   int64_t *first;                         /* per split: index of its first config (n_splits + 1) */
   int32_t fixed_degree[PSIM_MAX_OP_DIMS]; /* > 0: this dim's degree is fixed (--fix split) */
+  int32_t *fixed_devices; /* --fix devices without split: the only placement, owned; or NULL */
+  int32_t n_fixed_devices;
 } psim_space_op;
 
 typedef struct psim_space {
@@ -98,6 +100,10 @@ bool psim_space_allows(const psim_space *sp, int32_t o, const psim_op_config *cf
  * degree vectors instead. */
 void psim_space_fix_op(psim_space *sp, int32_t o);
 psim_status psim_space_fix_dim(psim_space *sp, int32_t o, int32_t op_dim, int32_t degree);
+/* Restricts op o to one placement, `devices` in this order (one shard each):
+ * only the degree vectors with n shards stay. Devices must be in the op's
+ * stage, each once (PSIM_EINPUT otherwise). */
+psim_status psim_space_fix_devices(psim_space *sp, int32_t o, const int32_t *devices, int32_t n);
 
 /* splitmix64: next value of the generator; psim_space_rand_below: uniform in
  * [0, n) (n > 0). Deterministic across platforms. */

@@ -3,7 +3,8 @@
 # SIGINT, SIGTERM and SIGKILL and their outputs checked:
 #   - plan: exit 130 (SIGINT) / 143 (SIGTERM) / killed (SIGKILL); the plan file is absent or
 #     complete: `plansim simulate MODEL CLUSTER PLAN` loads it and reproduces its prediction;
-#     a plan interrupted after its first evaluations writes the best plan so far;
+#     a plan interrupted after its first evaluations writes the best plan so far; so do
+#     MCMC and exhaustive search interrupted at random moments;
 #   - simulate --trace (a 4.7 MB trace): the trace is absent or complete JSON;
 #   - profile: the cost database is absent or loads (`plansim check`); SIGINT keeps it;
 #   - no temporary file is left beside an output after SIGINT/SIGTERM.
@@ -42,11 +43,12 @@ want_status() {
   case "$1" in INT) echo 130 ;; TERM) echo 143 ;; KILL) echo 137 ;; esac
 }
 
-# A plan file is complete when simulate reproduces the iteration time it records.
+# A plan file is complete when simulate reproduces the iteration time it records (and
+# that time is not zero). plan_complete PLAN [MODEL CLUSTER]
 plan_complete() {
-  local plan=$1 want got
-  want=$(python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["prediction"]["iteration_time_s"]))' "$plan" 2>/dev/null) || return 1
-  got=$("$PLANSIM" simulate "$MODEL" "$CLUSTER" "$plan" --json 2>/dev/null |
+  local plan=$1 model=${2:-$MODEL} cluster=${3:-$CLUSTER} want got
+  want=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["prediction"]["iteration_time_s"]; assert t > 0; print(repr(t))' "$plan" 2>/dev/null) || return 1
+  got=$("$PLANSIM" simulate "$model" "$cluster" "$plan" --json 2>/dev/null |
     python3 -c 'import json,sys; print(repr(json.load(sys.stdin)["iteration_time_s"]))' 2>/dev/null) || return 1
   [ "$want" = "$got" ]
 }
@@ -90,6 +92,32 @@ for sig in INT TERM; do
     not_ok "plan SIG$sig after 3 s writes the best plan so far" "exit $STATUS" \
       "plan $([ -e "$plan" ] && echo present || echo absent)"
   fi
+done
+
+# MCMC (two chains) and exhaustive search interrupted at a random moment: exit 130 and the
+# best plan so far, complete, or no plan when nothing was costed yet (exit 130 all the same).
+# An interrupt that lands inside a task-graph build stops the search there.
+"$PLANSIM" cluster p100-nvlink --nodes 1 -o "$T/p100x1.json" >/dev/null
+search_case() {
+  local search=$1 model=$2 cluster=$3 budget=$4 ms plan
+  ms=$((200 + RANDOM % 2300))
+  plan="$T/$search-$ms.json"
+  start plan "$model" "$cluster" --search "$search" --budget "$budget" --threads 2 --no-baselines -o "$plan"
+  sleep "$(secs "$ms")"
+  stop INT
+  local why=()
+  [ "$STATUS" -eq 130 ] || [ "$STATUS" -eq 0 ] || why+=("exit $STATUS, expected 130")
+  if [ -e "$plan" ] && ! plan_complete "$plan" "$model" "$cluster"; then why+=("plan file present but incomplete"); fi
+  [ -e "$plan" ] || grep -aq "interrupted" "$ERR" || why+=("no plan and no message")
+  no_temp_files "$plan" || why+=("temporary file left beside the plan")
+  sanitizer_report && why+=("sanitizer report")
+  if [ "${#why[@]}" -eq 0 ]; then
+    ok "plan --search $search SIGINT after ${ms} ms: exit $STATUS, plan $([ -e "$plan" ] && echo complete || echo absent)"
+  else not_ok "plan --search $search SIGINT after ${ms} ms" "${why[@]}"; fi
+}
+for i in 1 2; do
+  search_case mcmc models/alexnet.json topologies/p100-nvlink-x4.json 1000000
+  search_case exhaustive tests/data/mlp4.json "$T/p100x1.json" 3000000
 done
 
 # simulate --trace: the trace is absent or complete JSON (the write is the long part).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # mcmc.sh - `plan --search mcmc|exhaustive`: reproducible plans (same seed and evaluation
-# budget -> the same plan file, timing fields aside), a plan faster than data parallel,
-# `simulate` reproducing the plan, exhaustive refusing a large space, --fix kept.
+# budget -> the same plan file, timing fields aside; byte-identical with --reproducible), a
+# plan faster than data parallel, `simulate` reproducing the plan, exhaustive refusing a
+# large space, --fix kept (ops, devices alone, split, layout, recompute) or refused, --init,
+# a time budget, strategies over memory rejected, --verify-every, the progress line.
 # shellcheck source=tests/cli/lib.bash
 source "$(dirname "$0")/lib.bash"
 cd "$ROOT" || exit 1
@@ -73,6 +75,157 @@ if jq -e --arg op "$op1" '[.strategy.ops[$op].devices[]] == [4, 5]' "$A" >/dev/n
   ok "--fix keeps the op's devices"
 else
   not_ok "--fix keeps the op's devices" "$(jq -c --arg op "$op1" '.strategy.ops[$op]' "$A")"
+fi
+
+# --reproducible: no wall-clock figures, so the files are byte-identical (two chains)
+run plan "$MODEL" "$CLUSTER" --search mcmc --budget 1000 --seed 5 --threads 2 --reproducible -o "$A"
+expect "mcmc --reproducible (run 1)" 0 stdout-nonempty any
+run plan "$MODEL" "$CLUSTER" --search mcmc --budget 1000 --seed 5 --threads 2 --reproducible -o "$B"
+expect "mcmc --reproducible (run 2)" 0 stdout-nonempty any
+if cmp -s "$A" "$B" && ! grep -q '"wall_s"' "$A"; then
+  ok "--reproducible: same seed and evaluation budget give a byte-identical plan file"
+else
+  not_ok "--reproducible: same seed and evaluation budget give a byte-identical plan file" \
+    "$(cmp "$A" "$B")" "$(grep -c wall_s "$A") wall_s keys"
+fi
+
+# --fix (semi-automatic mode) on AlexNet: a placement alone (the split is searched), a
+# top-level split, a layout over mesh axes and the recomputation mode
+ALEX=models/alexnet.json
+cat >"$TEST_TMP/fix2.json" <<'JSON'
+{"format": "plansim.strategy/1",
+ "ops": {"matmul21": {"devices": [4, 5, 6, 7]}},
+ "mesh": {"axes": {"dp": 2, "mp": 4}},
+ "layout": {"c4096": "mp"},
+ "split": {"batch": 2},
+ "recompute": "full"}
+JSON
+run plan "$ALEX" "$CLUSTER" --search mcmc --budget 400 --seed 2 --fix "$TEST_TMP/fix2.json" \
+  --no-baselines -o "$A"
+expect "mcmc with a placement, a split, a layout and recompute fixed" 0 stdout-nonempty any
+# every op with a batch dim keeps degree 2 on it; every op with c4096 keeps 4 on it;
+# matmul21 sits on devices 4-7 (one shard each); recompute stays full
+check_fix2=$(python3 - "$A" "$ALEX" <<'PY'
+import json, sys
+plan, model = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+s = plan["strategy"]
+bad = []
+def devices(v):
+    if isinstance(v, dict):
+        return list(range(v["first"], v["first"] + v["count"] * v.get("stride", 1), v.get("stride", 1)))
+    return v
+dims_of = {t: d["dims"] for k in ("inputs", "weights", "tensors") for t, d in model.get(k, {}).items()}
+for op in model["ops"]:
+    dims = {d for t in op["in"] + op["out"] for d in dims_of.get(t, [])}
+    split = s["ops"].get(op["name"], {}).get("split", {"batch": 16})
+    if "batch" in dims and split.get("batch", 1) != 2:
+        bad.append(f"{op['name']} batch {split.get('batch', 1)}")
+    if "c4096" in dims and split.get("c4096", 1) != 4:
+        bad.append(f"{op['name']} c4096 {split.get('c4096', 1)}")
+m21 = s["ops"]["matmul21"]
+if devices(m21["devices"]) != [4, 5, 6, 7] or m21.get("replicas", 1) != 1:
+    bad.append(f"matmul21 {m21}")
+if s["recompute"] != "full":
+    bad.append("recompute " + s["recompute"])
+print("; ".join(bad[:5]))
+PY
+)
+if [ -z "$check_fix2" ]; then
+  ok "--fix: placement, split, layout and recompute kept in the plan"
+else
+  not_ok "--fix: placement, split, layout and recompute kept in the plan" "$check_fix2"
+fi
+
+# --fix refuses what the search would not keep, naming the JSON path (exit 2)
+echo '{"ops": {"matmul21": {"split": {"batch": 2}, "replicas": 2}}}' >"$TEST_TMP/fixbad.json"
+run plan "$ALEX" "$CLUSTER" --search mcmc --budget 10 --fix "$TEST_TMP/fixbad.json"
+expect "--fix refuses an op's replicas" 2 stdout-empty stderr-nonempty "" "fixbad.json: ops\.matmul21\.replicas: not a constraint"
+echo '{"pipeline": {"micro_batches": 4}}' >"$TEST_TMP/fixbad.json"
+run plan "$ALEX" "$CLUSTER" --search mcmc --budget 10 --fix "$TEST_TMP/fixbad.json"
+expect "--fix refuses a pipeline" 2 stdout-empty stderr-nonempty "" "fixbad.json: pipeline: not a constraint"
+echo '{"layout": {"batch": "dp"}, "mesh": {"axes": {"tp": 4}}}' >"$TEST_TMP/fixbad.json"
+run plan "$ALEX" "$CLUSTER" --search mcmc --budget 10 --fix "$TEST_TMP/fixbad.json"
+expect "--fix refuses a layout naming no mesh axis" 2 stdout-empty stderr-nonempty "" "layout\.batch: expected the name of an axis"
+echo '{"ops": {"matmul21": {"devices": [0, 99]}}}' >"$TEST_TMP/fixbad.json"
+run plan "$ALEX" "$CLUSTER" --search mcmc --budget 10 --fix "$TEST_TMP/fixbad.json"
+expect "--fix refuses a device outside the stage" 2 stdout-empty stderr-nonempty "" "ops\.matmul21\.devices: .*device 99"
+
+# a partly fixed op keeps its fixed dim when the start is sharded to fit in memory (DLRM's
+# replicated embedding tables do not fit on a P100: the start shards them)
+echo '{"ops": {"emb*": {"split": {"batch": 2}}}}' >"$TEST_TMP/fixemb.json"
+run plan models/dlrm.json "$CLUSTER" --search mcmc --budget 40 --seed 1 --fix "$TEST_TMP/fixemb.json" \
+  --no-baselines -o "$A"
+expect "mcmc on DLRM with embedding tables' batch split fixed" 0 stdout-nonempty any
+if jq -e '[.strategy.ops | to_entries[] | select(.key | startswith("emb")) | .value.split.batch]
+          | length > 0 and all(. == 2)' "$A" >/dev/null && jq -e '.prediction.fits' "$A" >/dev/null; then
+  ok "--fix split kept by the start's sharding of embedding tables; the plan fits"
+else
+  not_ok "--fix split kept by the start's sharding of embedding tables; the plan fits" \
+    "$(jq -c '[.strategy.ops | to_entries[] | select(.key | startswith("emb")) | .value.split][0:3]' "$A")"
+fi
+
+# --init (a plan file stands for its strategy): the chain starts from it (its time is the
+# first best-so-far point)
+run plan "$ALEX" "$CLUSTER" --search mcmc --budget 300 --seed 4 --no-baselines -o "$B"
+expect "a plan to start from" 0 stdout-nonempty any
+run plan "$ALEX" "$CLUSTER" --search mcmc --budget 50 --seed 9 --init "$B" --no-baselines -o "$A"
+expect "mcmc --init" 0 stdout-nonempty any
+run simulate "$ALEX" "$CLUSTER" "$B" --json
+init_t=$(jq '.iteration_time_s' "$OUT")
+first_t=$(jq '.search.best_so_far[0].iteration_time_s' "$A")
+dp_start=$(jq '.search.best_so_far[0].iteration_time_s' "$B")
+if [ "$init_t" = "$first_t" ] && [ "$first_t" != "$dp_start" ]; then
+  ok "--init: the search starts from the given strategy ($first_t s)"
+else
+  not_ok "--init: the search starts from the given strategy" "first point $first_t s, init $init_t s, default start $dp_start s"
+fi
+
+# a time budget stops the search after about that long
+run plan "$MODEL" "$CLUSTER" --search mcmc --budget 1s --no-baselines -o "$A"
+expect "mcmc --budget 1s" 0 stdout-nonempty any
+if jq -e '.search.wall_s >= 1 and .search.wall_s < 20 and .search.evaluations > 10' "$A" >/dev/null; then
+  ok "--budget 1s: $(jq .search.evaluations "$A") evaluations in $(jq .search.wall_s "$A") s"
+else
+  not_ok "--budget 1s stops after about a second" "$(jq -c '[.search.wall_s, .search.evaluations]' "$A")"
+fi
+
+# strategies over memory are rejected: on P100s cut to 700 MB data parallelism does not fit
+cat >"$TEST_TMP/small.json" <<'JSON'
+{"format": "plansim.cluster/1", "name": "p100-700mb", "nodes": 1, "devices_per_node": 4,
+ "device_type": "small", "intra_node": {"kind": "nvlink_mesh", "bandwidth": "20 GB/s"},
+ "nics_per_node": 1, "nic_bandwidth": "100 Gb/s",
+ "device_types": {"small": {"base": "p100", "memory": "700 MB"}}}
+JSON
+run plan "$ALEX" "$TEST_TMP/small.json" --search mcmc --budget 1000 --seed 1 -o "$A"
+expect "mcmc on P100s of 700 MB" 0 stdout-nonempty any
+if jq -e '.prediction.fits and (.baselines.data_parallel.fits | not) and
+          .search.stats.rejected_over_memory > 0' "$A" >/dev/null; then
+  ok "strategies over memory rejected ($(jq .search.stats.rejected_over_memory "$A")); the plan fits"
+else
+  not_ok "strategies over memory rejected; the plan fits" \
+    "$(jq -c '[.prediction.fits, .baselines.data_parallel.fits, .search.stats.rejected_over_memory]' "$A")"
+fi
+
+# --verify-every: every 3rd delta simulation checked against a full one
+run plan "$ALEX" "$CLUSTER" --search mcmc --budget 300 --seed 2 --verify-every 3 --no-baselines -o "$A"
+expect "mcmc --verify-every 3" 0 stdout-nonempty any
+if jq -e '.search.stats.full_verifications >= 50' "$A" >/dev/null; then
+  ok "--verify-every 3: $(jq .search.stats.full_verifications "$A") full simulations agreed"
+else
+  not_ok "--verify-every 3 runs the check" "$(jq -c .search.stats "$A")"
+fi
+run plan "$ALEX" "$CLUSTER" --search mcmc --verify-every 0
+expect "--verify-every 0 is refused" 2 stdout-empty stderr-nonempty "" "verify-every wants a positive integer"
+
+# the progress line on a terminal (script(1) gives the run a pty)
+if command -v script >/dev/null 2>&1; then
+  script -qec "$PLANSIM plan $MODEL $CLUSTER --search mcmc --budget 1.5s --no-baselines" /dev/null \
+    >"$OUT" 2>&1 </dev/null
+  if grep -aqE 'mcmc: [0-9.]+ s, [0-9]+ evaluations \([0-9]+/s\), best [0-9.e+-]+ s, acceptance [0-9.]+%' "$OUT"; then
+    ok "progress line on a terminal: $(grep -aoE 'mcmc: [0-9.]+ s, [^%]*%' "$OUT" | tail -1)"
+  else
+    not_ok "progress line on a terminal" "$(head -c 300 "$OUT")"
+  fi
 fi
 
 finish

@@ -275,6 +275,13 @@ START_TEST(verify_option_checks) {
     ck_assert(psim_delta_eval(d, &s, -1, &t, &fits) == PSIM_OK);
   ck_assert_int_eq(psim_delta_get_stats(d)->verified, 3);
   ck_assert_int_eq(psim_delta_get_stats(d)->memo_hits, 2);
+  /* A wrong answer is caught: the devices shrink behind the memo's back, so
+   * the remembered "fits" is stale and the verifying full simulation differs. */
+  for (int32_t i = 0; i < c.n_types; i++)
+    c.types[i].mem_bytes = 1e6;
+  ck_assert_int_eq(psim_delta_eval(d, &s, -1, &t, &fits), PSIM_EFAILED);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "differs from the full simulation"));
+  psim_error_clear();
   /* different strategies have different fingerprints */
   uint64_t a[2], b[2];
   psim_delta_fingerprint(&s, a);

@@ -208,6 +208,49 @@ START_TEST(space_counts_match_brute_force) {
 }
 END_TEST
 
+/* --fix devices alone: only the degree triples with that many shards stay,
+ * each with exactly the given placement (brute force: triples of product 2). */
+START_TEST(space_fixed_devices) {
+  fixture f;
+  load(&f, "chain2", 6, 9, 16, 8, CHAIN2, 1);
+  psim_strategy s;
+  psim_strategy_init(&s);
+  ck_assert(psim_strategy_data_parallel(&f.m, &f.c, 4, 1, &s) == PSIM_OK);
+  psim_space sp;
+  ck_assert(psim_space_init(&sp, &f.m, &s, NULL) == PSIM_OK);
+  const int32_t devs[2] = {3, 1};
+  ck_assert(psim_space_fix_devices(&sp, 0, devs, 2) == PSIM_OK);
+  int64_t want = 0;
+  for (int a = 1; a <= 2; a++)
+    for (int b = 1; b <= 2; b++)
+      for (int c = 1; c <= 2; c++)
+        want += a * b * c == 2;
+  ck_assert_int_eq(psim_space_op_count(&sp, 0), want);
+  psim_op_config cfg = {0};
+  for (int64_t i = 0; i < want; i++) {
+    ck_assert(psim_space_op_config(&sp, 0, i, &cfg) == PSIM_OK);
+    ck_assert_int_eq(cfg.n_devices, 2);
+    ck_assert(cfg.devices[0] == 3 && cfg.devices[1] == 1);
+    ck_assert(psim_space_allows(&sp, 0, &cfg));
+  }
+  uint64_t rng = 3;
+  for (int i = 0; i < 50; i++) {
+    ck_assert(psim_space_sample(&sp, 0, &rng, &cfg) == PSIM_OK);
+    ck_assert(cfg.devices[0] == 3 && cfg.devices[1] == 1);
+  }
+  cfg.devices[0] = 0; /* another placement of the same split is not allowed */
+  ck_assert(!psim_space_allows(&sp, 0, &cfg));
+  const int32_t twice[2] = {1, 1}, outside[1] = {4};
+  ck_assert_int_eq(psim_space_fix_devices(&sp, 1, twice, 2), PSIM_EINPUT);
+  ck_assert_int_eq(psim_space_fix_devices(&sp, 1, outside, 1), PSIM_EINPUT);
+  psim_error_clear();
+  psim_free(cfg.devices);
+  psim_space_destroy(&sp);
+  psim_strategy_destroy(&s);
+  unload(&f);
+}
+END_TEST
+
 /* ---- MCMC against exhaustive ------------------------------------------------ */
 
 typedef struct small_case {
@@ -370,6 +413,7 @@ int main(void) {
   TCase *tc = tcase_create("search");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, space_counts_match_brute_force);
+  tcase_add_test(tc, space_fixed_devices);
   tcase_add_loop_test(tc, mcmc_finds_exhaustive_optimum, 0, 6);
   tcase_add_test(tc, exhaustive_refuses_large_space);
   tcase_add_test(tc, mcmc_is_reproducible);
