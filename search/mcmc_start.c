@@ -474,7 +474,10 @@ psim_status psim_mcmc_start(const psim_model *m, psim_cluster *c, const psim_sea
     PSIM_CHECK(psim_strategy_copy(o->init, start));
   else
     PSIM_CHECK(start_default(m, c, o, start));
-  PSIM_CHECK(psim_space_init(sp, m, start, &mo->space));
+  psim_space_options so = mo->space;
+  if (!so.cluster)
+    so.cluster = c; /* blocks aligned with its nodes */
+  PSIM_CHECK(psim_space_init(sp, m, start, &so));
   PSIM_CHECK(apply_fix(m, o, start, sp));
   if (!o->init)
     PSIM_CHECK(fit_start(m, c, o, start, sp));

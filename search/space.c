@@ -42,11 +42,21 @@ static int64_t choose(int32_t n, int32_t k) {
 
 /* ---- placements ------------------------------------------------------------ */
 
+/* Nodes spanned by an aligned block of p devices when q of the stage's
+ * devices sit on each node (p > q). */
+static int32_t block_nodes(int32_t p, int32_t q) {
+  return (p + q - 1) / q;
+}
+
 static int64_t placements(const psim_space *sp, int32_t st, int32_t p) {
-  int32_t n = sp->stage_n[st];
+  int32_t n = sp->stage_n[st], q = sp->stage_node_n[st];
   if (p < 1 || p > n)
     return 0;
-  return sp->arbitrary[st] ? choose(n, p) : n / p;
+  if (sp->arbitrary[st])
+    return choose(n, p);
+  if (q == 0)
+    return n / p;
+  return p <= q ? (int64_t)(n / q) * (q / p) : (n / q) / block_nodes(p, q);
 }
 
 /* Writes placement `idx` of size p of stage st (positions in the stage's
@@ -54,10 +64,15 @@ static int64_t placements(const psim_space *sp, int32_t st, int32_t p) {
  * lexicographic order of combinations. */
 static void placement_positions(const psim_space *sp, int32_t st, int32_t p, int64_t idx,
                                 int32_t *pos) {
-  int32_t n = sp->stage_n[st];
+  int32_t n = sp->stage_n[st], q = sp->stage_node_n[st];
   if (!sp->arbitrary[st]) {
+    int32_t first = (int32_t)idx * p; /* no topology: blocks of the list */
+    if (q > 0 && p <= q)
+      first = (int32_t)(idx / (q / p)) * q + (int32_t)(idx % (q / p)) * p;
+    else if (q > 0)
+      first = (int32_t)idx * block_nodes(p, q) * q;
     for (int32_t i = 0; i < p; i++)
-      pos[i] = (int32_t)idx * p + i;
+      pos[i] = first + i;
     return;
   }
   int32_t next = 0;
@@ -196,13 +211,45 @@ static psim_status build_op(psim_space *sp, int32_t o, const psim_strategy *s) {
 
 /* ---- construction ---------------------------------------------------------- */
 
+/* Devices per node in stage st's list when each node it touches holds the
+ * same number of them, in one contiguous run; else 0 (no alignment). */
+static int32_t stage_node_devices(const psim_space *sp, int32_t st) {
+  const psim_cluster *c = sp->opt.cluster;
+  const int32_t *d = sp->stage_devices[st];
+  int32_t n = sp->stage_n[st], q = 0, run = 0;
+  bool *seen = c && n > 0 ? psim_calloc((size_t)c->n_nodes + 1, sizeof *seen) : NULL;
+  if (!seen)
+    return 0; /* no cluster, or out of memory: plain blocks are still correct */
+  for (int32_t i = 0; i <= n && q >= 0; i++) {
+    if (i < n && (d[i] < 0 || d[i] >= c->n_devices || c->devices[d[i]].node < 0 ||
+                  c->devices[d[i]].node >= c->n_nodes)) {
+      q = -1;
+      break;
+    }
+    if (i > 0 && i < n && c->devices[d[i]].node == c->devices[d[i - 1]].node) {
+      run++;
+      continue;
+    }
+    if (i > 0) /* a run ended: every run has the first one's length */
+      q = q == 0 || q == run ? run : -1;
+    if (i < n && seen[c->devices[d[i]].node])
+      q = -1; /* the node comes back after another: not contiguous */
+    if (i < n)
+      seen[c->devices[d[i]].node] = true;
+    run = 1;
+  }
+  psim_free(seen);
+  return q > 0 ? q : 0;
+}
+
 static psim_status init_stages(psim_space *sp, const psim_strategy *s) {
   int32_t ns = s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
   sp->n_stages = ns;
   sp->stage_devices = psim_calloc((size_t)ns, sizeof *sp->stage_devices);
   sp->stage_n = psim_calloc((size_t)ns, sizeof *sp->stage_n);
   sp->arbitrary = psim_calloc((size_t)ns, sizeof *sp->arbitrary);
-  if (!sp->stage_devices || !sp->stage_n || !sp->arbitrary)
+  sp->stage_node_n = psim_calloc((size_t)ns, sizeof *sp->stage_node_n);
+  if (!sp->stage_devices || !sp->stage_n || !sp->arbitrary || !sp->stage_node_n)
     return psim_error(PSIM_ENOMEM, "out of memory for the configuration space");
   for (int32_t st = 0; st < ns; st++) {
     int32_t n = s->stages[st].n_devices;
@@ -212,6 +259,7 @@ static psim_status init_stages(psim_space *sp, const psim_strategy *s) {
     memcpy(sp->stage_devices[st], s->stages[st].devices, sizeof(int32_t) * (size_t)n);
     sp->stage_n[st] = n;
     sp->arbitrary[st] = sp->opt.arbitrary_sets && n <= PSIM_SPACE_MAX_ARBITRARY;
+    sp->stage_node_n[st] = stage_node_devices(sp, st);
   }
   return PSIM_OK;
 }
@@ -256,6 +304,7 @@ void psim_space_destroy(psim_space *sp) {
   psim_free(sp->stage_devices);
   psim_free(sp->stage_n);
   psim_free(sp->arbitrary);
+  psim_free(sp->stage_node_n);
   memset(sp, 0, sizeof *sp);
 }
 

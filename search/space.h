@@ -10,10 +10,14 @@
  *
  * Placements of P devices, within the stage's device list (its order is the
  * topology's: devices of a node are contiguous):
- *  - contiguous blocks aligned to their size: devices [k*P, (k+1)*P) of the
- *    stage for every k, so a block of a node's size is a node, a block of two
- *    nodes' size spans two neighbouring nodes, and smaller blocks stay inside
- *    one node;
+ *  - contiguous blocks aligned with the topology: with q devices of the
+ *    stage on each node (options.cluster given), a block of P <= q devices
+ *    lies inside one node (devices [k*P, (k+1)*P) of that node, floor(q / P)
+ *    per node), and a larger block takes the first P devices of ceil(P / q)
+ *    whole neighbouring nodes starting at a node boundary; so a block of a
+ *    node's size is a node and one of two nodes' size spans two neighbouring
+ *    nodes. Without a cluster (or when the stage's nodes hold different
+ *    device counts) blocks are devices [k*P, (k+1)*P) of the stage;
  *  - when the stage has at most PSIM_SPACE_MAX_ARBITRARY devices (and the
  *    option is on), every set of P devices (in increasing device order), which
  *    includes the aligned blocks.
@@ -28,6 +32,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cluster.h"
 #include "model.h"
 #include "strategy.h"
 
@@ -37,6 +42,7 @@ typedef struct psim_space_options {
   bool arbitrary_sets; /* arbitrary device sets on stages of <= 16 devices; default true */
   bool uneven;         /* degrees that do not divide the dim; default true */
   int32_t max_degree;  /* bound on one dim's degree; 0 = the stage's devices (default) */
+  const psim_cluster *cluster; /* nodes of the devices, for aligned blocks; default NULL */
 } psim_space_options;
 
 void psim_space_options_init(psim_space_options *o);
@@ -69,6 +75,7 @@ typedef struct psim_space {
   int32_t n_stages;        /* entries in the strategy's stage list */
   int32_t **stage_devices; /* per stage: its devices (borrowed copies) */
   int32_t *stage_n;
+  int32_t *stage_node_n; /* per stage: its devices on each node (q), 0 = not uniform */
   int64_t **pl_count; /* per stage, per P (0..n): number of placements */
   bool *arbitrary;    /* per stage: arbitrary sets enabled */
   psim_space_options opt;

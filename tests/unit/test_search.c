@@ -208,6 +208,53 @@ START_TEST(space_counts_match_brute_force) {
 }
 END_TEST
 
+/* Aligned blocks on 2 nodes of 4 P100s (8 devices, no arbitrary sets): a
+ * block of P <= 4 stays inside a node, a larger one starts at a node
+ * boundary; checked against the blocks a brute force over start positions
+ * admits (P = 3: {0,1,2} and {4,5,6}; P = 6: {0..5} only). */
+START_TEST(space_blocks_follow_nodes) {
+  fixture f;
+  load(&f, "chain2", 64, 64, 64, 8, CHAIN2, 2);
+  ck_assert_int_eq(f.c.n_devices, 8);
+  psim_strategy s;
+  psim_strategy_init(&s);
+  ck_assert(psim_strategy_data_parallel(&f.m, &f.c, 8, 1, &s) == PSIM_OK);
+  psim_space_options so;
+  psim_space_options_init(&so);
+  so.arbitrary_sets = false;
+  so.cluster = &f.c;
+  psim_space sp;
+  ck_assert(psim_space_init(&sp, &f.m, &s, &so) == PSIM_OK);
+  uint32_t starts[9] = {0};
+  int32_t want[9] = {0};
+  for (int p = 1; p <= 8; p++)
+    for (int start = 0; start + p <= 8; start++) {
+      bool in_node = start % 4 + p <= 4 && start % 4 % p == 0;
+      bool spans = p > 4 && start % (4 * ((p + 3) / 4)) == 0;
+      want[p] += in_node || spans;
+    }
+  psim_op_config cfg = {0};
+  for (int64_t i = 0; i < psim_space_op_count(&sp, 0); i++) {
+    ck_assert(psim_space_op_config(&sp, 0, i, &cfg) == PSIM_OK);
+    int p = cfg.n_devices, first = cfg.devices[0];
+    for (int k = 1; k < p; k++)
+      ck_assert_int_eq(cfg.devices[k], first + k);
+    if (p <= 4)
+      ck_assert_msg(first % 4 + p <= 4, "a block of %d from device %d leaves its node", p, first);
+    else
+      ck_assert_int_eq(first % 4, 0);
+    starts[p] |= 1u << first; /* each degree vector of P shards has the same blocks */
+  }
+  for (int p = 1; p <= 8; p++)
+    ck_assert_msg(__builtin_popcount(starts[p]) == want[p], "P = %d: %d blocks, brute force %d", p,
+                  __builtin_popcount(starts[p]), want[p]);
+  psim_free(cfg.devices);
+  psim_space_destroy(&sp);
+  psim_strategy_destroy(&s);
+  unload(&f);
+}
+END_TEST
+
 /* --fix devices alone: only the degree triples with that many shards stay,
  * each with exactly the given placement (brute force: triples of product 2). */
 START_TEST(space_fixed_devices) {
@@ -414,6 +461,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, space_counts_match_brute_force);
   tcase_add_test(tc, space_fixed_devices);
+  tcase_add_test(tc, space_blocks_follow_nodes);
   tcase_add_loop_test(tc, mcmc_finds_exhaustive_optimum, 0, 6);
   tcase_add_test(tc, exhaustive_refuses_large_space);
   tcase_add_test(tc, mcmc_is_reproducible);
