@@ -179,8 +179,15 @@ static void res_label(const psim_plan_doc *d, int32_t res, char *buf, size_t siz
     snprintf(buf, size, "%s host", c->devices[(res - 2 * nd - nl) % (nd > 0 ? nd : 1)].name);
 }
 
+/* The host resource that issued task t, when the schedule recorded the
+ * issue (psim_schedule_result.record_issue); else -1. */
+static int32_t issuing_host(const psim_taskgraph *g, const psim_schedule_result *s, int32_t t) {
+  return s->issue_end_s && g->issue && g->issue[t].res >= 0 ? g->issue[t].res : -1;
+}
+
 /* Rows: devices in order (compute, comm, host), then links, then sync. */
-static psim_status make_rows(const psim_taskgraph *g, int32_t drawn, tl_rows *rows) {
+static psim_status make_rows(const psim_taskgraph *g, const psim_schedule_result *s, int32_t drawn,
+                             tl_rows *rows) {
   rows->row_of_res = psim_malloc(sizeof(int32_t) * (size_t)(g->n_resources + 1));
   if (!rows->row_of_res)
     return psim_error(PSIM_ENOMEM, "report: out of memory");
@@ -195,6 +202,8 @@ static psim_status make_rows(const psim_taskgraph *g, int32_t drawn, tl_rows *ro
     barriers = barriers || g->res_first[t] == g->res_first[t + 1];
     for (int32_t k = g->res_first[t]; k < g->res_first[t + 1]; k++)
       used[g->res[k]] = 1;
+    if (issuing_host(g, s, t) >= 0)
+      used[issuing_host(g, s, t)] = 1;
   }
   rows->n_rows = 0;
   for (int32_t res = 0; res < g->n_resources; res++)
@@ -244,6 +253,22 @@ static void bar(hbuf *b, const psim_plan_doc *d, const psim_taskgraph *g,
   out(b, "</rect>\n");
 }
 
+/* The host issuing task t: a bar ending when the issue ended. */
+static void issue_bar(hbuf *b, const psim_plan_doc *d, const psim_taskgraph *g,
+                      const psim_schedule_result *s, int32_t t, int32_t rowi) {
+  double issue_s = g->issue[t].issue_s, x = (s->issue_end_s[t] - issue_s) * 1e6,
+         w = fmax(issue_s * 1e6, 5e-4 * s->makespan_s * 1e6);
+  char name[256], u[64];
+  task_name(d, &g->info[t], name, sizeof name);
+  out(b,
+      "<rect class=\"task-extra k-host\" x=\"%.6g\" y=\"%d\" width=\"%.6g\" height=\"%d\" "
+      "data-t=\"%d\"><title>issue ",
+      x, rowi * ROW_PX + 2, w, ROW_PX - 4, t);
+  esc(b, name);
+  out(b, ": %s at %.6g ms</title></rect>\n", fmt_unit(issue_s, PSIM_UNIT_TIME, u, sizeof u),
+      (s->issue_end_s[t] - issue_s) * 1e3);
+}
+
 static void legend(hbuf *b) {
   out(b, "<p class=\"legend\">");
   for (int p = 0; p < PSIM_TP_COUNT; p++)
@@ -276,7 +301,7 @@ static psim_status timeline(hbuf *b, const psim_plan_doc *d, const psim_sim_resu
   const psim_schedule_result *s = r->schedule;
   int32_t drawn = g->n_tasks < o->max_tasks ? g->n_tasks : (int32_t)o->max_tasks;
   tl_rows rows = {NULL, 0, -1};
-  PSIM_CHECK(make_rows(g, drawn, &rows));
+  PSIM_CHECK(make_rows(g, s, drawn, &rows));
   double span_us = s->makespan_s * 1e6 > 0 ? s->makespan_s * 1e6 : 1;
   out(b, "<h2>Timeline</h2>\n<p class=\"note\">One bar per simulated task on the stream or link "
          "it occupies (further links of a transfer are drawn lighter). Mouse wheel zooms, "
@@ -313,6 +338,8 @@ static psim_status timeline(hbuf *b, const psim_plan_doc *d, const psim_sim_resu
     bar(b, d, g, s, t, k0 == k1 ? rows.sync_row : rows.row_of_res[g->res[k0]], true);
     for (int32_t k = k0 + 1; k < k1 && extra_cap > 0; k++, extra_cap--)
       bar(b, d, g, s, t, rows.row_of_res[g->res[k]], false);
+    if (issuing_host(g, s, t) >= 0)
+      issue_bar(b, d, g, s, t, rows.row_of_res[issuing_host(g, s, t)]);
   }
   out(b, "</svg></div></div>\n");
   psim_free(rows.row_of_res);

@@ -119,6 +119,7 @@ void psim_schedule_result_init(psim_schedule_result *r) {
 void psim_schedule_result_destroy(psim_schedule_result *r) {
   psim_free(r->start_s);
   psim_free(r->end_s);
+  psim_free(r->issue_end_s);
   psim_free(r->state_);
   psim_free(r->res_free_);
   psim_free(r->heap_);
@@ -140,6 +141,12 @@ static psim_status reserve_result(psim_schedule_result *r, size_t n, int32_t nre
       return psim_error(PSIM_ENOMEM, "simulation: out of memory for %zu tasks", n);
     r->state_ = l;
     r->cap_tasks_ = cap;
+  }
+  if (r->record_issue) { /* sized with the graph each time: traces only */
+    double *e = psim_realloc(r->issue_end_s, (n ? n : 1) * sizeof *e);
+    if (!e)
+      return psim_error(PSIM_ENOMEM, "simulation: out of memory for %zu tasks", n);
+    r->issue_end_s = e;
   }
   if (nres > r->cap_resources_ || !r->res_free_) {
     double *f = psim_realloc(r->res_free_, (size_t)(nres ? nres : 1) * sizeof *f);
@@ -173,9 +180,10 @@ static psim_status seed(const psim_taskgraph *g, psim_schedule_result *r, size_t
   return PSIM_OK;
 }
 
-/* Takes task u ready at t: returns its end time after booking its resources. */
+/* Takes task u ready at t: returns its end time after booking its resources.
+ * issue_end: NULL, or where the host's issue end of u goes. */
 static inline double run_task(const psim_taskgraph *g, double *res_free, int32_t u, double t,
-                              double *start) {
+                              double *start, double *issue_end) {
   const int32_t *res = g->res;
   int32_t a = g->index_[u][0], b = g->index_[u + 1][0];
   if (g->issue && g->issue[u].res >= 0) { /* the host issues u (psim_task_issue) */
@@ -185,6 +193,8 @@ static inline double run_task(const psim_taskgraph *g, double *res_free, int32_t
       h = res_free[res[a]];
     h += is->issue_s;
     res_free[is->res] = h;
+    if (issue_end)
+      issue_end[u] = h;
     if (h > t)
       t = h;
   }
@@ -268,10 +278,11 @@ psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
   int32_t done = 0;
   double makespan = 0;
   heap_entry cur = {0, -1};
+  double *issue_end = r->record_issue ? r->issue_end_s : NULL;
   PSIM_CHECK(choose_next(r, &hn, &cur));
   while (cur.id >= 0) {
     int32_t u = cur.id;
-    double end = run_task(g, r->res_free_, u, cur.t, &r->start_s[u]);
+    double end = run_task(g, r->res_free_, u, cur.t, &r->start_s[u], issue_end);
     r->end_s[u] = end;
     if (end > makespan)
       makespan = end;

@@ -196,6 +196,7 @@ static psim_status keep(psim_build *b, psim_schedule_result *sched, psim_sim_res
 static psim_status run(psim_build *b, const psim_sim_options *o, psim_sim_result *r) {
   psim_schedule_result sched;
   psim_schedule_result_init(&sched);
+  sched.record_issue = o->keep_graph; /* the trace's host track */
   double t1 = now_s();
   psim_status st = psim_tg_simulate(&b->g, &sched);
   r->simulate_s = now_s() - t1;

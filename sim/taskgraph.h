@@ -89,6 +89,12 @@ typedef struct psim_schedule_result {
   double *start_s; /* per task, owned */
   double *end_s;   /* per task, owned */
   int32_t n_tasks;
+  /* Set record_issue before psim_tg_simulate to get, for every task the host
+   * issues (psim_task_issue), the time it finished issuing it in
+   * issue_end_s[task] (s; owned; other entries undefined). For traces: the
+   * host's track. Default off: the search does not pay for it. */
+  bool record_issue;
+  double *issue_end_s;
   /* Engine scratch, kept between calls so that repeated simulations (search)
    * allocate nothing once warm. Private to engine.c. */
   size_t cap_tasks_;     /* capacity of start_s, end_s, state_ */

@@ -256,6 +256,35 @@ static psim_status all_meta(trace_writer *w, const psim_taskgraph *g, const psim
 
 /* ---- events ---- */
 
+/* The host issuing task t (psim_task_issue): an event on the device's host
+ * thread ending when the issue ended, when the schedule recorded it. */
+static psim_status issue_event(trace_writer *w, const psim_taskgraph *g,
+                               const psim_schedule_result *r, const psim_trace_names *n, int32_t t,
+                               const char *task_name) {
+  if (!g->issue || g->issue[t].res < 0 || !r->issue_end_s || w->n_x >= n->max_events)
+    return PSIM_OK;
+  w->n_x++;
+  char name[300];
+  snprintf(name, sizeof name, "issue %s", task_name);
+  int32_t pid, tid;
+  track(n, g->issue[t].res, &pid, &tid);
+  cJSON *e = event("X", pid, tid, name);
+  cJSON *args = e ? cJSON_CreateObject() : NULL;
+  int ok = args != NULL;
+  if (args) {
+    cJSON_AddItemToObjectCS(e, "args", args);
+    str(e, "cat", "host", &ok);
+    num(e, "ts", (r->issue_end_s[t] - g->issue[t].issue_s) * 1e6, &ok);
+    num(e, "dur", g->issue[t].issue_s * 1e6, &ok);
+    num(args, "task", t, &ok);
+  }
+  if (!ok) {
+    cJSON_Delete(e);
+    e = NULL;
+  }
+  return emit(w, e);
+}
+
 static psim_status task_events(trace_writer *w, const psim_taskgraph *g,
                                const psim_schedule_result *r, const psim_trace_names *n,
                                int32_t t) {
@@ -285,7 +314,7 @@ static psim_status task_events(trace_writer *w, const psim_taskgraph *g,
     }
     PSIM_CHECK(emit(w, e));
   }
-  return PSIM_OK;
+  return issue_event(w, g, r, n, t, name);
 }
 
 /* One flow arrow from the end of u to the start of v (id k). */

@@ -18,6 +18,14 @@ expect "report writes the page" 0 stdout-nonempty stderr-empty "written to"
 bars=$(grep -c '<rect class="task ' "$HTML")
 if [ "$bars" -eq "$TASKS" ] && [ "$TASKS" -gt 0 ]; then ok "one bar per simulated task ($TASKS)"
 else not_ok "one bar per simulated task" "$bars bars, $TASKS tasks"; fi
+# the host issuing kernels has its own row, with a bar per kernel it issues: as many as the
+# trace of the same plan has host events
+run simulate tests/data/tiny-gpt.json topologies/dgx-a100-x1.json "$PLAN" --trace "$TEST_TMP/t.json"
+issues=$(python3 -c 'import json,sys; print(sum(e.get("cat") == "host" for e in json.load(open(sys.argv[1]))["traceEvents"]))' "$TEST_TMP/t.json")
+host_bars=$(grep -c '<rect class="task-extra k-host"' "$HTML")
+if [ "$host_bars" -eq "$issues" ] && [ "$issues" -gt 0 ] && grep -q 'host</text>' "$HTML"; then
+  ok "host rows: a bar per kernel issue ($issues)"
+else not_ok "host rows: a bar per kernel issue" "$host_bars bars, $issues host events in the trace"; fi
 for id in summary timeline memory pipeline shardings; do
   if grep -q "id=\"$id\"" "$HTML"; then ok "the page has #$id"; else not_ok "the page has #$id"; fi
 done

@@ -128,6 +128,60 @@ START_TEST(trace_of_a_small_schedule) {
 }
 END_TEST
 
+/* The host's track: two kernels the host of device 0 issues (5 us each)
+ * give two "issue" events on its host thread, back to back, when the
+ * schedule records issue ends; none when it does not. */
+START_TEST(host_track_shows_issues) {
+  psim_cluster c;
+  psim_cluster_init(&c);
+  ck_assert_int_eq(psim_cluster_load(DATA "coll-2node.json", &c), PSIM_OK);
+  int32_t host = psim_res_host(c.n_devices, c.n_links, 0), r0 = psim_res_compute(0), t[2];
+  psim_taskgraph g;
+  psim_tg_init(&g, host + 1);
+  psim_task_info fwd = {PSIM_TASK_COMPUTE, PSIM_TP_FWD, 0, 3, 1, 0, 0};
+  for (int i = 0; i < 2; i++) {
+    ck_assert_int_eq(psim_tg_add_task(&g, 1e-6, &r0, 1, &fwd, &t[i]), PSIM_OK);
+    ck_assert_int_eq(psim_tg_set_issue(&g, t[i], host, 5e-6, 0), PSIM_OK);
+  }
+  ck_assert_int_eq(psim_tg_finalize(&g), PSIM_OK);
+  psim_trace_names names;
+  ck_assert_int_eq(psim_trace_names_from_cluster(&names, &c), PSIM_OK);
+  char path[] = "/tmp/psim_traceXXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  for (int record = 0; record < 2; record++) {
+    psim_schedule_result r;
+    psim_schedule_result_init(&r);
+    r.record_issue = record;
+    ck_assert_int_eq(psim_tg_simulate(&g, &r), PSIM_OK);
+    ck_assert_int_eq(psim_trace_write(path, &g, &r, &names, NULL, 0), PSIM_OK);
+    cJSON *root = NULL;
+    ck_assert_int_eq(psim_json_load_file(path, &root), PSIM_OK);
+    int issues = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(root, "traceEvents")) {
+      const char *cat = cJSON_GetStringValue(cJSON_GetObjectItem(e, "cat"));
+      if (!cat || strcmp(cat, "host") != 0)
+        continue;
+      ck_assert_int_eq((int)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "pid")), 0);
+      ck_assert_int_eq((int)cJSON_GetNumberValue(cJSON_GetObjectItem(e, "tid")), 2);
+      ck_assert_double_eq_tol(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "ts")), 5.0 * issues,
+                              1e-9);
+      ck_assert_double_eq_tol(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "dur")), 5.0, 1e-9);
+      issues++;
+    }
+    ck_assert_int_eq(issues, record ? 2 : 0);
+    cJSON_Delete(root);
+    psim_schedule_result_destroy(&r);
+  }
+  remove(path);
+  psim_trace_names_destroy(&names);
+  psim_tg_destroy(&g);
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 START_TEST(large_trace_spans_chunks) {
   /* 50,000 tasks on 4 devices: more than two serialisation chunks. */
   psim_taskgraph g;
@@ -172,6 +226,7 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, trace_of_a_small_schedule);
   tcase_add_test(tc, large_trace_spans_chunks);
+  tcase_add_test(tc, host_track_shows_issues);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
