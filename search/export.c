@@ -2,10 +2,12 @@
  *
  * Every exporter first proves that the target can express the plan exactly
  * (Megatron and DeepSpeed: the strategy equals a Megatron tp x pp x dp
- * expansion op for op; GSPMD: every op follows the one mesh + layout;
+ * expansion op for op; GSPMD: every op's shards lie along the axes of one
+ * mesh, the plan's or one inferred from the per-op configurations;
  * FlexFlow: every split is a partition of the op's output) and refuses with
  * the reason otherwise. */
 #include "export.h"
+#include "export_impl.h"
 #include "strbuf.h"
 
 #include <cjson/cJSON.h>
@@ -45,8 +47,7 @@ static psim_status sb_finish(sbuf *b, char **text, size_t *len) {
   return psim_sb_finish(b, "export", text, len);
 }
 
-/* A JSON document as formatted text (2-space indent via cJSON's tabs). */
-static psim_status json_text(const cJSON *root, char **text, size_t *len) {
+psim_status psim_export_json_text(const cJSON *root, char **text, size_t *len) {
   char *s = cJSON_Print(root);
   if (!s)
     return psim_error(PSIM_ENOMEM, "export: out of memory printing JSON");
@@ -127,9 +128,8 @@ psim_status psim_plan_doc_load(const char *plan_file, const char *model_file,
 
 /* ---- Megatron matching ---- */
 
-/* "split f:2, 1 replicas, devices 0.." for messages. */
-static void fmt_config(const psim_model *m, int32_t o, const psim_op_config *c, char *buf,
-                       size_t size) {
+void psim_export_fmt_config(const psim_model *m, int32_t o, const psim_op_config *c, char *buf,
+                            size_t size) {
   const psim_op *op = &m->ops[o];
   size_t n = (size_t)snprintf(buf, size, "split");
   for (int32_t i = 0; i < op->n_dims && n < size; i++)
@@ -141,7 +141,7 @@ static void fmt_config(const psim_model *m, int32_t o, const psim_op_config *c, 
              c->n_devices > 0 ? c->devices[0] : -1);
 }
 
-static bool op_config_equal(const psim_op_config *a, const psim_op_config *b) {
+bool psim_export_config_equal(const psim_op_config *a, const psim_op_config *b) {
   return memcmp(a->degree, b->degree, sizeof a->degree) == 0 && a->replicas == b->replicas &&
          a->n_devices == b->n_devices && a->stage == b->stage &&
          (a->n_devices == 0 ||
@@ -171,10 +171,10 @@ static bool megatron_differs(const psim_model *m, const psim_strategy *s, const 
     }
   }
   for (int32_t o = 0; o < s->n_ops; o++)
-    if (!op_config_equal(&s->ops[o], &t->ops[o])) {
+    if (!psim_export_config_equal(&s->ops[o], &t->ops[o])) {
       char a[160], b[160];
-      fmt_config(m, o, &s->ops[o], a, sizeof a);
-      fmt_config(m, o, &t->ops[o], b, sizeof b);
+      psim_export_fmt_config(m, o, &s->ops[o], a, sizeof a);
+      psim_export_fmt_config(m, o, &t->ops[o], b, sizeof b);
       snprintf(why, size, "op '%s' has a per-op placement (%s) where Megatron would use (%s)",
                m->ops[o].name, a, b);
       *agree = o;
@@ -465,139 +465,7 @@ static psim_status export_deepspeed(const psim_plan_doc *d, char **text, size_t 
     return psim_error(PSIM_ENOMEM, "export: out of memory");
   psim_status st = deepspeed_doc(d, &o, root);
   if (st == PSIM_OK)
-    st = json_text(root, text, len);
-  cJSON_Delete(root);
-  return st;
-}
-
-/* ---- gspmd ---- */
-
-/* axis_of_dim[i]: the mesh axis op dim i is split over, or -1 (the rule of
- * psim_mesh_op_config: layout first, then the axis fallbacks). */
-static void op_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *op,
-                    int32_t *axis_of_dim) {
-  int32_t dim_of_axis[PSIM_MESH_MAX_AXES];
-  psim_mesh_map_axes(mesh, m, op, dim_of_axis);
-  for (int32_t i = 0; i < PSIM_MAX_OP_DIMS; i++)
-    axis_of_dim[i] = -1;
-  for (int32_t a = 0; a < mesh->n_axes; a++)
-    if (dim_of_axis[a] >= 0)
-      axis_of_dim[dim_of_axis[a]] = a;
-}
-
-static psim_status gspmd_refusals(const psim_strategy *s) {
-  if (s->n_stages > 1 || s->virtual_stages > 1)
-    return psim_error(PSIM_EFAILED,
-                      "%d pipeline stages: GSPMD partition specs describe one SPMD "
-                      "program over one mesh, not a pipeline",
-                      s->n_stages * s->virtual_stages);
-  if (s->zero_stage > 0)
-    return psim_error(PSIM_EFAILED,
-                      "ZeRO stage %d (optimizer state sharded over data-parallel "
-                      "ranks) is not part of per-tensor partition specs",
-                      s->zero_stage);
-  if (s->sync == PSIM_SYNC_PS)
-    return psim_error(PSIM_EFAILED, "parameter servers: GSPMD all-reduces gradients");
-  return PSIM_OK;
-}
-
-/* Every op must be what the mesh + layout give it (no per-op overrides). */
-static psim_status gspmd_check_ops(const psim_model *m, const psim_strategy *s) {
-  const psim_stage *st = &s->stages[0];
-  for (int32_t o = 0; o < m->n_ops; o++) {
-    psim_op_config cfg;
-    PSIM_CHECK(psim_mesh_op_config(&s->mesh, m, o, st->devices, st->n_devices, &cfg));
-    cfg.stage = s->ops[o].stage;
-    bool same = op_config_equal(&cfg, &s->ops[o]);
-    psim_op_config_destroy(&cfg);
-    if (!same)
-      return psim_error(PSIM_EFAILED,
-                        "op '%s' has a per-op override (its own split or devices) that the "
-                        "plan's single mesh and layout do not give it",
-                        m->ops[o].name);
-  }
-  return PSIM_OK;
-}
-
-/* The op whose sharding a tensor takes: its producer, else its first consumer. */
-static int32_t tensor_op(const psim_model *m, int32_t t) {
-  if (m->tensors[t].producer >= 0)
-    return m->tensors[t].producer;
-  for (int32_t o = 0; o < m->n_ops; o++)
-    for (int32_t i = 0; i < m->ops[o].n_in; i++)
-      if (m->ops[o].in[i] == t)
-        return o;
-  return -1;
-}
-
-static psim_status gspmd_mesh(const psim_strategy *s, cJSON *root) {
-  cJSON *mesh, *names, *shape, *ids;
-  PSIM_CHECK(psim_json_add_object(root, "mesh", &mesh));
-  PSIM_CHECK(psim_json_add_array(mesh, "axis_names", &names));
-  PSIM_CHECK(psim_json_add_array(mesh, "shape", &shape));
-  PSIM_CHECK(psim_json_add_array(mesh, "device_ids", &ids));
-  const psim_mesh *me = &s->mesh;
-  int32_t n = me->n_axes > 0 ? me->n_axes : 1;
-  for (int32_t a = 0; a < n; a++) {
-    cJSON *x = cJSON_CreateString(me->n_axes > 0 ? me->axis[a] : "replica");
-    cJSON *y = cJSON_CreateNumber(me->n_axes > 0 ? me->size[a] : s->stages[0].n_devices);
-    bool ok = x && y;
-    ok = ok && cJSON_AddItemToArray(names, x);
-    ok = ok && cJSON_AddItemToArray(shape, y);
-    if (!ok)
-      return psim_error(PSIM_ENOMEM, "export: out of memory");
-  }
-  for (int32_t i = 0; i < s->stages[0].n_devices; i++) {
-    cJSON *x = cJSON_CreateNumber(s->stages[0].devices[i]);
-    if (!x || !cJSON_AddItemToArray(ids, x))
-      return psim_error(PSIM_ENOMEM, "export: out of memory");
-  }
-  return PSIM_OK;
-}
-
-/* One tensor's PartitionSpec: per tensor dim, the mesh axis or null. */
-static psim_status gspmd_spec(const psim_model *m, const psim_strategy *s, int32_t t,
-                              cJSON *specs) {
-  const psim_tensor *tn = &m->tensors[t];
-  int32_t o = tensor_op(m, t), axis_of_dim[PSIM_MAX_OP_DIMS];
-  cJSON *spec = cJSON_CreateArray();
-  if (!spec || !cJSON_AddItemToObject(specs, tn->name, spec)) {
-    cJSON_Delete(spec);
-    return psim_error(PSIM_ENOMEM, "export: out of memory");
-  }
-  if (o >= 0)
-    op_axes(&s->mesh, m, &m->ops[o], axis_of_dim);
-  for (int32_t k = 0; k < tn->rank; k++) {
-    int32_t i = o >= 0 ? psim_op_dim_index(&m->ops[o], tn->dims[k]) : -1;
-    int32_t a = i >= 0 ? axis_of_dim[i] : -1;
-    bool split = a >= 0 && s->mesh.size[a] > 1 && s->ops[o].degree[i] > 1;
-    cJSON *x = split ? cJSON_CreateString(s->mesh.axis[a]) : cJSON_CreateNull();
-    if (!x || !cJSON_AddItemToArray(spec, x))
-      return psim_error(PSIM_ENOMEM, "export: out of memory");
-  }
-  return PSIM_OK;
-}
-
-static psim_status gspmd_doc(const psim_plan_doc *d, cJSON *root) {
-  const psim_strategy *s = &d->strategy;
-  cJSON *specs;
-  PSIM_CHECK(gspmd_mesh(s, root));
-  PSIM_CHECK(psim_json_add_object(root, "partition_specs", &specs));
-  for (int32_t t = 0; t < d->model.n_tensors; t++)
-    PSIM_CHECK(gspmd_spec(&d->model, s, t, specs));
-  PSIM_CHECK(psim_json_add_number(root, "gradient_accumulation_steps", s->n_micro));
-  return psim_json_add_string(root, "remat", psim_recompute_name(s->recompute));
-}
-
-static psim_status export_gspmd(const psim_plan_doc *d, char **text, size_t *len) {
-  PSIM_CHECK(gspmd_refusals(&d->strategy));
-  PSIM_CHECK(gspmd_check_ops(&d->model, &d->strategy));
-  cJSON *root = cJSON_CreateObject();
-  if (!root)
-    return psim_error(PSIM_ENOMEM, "export: out of memory");
-  psim_status st = gspmd_doc(d, root);
-  if (st == PSIM_OK)
-    st = json_text(root, text, len);
+    st = psim_export_json_text(root, text, len);
   cJSON_Delete(root);
   return st;
 }
@@ -701,10 +569,10 @@ psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **tex
   *text = NULL;
   *len = 0;
   switch (f) {
-  case PSIM_EXPORT_PLANSIM: return json_text(d->root, text, len);
+  case PSIM_EXPORT_PLANSIM: return psim_export_json_text(d->root, text, len);
   case PSIM_EXPORT_MEGATRON: return export_megatron(d, text, len);
   case PSIM_EXPORT_DEEPSPEED: return export_deepspeed(d, text, len);
-  case PSIM_EXPORT_GSPMD: return export_gspmd(d, text, len);
+  case PSIM_EXPORT_GSPMD: return psim_export_gspmd(d, text, len);
   case PSIM_EXPORT_FLEXFLOW: return export_flexflow(d, text, len);
   default: return psim_error(PSIM_EINPUT, "unknown export format %d", (int)f);
   }

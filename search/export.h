@@ -5,7 +5,8 @@
  *   plansim    the plan itself (validated against docs/plan.schema.json);
  *   megatron   Megatron-LM command-line arguments;
  *   deepspeed  a DeepSpeed config JSON;
- *   gspmd      JAX-style PartitionSpecs per tensor over a named mesh;
+ *   gspmd      JAX-style PartitionSpecs per tensor over a named mesh (the
+ *              plan's, or one inferred from a strategy given per op);
  *   flexflow   FlexFlow's per-op strategy (protobuf text of strategy.proto).
  * An exporter never approximates: a plan the target cannot express (per-op
  * placements for Megatron, a contracted-dim split for FlexFlow, ...) is
@@ -54,7 +55,9 @@ psim_status psim_plan_doc_load(const char *plan_file, const char *model_file,
 
 /* Exports the plan in format f. *text is NUL-terminated, owned by the caller
  * (psim_free), *len its length. PSIM_EFAILED with the reason when the format
- * cannot express the plan. O(ops * devices). */
+ * cannot express the plan. O(ops * devices); gspmd of a strategy given per op
+ * O(ops * devices * log devices) per candidate mesh, of which it tries a few
+ * thousand at most (docs/export.md). */
 psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **text, size_t *len);
 
 /* The Megatron-LM parameters a strategy equals, if any: tp, pp, dp,

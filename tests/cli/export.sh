@@ -37,7 +37,30 @@ refused tp2-pp2-dp2 gspmd "2 pipeline stages"
 refused tp2-pp2-dp2 flexflow "2 micro-batches"
 refused tp4-dp2 flexflow "op 'embed' splits dim 'v' 4 ways"
 refused override megatron "op 'layer\.1\.fc1' has a per-op placement"
-refused override gspmd "op 'layer\.1\.fc1' has a per-op override"
+
+# Per-op strategies (what Alpa and MCMC plans hold): gspmd infers one mesh for all ops. The
+# override plan keeps the template's dp 2 x tp 4 mesh; fc1 splitting the batch 8 ways takes
+# both axes, dp the major one: PartitionSpec(("dp", "tp"), None, None).
+run export "$G/override.plan.json" --format gspmd
+expect "export override --format gspmd splits fc1's batch over both mesh axes" 0 \
+  stdout-nonempty stderr-empty '"layer\.1\.u":[[:space:]]*\[\["dp", "tp"\], null, null\]'
+perop() { # perop NAME OPS: a plan of tiny-gpt on one DGX A100 with the per-op overrides OPS
+  printf '{"format": "plansim.plan/1", "model_file": "tests/data/tiny-gpt.json",
+  "cluster_file": "topologies/dgx-a100-x1.json",
+  "strategy": {"format": "plansim.strategy/1", "ops": %s}}\n' "$2" >"$TEST_TMP/$1.json"
+  run export "$TEST_TMP/$1.json" --format gspmd
+}
+perop subset '{"*": {"split": {"b": 8}}, "embed": {"split": {"b": 4}, "devices": [0, 1, 2, 3]}}'
+expect "gspmd refuses an op that leaves devices idle" 1 stdout-empty stderr-nonempty "" \
+  "op 'embed' runs on 4 of the 8 devices"
+perop crossed '{"*": {"split": {"b": 2}, "replicas": 4},
+  "layer.0.ln1": {"split": {"b": 2}, "replicas": 4, "devices": [0, 1, 2, 4, 3, 5, 6, 7]}}'
+expect "gspmd refuses shards that no mesh lays out, naming the first such op" 1 stdout-empty \
+  stderr-nonempty "" \
+  "op 'layer\.0\.ln1' \(split b:2, 4 replicas, devices 0\.\.\) cannot be expressed on one device mesh"
+perop dp8 '{"*": {"split": {"b": 8}}}'
+expect "data parallelism given per op is one axis dp of 8" 0 stdout-nonempty stderr-empty \
+  '"axis_names":[[:space:]]*\["dp"\]'
 
 # The Megatron and DeepSpeed exports of a plan must agree with each other on the batch.
 run export "$G/dp8.plan.json" --format megatron
@@ -94,4 +117,85 @@ PY
 n=$(python3 tests/golden/schema_check.py "$SCHEMA" "$TEST_TMP/broken.json" | wc -l)
 if [ "$n" -eq 3 ]; then ok "the schema check rejects a broken plan (3 errors)"
 else not_ok "the schema check rejects a broken plan (3 errors)" "got $n errors"; fi
+
+# Plans from the searches, whose strategies are given per op, export to gspmd, and each op's
+# output spec lays out the op's shards as the plan places them: for every device, its
+# coordinates on the spec's mesh axes (mixed radix, major first) give the shard index the
+# plan's device list gives it. check_specs.py MODEL PLAN GSPMD OPS (those ops must be checked).
+cat >"$TEST_TMP/check_specs.py" <<'PY'
+import json, sys
+model, plan, exp = (json.load(open(f)) for f in sys.argv[1:4])
+dims, outs = {}, {}  # tensor -> dims; op -> its output tensor
+for sec in ("inputs", "weights", "tensors"):
+    dims.update({k: v["dims"] for k, v in model.get(sec, {}).items()})
+for op in model["ops"]:
+    if "block" not in op:
+        outs[op["name"]] = op["out"][0]
+        continue
+    inner = {k: v["dims"] for k, v in op.get("tensors", {}).items()}
+    for r in range(op["repeat"]):
+        for o in op["ops"]:
+            t = o["out"][0]
+            if t in inner and t not in op["outputs"]:
+                name = "%s.%d.%s" % (op["block"], r, t)
+                outs["%s.%d.%s" % (op["block"], r, o["name"])], dims[name] = name, inner[t]
+mesh, specs = exp["mesh"], exp["partition_specs"]
+names, shape, ids = mesh["axis_names"], mesh["shape"], mesh["device_ids"]
+size = dict(zip(names, shape))
+def mesh_coords(dev):
+    p, c = ids.index(dev), {}
+    for a in reversed(range(len(shape))):
+        c[names[a]], p = p % shape[a], p // shape[a]
+    return c
+def devices(v):
+    return list(range(v["first"], v["first"] + v["count"])) if isinstance(v, dict) else v
+checked, bad = [], []
+for name, cfg in plan["strategy"].get("ops", {}).items():
+    if name not in outs:
+        continue
+    t, split = outs[name], [(d, n) for d, n in cfg["split"].items() if n > 1]
+    for k, d in enumerate(dims[t]):
+        e = specs[t][k]
+        axes = [] if e is None else [e] if isinstance(e, str) else e
+        n = 1
+        for a in axes:
+            n *= size[a]
+        ok = n == dict(split).get(d, 1)
+        for j, dev in enumerate(devices(cfg["devices"])):
+            s, shard = j // cfg.get("replicas", 1), {}
+            for dn, deg in reversed(split):
+                shard[dn], s = s % deg, s // deg
+            c, x = mesh_coords(dev), 0
+            for a in axes:
+                x = x * size[a] + c[a]
+            ok = ok and x == shard.get(d, 0)
+        if not ok:
+            bad.append("%s: %s dim %s: spec %s, plan split %s" % (name, t, d, e, cfg["split"]))
+    checked.append(name)
+bad += ["op %s not checked" % o for o in sys.argv[4].split(",") if o not in checked]
+print("\n".join(bad) if bad else "%d ops checked" % len(checked))
+sys.exit(1 if bad else 0)
+PY
+spec_check() { # spec_check NAME MODEL PLAN OPS
+  run export "$3" --format gspmd -o "$TEST_TMP/$1.gspmd.json"
+  expect "export of the $1 plan --format gspmd" 0 stdout-empty stderr-empty
+  if python3 "$TEST_TMP/check_specs.py" "$2" "$3" "$TEST_TMP/$1.gspmd.json" "$4" \
+    >"$TEST_TMP/spec.log" 2>&1; then
+    ok "the $1 plan's specs lay out its shards ($(cat "$TEST_TMP/spec.log"))"
+  else not_ok "the $1 plan's specs lay out its shards" "$(head -20 "$TEST_TMP/spec.log")"; fi
+}
+# MCMC keeps every op on the 8 GPUs in order with the batch split 2 ways (--fix) and splits
+# the rest as it likes: the ops' splits differ, so no mesh + layout of the plan gives them.
+printf '{"format": "plansim.strategy/1", "split": {"b": 2},
+  "ops": {"*": {"devices": [0, 1, 2, 3, 4, 5, 6, 7]}}}\n' >"$TEST_TMP/fix.json"
+run plan tests/data/tiny-gpt.json topologies/dgx-a100-x1.json --search mcmc --budget 300 \
+  --seed 1 --fix "$TEST_TMP/fix.json" --no-baselines -o "$TEST_TMP/mcmc.json"
+expect "plan --search mcmc writes a per-op plan" 0 stdout-nonempty any
+spec_check mcmc tests/data/tiny-gpt.json "$TEST_TMP/mcmc.json" embed,layer.0.fc1,layer.3.attn,head
+# Alpa gives mlp4 on 16 P100s one stage on a 4 x 4 mesh, its strategy per op with no mesh
+# axes (fc3 on the transposed device order).
+run plan tests/data/mlp4.json topologies/p100-nvlink-x4.json --search alpa --no-baselines \
+  -o "$TEST_TMP/alpa.json"
+expect "plan --search alpa writes a per-op plan" 0 stdout-nonempty any
+spec_check alpa tests/data/mlp4.json "$TEST_TMP/alpa.json" fc1,fc3
 finish

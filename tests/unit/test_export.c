@@ -87,26 +87,31 @@ START_TEST(megatron_refuses_a_moved_op) {
 }
 END_TEST
 
+/* Exports the strategy of d (model and cluster borrowed from M and C) in format f. */
+static cJSON *export_doc(psim_plan_doc *d, psim_export_format f) {
+  d->root = cJSON_CreateObject();
+  d->model = M; /* borrowed: not destroyed below */
+  d->cluster = C;
+  char *text = NULL;
+  size_t len = 0;
+  ck_assert_msg(psim_export(d, f, &text, &len) == PSIM_OK, "%s", psim_error_message());
+  cJSON *j = cJSON_Parse(text);
+  ck_assert_ptr_nonnull(j);
+  psim_free(text);
+  cJSON_Delete(d->root);
+  psim_strategy_destroy(&d->strategy);
+  return j;
+}
+
 /* Exports a Megatron tp x dp strategy of tiny-gpt in format f. */
 static cJSON *export_json(int tp, int dp, psim_export_format f) {
   psim_plan_doc d;
   psim_plan_doc_init(&d);
-  d.root = cJSON_CreateObject();
   psim_megatron_opts o;
   psim_megatron_opts_init(&o);
   o.tp = tp, o.dp = dp;
   ck_assert(psim_strategy_megatron(&M, &C, &o, &d.strategy) == PSIM_OK);
-  d.model = M; /* borrowed: not destroyed below */
-  d.cluster = C;
-  char *text = NULL;
-  size_t len = 0;
-  ck_assert_msg(psim_export(&d, f, &text, &len) == PSIM_OK, "%s", psim_error_message());
-  cJSON *j = cJSON_Parse(text);
-  ck_assert_ptr_nonnull(j);
-  psim_free(text);
-  cJSON_Delete(d.root);
-  psim_strategy_destroy(&d.strategy);
-  return j;
+  return export_doc(&d, f);
 }
 
 static void assert_spec(const cJSON *specs, const char *tensor, const char *want) {
@@ -115,10 +120,8 @@ static void assert_spec(const cJSON *specs, const char *tensor, const char *want
   cJSON_free(got);
 }
 
-START_TEST(gspmd_follows_megatron_layer_rules) {
-  cJSON *j = export_json(4, 2, PSIM_EXPORT_GSPMD);
-  const cJSON *specs = cJSON_GetObjectItem(j, "partition_specs");
-  assert_spec(cJSON_GetObjectItem(j, "mesh"), "shape", "[2,4]");
+/* The specs of Megatron-LM's layer rules for tp 4 x dp 2 on tiny-gpt. */
+static void assert_megatron_specs(const cJSON *specs) {
   assert_spec(specs, "layer.0.wq", "[null,\"tp\",null]");  /* [h, n, d] column-parallel */
   assert_spec(specs, "layer.3.wo", "[\"tp\",null,null]");  /* [n, d, h] row-parallel */
   assert_spec(specs, "layer.1.w1", "[null,\"tp\"]");       /* [h, f] column-parallel */
@@ -128,6 +131,123 @@ START_TEST(gspmd_follows_megatron_layer_rules) {
   assert_spec(specs, "layer.0.u", "[\"dp\",null,\"tp\"]"); /* fc1 output, ffn split */
   assert_spec(specs, "layer.0.p", "[\"dp\",null,null]");   /* after the all-reduce */
   assert_spec(specs, "logits", "[\"dp\",null,\"tp\"]");
+}
+
+START_TEST(gspmd_follows_megatron_layer_rules) {
+  cJSON *j = export_json(4, 2, PSIM_EXPORT_GSPMD);
+  assert_spec(cJSON_GetObjectItem(j, "mesh"), "shape", "[2,4]");
+  assert_megatron_specs(cJSON_GetObjectItem(j, "partition_specs"));
+  cJSON_Delete(j);
+}
+END_TEST
+
+/* Megatron tp 4 x dp 2 given per op (its mesh dropped, as Alpa and MCMC plans
+ * hold their strategies), the devices relabelled by perm, into d. */
+static void per_op_megatron(const int32_t *perm, psim_plan_doc *d) {
+  psim_plan_doc_init(d);
+  psim_megatron_opts o;
+  psim_megatron_opts_init(&o);
+  o.tp = 4, o.dp = 2;
+  ck_assert(psim_strategy_megatron(&M, &C, &o, &d->strategy) == PSIM_OK);
+  memset(&d->strategy.mesh, 0, sizeof d->strategy.mesh);
+  for (int32_t i = 0; i < d->strategy.n_ops; i++)
+    for (int32_t j = 0; j < d->strategy.ops[i].n_devices; j++)
+      d->strategy.ops[i].devices[j] = perm[d->strategy.ops[i].devices[j]];
+}
+
+/* The inferred mesh must give every tensor the spec the template's mesh gives it. */
+static cJSON *export_per_op_megatron(const int32_t *perm) {
+  psim_plan_doc d;
+  per_op_megatron(perm, &d);
+  return export_doc(&d, PSIM_EXPORT_GSPMD);
+}
+
+START_TEST(gspmd_infers_the_mesh_of_a_per_op_strategy) {
+  static const int32_t same[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  cJSON *j = export_per_op_megatron(same);
+  const cJSON *mesh = cJSON_GetObjectItem(j, "mesh");
+  assert_spec(mesh, "axis_names", "[\"dp\",\"tp\"]");
+  assert_spec(mesh, "shape", "[2,4]");
+  assert_spec(mesh, "device_ids", "[0,1,2,3,4,5,6,7]");
+  assert_megatron_specs(cJSON_GetObjectItem(j, "partition_specs"));
+  cJSON_Delete(j);
+  /* Device d of the template now sits at (d % 4) * 2 + d / 4: in device order
+   * the tp coordinate is the slow one, so the mesh is tp 4 x dp 2. */
+  static const int32_t transposed[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  j = export_per_op_megatron(transposed);
+  mesh = cJSON_GetObjectItem(j, "mesh");
+  assert_spec(mesh, "axis_names", "[\"tp\",\"dp\"]");
+  assert_spec(mesh, "shape", "[4,2]");
+  assert_spec(mesh, "device_ids", "[0,1,2,3,4,5,6,7]");
+  assert_megatron_specs(cJSON_GetObjectItem(j, "partition_specs"));
+  cJSON_Delete(j);
+}
+END_TEST
+
+/* Every allocation of a gspmd export that infers the mesh may fail: the
+ * export returns PSIM_ENOMEM (no crash, no leak under the sanitizers), or the
+ * same text when the failure was recovered from (test_allocfail's method). */
+START_TEST(gspmd_inference_survives_allocation_failures) {
+  static const int32_t transposed[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  psim_plan_doc d;
+  per_op_megatron(transposed, &d);
+  d.model = M; /* borrowed */
+  d.cluster = C;
+  char *want = NULL, *got = NULL;
+  size_t len = 0;
+  ck_assert(psim_export(&d, PSIM_EXPORT_GSPMD, &want, &len) == PSIM_OK);
+  long n = 1, enomem = 0;
+  for (;; n++) {
+    psim_alloc_fail_at(n);
+    psim_status st = psim_export(&d, PSIM_EXPORT_GSPMD, &got, &len);
+    bool reached = psim_alloc_fail_pending() == 0;
+    psim_alloc_fail_at(0);
+    if (st == PSIM_OK) {
+      ck_assert_msg(strcmp(got, want) == 0, "allocation %ld failed: a different export", n);
+      psim_free(got);
+      if (!reached)
+        break;
+      continue;
+    }
+    ck_assert_msg(st == PSIM_ENOMEM && reached, "allocation %ld: %s", n, psim_error_message());
+    enomem++;
+    psim_error_clear();
+  }
+  ck_assert_int_gt(enomem, 10);
+  psim_free(want);
+  psim_strategy_destroy(&d.strategy);
+}
+END_TEST
+
+/* Exports the strategy document `json` of tiny-gpt on 8 GPUs as gspmd. */
+static cJSON *export_strategy(const char *json) {
+  psim_plan_doc d;
+  psim_plan_doc_init(&d);
+  cJSON *root = cJSON_Parse(json);
+  ck_assert_ptr_nonnull(root);
+  ck_assert_msg(psim_strategy_from_json("test", root, &M, &C, &d.strategy) == PSIM_OK, "%s",
+                psim_error_message());
+  cJSON_Delete(root);
+  return export_doc(&d, PSIM_EXPORT_GSPMD);
+}
+
+/* Six devices where the sequence coordinate is the slow one: the prime
+ * factors 2 x 3 in ascending order do not hold the ops, 3 x 2 does; a batch
+ * split 6 ways over that mesh takes both axes, the batch's (dp) as the major. */
+START_TEST(gspmd_tries_each_factorization_and_splits_over_several_axes) {
+  cJSON *j = export_strategy(
+      "{\"format\": \"plansim.strategy/1\", \"mesh\": {\"devices\": [0, 1, 2, 3, 4, 5]},"
+      " \"ops\": {\"*\": {\"split\": {\"b\": 2, \"s\": 3}, \"devices\": [0, 2, 4, 1, 3, 5]},"
+      " \"layer.1.*\": {\"split\": {\"b\": 2}, \"replicas\": 3, \"devices\": [0, 2, 4, 1, 3, 5]},"
+      " \"layer.2.fc1\": {\"split\": {\"b\": 6}, \"devices\": [0, 2, 4, 1, 3, 5]}}}");
+  const cJSON *mesh = cJSON_GetObjectItem(j, "mesh"),
+              *specs = cJSON_GetObjectItem(j, "partition_specs");
+  assert_spec(mesh, "axis_names", "[\"tp\",\"dp\"]");
+  assert_spec(mesh, "shape", "[3,2]");
+  assert_spec(mesh, "device_ids", "[0,1,2,3,4,5]");
+  assert_spec(specs, "x0", "[\"dp\",\"tp\",null]");
+  assert_spec(specs, "layer.1.u", "[\"dp\",null,null]");
+  assert_spec(specs, "layer.2.u", "[[\"dp\",\"tp\"],null,null]");
   cJSON_Delete(j);
 }
 END_TEST
@@ -222,6 +342,9 @@ int main(void) {
   tcase_add_test(tc, megatron_matcher_recovers_every_layout);
   tcase_add_test(tc, megatron_refuses_a_moved_op);
   tcase_add_test(tc, gspmd_follows_megatron_layer_rules);
+  tcase_add_test(tc, gspmd_infers_the_mesh_of_a_per_op_strategy);
+  tcase_add_test(tc, gspmd_tries_each_factorization_and_splits_over_several_axes);
+  tcase_add_test(tc, gspmd_inference_survives_allocation_failures);
   tcase_add_test(tc, deepspeed_batch_arithmetic);
   tcase_add_test(tc, format_names);
   tcase_add_test(tc, sweep_row_round_trip);
