@@ -99,8 +99,8 @@ static void print_summary(const psim_model *m, const psim_cluster *c, const psim
   for (int k = 0; k < PSIM_COMM_KIND_COUNT; k++)
     printf(" %s %s", psim_comm_kind_name(k), fmt(r->exposed_comm_s[k], PSIM_UNIT_TIME));
   printf("\n  simulated %lld tasks on %d devices%s in %.3f s (build %.3f s)\n",
-         (long long)r->n_tasks, r->simulated_devices, r->folded ? " (symmetric devices folded)" : "",
-         r->simulate_s, r->build_s);
+         (long long)r->n_tasks, r->simulated_devices,
+         r->folded ? " (symmetric devices folded)" : "", r->simulate_s, r->build_s);
 }
 
 static psim_status print_json(const psim_sim_result *r, const psim_fault_report *rep) {
@@ -135,6 +135,24 @@ static void checkpoint_from_strategy(int argc, char **argv, const psim_strategy 
     f->checkpoint_read_bw = st->checkpoint.read_bw;
 }
 
+/* A fault or join timed after the last iteration changes nothing; say so on
+ * stderr (also with --json), as such a time is most likely a mistake (a
+ * time in iterations, or one from a longer run). */
+static void note_after_run(const psim_fault_report *rep) {
+  for (int32_t i = 0; i < rep->n_rec; i++) {
+    const psim_fault_record *e = &rep->rec[i];
+    if (!e->after_run)
+      continue;
+    const char *opt = e->kind == PSIM_FAULT_FAIL        ? "--fail"
+                      : e->kind == PSIM_FAULT_FAIL_LINK ? "--fail-link"
+                                                        : "--join";
+    fprintf(stderr,
+            "plansim simulate: note: %s %s at %g s has no effect: the run (%d iterations) "
+            "ends at %.6g s, before the event takes effect\n",
+            opt, e->what, e->time_s, (int)rep->n_iterations, rep->total_s);
+  }
+}
+
 psim_status psim_cmd_simulate(int argc, char **argv) {
   simulate_args a;
   memset(&a, 0, sizeof a);
@@ -146,6 +164,8 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
   psim_fault_report rep; /* issue 8 */
   psim_fault_report_init(&rep);
   bool timeline = psim_fault_options_timeline(&a.faults);
+  if (s == PSIM_OK) /* bad device or link names: exit 2 before simulating, whatever the time */
+    s = psim_fault_options_check(&a.faults, &in.cluster);
   if (s == PSIM_OK)
     checkpoint_from_strategy(argc, argv, &in.strategy, &a.faults);
   if (s == PSIM_OK)
@@ -165,6 +185,8 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
       print_summary(&in.model, &in.cluster, &r);
     if (s == PSIM_OK && !a.json && timeline)
       psim_fault_report_print(&rep, stdout);
+    if (s == PSIM_OK && timeline)
+      note_after_run(&rep);
   }
   psim_fault_report_destroy(&rep);
   psim_sim_result_destroy(&r);

@@ -191,10 +191,61 @@ bool psim_fault_options_timeline(const psim_fault_options *o) {
   return o->iterations > 1 || o->n_events > 0 || o->random_sigma > 0;
 }
 
-/* ---- slowdowns ----------------------------------------------------------------- */
+/* ---- names ---------------------------------------------------------------------- */
 
-static psim_status find_vertex(const psim_cluster *c, const char *name, bool device_only,
-                               int32_t *out) {
+static const char *option_of(psim_fault_kind k) {
+  return k == PSIM_FAULT_FAIL ? "--fail" : k == PSIM_FAULT_FAIL_LINK ? "--fail-link" : "--join";
+}
+
+/* Devices whose name ends in "." + name: users type the short "gpu5" of a
+ * preset's "node0.gpu5". Returns the count; *first is the first match. */
+static int32_t suffix_matches(const psim_cluster *c, const char *name, int32_t *first) {
+  size_t n = strlen(name);
+  int32_t hits = 0;
+  for (int32_t d = 0; d < c->n_devices; d++) {
+    const char *dn = c->vertex_names[d];
+    size_t l = strlen(dn);
+    if (l > n && dn[l - n - 1] == '.' && strcmp(dn + l - n, name) == 0 && hits++ == 0)
+      *first = d;
+  }
+  return hits;
+}
+
+/* The likely meaning of an unknown short name ("" when none): the message
+ * has to say what to type instead. */
+static void guess(const psim_cluster *c, const char *name, char *buf, size_t size) {
+  int32_t first = -1, hits = suffix_matches(c, name, &first);
+  buf[0] = '\0';
+  if (hits == 1)
+    snprintf(buf, size, "; did you mean '%s'?", c->vertex_names[first]);
+  else if (hits > 1)
+    snprintf(buf, size, "; %d devices end in '.%s', e.g. '%s' (index %d)", (int)hits, name,
+             c->vertex_names[first], (int)first);
+}
+
+static psim_status unknown_name(const psim_cluster *c, const char *opt, const char *name,
+                                bool device_only) {
+  char hint[256];
+  int32_t nd = c->n_devices, nv = c->n_vertices;
+  guess(c, name, hint, sizeof hint);
+  if (device_only || nv == nd)
+    return psim_error(PSIM_EINPUT,
+                      "%s: no %s '%s' in cluster %s: name a device by its index (0-%d) or its "
+                      "name ('%s' to '%s')%s",
+                      opt, device_only ? "device" : "vertex", name, c->name, (int)nd - 1,
+                      c->vertex_names[0], c->vertex_names[nd - 1], hint);
+  char sw[32];
+  snprintf(sw, sizeof sw, nv - nd > 1 ? "switches %d-%d" : "switch %d", (int)nd, (int)nv - 1);
+  return psim_error(PSIM_EINPUT,
+                    "%s: no vertex '%s' in cluster %s: name a link end by its index (devices "
+                    "0-%d, %s) or its name ('%s' to '%s'; switches such as '%s')%s",
+                    opt, name, c->name, (int)nd - 1, sw, c->vertex_names[0],
+                    c->vertex_names[nd - 1], c->vertex_names[nv - 1], hint);
+}
+
+/* A device (device_only) or any vertex, by name or index. */
+static psim_status find_vertex(const psim_cluster *c, const char *opt, const char *name,
+                               bool device_only, int32_t *out) {
   int32_t v = device_only ? psim_cluster_find_device(c, name) : psim_cluster_find_vertex(c, name);
   if (v < 0) {
     char *end;
@@ -204,31 +255,57 @@ static psim_status find_vertex(const psim_cluster *c, const char *name, bool dev
       v = (int32_t)i;
   }
   if (v < 0)
-    return psim_error(PSIM_EINPUT, "no %s '%s' in cluster %s", device_only ? "device" : "vertex",
-                      name, c->name);
+    return unknown_name(c, opt, name, device_only);
   *out = v;
   return PSIM_OK;
 }
 
+static bool joins(const psim_link *l, int32_t a, int32_t b) {
+  return (l->src == a && l->dst == b) || (l->src == b && l->dst == a);
+}
+
+/* Vertices a and b, with at least one link between them. */
+static psim_status find_link(const psim_cluster *c, const char *opt, const char *a, const char *b,
+                             int32_t *va, int32_t *vb) {
+  PSIM_CHECK(find_vertex(c, opt, a, false, va));
+  PSIM_CHECK(find_vertex(c, opt, b, false, vb));
+  for (int32_t l = 0; l < c->n_links; l++)
+    if (joins(&c->links[l], *va, *vb))
+      return PSIM_OK;
+  return psim_error(PSIM_EINPUT, "%s: no link between '%s' and '%s' in cluster %s", opt, a, b,
+                    c->name);
+}
+
+psim_status psim_fault_options_check(const psim_fault_options *o, const psim_cluster *c) {
+  int32_t v, w;
+  for (int32_t i = 0; i < o->n_slow; i++)
+    PSIM_CHECK(find_vertex(c, "--slow", o->slow[i].a, true, &v));
+  for (int32_t i = 0; i < o->n_slow_link; i++)
+    PSIM_CHECK(find_link(c, "--slow-link", o->slow_link[i].a, o->slow_link[i].b, &v, &w));
+  for (int32_t i = 0; i < o->n_events; i++) {
+    const psim_fault_event *e = &o->events[i];
+    if (e->kind == PSIM_FAULT_FAIL_LINK)
+      PSIM_CHECK(find_link(c, option_of(e->kind), e->a, e->b, &v, &w));
+    else
+      PSIM_CHECK(find_vertex(c, option_of(e->kind), e->a, true, &v));
+  }
+  return PSIM_OK;
+}
+
+/* ---- slowdowns ----------------------------------------------------------------- */
+
 psim_status psim_faults_apply_slowdowns(const psim_fault_options *o, psim_cluster *c) {
   for (int32_t i = 0; i < o->n_slow; i++) {
     int32_t d;
-    PSIM_CHECK(find_vertex(c, o->slow[i].a, true, &d));
+    PSIM_CHECK(find_vertex(c, "--slow", o->slow[i].a, true, &d));
     c->devices[d].slowdown = o->slow[i].factor;
   }
   for (int32_t i = 0; i < o->n_slow_link; i++) {
-    int32_t a, b, hit = 0;
-    PSIM_CHECK(find_vertex(c, o->slow_link[i].a, false, &a));
-    PSIM_CHECK(find_vertex(c, o->slow_link[i].b, false, &b));
+    int32_t a, b;
+    PSIM_CHECK(find_link(c, "--slow-link", o->slow_link[i].a, o->slow_link[i].b, &a, &b));
     for (int32_t l = 0; l < c->n_links; l++)
-      if ((c->links[l].src == a && c->links[l].dst == b) ||
-          (c->links[l].src == b && c->links[l].dst == a)) {
+      if (joins(&c->links[l], a, b))
         c->links[l].slowdown = o->slow_link[i].factor;
-        hit++;
-      }
-    if (!hit)
-      return psim_error(PSIM_EINPUT, "--slow-link: no link between '%s' and '%s'",
-                        o->slow_link[i].a, o->slow_link[i].b);
   }
   return PSIM_OK;
 }
@@ -653,8 +730,8 @@ static psim_status without_link(const psim_cluster *c, const char *a, const char
 static psim_status fail_link(run_ctx *x, timeline *tl, config *k, const psim_fault_event *e,
                              double te, double t_iter, psim_fault_record *r, bool *changed) {
   int32_t va, vb;
-  PSIM_CHECK(find_vertex(k->c, e->a, false, &va));
-  PSIM_CHECK(find_vertex(k->c, e->b, false, &vb));
+  PSIM_CHECK(find_vertex(k->c, "--fail-link", e->a, false, &va));
+  PSIM_CHECK(find_vertex(k->c, "--fail-link", e->b, false, &vb));
   psim_cluster nc;
   bool ok;
   PSIM_CHECK(without_link(k->c, k->c->vertex_names[va], k->c->vertex_names[vb], &nc, &ok));
@@ -743,11 +820,11 @@ static psim_status handle(run_ctx *x, timeline *tl, config *k, const psim_fault_
   psim_status st = PSIM_OK;
   if (e->kind == PSIM_FAULT_JOIN) {
     tl->t = tl->iter_start; /* joins at an iteration boundary */
-    st = find_vertex(k->c, e->a, true, &dev);
+    st = find_vertex(k->c, option_of(e->kind), e->a, true, &dev);
     if (st == PSIM_OK)
       st = join(x, tl, k, dev, r);
   } else if (e->kind == PSIM_FAULT_FAIL) {
-    st = find_vertex(k->c, e->a, true, &dev);
+    st = find_vertex(k->c, option_of(e->kind), e->a, true, &dev);
     if (st == PSIM_OK)
       st = fail_device(x, tl, k, dev, te, t_iter, r, &changed);
   } else {
@@ -757,6 +834,19 @@ static psim_status handle(run_ctx *x, timeline *tl, config *k, const psim_fault_
   double after;
   PSIM_CHECK(iteration_time(x, k, tl->done, &after));
   r->iteration_after_s = after;
+  r->workers_after = workers_of(&k->s, k->c->n_devices);
+  return PSIM_OK;
+}
+
+/* An event the run never reached (its iterations were done first): recorded,
+ * so that a mistyped time shows, but without effect. */
+static psim_status after_run(run_ctx *x, const config *k, const psim_fault_event *e) {
+  if (x->out->n_rec >= PSIM_FAULTS_MAX)
+    return psim_error(PSIM_ELIMIT, "too many fault events");
+  psim_fault_record *r = new_record(x, e, k->t_iter);
+  r->recovery = "after_run";
+  r->after_run = true;
+  r->iteration_after_s = k->t_iter;
   r->workers_after = workers_of(&k->s, k->c->n_devices);
   return PSIM_OK;
 }
@@ -790,6 +880,8 @@ static psim_status run_timeline(run_ctx *x, config *k) {
     tl.last_end = tl.t;
   }
   x->out->total_s = tl.t;
+  for (; next < ne; next++)
+    PSIM_CHECK(after_run(x, k, &ev[next]));
   return PSIM_OK;
 }
 
@@ -876,6 +968,7 @@ psim_status psim_faults_run(const psim_model *m, psim_cluster *c, const psim_str
   out->checkpoint_bytes = x.ckpt_bytes;
   out->checkpoint_write_s = x.ckpt_bytes / fo->checkpoint_write_bw;
   config k = {c, {0}, false, {0}, -1};
+  PSIM_CHECK(psim_fault_options_check(fo, c)); /* names, before any time is spent */
   psim_status st = psim_strategy_copy(s, &k.s);
   if (st == PSIM_OK)
     st = run_timeline(&x, &k);
@@ -966,6 +1059,11 @@ void psim_fault_report_print(const psim_fault_report *r, FILE *f) {
             r->checkpoint_bytes / 1e9, r->checkpoint_write_s);
   for (int32_t i = 0; i < r->n_rec; i++) {
     const psim_fault_record *e = &r->rec[i];
+    if (e->after_run) {
+      fprintf(f, "  %s %s at %.6g s: after_run, no effect (the run ends at %.6g s first)\n",
+              kind_name(e->kind), e->what, e->time_s, r->total_s);
+      continue;
+    }
     fprintf(f,
             "  %s %s at %.6g s: %s, lost %.6g s, recovery %.6g s (resync %.3g s), "
             "iteration %.6g s -> %.6g s, %d workers\n",

@@ -38,7 +38,8 @@
  *    the weights (and, for a ring, the optimizer state) and joins: cost =
  *    rebuild_s (ring only) + the transfer over its route.
  * Events are named by device (or vertex) name or index; times in seconds from
- * the start of the run. */
+ * the start of the run. An event the run does not reach before its last
+ * iteration ends is reported (recovery "after_run") and has no effect. */
 #ifndef PSIM_FAULTS_H
 #define PSIM_FAULTS_H
 
@@ -96,6 +97,13 @@ void psim_fault_options_init(psim_fault_options *o);
 int psim_fault_option(psim_fault_options *o, const char *arg, const char *val, psim_status *st);
 /* True when a multi-iteration run is needed (iterations > 1, events, random). */
 bool psim_fault_options_timeline(const psim_fault_options *o);
+/* Checks every device and link the options name (--slow, --slow-link, --fail,
+ * --fail-link, --join) against c, whatever the event times: PSIM_EINPUT with
+ * the option, the name and how c names its devices otherwise. A link needs
+ * both ends and a link between them. psim_faults_run calls it too; callers
+ * call it first to refuse bad names before simulating anything.
+ * O(names x log V + link names x links). */
+psim_status psim_fault_options_check(const psim_fault_options *o, const psim_cluster *c);
 /* Applies --slow and --slow-link to c (before its routes are first used). */
 psim_status psim_faults_apply_slowdowns(const psim_fault_options *o, psim_cluster *c);
 
@@ -104,7 +112,9 @@ typedef struct psim_fault_record {
   char what[2 * PSIM_FAULTS_NAME + 2]; /* device or "a-b" */
   double time_s;
   const char *recovery; /* ring_rebuild, ps_failover, ps_drop_worker, backup_absorbs,
-                           async_absorbs, checkpoint_restart, link_reroute, join_ring, join_ps */
+                           async_absorbs, checkpoint_restart, link_reroute, join_ring, join_ps,
+                           after_run */
+  bool after_run;       /* the run completed its iterations before the event: no effect */
   double lost_s;        /* work discarded, s */
   double recovery_s;    /* no progress while recovering (detection included), s */
   double resync_s;      /* part of recovery_s: re-synchronisation / state transfer, s */

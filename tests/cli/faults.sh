@@ -3,8 +3,10 @@
 # slowest worker, a backup_k parameter server leaves the straggler behind,
 # --iterations with --fail reports a ring rebuild whose recovery is the
 # configured timeout + rebuild + resync on n - 1 workers, async parameter
-# servers report a staleness histogram, joins add a worker, and bad fault
-# options are refused with a message.
+# servers report a staleness histogram, joins add a worker, bad fault
+# options and unknown device or link names (whatever the time) are refused
+# with a message, events after the run are reported, and the commands of
+# docs/faults.md run as printed.
 source "$(dirname "$0")/lib.bash"
 
 M="$ROOT/models/mlp.json"
@@ -107,6 +109,89 @@ run simulate "$M" "$C" "$DP" --slow-link gpu0-gpu2=2
 expect "--slow-link without a link" 2 any stderr-nonempty "" "no link between"
 run simulate "$M" "$C" "$DP" --iterations 0
 expect "--iterations 0" 2 any stderr-nonempty "" "integer >= 1"
+
+# 7. Every device and link name is checked before simulating, whatever the time: a late
+# event on an unknown name used to exit 0 without a trace. Unknown short names get the
+# cluster's naming in the message; an event after the run is reported, not dropped.
+for ev in "--fail nosuch@999" "--join gpu9@999" "--fail-link gpu0-nosuch@999" "--fail gpu9@0.001"; do
+  # shellcheck disable=SC2086
+  run simulate "$M" "$C" "$T/ar.json" --iterations 2 $ev
+  expect "$ev: unknown name refused" 2 stdout-empty stderr-nonempty "" \
+    "no (device|vertex) '(nosuch|gpu9)' in cluster explicit-ring: name a .*'gpu0' to 'gpu3'"
+done
+run simulate "$M" "$C" "$T/ar.json" --iterations 2 --fail-link gpu0-gpu2@999
+expect "--fail-link without a link, after the run" 2 stdout-empty stderr-nonempty "" \
+  "no link between 'gpu0' and 'gpu2'"
+R50="$ROOT/models/resnet50.json"
+DGX1="$ROOT/topologies/dgx1-v100-x8.json"
+run simulate "$R50" "$DGX1" "$DP" --iterations 40 --fail gpu5@12
+expect "--fail gpu5@12 (a short name, after the run) on dgx1-v100-x8" 2 stdout-empty \
+  stderr-nonempty "" "no device 'gpu5' in cluster dgx1-v100-x8: .*'node0.gpu0' to 'node7.gpu7'.*'node0.gpu5'"
+run simulate "$R50" "$DGX1" "$DP" --slow gpu3=2
+expect "--slow gpu3=2 on dgx1-v100-x8 names node0.gpu3" 2 stdout-empty stderr-nonempty "" \
+  "no device 'gpu3' .*'node0.gpu3'"
+run simulate "$M" "$C" "$T/ar.json" --iterations 2 --fail gpu3@999 --join 3@999 --json
+expect "events after the run: exit 0, a note each" 0 stdout-nonempty stderr-nonempty "" \
+  "note: --fail gpu3 at 999 s has no effect"
+if python3 - "$OUT" "$base" >"$T/check" 2>&1 <<'PY'; then
+import json, sys
+it = json.load(open(sys.argv[1]))["iterations"]
+ev = it["events"]
+assert [e["recovery"] for e in ev] == ["after_run"] * 2, ev
+assert all(e["lost_s"] == 0 and e["recovery_s"] == 0 and e["workers_after"] == 4 for e in ev), ev
+assert abs(it["total_s"] - 2 * float(sys.argv[2])) < 1e-9, it["total_s"]
+PY
+  ok "events after the run are listed as after_run and change nothing"
+else not_ok "events after the run" "$(cat "$T/check")"; fi
+
+# 8. docs/faults.md as printed: every plansim command of the page, run from the repository
+# root, exits as the page says (2 where the next lines say "exits 2"), the first one with
+# the ring rebuild it describes; the cluster file's "slowdown" example loads and equals --slow.
+cd "$ROOT" || exit 1
+python3 - "$ROOT/docs/faults.md" "$T/cmds" <<'PY'
+import re, shlex, sys
+page = open(sys.argv[1]).read()
+with open(sys.argv[2], "w") as out:
+    for m in re.finditer(r"```\n(.*?)```\n\n((?:[^\n]*\n){3})", page, re.S):
+        cmd = m.group(1).replace("\\\n", " ").strip()
+        if cmd.startswith("plansim "):
+            want = 2 if "exits 2" in m.group(2) else 0
+            out.write("%d\t%s\n" % (want, "\t".join(shlex.split(cmd)[1:])))
+PY
+n_cmds=0
+while IFS=$'\t' read -r -a args; do
+  n_cmds=$((n_cmds + 1))
+  run "${args[@]:1}"
+  expect "docs/faults.md command $n_cmds (${args[*]:1:1} ... ${args[*]: -2}) exits ${args[0]}" "${args[0]}"
+done <"$T/cmds"
+if [ "$n_cmds" -ge 3 ]; then ok "docs/faults.md shows $n_cmds plansim commands"
+else not_ok "docs/faults.md shows plansim commands" "$n_cmds found"; fi
+IFS=$'\t' read -r -a args <"$T/cmds"
+run "${args[@]:1}"
+if python3 -c '
+import json, sys
+e = json.load(open(sys.argv[1]))["iterations"]["events"]
+assert len(e) == 1 and e[0]["recovery"] == "ring_rebuild" and e[0]["workers_after"] == 63, e
+' "$OUT" 2>"$T/check"; then
+  ok "the first example of docs/faults.md rebuilds the ring on 63 workers"
+else not_ok "the first example of docs/faults.md" "$(cat "$T/check")"; fi
+python3 - "$ROOT/docs/faults.md" "$DGX1" "$T/slow-cluster.json" <<'PY'
+import json, re, sys
+snippet = re.search(r'`("slowdown": \{[^`]*\})`', open(sys.argv[1]).read()).group(1)
+c = json.load(open(sys.argv[2]))
+c.update(json.loads("{" + snippet + "}"))
+json.dump(c, open(sys.argv[3], "w"))
+PY
+run check "$T/slow-cluster.json"
+expect "the cluster \"slowdown\" example of docs/faults.md passes plansim check" 0 \
+  stdout-nonempty stderr-empty
+run simulate "$R50" "$T/slow-cluster.json" "$DP" --json
+t_file=$(itime)
+run simulate "$R50" "$DGX1" "$DP" --json --slow 3=2
+t_opt=$(itime)
+if [ -n "$t_file" ] && [ "$t_file" = "$t_opt" ]; then
+  ok "the cluster file's slowdown equals --slow 3=2 ($t_file s)"
+else not_ok "the cluster file's slowdown equals --slow 3=2" "$t_file vs $t_opt"; fi
 
 # The strategy's "checkpoint" block sets the checkpoint interval and bandwidths (write 1 GB/s
 # here); the command line overrides it.

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "faults.h"
 
@@ -210,6 +211,44 @@ START_TEST(options_parse) {
 }
 END_TEST
 
+/* Names are checked whatever the event time (a late event used to be skipped
+ * before its name was looked up); an event after the last iteration is
+ * reported as after_run and changes nothing. */
+START_TEST(names_checked_late_events_reported) {
+  fixture f;
+  load(&f);
+  double t4 = dp_time(&f, 4);
+  psim_fault_options fo;
+  psim_fault_options_init(&fo);
+  fo.iterations = 3;
+  event(&fo, PSIM_FAULT_FAIL, "nosuch", 999);
+  ck_assert_int_eq(psim_fault_options_check(&fo, &f.c), PSIM_EINPUT);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "no device 'nosuch'"));
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "'gpu0' to 'gpu3'"));
+  psim_strategy s;
+  psim_strategy_init(&s);
+  ck_assert(psim_strategy_data_parallel(&f.m, &f.c, 4, 1, &s) == PSIM_OK);
+  psim_fault_report rep;
+  ck_assert_int_eq(psim_faults_run(&f.m, &f.c, &s, NULL, &fo, &rep), PSIM_EINPUT);
+  psim_strategy_destroy(&s);
+  fo.n_events = 0;
+  event(&fo, PSIM_FAULT_FAIL_LINK, "gpu0", 999);
+  snprintf(fo.events[0].b, sizeof fo.events[0].b, "gpu2"); /* the ring has no such link */
+  ck_assert_int_eq(psim_fault_options_check(&fo, &f.c), PSIM_EINPUT);
+  fo.n_events = 0;
+  event(&fo, PSIM_FAULT_FAIL, "3", 999);
+  ck_assert_int_eq(psim_fault_options_check(&fo, &f.c), PSIM_OK);
+  run(&f, 4, &fo, &rep);
+  ck_assert_int_eq(rep.n_rec, 1);
+  ck_assert(rep.rec[0].after_run);
+  ck_assert_str_eq(rep.rec[0].recovery, "after_run");
+  ck_assert_int_eq(rep.rec[0].workers_after, 4);
+  ck_assert(fabs(rep.total_s - 3 * t4) < 1e-9); /* no effect */
+  psim_fault_report_destroy(&rep);
+  unload(&f);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("faults");
   TCase *tc = tcase_create("closed_forms");
@@ -219,6 +258,7 @@ int main(void) {
   tcase_add_test(tc, join_costs_state_transfer_and_rebuild);
   tcase_add_test(tc, random_slowdowns_seeded);
   tcase_add_test(tc, options_parse);
+  tcase_add_test(tc, names_checked_late_events_reported);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
