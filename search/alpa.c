@@ -202,7 +202,11 @@ static psim_status apply_fix(alpa *A, psim_sh_layer *L, const psim_sh_mesh *mesh
   for (int32_t i = 0; i < L->n_ops; i++) {
     int32_t deg[PSIM_MAX_OP_DIMS], g = L->group_of[i];
     uint64_t ent = 0;
-    PSIM_CHECK(psim_alpa_fix_degrees(&A->fix, A->m, L->ops[i], deg, &ent));
+    psim_status st = psim_alpa_fix_degrees(&A->fix, A->m, L->ops[i], deg, &ent);
+    if (st != PSIM_OK) {
+      psim_free(choice);
+      return st;
+    }
     int32_t want[2] = {psim_alpa_fix_layout_dim(&A->fix, A->m, L->ops[i], 0, &ent),
                        psim_alpa_fix_layout_dim(&A->fix, A->m, L->ops[i], 1, &ent)};
     bool any = false;

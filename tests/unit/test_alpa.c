@@ -254,6 +254,15 @@ START_TEST(fix_contradictions_are_errors) {
                    PSIM_EINPUT);
   ck_assert_ptr_nonnull(strstr(psim_error_message(), "ops.nope"));
   psim_search_result_destroy(&r);
+  /* a dim the op does not have (found while the ILPs are set up: under the
+   * sanitizer build LeakSanitizer checks that path frees what it holds) */
+  ck_assert_int_eq(plan(&m, &c,
+                        "{\"format\": \"plansim.strategy/1\", \"ops\": "
+                        "{\"layer.*.fc1\": {\"split\": {\"nosuchdim\": 2}}}}",
+                        &r),
+                   PSIM_EINPUT);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "has no dim 'nosuchdim'"));
+  psim_search_result_destroy(&r);
   psim_error_clear();
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
