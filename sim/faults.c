@@ -2,6 +2,7 @@
  * The model is described in faults.h and docs/faults.md. */
 #include "faults.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,11 +109,18 @@ static psim_status parse_random(psim_fault_options *o, const char *val) {
   return PSIM_OK;
 }
 
-static psim_status parse_count(const char *opt, const char *val, int32_t lo, int32_t *out) {
+/* Most iterations one run simulates: every iteration's time is kept and
+ * printed (--json lists them), ~300 MB of memory at this bound. */
+#define PSIM_FAULTS_MAX_ITERATIONS 1000000
+
+static psim_status parse_count(const char *opt, const char *val, int32_t lo, int32_t hi,
+                               int32_t *out) {
   char *end;
+  errno = 0;
   long v = strtol(val, &end, 10);
-  if (end == val || *end || v < lo || v > 100000000)
-    return psim_error(PSIM_EINPUT, "%s: expected an integer >= %d, not '%s'", opt, (int)lo, val);
+  if (end == val || *end || errno == ERANGE || v < lo || v > hi)
+    return psim_error(PSIM_EINPUT, "%s: expected an integer from %d to %d, not '%s'", opt,
+                      (int)lo, (int)hi, val);
   *out = (int32_t)v;
   return PSIM_OK;
 }
@@ -125,7 +133,7 @@ static psim_status parse_bw(const char *opt, const char *val, double *out) {
 
 static psim_status parse_valued(psim_fault_options *o, const char *arg, const char *val) {
   if (!strcmp(arg, "--iterations"))
-    return parse_count(arg, val, 1, &o->iterations);
+    return parse_count(arg, val, 1, PSIM_FAULTS_MAX_ITERATIONS, &o->iterations);
   if (!strcmp(arg, "--slow"))
     return parse_slow(arg, val, false, o->slow, &o->n_slow);
   if (!strcmp(arg, "--slow-link"))
@@ -147,7 +155,7 @@ static psim_status parse_valued(psim_fault_options *o, const char *arg, const ch
   if (!strcmp(arg, "--restart-time"))
     return parse_time(arg, val, &o->restart_s);
   if (!strcmp(arg, "--checkpoint-every"))
-    return parse_count(arg, val, 0, &o->checkpoint_every);
+    return parse_count(arg, val, 0, INT32_MAX, &o->checkpoint_every);
   if (!strcmp(arg, "--checkpoint-write-bw"))
     return parse_bw(arg, val, &o->checkpoint_write_bw);
   return parse_bw(arg, val, &o->checkpoint_read_bw); /* --checkpoint-read-bw */
@@ -860,6 +868,9 @@ static psim_status run_timeline(run_ctx *x, config *k) {
   timeline tl = {0};
   int64_t draws = 0;
   while (tl.done < fo->iterations) {
+    if ((tl.done & 0xFFF) == 0xFFF && psim_interrupted())
+      return psim_error(PSIM_EINTERRUPTED, "interrupted after %d of %d iterations", tl.done,
+                        fo->iterations);
     tl.iter_start = tl.t;
     double t_iter;
     PSIM_CHECK(iteration_time(x, k, draws++, &t_iter));
