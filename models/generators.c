@@ -154,7 +154,20 @@ static void gb_start(gb *g, const char *name, const char *dtype) {
   g->ops = obj_in(g, g->root, "ops", true);
 }
 
+/* Hands the document out only when the model loader takes it: options each
+ * in range can still combine into a model it refuses (a tensor of more than
+ * 2^64 elements), and a generator must not write a file `check` rejects. */
 static psim_status gb_finish(gb *g, struct cJSON **out) {
+  if (g->st == PSIM_OK) {
+    psim_model m;
+    psim_model_init(&m);
+    if (psim_model_from_json("generated model", g->root, &m) != PSIM_OK) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", psim_error_message());
+      g->st = psim_error(PSIM_EINPUT, "these options give a model plansim cannot load: %s", why);
+    }
+    psim_model_destroy(&m);
+  }
   if (g->st != PSIM_OK) {
     cJSON_Delete(g->root);
     return g->st;

@@ -406,6 +406,13 @@ START_TEST(generator_rejects_bad_options) {
   psim_gen_net_opts_init(&n, "resnet");
   n.depth = 34;
   ck_assert_int_eq(psim_gen_resnet(&n, &doc), PSIM_EINPUT);
+  /* each option in range, together a tensor of over 2^64 elements: the
+   * generator refuses what the loader would refuse, instead of writing it */
+  psim_gen_gpt_opts_init(&o);
+  o.seq = 1099511627776LL;
+  ck_assert_int_eq(psim_gen_gpt(&o, &doc), PSIM_EINPUT);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "overflows 64 bits"));
+  psim_error_clear();
 }
 END_TEST
 
