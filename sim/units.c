@@ -98,17 +98,45 @@ psim_status psim_units_parse(const char *text, psim_unit_kind kind, double *out)
                         expect);
   }
   v *= factor;
-  if (!isfinite(v) || v < 0)
-    return psim_error(PSIM_EINPUT, "'%.60s' is out of range; expected a finite, non-negative %s",
-                      text, expect);
+  if (psim_units_check(v, kind) != PSIM_OK) {
+    char why[256];
+    snprintf(why, sizeof why, "%s", psim_error_message());
+    return psim_error(PSIM_EINPUT, "'%.60s': %s", text, why);
+  }
   *out = v;
+  return PSIM_OK;
+}
+
+/* Largest plausible quantity of each kind, in SI base units: far above any
+ * machine (the largest supercomputers: ~1e18 FLOP/s, ~1e16 bytes of memory;
+ * the fastest links ~1e12 bytes/s; 1e9 s is 31 years). */
+static double max_of(psim_unit_kind kind) {
+  switch (kind) {
+  case PSIM_UNIT_TIME: return 1e9;
+  case PSIM_UNIT_BYTES: return 1e21;
+  case PSIM_UNIT_BANDWIDTH: return 1e18;
+  case PSIM_UNIT_FLOPS: return 1e21;
+  default: return INFINITY;
+  }
+}
+
+psim_status psim_units_check(double v, psim_unit_kind kind) {
+  double max = max_of(kind);
+  if (!isfinite(v) || v < 0)
+    return psim_error(PSIM_EINPUT, "%g is out of range; expected a finite, non-negative %s", v,
+                      psim_units_kind_name(kind));
+  if (v > max)
+    return psim_error(PSIM_EINPUT, "%g is out of range; expected %s of at most %g", v,
+                      psim_units_kind_name(kind), max);
   return PSIM_OK;
 }
 
 const char *psim_units_format(double value, psim_unit_kind kind, char *buf, int bufsize) {
   static const char *const dec[] = {"", "k", "M", "G", "T", "P", "E"};
   if (kind == PSIM_UNIT_TIME) {
-    if (value >= 1.0 || value == 0.0)
+    if (!(fabs(value) < 1e6)) /* huge (or not finite): keep the unit in a short text */
+      snprintf(buf, (size_t)bufsize, "%.4g s", value);
+    else if (value >= 1.0 || value == 0.0)
       snprintf(buf, (size_t)bufsize, "%.3f s", value);
     else if (value >= 1e-3)
       snprintf(buf, (size_t)bufsize, "%.3f ms", value * 1e3);

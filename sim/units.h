@@ -24,6 +24,11 @@ psim_status psim_units_parse(const char *text, psim_unit_kind kind, double *out)
 
 /* Name of the kind's unit for messages ("bytes/s"). */
 const char *psim_units_kind_name(psim_unit_kind kind);
+/* PSIM_OK when v (SI base units) is a plausible quantity of this kind: finite,
+ * non-negative and at most a bound far above any real system (1e9 s; 1e21
+ * bytes; 1e18 bytes/s; 1e21 FLOP/s) so that a typo such as 1e300 is an
+ * error instead of a prediction of 1e290 s; else PSIM_EINPUT saying so. */
+psim_status psim_units_check(double v, psim_unit_kind kind);
 
 /* Formats a value for people, e.g. "1.23 GB/s", "4.5 ms" into buf. */
 const char *psim_units_format(double value, psim_unit_kind kind, char *buf, int bufsize);

@@ -39,6 +39,17 @@ START_TEST(units_reject_bad) {
   ck_assert_int_eq(psim_units_parse("abc", PSIM_UNIT_BYTES, &v), PSIM_EINPUT);
   ck_assert_int_eq(psim_units_parse("3 parsecs", PSIM_UNIT_BYTES, &v), PSIM_EINPUT);
   ck_assert_int_eq(psim_units_parse("-3 GB", PSIM_UNIT_BYTES, &v), PSIM_EINPUT);
+  /* absurd magnitudes (a typo's 1e300) are errors, the largest real systems are not */
+  ck_assert_int_eq(psim_units_parse("1e300 s", PSIM_UNIT_TIME, &v), PSIM_EINPUT);
+  ck_assert_int_eq(psim_units_parse("1e30 B", PSIM_UNIT_BYTES, &v), PSIM_EINPUT);
+  ck_assert_int_eq(psim_units_parse("1.1 EFLOP/s", PSIM_UNIT_FLOPS, &v), PSIM_OK);
+  ck_assert_int_eq(psim_units_parse("400 Gb/s", PSIM_UNIT_BANDWIDTH, &v), PSIM_OK);
+  ck_assert_int_eq(psim_units_check(2e9, PSIM_UNIT_TIME), PSIM_EINPUT);
+  ck_assert_int_eq(psim_units_check(90, PSIM_UNIT_TIME), PSIM_OK);
+  psim_error_clear();
+  /* a huge time keeps its unit in a short text */
+  char buf[64];
+  ck_assert_str_eq(psim_units_format(2.8e46, PSIM_UNIT_TIME, buf, sizeof buf), "2.8e+46 s");
   ck_assert_int_eq(psim_units_parse("nan", PSIM_UNIT_TIME, &v), PSIM_EINPUT);
   ck_assert_int_eq(psim_units_parse("1e999 s", PSIM_UNIT_TIME, &v), PSIM_EINPUT);
   ck_assert_int_eq(psim_units_parse("5 GB/s", PSIM_UNIT_TIME, &v), PSIM_EINPUT);
