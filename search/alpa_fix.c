@@ -48,6 +48,11 @@ static psim_status parse_ops(psim_alpa_fix *f, const cJSON *ops) {
     snprintf(op->pattern, sizeof op->pattern, "%s", o->string);
     const cJSON *k;
     cJSON_ArrayForEach(k, o) {
+      if (strcmp(k->string, "devices") == 0)
+        return psim_error(PSIM_EINPUT,
+                          "%s: ops.%s.devices: placements are constraints of --search mcmc and "
+                          "exhaustive; --search alpa or auto fixes an op's 'split' only",
+                          fname(f), op->pattern);
       if (strcmp(k->string, "split") != 0)
         return psim_error(PSIM_EINPUT,
                           "%s: ops.%s.%s: a partial strategy fixes an op's 'split' only", fname(f),
@@ -156,6 +161,12 @@ static psim_status parse_key(psim_alpa_fix *f, const cJSON *k, const psim_model 
     f->has_recompute = true;
     return psim_recompute_parse(k->valuestring, &f->recompute);
   }
+  if (strcmp(k->string, "split") == 0)
+    return psim_error(PSIM_EINPUT,
+                      "%s: split: a top-level split is a constraint of --search mcmc and "
+                      "exhaustive; for --search alpa or auto use a layout over mesh axes, or "
+                      "ops.NAME.split (docs/strategy.md)",
+                      fname(f));
   return psim_error(PSIM_EINPUT,
                     "%s: %s: a partial strategy may fix ops, pipeline, mesh, layout and "
                     "recompute only",
