@@ -116,8 +116,7 @@ psim_status psim_plan_doc_load(const char *plan_file, const char *model_file,
                       "%s: format: expected \"plansim.plan/1\" (a plan from "
                       "'plansim plan -o PLAN')",
                       plan_file);
-  if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(d->root, "strategy")))
-    return psim_error(PSIM_EINPUT, "%s: strategy: missing (expected an object)", plan_file);
+  PSIM_CHECK(psim_plan_check(d->root, plan_file));
   PSIM_CHECK(plan_relative(plan_file, d->root, "model_file", model_file, &d->model_file));
   PSIM_CHECK(plan_relative(plan_file, d->root, "cluster_file", cluster_file, &d->cluster_file));
   PSIM_CHECK(psim_model_load(d->model_file, &d->model));

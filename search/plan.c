@@ -33,6 +33,50 @@ void psim_plan_strip_timings(cJSON *root) {
   }
 }
 
+static const char *const plan_keys[] = {"format",       "model",    "cluster",    "model_file",
+                                        "cluster_file", "strategy", "prediction", "search",
+                                        "baselines",    NULL};
+
+/* Member key of root, when present, must satisfy is(). */
+static psim_status plan_member(const cJSON *root, const char *file, const char *key,
+                               cJSON_bool (*is)(const cJSON *), const char *what,
+                               const cJSON **out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (v && !is(v))
+    return psim_error(PSIM_EINPUT, "%s: %s: expected %s", file, key, what);
+  if (out)
+    *out = v;
+  return PSIM_OK;
+}
+
+psim_status psim_plan_check(const cJSON *root, const char *file) {
+  const cJSON *it, *pred = NULL, *search = NULL, *v;
+  cJSON_ArrayForEach(it, root) {
+    const char *const *k = plan_keys;
+    while (*k && strcmp(*k, it->string) != 0)
+      k++;
+    if (!*k)
+      return psim_error(PSIM_EINPUT, "%s: %s: not a member of a plan (docs/plan.md)", file,
+                        it->string);
+  }
+  if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "strategy")))
+    return psim_error(PSIM_EINPUT, "%s: strategy: missing (expected an object)", file);
+  PSIM_CHECK(plan_member(root, file, "model", cJSON_IsString, "the model's name", NULL));
+  PSIM_CHECK(plan_member(root, file, "cluster", cJSON_IsString, "the cluster's name", NULL));
+  PSIM_CHECK(plan_member(root, file, "prediction", cJSON_IsObject, "an object", &pred));
+  PSIM_CHECK(plan_member(root, file, "search", cJSON_IsObject, "an object", &search));
+  PSIM_CHECK(plan_member(root, file, "baselines", cJSON_IsObject, "an object", NULL));
+  v = cJSON_GetObjectItemCaseSensitive(pred, "iteration_time_s");
+  if (pred && (!cJSON_IsNumber(v) || !(v->valuedouble >= 0)))
+    return psim_error(PSIM_EINPUT, "%s: prediction.iteration_time_s: expected seconds (>= 0)",
+                      file);
+  if (pred && !cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(pred, "fits")))
+    return psim_error(PSIM_EINPUT, "%s: prediction.fits: expected true or false", file);
+  if (search && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(search, "searcher")))
+    return psim_error(PSIM_EINPUT, "%s: search.searcher: expected a string", file);
+  return PSIM_OK;
+}
+
 static psim_status add_search(cJSON *root, const psim_plan_info *info) {
   cJSON *se, *curve;
   PSIM_CHECK(psim_json_add_object(root, "search", &se));

@@ -33,6 +33,14 @@ psim_status psim_plan_to_json(const psim_model *m, const psim_cluster *c, const 
  * depth, so that a reproducible search writes a byte-identical file. */
 void psim_plan_strip_timings(struct cJSON *root);
 
+/* Checks a plan document's top level: a strategy object, no member a plan
+ * does not have, and those present of the right type (the prediction's
+ * iteration time a non-negative number and its fits a boolean, the search's
+ * searcher a string, baselines an object). Hand-written plans of format,
+ * strategy and the file keys alone pass (docs/plan.md). PSIM_EINPUT naming
+ * FILE and the JSON path otherwise. */
+psim_status psim_plan_check(const struct cJSON *root, const char *file);
+
 /* When root is a plan, returns its "strategy" member; else root itself. */
 const struct cJSON *psim_plan_strategy_json(const struct cJSON *root);
 

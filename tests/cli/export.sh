@@ -85,6 +85,17 @@ expect "--model and --cluster stand in for the plan's files" 0 stdout-nonempty s
 run export tests/data/tiny-gpt.json --format megatron
 expect "a model is not a plan" 2 stdout-empty stderr-nonempty "" "plansim.plan/1"
 
+# A plan's top level is checked (unknown members, wrong types), not passed through
+GOLD=tests/golden/export/tp2-pp2-dp2.plan.json
+jq '. + {bogus: 1}' "$GOLD" >"$TEST_TMP/bad-top.json"
+run export "$TEST_TMP/bad-top.json" --format plansim
+expect "export refuses a plan member that does not exist" 2 stdout-empty stderr-nonempty "" "bad-top.json: bogus: not a member of a plan"
+jq '. + {prediction: {iteration_time_s: "fast", fits: true}}' "$GOLD" >"$TEST_TMP/bad-pred.json"
+run export "$TEST_TMP/bad-pred.json" --format plansim
+expect "export refuses a prediction whose time is not seconds" 2 stdout-empty stderr-nonempty "" "prediction.iteration_time_s: expected seconds"
+run report "$TEST_TMP/bad-pred.json" -o "$TEST_TMP/bad.html"
+expect "report refuses it too" 2 stdout-empty stderr-nonempty "" "prediction.iteration_time_s"
+
 # Emitted plans: schema-valid, and --format plansim gives the plan back unchanged.
 if ! command -v python3 >/dev/null; then
   skip "plans validate against docs/plan.schema.json" "python3 is not installed"

@@ -88,6 +88,9 @@ else
   not_ok "--reproducible: same seed and evaluation budget give a byte-identical plan file" \
     "$(cmp "$A" "$B")" "$(grep -c wall_s "$A") wall_s keys"
 fi
+if python3 tests/golden/schema_check.py docs/plan.schema.json "$A" >"$TEST_TMP/schema.log" 2>&1; then
+  ok "a --reproducible plan validates against docs/plan.schema.json"
+else not_ok "a --reproducible plan validates against docs/plan.schema.json" "$(head -5 "$TEST_TMP/schema.log")"; fi
 
 # --fix (semi-automatic mode) on AlexNet: a placement alone (the split is searched), a
 # top-level split, a layout over mesh axes and the recomputation mode
