@@ -110,14 +110,14 @@ static psim_status fix_check(const psim_search_options *o) {
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(f, "format");
   if (fmt && !(cJSON_IsString(fmt) && strcmp(fmt->valuestring, "plansim.strategy/1") == 0))
     return fix_error(o, "format", "expected \"plansim.strategy/1\"");
-  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(f, "ops")) {
+  const cJSON *ops = cJSON_GetObjectItemCaseSensitive(f, "ops");
+  if (ops && !cJSON_IsObject(ops))
+    return fix_error(o, "ops", "expected an object of op name or glob -> constraints");
+  cJSON_ArrayForEach(it, ops) {
     char p[256];
     snprintf(p, sizeof p, "ops.%s", it->string);
     PSIM_CHECK(fix_check_keys(o, it, fix_op_keys, p));
   }
-  const cJSON *ops = cJSON_GetObjectItemCaseSensitive(f, "ops");
-  if (ops && !cJSON_IsObject(ops))
-    return fix_error(o, "ops", "expected an object of op name or glob -> constraints");
   const cJSON *mesh = cJSON_GetObjectItemCaseSensitive(f, "mesh");
   if (mesh)
     PSIM_CHECK(fix_check_keys(o, mesh, fix_mesh_keys, "mesh"));
