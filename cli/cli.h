@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "status.h"
 
@@ -58,6 +59,13 @@ psim_status psim_cli_limit_option(const char *command, const char *opt, const ch
 /* Usage error for a command: records the message, returns PSIM_EINPUT. */
 psim_status psim_cli_usage(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* The value of the option argv[i]: a usage error when it is missing or is
+ * itself an option ("export P --format -o F" takes '-o' for no format). */
+psim_status psim_cli_need_value(const char *command, int argc, char **argv, int i);
+/* An integer option value in [min, max]: decimal digits only, overflow
+ * (ERANGE) refused; else a usage error naming opt, the range and val. */
+psim_status psim_cli_parse_int(const char *command, const char *opt, const char *val, int64_t min,
+                               int64_t max, int64_t *out);
 /* True when stderr is a terminal (progress lines are shown only then). */
 bool psim_cli_stderr_is_tty(void);
 /* Writes a count for people: exact below 1e6, else three significant digits

@@ -1,7 +1,6 @@
 /* cli_limits.c - the --max-tasks and --max-memory options of simulate and
  * plan (issue 9): inputs that would take absurd memory or time are refused
  * before the graph is built, with a message naming the limit and the option. */
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -21,14 +20,8 @@ bool psim_cli_is_limit_option(const char *opt) {
 
 psim_status psim_cli_limit_option(const char *command, const char *opt, const char *val,
                                   psim_sim_options *o) {
-  if (strcmp(opt, "--max-tasks") == 0) {
-    char *end;
-    long long n = strtoll(val, &end, 10);
-    if (*end || end == val || n <= 0)
-      return psim_cli_usage(command, "--max-tasks wants a positive integer, not '%s'", val);
-    o->max_tasks = n;
-    return PSIM_OK;
-  }
+  if (strcmp(opt, "--max-tasks") == 0)
+    return psim_cli_parse_int(command, opt, val, 1, INT64_MAX, &o->max_tasks);
   double bytes;
   if (psim_units_parse(val, PSIM_UNIT_BYTES, &bytes) != PSIM_OK || bytes < 1 || bytes > 9e18)
     return psim_cli_usage(command, "--max-memory wants bytes (\"16 GiB\", 2e10), not '%s'", val);

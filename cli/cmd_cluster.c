@@ -44,12 +44,17 @@ static psim_status int_arg(const char *flag, const char *v, long min, long max, 
   return PSIM_OK;
 }
 
-static psim_status num_arg(const char *flag, const char *v, psim_unit_kind kind, double *out) {
+/* A quantity in [min, max] (min > 0 here: an explicit 0 would read as "the
+ * preset's figure" in psim_preset_opts). */
+static psim_status num_arg(const char *flag, const char *v, psim_unit_kind kind, double min,
+                           double max, const char *range, double *out) {
   if (psim_units_parse(v, kind, out) != PSIM_OK) {
     char msg[256];
     snprintf(msg, sizeof msg, "%s", psim_error_message());
     return psim_cli_usage("cluster", "%s: %s", flag, msg);
   }
+  if (!(*out >= min && *out <= max))
+    return psim_cli_usage("cluster", "%s '%.40s' is out of range; expected %s", flag, v, range);
   return PSIM_OK;
 }
 
@@ -67,10 +72,13 @@ static psim_status option(const char *flag, const char *v, psim_preset_opts *o, 
     return int_arg(flag, v, 1, 64, &o->nics_per_node);
   if (strcmp(flag, "--nodes-per-rack") == 0)
     return int_arg(flag, v, 1, PSIM_CLUSTER_MAX_DEVICES, &o->nodes_per_rack);
-  if (strcmp(flag, "--oversubscription") == 0)
-    return num_arg(flag, v, PSIM_UNIT_NONE, &o->oversubscription);
-  if (strcmp(flag, "--nic-bandwidth") == 0)
-    return num_arg(flag, v, PSIM_UNIT_BANDWIDTH, &o->nic_bw);
+  if (strcmp(flag, "--oversubscription") == 0) /* 1 = non-blocking; presets.c allows 1e6 */
+    return num_arg(flag, v, PSIM_UNIT_NONE, 1, 1e6, "1 (non-blocking) to 1e6",
+                   &o->oversubscription);
+  if (strcmp(flag, "--nic-bandwidth") == 0) /* 1 byte/s up to psim_units_check's bound */
+    return num_arg(flag, v, PSIM_UNIT_BANDWIDTH, 1, 1e18,
+                   "a bandwidth above 0 (\"25 Gb/s\", 3.125e9) and at most 1e18 bytes/s",
+                   &o->nic_bw);
   if (strcmp(flag, "--name") == 0) {
     o->name = v;
     return PSIM_OK;
@@ -82,15 +90,32 @@ static psim_status option(const char *flag, const char *v, psim_preset_opts *o, 
   return psim_cli_usage("cluster", "unknown option '%.40s'", flag);
 }
 
+static const char *const value_options[] = {"--nodes",
+                                            "--nics-per-node",
+                                            "--nodes-per-rack",
+                                            "--oversubscription",
+                                            "--nic-bandwidth",
+                                            "--name",
+                                            "-o",
+                                            NULL};
+
+static bool takes_value(const char *a) {
+  for (const char *const *v = value_options; *v; v++)
+    if (strcmp(*v, a) == 0)
+      return true;
+  return false;
+}
+
 static psim_status parse(int argc, char **argv, psim_preset_opts *o, const char **out, bool *list) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--list") == 0) {
       *list = true;
-    } else if (a[0] == '-' && a[1]) {
-      if (i + 1 >= argc)
-        return psim_cli_usage("cluster", "%s needs a value", a);
+    } else if (takes_value(a)) {
+      PSIM_CHECK(psim_cli_need_value("cluster", argc, argv, i));
       PSIM_CHECK(option(a, argv[++i], o, out));
+    } else if (a[0] == '-' && a[1]) {
+      return psim_cli_usage("cluster", "unknown option '%.40s'", a);
     } else if (!o->preset) {
       o->preset = a;
     } else {
@@ -102,14 +127,25 @@ static psim_status parse(int argc, char **argv, psim_preset_opts *o, const char 
   return PSIM_OK;
 }
 
+/* --list prints the presets and nothing else: say so when other arguments
+ * were given (they are checked, then have no effect). */
+static void note_list(int argc) {
+  if (argc > 2)
+    fprintf(stderr, "plansim cluster: note: --list only lists the presets; the other arguments "
+                    "(PRESET, -o, options) have no effect\n");
+}
+
 psim_status psim_cmd_cluster(int argc, char **argv) {
   psim_preset_opts o;
   psim_preset_opts_init(&o);
   const char *out = "-";
   bool list = false;
   PSIM_CHECK(parse(argc, argv, &o, &out, &list));
-  if (list)
+  if (list) {
+    note_list(argc);
     return list_presets();
+  }
+  PSIM_CHECK(psim_file_check_output("-o", out));
   cJSON *root = NULL;
   PSIM_CHECK(psim_preset_cluster(&o, &root));
   psim_cluster c;

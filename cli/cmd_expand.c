@@ -18,8 +18,7 @@ static psim_status parse_args(int argc, char **argv, expand_args *a) {
   a->out = "-";
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) {
-      if (i + 1 >= argc)
-        return psim_cli_usage("expand", "option %s needs a file name", argv[i]);
+      PSIM_CHECK(psim_cli_need_value("expand", argc, argv, i));
       a->out = argv[++i];
     } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
       return psim_cli_usage("expand", "unknown option '%s'", argv[i]);
@@ -49,6 +48,7 @@ psim_status psim_cmd_expand(int argc, char **argv) {
   expand_args a;
   memset(&a, 0, sizeof a);
   PSIM_CHECK(parse_args(argc, argv, &a));
+  PSIM_CHECK(psim_file_check_output("-o", a.out)); /* before any work */
   psim_model m;
   psim_cluster c;
   psim_strategy s;

@@ -49,8 +49,7 @@ static psim_status parse_args(int argc, char **argv, export_args *a) {
                         : strcmp(arg, "-o") == 0        ? &a->out
                                                         : NULL;
     if (slot) {
-      if (i + 1 >= argc)
-        return psim_cli_usage("export", "%s needs a value", arg);
+      PSIM_CHECK(psim_cli_need_value("export", argc, argv, i));
       *slot = argv[++i];
     } else if (arg[0] == '-' && arg[1]) {
       return psim_cli_usage("export", "unknown option '%s'", arg);
@@ -81,6 +80,8 @@ psim_status psim_cmd_export(int argc, char **argv) {
   export_args a;
   memset(&a, 0, sizeof a);
   PSIM_CHECK(parse_args(argc, argv, &a));
+  if (a.out) /* before any work */
+    PSIM_CHECK(psim_file_check_output("-o", a.out));
   psim_export_format f;
   psim_status st = psim_export_format_parse(a.format, &f);
   if (st != PSIM_OK)

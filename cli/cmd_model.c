@@ -1,6 +1,8 @@
 /* cmd_model.c - plansim model FAMILY [options] [-o FILE]: runs a generator. */
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,23 +59,24 @@ static bool takes(const char *families, const char *fam) {
   return false;
 }
 
+/* Every number a generator takes is a count or a factor that must be
+ * positive: an explicit 0 would otherwise read as "the default" (--ffn 0 gave
+ * 4*hidden, --kv-heads 0 the heads), so it is refused here. */
 static psim_status set_flag(const flag *f, void *opts, const char *val) {
-  char *end = NULL;
-  char *at = (char *)opts + f->off;
-  errno = 0;
+  char *at = (char *)opts + f->off, opt[64];
+  snprintf(opt, sizeof opt, "--%s", f->name);
   if (f->type == F_STR) {
     *(const char **)at = val;
-  } else if (f->type == F_DBL) {
-    double d = strtod(val, &end);
-    if (errno || end == val || *end)
-      return psim_cli_usage("model", "--%s: expected a number, found '%s'", f->name, val);
-    *(double *)at = d;
-  } else {
-    long long v = strtoll(val, &end, 10);
-    if (errno || end == val || *end)
-      return psim_cli_usage("model", "--%s: expected an integer, found '%s'", f->name, val);
-    *(int64_t *)at = v;
+    return PSIM_OK;
   }
+  if (f->type == F_INT)
+    return psim_cli_parse_int("model", opt, val, 1, INT64_MAX, (int64_t *)at);
+  char *end = NULL;
+  errno = 0;
+  double d = strtod(val, &end);
+  if (errno || end == val || *end || !isfinite(d) || d <= 0)
+    return psim_cli_usage("model", "%s wants a positive number, not '%s'", opt, val);
+  *(double *)at = d;
   return PSIM_OK;
 }
 
@@ -83,8 +86,7 @@ static psim_status parse_flags(int argc, char **argv, const char *fam, const fla
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) {
-      if (i + 1 >= argc)
-        return psim_cli_usage("model", "%s needs a file name", a);
+      PSIM_CHECK(psim_cli_need_value("model", argc, argv, i));
       *out = argv[++i];
       continue;
     }
@@ -98,8 +100,7 @@ static psim_status parse_flags(int argc, char **argv, const char *fam, const fla
       *(bool *)((char *)opts + f->off) = true;
       continue;
     }
-    if (i + 1 >= argc)
-      return psim_cli_usage("model", "%s needs a value", a);
+    PSIM_CHECK(psim_cli_need_value("model", argc, argv, i));
     PSIM_CHECK(set_flag(f, opts, argv[++i]));
   }
   return PSIM_OK;
@@ -131,11 +132,13 @@ static psim_status generate(int argc, char **argv, int k, const char **out, cJSO
     psim_gen_tf_opts o;
     families[k].tf_init(&o);
     PSIM_CHECK(parse_flags(argc, argv, fam, tf_flags, &o, out));
+    PSIM_CHECK(psim_file_check_output("-o", *out));
     return families[k].tf(&o, doc);
   }
   psim_gen_net_opts o;
   psim_gen_net_opts_init(&o, fam);
   PSIM_CHECK(parse_flags(argc, argv, fam, net_flags, &o, out));
+  PSIM_CHECK(psim_file_check_output("-o", *out));
   return families[k].net(&o, doc);
 }
 

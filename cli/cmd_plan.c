@@ -1,6 +1,8 @@
 /* cmd_plan.c - plansim plan MODEL CLUSTER [options]: search, then report the
  * full-simulation figures of the plan found beside the baselines. */
 #include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +39,20 @@ static bool takes_value(const char *opt) {
   return false;
 }
 
-static psim_status parse_uint(const char *opt, const char *val, uint64_t *out) {
+/* An integer in [min, max]. strtoull alone takes " 5", wraps "-1" and
+ * saturates on overflow (ERANGE). */
+static psim_status parse_uint(const char *opt, const char *val, uint64_t min, uint64_t max,
+                              uint64_t *out) {
   char *end;
+  errno = 0;
   *out = strtoull(val, &end, 10);
-  if (*end || !*val || val[0] == '-')
-    return psim_cli_usage("plan", "%s wants a non-negative integer, not '%s'", opt, val);
-  return PSIM_OK;
+  bool digits = !*end && isdigit((unsigned char)val[0]);
+  if (digits && errno != ERANGE && *out >= min && *out <= max)
+    return PSIM_OK;
+  return psim_cli_usage("plan", "%s wants %s from %llu to %llu, not '%s'%s", opt,
+                        min == 1 ? "a positive integer" : "an integer", (unsigned long long)min,
+                        (unsigned long long)max, val,
+                        digits && (errno == ERANGE || *out > max) ? " (too large)" : "");
 }
 
 static psim_status set_option(plan_args *a, const char *opt, const char *val) {
@@ -66,16 +76,12 @@ static psim_status set_option(plan_args *a, const char *opt, const char *val) {
   else if (strcmp(opt, "--max-memory") == 0)
     a->max_memory = val;
   else if (strcmp(opt, "--threads") == 0) {
-    PSIM_CHECK(parse_uint(opt, val, &n));
-    a->threads = n > 0 && n <= 256 ? (int32_t)n : 0;
-    if (!a->threads)
-      return psim_cli_usage("plan", "--threads wants 1 to 256, not '%s'", val);
-  } else if (strcmp(opt, "--verify-every") == 0) {
-    PSIM_CHECK(parse_uint(opt, val, &a->verify_every));
-    if (a->verify_every < 1 || a->verify_every > INT64_MAX)
-      return psim_cli_usage("plan", "--verify-every wants a positive integer, not '%s'", val);
-  } else
-    PSIM_CHECK(parse_uint(opt, val, &a->seed));
+    PSIM_CHECK(parse_uint(opt, val, 1, 256, &n));
+    a->threads = (int32_t)n;
+  } else if (strcmp(opt, "--verify-every") == 0)
+    PSIM_CHECK(parse_uint(opt, val, 1, INT64_MAX, &a->verify_every));
+  else
+    PSIM_CHECK(parse_uint(opt, val, 0, UINT64_MAX, &a->seed));
   return PSIM_OK;
 }
 
@@ -91,8 +97,7 @@ static psim_status parse_args(int argc, char **argv, plan_args *a) {
     } else if (strcmp(argv[i], "--reproducible") == 0) {
       a->reproducible = true;
     } else if (takes_value(argv[i])) {
-      if (i + 1 >= argc)
-        return psim_cli_usage("plan", "%s needs a value", argv[i]);
+      PSIM_CHECK(psim_cli_need_value("plan", argc, argv, i));
       PSIM_CHECK(set_option(a, argv[i], argv[i + 1]));
       i++;
     } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -111,28 +116,11 @@ static psim_status parse_args(int argc, char **argv, plan_args *a) {
   return PSIM_OK;
 }
 
-/* "60s", "2m", "1.5h" -> seconds; "20000" -> evaluations. */
 static psim_status parse_budget(const char *text, psim_search_options *o) {
   if (!text)
     return PSIM_OK;
-  char *end;
-  double v = strtod(text, &end);
-  if (end == text || v <= 0)
-    return psim_cli_usage("plan",
-                          "--budget wants seconds (\"60s\") or evaluations (\"20000\"), "
-                          "not '%s'",
-                          text);
-  if (*end == '\0')
-    o->budget_evals = (int64_t)v;
-  else if (strcmp(end, "s") == 0)
-    o->budget_s = v;
-  else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
-    o->budget_s = 60 * v;
-  else if (strcmp(end, "h") == 0)
-    o->budget_s = 3600 * v;
-  else
-    return psim_cli_usage("plan", "--budget unit '%s' is not s, m or h", end);
-  return PSIM_OK;
+  const char *why = psim_search_budget_problem(text, &o->budget_s, &o->budget_evals);
+  return why ? psim_cli_usage("plan", "--budget '%s': %s", text, why) : PSIM_OK;
 }
 
 /* The searcher that `--search auto` runs: Alpa, then MCMC refinement, once
@@ -187,9 +175,36 @@ static psim_status refine_mcmc(const psim_cli_inputs *in, psim_cluster *c,
   return st == PSIM_ENOMEM ? st : PSIM_OK;
 }
 
+/* The searcher that runs: auto resolved. */
+static const char *searcher_name(const plan_args *a) {
+  return strcmp(a->search, "auto") == 0 ? auto_searcher() : a->search;
+}
+
+static void note(const char *opt, const char *searcher, const char *why) {
+  fprintf(stderr, "plansim plan: note: %s has no effect with --search %s (%s)\n", opt, searcher,
+          why);
+}
+
+/* Options the chosen searcher ignores get a note on stderr instead of
+ * silently changing nothing (the run goes on). */
+static void note_ignored(const plan_args *a, const psim_search_options *o) {
+  const char *s = searcher_name(a), *given = a->search;
+  bool by_time = o->budget_s > 0;
+  if (a->budget && strcmp(s, "alpa") == 0 && strcmp(given, "auto") != 0)
+    note("--budget", given,
+         "the Alpa optimizer runs to completion; auto gives the budget to "
+         "its MCMC refinement");
+  else if (a->budget && by_time && (strcmp(s, "grid") == 0 || strcmp(s, "exhaustive") == 0))
+    note("a time --budget", given, "it takes an evaluation count, e.g. --budget 2000");
+  if (a->init && strcmp(s, "mcmc") != 0 && strcmp(s, "exhaustive") != 0)
+    note("--init", given, "only mcmc and exhaustive start from a strategy");
+  if (a->fix && strcmp(s, "grid") == 0)
+    note("--fix", given, "the Megatron grid does not take fixed choices; use alpa or mcmc");
+}
+
 static psim_status run_search(const plan_args *a, const psim_cli_inputs *in, psim_cluster *c,
                               const psim_search_options *so, psim_search_result *r) {
-  const char *name = strcmp(a->search, "auto") == 0 ? auto_searcher() : a->search;
+  const char *name = searcher_name(a);
   const psim_searcher *s = psim_searcher_find(name);
   if (!s->run)
     return psim_error(PSIM_EUNIMPLEMENTED,
@@ -296,6 +311,7 @@ typedef struct plan_run {
 } plan_run;
 
 static psim_status prepare(const plan_args *a, plan_run *p) {
+  PSIM_CHECK(parse_budget(a->budget, &p->so));
   psim_cli_default_limits(&p->sim); /* issue 9: refuse absurd graphs before building them */
   if (a->max_tasks)
     PSIM_CHECK(psim_cli_limit_option("plan", "--max-tasks", a->max_tasks, &p->sim));
@@ -308,7 +324,6 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
   p->so.threads = a->threads;
   p->so.verify_every = (int64_t)a->verify_every;
   p->so.progress = psim_cli_stderr_is_tty() ? stderr : NULL;
-  PSIM_CHECK(parse_budget(a->budget, &p->so));
   if (a->fix) {
     PSIM_CHECK(psim_json_load_file(a->fix, &p->fix));
     p->so.fix = p->fix;
@@ -318,13 +333,22 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
     PSIM_CHECK(psim_cli_load_strategy(a->init, &p->in.model, &p->in.cluster, &p->init));
     p->so.init = &p->init;
   }
+  note_ignored(a, &p->so);
   return PSIM_OK;
+}
+
+/* Before any work: a search of minutes must not end in "cannot create". */
+static psim_status check_outputs(const plan_args *a) {
+  if (a->out)
+    PSIM_CHECK(psim_file_check_output("-o", a->out));
+  return a->trace ? psim_file_check_output("--trace", a->trace) : PSIM_OK;
 }
 
 psim_status psim_cmd_plan(int argc, char **argv) {
   plan_args a;
   memset(&a, 0, sizeof a);
   PSIM_CHECK(parse_args(argc, argv, &a));
+  PSIM_CHECK(check_outputs(&a));
   plan_run p;
   memset(&p, 0, sizeof p);
   psim_sim_options_init(&p.sim);
@@ -345,7 +369,7 @@ psim_status psim_cmd_plan(int argc, char **argv) {
   bool baselines = st == PSIM_OK && !stopped && !a.no_baselines;
   bool have_dp = baselines && data_parallel(&p.in, &p.in.cluster, &p.sim, &p.dp);
   bool have_grid = baselines && grid_baseline(&a, &p.in, &p.in.cluster, &p.sim, &p.grid);
-  psim_plan_info info = {strcmp(a.search, "auto") == 0 ? auto_searcher() : a.search,
+  psim_plan_info info = {searcher_name(&a),
                          a.seed,
                          a.budget,
                          p.result.evaluations,
@@ -357,10 +381,11 @@ psim_status psim_cmd_plan(int argc, char **argv) {
                          p.result.stats,
                          p.result.description,
                          have_grid ? p.grid.description : NULL};
-  if (st == PSIM_OK)
-    st = write_plan(&a, &p.in, &p.in.cluster, &p.result, &info);
+  /* the trace first: a trace that fails leaves no new plan behind */
   if (st == PSIM_OK && a.trace && !stopped)
     st = trace_best(&p.in, &p.in.cluster, &p.result, &p.sim, a.trace);
+  if (st == PSIM_OK)
+    st = write_plan(&a, &p.in, &p.in.cluster, &p.result, &info);
   if (st == PSIM_OK && !a.json)
     print_summary(&a, &p.in, &p.result, &info);
   if (st == PSIM_OK && stopped)

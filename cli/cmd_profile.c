@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "cluster.h"
 #include "costdb.h"
+#include "json.h"
 #include "model.h"
 #include "profile.h"
 #include "psim_config.h"
@@ -59,9 +60,7 @@ typedef struct profile_args {
 } profile_args;
 
 static psim_status need_value(int argc, char **argv, int i) {
-  if (i + 1 >= argc)
-    return psim_cli_usage("profile", "option %s needs a value", argv[i]);
-  return PSIM_OK;
+  return psim_cli_need_value("profile", argc, argv, i);
 }
 
 static psim_status parse_number(const char *opt, const char *v, double min, double *out) {
@@ -120,7 +119,7 @@ static psim_status parse_args(int argc, char **argv, profile_args *a) {
     return psim_cli_usage("profile", "--collectives measures CPU threads; use --device cpu");
   if (a->resume && a->force)
     return psim_cli_usage("profile", "--resume and --force exclude each other");
-  return PSIM_OK;
+  return psim_file_check_output("-o", a->out); /* before measuring for minutes */
 }
 
 /* Largest all-reduce group for --collectives: the devices of one node of the

@@ -43,13 +43,8 @@ static psim_status set_value(report_args *a, const char *opt, const char *val) {
     a->model = val;
   else if (strcmp(opt, "--cluster") == 0)
     a->cluster = val;
-  else {
-    char *end;
-    long long n = strtoll(val, &end, 10);
-    if (*end || !*val || n <= 0)
-      return psim_cli_usage("report", "--max-tasks wants a positive integer, not '%s'", val);
-    a->opts.max_tasks = n;
-  }
+  else
+    return psim_cli_parse_int("report", opt, val, 1, INT64_MAX, &a->opts.max_tasks);
   return PSIM_OK;
 }
 
@@ -60,8 +55,7 @@ static psim_status parse_args(int argc, char **argv, report_args *a) {
     const char *arg = argv[i];
     if (!strcmp(arg, "-o") || !strcmp(arg, "--model") || !strcmp(arg, "--cluster") ||
         !strcmp(arg, "--max-tasks")) {
-      if (i + 1 >= argc)
-        return psim_cli_usage("report", "%s needs a value", arg);
+      PSIM_CHECK(psim_cli_need_value("report", argc, argv, i));
       PSIM_CHECK(set_value(a, arg, argv[++i]));
     } else if (arg[0] == '-' && arg[1]) {
       return psim_cli_usage("report", "unknown option '%s'", arg);
@@ -96,6 +90,7 @@ psim_status psim_cmd_report(int argc, char **argv) {
   report_args a;
   memset(&a, 0, sizeof a);
   PSIM_CHECK(parse_args(argc, argv, &a));
+  PSIM_CHECK(psim_file_check_output("-o", a.out)); /* before the simulation */
   psim_plan_doc d;
   psim_sim_result r;
   psim_sim_result_init(&r);

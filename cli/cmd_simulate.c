@@ -42,8 +42,7 @@ static psim_status parse_args(int argc, char **argv, simulate_args *a) {
       a->opts.fold = false;
     } else if (strcmp(arg, "--trace") == 0 || strcmp(arg, "--costdb") == 0 ||
                strcmp(arg, "--fidelity") == 0 || psim_cli_is_limit_option(arg)) {
-      if (!val)
-        return psim_cli_usage("simulate", "%s needs a value", arg);
+      PSIM_CHECK(psim_cli_need_value("simulate", argc, argv, i));
       i++;
       if (strcmp(arg, "--trace") == 0)
         a->trace = val;
@@ -157,6 +156,8 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
   simulate_args a;
   memset(&a, 0, sizeof a);
   PSIM_CHECK(parse_args(argc, argv, &a));
+  if (a.trace) /* before any work: a simulation must not end in "cannot create" */
+    PSIM_CHECK(psim_file_check_output("--trace", a.trace));
   psim_cli_inputs in;
   psim_status s = psim_cli_load_inputs(&in, a.files[0], a.files[1], a.files[2], a.costdb);
   psim_sim_result r;

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc.h"
 #include "cli.h"
+#include "json.h"
 #include "psim_config.h"
 #include "sweep.h"
 #include "taskgraph.h"
@@ -97,6 +99,20 @@ static void default_out(sweep_args *a) {
   a->out = a->default_out;
 }
 
+/* The --check baseline is read only after every case ran: refuse a missing
+ * one before the sweep starts. */
+static psim_status check_baseline(const char *path) {
+  struct stat st;
+  char jsonl[4096];
+  if (stat(path, &st) != 0)
+    return psim_cli_usage("sweep", "--check %s: %s; expected a results.jsonl or its folder", path,
+                          strerror(errno));
+  snprintf(jsonl, sizeof jsonl, "%s/results.jsonl", path);
+  if (S_ISDIR(st.st_mode) && access(jsonl, R_OK) != 0)
+    return psim_cli_usage("sweep", "--check %s: a folder without a readable results.jsonl", path);
+  return PSIM_OK;
+}
+
 static psim_status parse_args(int argc, char **argv, sweep_args *a) {
   a->jobs = 1;
   a->tolerance = 0.01;
@@ -106,8 +122,7 @@ static psim_status parse_args(int argc, char **argv, sweep_args *a) {
       a->resume = true;
     } else if (!strcmp(arg, "-o") || !strcmp(arg, "-j") || !strcmp(arg, "--check") ||
                !strcmp(arg, "--tolerance")) {
-      if (i + 1 >= argc)
-        return psim_cli_usage("sweep", "%s needs a value", arg);
+      PSIM_CHECK(psim_cli_need_value("sweep", argc, argv, i));
       PSIM_CHECK(set_value(a, arg, argv[++i]));
     } else if (arg[0] == '-' && arg[1]) {
       return psim_cli_usage("sweep", "unknown option '%s'", arg);
@@ -121,7 +136,9 @@ static psim_status parse_args(int argc, char **argv, sweep_args *a) {
     return psim_cli_usage("sweep", "expected SWEEP (a plansim.sweep/1 file)");
   if (!a->out)
     default_out(a);
-  return PSIM_OK;
+  if (a->check)
+    PSIM_CHECK(check_baseline(a->check));
+  return psim_file_check_output_dir("-o", a->out); /* before any case runs */
 }
 
 /* ---- progress ---- */

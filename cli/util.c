@@ -1,7 +1,10 @@
 /* util.c - helpers shared by the subcommands. */
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -13,6 +16,42 @@ psim_status psim_cli_usage(const char *command, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   return psim_error(PSIM_EINPUT, "%s (see 'plansim help %s')", msg, command);
+}
+
+psim_status psim_cli_parse_int(const char *command, const char *opt, const char *val, int64_t min,
+                               int64_t max, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(val, &end, 10);
+  /* strtoll alone takes " 5" and "+5" and saturates on overflow (ERANGE) */
+  bool digits = !*end && (isdigit((unsigned char)val[0]) || val[0] == '-');
+  if (digits && errno != ERANGE && v >= min && v <= max) {
+    *out = v;
+    return PSIM_OK;
+  }
+  const char *big = digits && (errno == ERANGE || v > max) ? " (too large)" : "";
+  const char *what = min == 1 ? "a positive integer" : "an integer";
+  if (max == INT64_MAX)
+    return psim_cli_usage(command, "%s wants %s, not '%s'%s", opt, what, val, big);
+  return psim_cli_usage(command, "%s wants %s from %lld to %lld, not '%s'%s", opt, what,
+                        (long long)min, (long long)max, val, big);
+}
+
+/* "--json", "-o": an option name, not a value ("-" and "-5" are values). */
+static bool looks_like_option(const char *v) {
+  if (v[0] != '-')
+    return false;
+  if (v[1] == '-')
+    return isalpha((unsigned char)v[2]) != 0;
+  return isalpha((unsigned char)v[1]) && v[2] == '\0';
+}
+
+psim_status psim_cli_need_value(const char *command, int argc, char **argv, int i) {
+  if (i + 1 >= argc)
+    return psim_cli_usage(command, "%s needs a value", argv[i]);
+  if (looks_like_option(argv[i + 1]))
+    return psim_cli_usage(command, "%s needs a value ('%s' is an option)", argv[i], argv[i + 1]);
+  return PSIM_OK;
 }
 
 bool psim_cli_stderr_is_tty(void) {

@@ -2,6 +2,9 @@
 #include "search.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -37,16 +40,52 @@ psim_status psim_search_record(psim_search_result *r, int64_t evaluation, double
 
 static const psim_searcher searchers[] = {
     {"grid", psim_search_grid, "the Megatron grid: every tp x pp x dp x micro-batch x recompute"},
-    {"alpa", psim_search_alpa, "Alpa: stage DP over layer ranges and submeshes, GLPK ILP per stage"},
+    {"alpa", psim_search_alpa,
+     "Alpa: stage DP over layer ranges and submeshes, GLPK ILP per stage"},
     {"mcmc", psim_search_mcmc, "FlexFlow's MCMC over the SOAP space with delta simulation"},
     {"exhaustive", psim_search_exhaustive, "every configuration of a tiny graph (ground truth)"},
     {NULL, NULL, NULL}};
 
-const psim_searcher *psim_searchers(void) { return searchers; }
+const psim_searcher *psim_searchers(void) {
+  return searchers;
+}
 
 const psim_searcher *psim_searcher_find(const char *name) {
   for (const psim_searcher *s = searchers; s->name; s++)
     if (strcmp(s->name, name) == 0)
       return s;
+  return NULL;
+}
+
+/* Seconds per unit of a time budget, 0 for an unknown unit. */
+static double budget_unit(const char *u) {
+  if (strcmp(u, "s") == 0)
+    return 1;
+  if (strcmp(u, "m") == 0 || strcmp(u, "min") == 0)
+    return 60;
+  return strcmp(u, "h") == 0 ? 3600 : 0;
+}
+
+const char *psim_search_budget_problem(const char *text, double *seconds, int64_t *evals) {
+  char *end;
+  double v = strtod(text, &end);
+  size_t digits = strspn(text, "0123456789.eE+-");
+  if (end == text || (size_t)(end - text) > digits ||
+      !(text[0] == '.' || isdigit((unsigned char)text[0])) || !isfinite(v))
+    return "expected evaluations (\"20000\") or a time with a unit (\"60s\", \"2m\", \"1.5h\")";
+  if (*end == '\0' && v != floor(v))
+    return "evaluations must be a whole number; a time needs a unit (\"0.5s\")";
+  if (*end == '\0' && !(v >= 1 && v <= PSIM_SEARCH_BUDGET_MAX_EVALS))
+    return "evaluations out of range; expected 1 to 1e12";
+  if (*end == '\0') {
+    *evals = (int64_t)v;
+    return NULL;
+  }
+  double unit = budget_unit(end);
+  if (unit == 0)
+    return "unknown unit; expected s, m, min or h (\"60s\")";
+  if (!(v * unit > 0 && v * unit <= PSIM_SEARCH_BUDGET_MAX_S))
+    return "time out of range; expected more than 0 s and at most 30 days";
+  *seconds = v * unit;
   return NULL;
 }

@@ -19,32 +19,45 @@
 struct cJSON;
 
 typedef struct psim_search_options {
-  const psim_sim_options *sim; /* simulator options (cost database, fidelity); default NULL = defaults */
-  uint64_t seed;               /* default 1 */
-  double budget_s;             /* wall-time budget, s; 0 = none (default 60 for mcmc) */
-  int64_t budget_evals;        /* evaluation budget; 0 = none */
-  int32_t threads;             /* search chains / worker threads; default 1 */
-  const psim_strategy *init;   /* start from this strategy (mcmc); NULL = searcher's choice */
-  const struct cJSON *fix;     /* partial strategy of fixed choices (--fix); NULL = none */
-  const char *fix_file;        /* its file name, for messages */
-  FILE *progress;              /* progress lines (a terminal) or NULL */
-  int64_t verify_every;        /* debug (mcmc, exhaustive): also run the full simulation every
-                                  N evaluations, fail on any difference; 0 = never (default) */
+  const psim_sim_options
+      *sim;             /* simulator options (cost database, fidelity); default NULL = defaults */
+  uint64_t seed;        /* default 1 */
+  double budget_s;      /* wall-time budget, s; 0 = none (default 60 for mcmc) */
+  int64_t budget_evals; /* evaluation budget; 0 = none */
+  int32_t threads;      /* search chains / worker threads; default 1 */
+  const psim_strategy *init; /* start from this strategy (mcmc); NULL = searcher's choice */
+  const struct cJSON *fix;   /* partial strategy of fixed choices (--fix); NULL = none */
+  const char *fix_file;      /* its file name, for messages */
+  FILE *progress;            /* progress lines (a terminal) or NULL */
+  int64_t verify_every;      /* debug (mcmc, exhaustive): also run the full simulation every
+                                N evaluations, fail on any difference; 0 = never (default) */
 } psim_search_options;
 
 void psim_search_options_init(psim_search_options *o);
 
+/* Largest budgets: 1e12 evaluations (days of MCMC at a million proposals per
+ * second), or 30 days of search. */
+#define PSIM_SEARCH_BUDGET_MAX_EVALS 1e12
+#define PSIM_SEARCH_BUDGET_MAX_S     (30 * 86400.0)
+
+/* Parses a budget as `plan --budget` and sweep files give it: a whole number
+ * of evaluations in [1, 1e12] ("20000") or a time with a unit s, m, min or h
+ * in (0 s, 30 days] ("60s", "1.5h"). Returns NULL with *evals or *seconds set,
+ * else why text is not a budget (decimal numbers only: strtod alone would
+ * take "nan", "inf" and "0x10", and casting 1e99 to int64_t is undefined). */
+const char *psim_search_budget_problem(const char *text, double *seconds, int64_t *evals);
+
 typedef struct psim_search_result {
-  psim_strategy best;          /* explicit form */
-  psim_sim_result best_sim;    /* full simulation of best */
+  psim_strategy best;       /* explicit form */
+  psim_sim_result best_sim; /* full simulation of best */
   bool found;
   int64_t evaluations;
   double wall_s;
-  psim_search_point *curve;    /* best so far after each improvement */
+  psim_search_point *curve; /* best so far after each improvement */
   int32_t n_curve;
   size_t cap_curve;
-  struct cJSON *stats;         /* searcher-specific statistics (owned), or NULL */
-  char description[256];       /* one line for people: "Megatron tp 8, pp 2, ..." */
+  struct cJSON *stats;   /* searcher-specific statistics (owned), or NULL */
+  char description[256]; /* one line for people: "Megatron tp 8, pp 2, ..." */
 } psim_search_result;
 
 void psim_search_result_init(psim_search_result *r);
@@ -60,8 +73,8 @@ typedef psim_status (*psim_searcher_fn)(const psim_model *m, psim_cluster *c,
                                         const psim_search_options *o, psim_search_result *r);
 
 typedef struct psim_searcher {
-  const char *name;    /* --search NAME */
-  psim_searcher_fn run;/* NULL while not built */
+  const char *name;     /* --search NAME */
+  psim_searcher_fn run; /* NULL while not built */
   const char *summary;
 } psim_searcher;
 

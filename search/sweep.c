@@ -3,6 +3,7 @@
 #include "sweep.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -194,21 +195,24 @@ static psim_status parse_budget(const char *text, double *seconds, int64_t *eval
   *evals = 0;
   if (!*text)
     return PSIM_OK;
-  char *end;
-  double v = strtod(text, &end);
-  if (end == text || v <= 0 || !isfinite(v))
-    return psim_error(PSIM_EINPUT, "budget '%s' is not seconds (\"60s\") or evaluations (\"2000\")",
-                      text);
-  if (*end == '\0')
-    *evals = (int64_t)v;
-  else if (strcmp(end, "s") == 0)
-    *seconds = v;
-  else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
-    *seconds = 60 * v;
-  else if (strcmp(end, "h") == 0)
-    *seconds = 3600 * v;
-  else
-    return psim_error(PSIM_EINPUT, "budget unit '%s' is not s, m or h", end);
+  const char *why = psim_search_budget_problem(text, seconds, evals);
+  return why ? psim_error(PSIM_EINPUT, "budget '%s': %s", text, why) : PSIM_OK;
+}
+
+/* Every budget of the list, with its JSON path in errors. */
+static psim_status check_budgets(psim_jctx *c, const psim_sweep *s) {
+  for (int32_t i = 0; i < s->n_budgets; i++) {
+    double sec;
+    int64_t ev;
+    const char *why = *s->budgets[i] ? psim_search_budget_problem(s->budgets[i], &sec, &ev) : NULL;
+    if (why) {
+      size_t saved = psim_jctx_key(c, "budgets");
+      psim_jctx_index(c, (size_t)i);
+      psim_status st = psim_jerr(c, "'%s': %s", s->budgets[i], why);
+      psim_jctx_pop(c, saved);
+      return st;
+    }
+  }
   return PSIM_OK;
 }
 
@@ -253,12 +257,7 @@ static psim_status load_lists(psim_jctx *c, psim_sweep *s, const cJSON *root) {
                        "exhaustive)",
                        i, s->searchers[i]);
   PSIM_CHECK(string_list(c, root, "budgets", "", true, &s->budgets, &s->n_budgets));
-  for (int32_t i = 0; i < s->n_budgets; i++) {
-    double sec;
-    int64_t ev;
-    if (parse_budget(s->budgets[i], &sec, &ev) != PSIM_OK)
-      return psim_jerr(c, "budgets[%d]: %s", i, psim_error_message());
-  }
+  PSIM_CHECK(check_budgets(c, s));
   const cJSON *seeds = cJSON_GetObjectItemCaseSensitive(root, "seeds");
   int32_t n = seeds ? cJSON_GetArraySize(seeds) : 1;
   size_t saved = psim_jctx_key(c, "seeds");
@@ -395,8 +394,13 @@ static const gen_field net_fields[] = {NET(name, 's'),   NET(batch, 'i'),   NET(
                                        NET(tables, 'i'), NET(rows, 'i'),    NET(emb_dim, 'i'),
                                        NET(dtype, 's'),  {NULL, 0, 0}};
 
+/* Generator numbers are counts and factors: 0 would read as "the default"
+ * (ffn, kv_heads), so only positive numbers pass. */
 static psim_status set_field(const gen_field *f, const cJSON *v, void *opts, const char *what) {
   char *p = (char *)opts + f->offset;
+  if ((f->type == 'i' || f->type == 'd') && cJSON_IsNumber(v) && !(v->valuedouble > 0))
+    return psim_error(PSIM_EINPUT, "%s: option '%s' must be positive, not %g", what, f->key,
+                      v->valuedouble);
   if (f->type == 's' && cJSON_IsString(v))
     *(const char **)p = v->valuestring;
   else if (f->type == 'b' && cJSON_IsBool(v))

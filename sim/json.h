@@ -26,8 +26,10 @@ typedef struct psim_jctx {
 /* Routes cJSON's allocations through psim_malloc (idempotent). */
 void psim_json_init_hooks(void);
 
-/* Reads and parses a file. Syntax errors give "file:LINE:COL: ...". The caller
- * owns *out (cJSON_Delete). */
+/* Reads and parses a file. A directory is PSIM_EINPUT ("is a directory").
+ * Syntax errors give "file:LINE:COL: JSON syntax error: expected ..., found
+ * '...'" with the 1-based column of the first offending character, counted in
+ * UTF-8 characters. The caller owns *out (cJSON_Delete). */
 psim_status psim_json_load_file(const char *file, cJSON **out);
 /* Parses text of len bytes, NUL-terminated at text[len]; name is used in messages. */
 psim_status psim_json_parse(const char *name, const char *text, size_t len, cJSON **out);
@@ -69,8 +71,19 @@ psim_status psim_json_value_quantity(psim_jctx *c, const cJSON *v, psim_unit_kin
                                      double *out);
 
 /* Writes bytes to path atomically: a temporary file in the same folder,
- * fsync, rename. A killed process never leaves a truncated file at path. */
+ * fsync, rename. A killed process never leaves a truncated file at path.
+ * Errors name path, not the temporary file. A character device or FIFO
+ * (/dev/null) is written in place. */
 psim_status psim_file_write_atomic(const char *path, const char *data, size_t len);
+/* Run before any work for every output option, so a long search never ends
+ * in "cannot create": PSIM_EINPUT naming option and path when path is empty,
+ * is a directory (or ends in '/'), or its folder is missing or not writable.
+ * "-" (standard output) passes. O(1) system calls. */
+psim_status psim_file_check_output(const char *option, const char *path);
+/* The same for an output folder that the command creates when absent
+ * (sweep -o DIR): an existing path must be a writable folder. */
+psim_status psim_file_check_output_dir(const char *option, const char *path);
+
 /* Prints root (formatted) and writes it atomically; "-" writes to stdout. */
 psim_status psim_json_write_file(const char *path, const cJSON *root);
 

@@ -125,4 +125,27 @@ run sweep "$TEST_TMP/bad.json"
 expect "an unknown searcher" 2 stdout-empty stderr-nonempty "" "unknown searcher 'magic'"
 run sweep "$SWEEP" -j 0
 expect "-j 0 is a usage error" 2 stdout-empty stderr-nonempty "" "-j"
+# Budgets: whole evaluations >= 1 or a finite time with a unit, refused with their JSON
+# path before any case runs ("0.5" ran the searcher's default, 1e99 overflowed int64_t).
+for b in '"0.5"' '"1e99"' '0.5' '"infs"' '"nan"' '"0s"'; do
+  printf '{"format": "plansim.sweep/1", "models": ["m.json"], "clusters": ["c.json"], "budgets": ["2000", %s]}\n' \
+    "$b" >"$TEST_TMP/bad.json"
+  run sweep "$TEST_TMP/bad.json" -o "$TEST_TMP/badbudget"
+  expect "budget $b is refused with its path" 2 stdout-empty stderr-nonempty "" "bad\.json: budgets\[1\]: '"
+done
+if [ ! -e "$TEST_TMP/badbudget" ]; then ok "no results folder for a refused sweep"
+else not_ok "no results folder for a refused sweep"; fi
+# A generator option of 0 is refused (it read as the default: ffn 0 gave 4*hidden); the
+# case fails with the reason, as every bad generated model does.
+printf '{"format": "plansim.sweep/1", "models": [{"name": "z", "generator": "gpt", "options": {"layers": 2, "hidden": 64, "heads": 4, "seq": 32, "vocab": 128, "batch": 8, "ffn": 0}}], "clusters": ["%s/topologies/dgx-a100-x1.json"]}\n' \
+  "$ROOT" >"$TEST_TMP/ffn0.json"
+run sweep "$TEST_TMP/ffn0.json" -o "$TEST_TMP/ffn0"
+if [ "$STATUS" -eq 0 ] && grep -q "option 'ffn' must be positive" "$TEST_TMP/ffn0/results.jsonl"; then
+  ok "generator option ffn 0: a failed case naming it"
+else not_ok "generator option ffn 0: a failed case naming it"; fi
+# --check: a missing baseline is refused before the sweep runs.
+run sweep "$SWEEP" -o "$TEST_TMP/nocheck" --check "$TEST_TMP/no-such-baseline"
+expect "--check with a missing baseline: exit 2 at once" 2 stdout-empty stderr-nonempty "" \
+  "--check .*no-such-baseline"
+if [ ! -e "$TEST_TMP/nocheck" ]; then ok "and no case ran"; else not_ok "and no case ran"; fi
 finish
