@@ -1,8 +1,6 @@
 /* cmd_plan.c - plansim plan MODEL CLUSTER [options]: search, then report the
  * full-simulation figures of the plan found beside the baselines. */
 #include <cjson/cJSON.h>
-#include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +19,7 @@ typedef struct plan_args {
   const char *out, *search, *budget, *costdb, *trace, *fix, *init;
   const char *max_tasks, *max_memory; /* --max-tasks, --max-memory (cli_limits.c) */
   uint64_t seed;
-  uint64_t verify_every; /* --verify-every N (debug) */
+  int64_t verify_every; /* --verify-every N (debug) */
   int32_t threads;
   bool json;
   bool no_baselines; /* --no-baselines: skip the data-parallel and grid simulations */
@@ -39,24 +37,8 @@ static bool takes_value(const char *opt) {
   return false;
 }
 
-/* An integer in [min, max]. strtoull alone takes " 5", wraps "-1" and
- * saturates on overflow (ERANGE). */
-static psim_status parse_uint(const char *opt, const char *val, uint64_t min, uint64_t max,
-                              uint64_t *out) {
-  char *end;
-  errno = 0;
-  *out = strtoull(val, &end, 10);
-  bool digits = !*end && isdigit((unsigned char)val[0]);
-  if (digits && errno != ERANGE && *out >= min && *out <= max)
-    return PSIM_OK;
-  return psim_cli_usage("plan", "%s wants %s from %llu to %llu, not '%s'%s", opt,
-                        min == 1 ? "a positive integer" : "an integer", (unsigned long long)min,
-                        (unsigned long long)max, val,
-                        digits && (errno == ERANGE || *out > max) ? " (too large)" : "");
-}
-
 static psim_status set_option(plan_args *a, const char *opt, const char *val) {
-  uint64_t n;
+  int64_t n;
   if (strcmp(opt, "-o") == 0)
     a->out = val;
   else if (strcmp(opt, "--search") == 0)
@@ -76,12 +58,15 @@ static psim_status set_option(plan_args *a, const char *opt, const char *val) {
   else if (strcmp(opt, "--max-memory") == 0)
     a->max_memory = val;
   else if (strcmp(opt, "--threads") == 0) {
-    PSIM_CHECK(parse_uint(opt, val, 1, 256, &n));
+    PSIM_CHECK(psim_cli_parse_int("plan", opt, val, 1, 256, &n));
     a->threads = (int32_t)n;
-  } else if (strcmp(opt, "--verify-every") == 0)
-    PSIM_CHECK(parse_uint(opt, val, 1, INT64_MAX, &a->verify_every));
-  else
-    PSIM_CHECK(parse_uint(opt, val, 0, UINT64_MAX, &a->seed));
+  } else if (strcmp(opt, "--verify-every") == 0) {
+    PSIM_CHECK(psim_cli_parse_int("plan", opt, val, 1, INT64_MAX, &n));
+    a->verify_every = n;
+  } else {
+    PSIM_CHECK(psim_cli_parse_int("plan", opt, val, 0, INT64_MAX, &n));
+    a->seed = (uint64_t)n;
+  }
   return PSIM_OK;
 }
 
@@ -322,7 +307,7 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
   p->so.sim = &p->sim;
   p->so.seed = a->seed;
   p->so.threads = a->threads;
-  p->so.verify_every = (int64_t)a->verify_every;
+  p->so.verify_every = a->verify_every;
   p->so.progress = psim_cli_stderr_is_tty() ? stderr : NULL;
   if (a->fix) {
     PSIM_CHECK(psim_json_load_file(a->fix, &p->fix));

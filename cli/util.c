@@ -30,7 +30,9 @@ psim_status psim_cli_parse_int(const char *command, const char *opt, const char 
     return PSIM_OK;
   }
   const char *big = digits && (errno == ERANGE || v > max) ? " (too large)" : "";
-  const char *what = min == 1 ? "a positive integer" : "an integer";
+  const char *what = min == 1   ? "a positive integer"
+                     : min == 0 ? "a non-negative integer"
+                                : "an integer";
   if (max == INT64_MAX)
     return psim_cli_usage(command, "%s wants %s, not '%s'%s", opt, what, val, big);
   return psim_cli_usage(command, "%s wants %s from %lld to %lld, not '%s'%s", opt, what,

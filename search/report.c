@@ -231,42 +231,44 @@ static void task_name(const psim_plan_doc *d, const psim_task_info *in, char *bu
     snprintf(buf, size, "%s%s %s", what, op, pass_names[pass_of(in)]);
 }
 
+/* One bar of task t on row rowi over [start_s, end_s); zero-length tasks
+ * (barriers) get a sliver so that they stay visible. Only a task's primary
+ * bar has class "task" (one per task: what the page counts). title_prefix:
+ * NULL for no tooltip (further links of a transfer), else put before the
+ * task's name in it. */
+static void rect(hbuf *b, const psim_plan_doc *d, const psim_taskgraph *g,
+                 const psim_schedule_result *s, int32_t t, int32_t rowi, const char *cls,
+                 double start_s, double end_s, bool primary, const char *title_prefix) {
+  double w = fmax((end_s - start_s) * 1e6, 5e-4 * s->makespan_s * 1e6);
+  out(b, "<rect class=\"%s k-%s\" x=\"%.6g\" y=\"%d\" width=\"%.6g\" height=\"%d\" data-t=\"%d\">",
+      primary ? "task" : "task-extra", cls, start_s * 1e6, rowi * ROW_PX + 2, w, ROW_PX - 4, t);
+  if (title_prefix) {
+    char name[256], u[64];
+    task_name(d, &g->info[t], name, sizeof name);
+    out(b, "<title>%s", title_prefix);
+    esc(b, name);
+    out(b, ": %s at %.6g ms</title>", fmt_unit(end_s - start_s, PSIM_UNIT_TIME, u, sizeof u),
+        start_s * 1e3);
+  }
+  out(b, "</rect>\n");
+}
+
+/* Task t on row rowi: the primary bar (class "task", with a tooltip) on its
+ * first resource, lighter ones on the others. */
 static void bar(hbuf *b, const psim_plan_doc *d, const psim_taskgraph *g,
                 const psim_schedule_result *s, int32_t t, int32_t rowi, bool primary) {
   const psim_task_info *in = &g->info[t];
-  /* zero-length tasks (barriers) get a sliver so that they stay visible */
-  double x = s->start_s[t] * 1e6,
-         w = fmax((s->end_s[t] - s->start_s[t]) * 1e6, 5e-4 * s->makespan_s * 1e6);
   const char *cls = in->kind == PSIM_TASK_HOST      ? "host"
                     : in->kind == PSIM_TASK_BARRIER ? "sync"
                                                     : pass_names[pass_of(in)];
-  out(b, "<rect class=\"%s k-%s\" x=\"%.6g\" y=\"%d\" width=\"%.6g\" height=\"%d\" data-t=\"%d\">",
-      primary ? "task" : "task-extra", cls, x, rowi * ROW_PX + 2, w, ROW_PX - 4, t);
-  if (primary) {
-    char name[256], u[64];
-    task_name(d, in, name, sizeof name);
-    out(b, "<title>");
-    esc(b, name);
-    out(b, ": %s at %.6g ms</title>",
-        fmt_unit(s->end_s[t] - s->start_s[t], PSIM_UNIT_TIME, u, sizeof u), s->start_s[t] * 1e3);
-  }
-  out(b, "</rect>\n");
+  rect(b, d, g, s, t, rowi, cls, s->start_s[t], s->end_s[t], primary, primary ? "" : NULL);
 }
 
 /* The host issuing task t: a bar ending when the issue ended. */
 static void issue_bar(hbuf *b, const psim_plan_doc *d, const psim_taskgraph *g,
                       const psim_schedule_result *s, int32_t t, int32_t rowi) {
-  double issue_s = g->issue[t].issue_s, x = (s->issue_end_s[t] - issue_s) * 1e6,
-         w = fmax(issue_s * 1e6, 5e-4 * s->makespan_s * 1e6);
-  char name[256], u[64];
-  task_name(d, &g->info[t], name, sizeof name);
-  out(b,
-      "<rect class=\"task-extra k-host\" x=\"%.6g\" y=\"%d\" width=\"%.6g\" height=\"%d\" "
-      "data-t=\"%d\"><title>issue ",
-      x, rowi * ROW_PX + 2, w, ROW_PX - 4, t);
-  esc(b, name);
-  out(b, ": %s at %.6g ms</title></rect>\n", fmt_unit(issue_s, PSIM_UNIT_TIME, u, sizeof u),
-      (s->issue_end_s[t] - issue_s) * 1e3);
+  double end = s->issue_end_s[t];
+  rect(b, d, g, s, t, rowi, "host", end - g->issue[t].issue_s, end, false, "issue ");
 }
 
 static void legend(hbuf *b) {

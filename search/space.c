@@ -89,23 +89,36 @@ static void placement_positions(const psim_space *sp, int32_t st, int32_t p, int
   }
 }
 
-static psim_status set_devices(const psim_space *sp, int32_t st, int32_t p, int64_t idx,
-                               psim_op_config *cfg) {
-  int32_t pos[4096];
-  if (p > 4096)
-    return psim_error(PSIM_ELIMIT, "a placement of %d devices is over the limit of 4096", p);
-  placement_positions(sp, st, p, idx, pos);
+/* Makes cfg a placement of p devices, one shard each (devices to be filled). */
+static psim_status resize_devices(psim_op_config *cfg, int32_t p) {
   if (cfg->n_devices != p) {
     int32_t *d = psim_realloc(cfg->devices, sizeof *d * (size_t)p);
     if (!d)
       return psim_error(PSIM_ENOMEM, "out of memory for a placement");
     cfg->devices = d;
   }
-  for (int32_t i = 0; i < p; i++)
-    cfg->devices[i] = sp->stage_devices[st][pos[i]];
   cfg->n_devices = p;
   cfg->replicas = 1;
   return PSIM_OK;
+}
+
+static psim_status set_devices(const psim_space *sp, int32_t st, int32_t p, int64_t idx,
+                               psim_op_config *cfg) {
+  int32_t pos[4096];
+  if (p > 4096)
+    return psim_error(PSIM_ELIMIT, "a placement of %d devices is over the limit of 4096", p);
+  placement_positions(sp, st, p, idx, pos);
+  PSIM_CHECK(resize_devices(cfg, p));
+  for (int32_t i = 0; i < p; i++)
+    cfg->devices[i] = sp->stage_devices[st][pos[i]];
+  return PSIM_OK;
+}
+
+static bool in_stage(const psim_space *sp, int32_t st, int32_t device) {
+  for (int32_t k = 0; k < sp->stage_n[st]; k++)
+    if (sp->stage_devices[st][k] == device)
+      return true;
+  return false;
 }
 
 /* Placements of p devices open to op so: its fixed device set (--fix
@@ -120,15 +133,8 @@ static psim_status op_set_devices(const psim_space *sp, const psim_space_op *so,
                                   int64_t idx, psim_op_config *cfg) {
   if (!so->fixed_devices)
     return set_devices(sp, so->stage, p, idx, cfg);
-  if (cfg->n_devices != p) {
-    int32_t *d = psim_realloc(cfg->devices, sizeof *d * (size_t)p);
-    if (!d)
-      return psim_error(PSIM_ENOMEM, "out of memory for a placement");
-    cfg->devices = d;
-  }
+  PSIM_CHECK(resize_devices(cfg, p));
   memcpy(cfg->devices, so->fixed_devices, sizeof(int32_t) * (size_t)p);
-  cfg->n_devices = p;
-  cfg->replicas = 1;
   return PSIM_OK;
 }
 
@@ -211,35 +217,30 @@ static psim_status build_op(psim_space *sp, int32_t o, const psim_strategy *s) {
 
 /* ---- construction ---------------------------------------------------------- */
 
-/* Devices per node in stage st's list when each node it touches holds the
- * same number of them, in one contiguous run; else 0 (no alignment). */
+/* Devices per node in stage st's list when the list is whole nodes' worth of
+ * devices: q of them on each node it touches, in one contiguous run per node;
+ * else 0 (blocks then ignore nodes). */
 static int32_t stage_node_devices(const psim_space *sp, int32_t st) {
   const psim_cluster *c = sp->opt.cluster;
   const int32_t *d = sp->stage_devices[st];
-  int32_t n = sp->stage_n[st], q = 0, run = 0;
+  int32_t n = sp->stage_n[st], q = 1;
   bool *seen = c && n > 0 ? psim_calloc((size_t)c->n_nodes + 1, sizeof *seen) : NULL;
   if (!seen)
     return 0; /* no cluster, or out of memory: plain blocks are still correct */
-  for (int32_t i = 0; i <= n && q >= 0; i++) {
-    if (i < n && (d[i] < 0 || d[i] >= c->n_devices || c->devices[d[i]].node < 0 ||
-                  c->devices[d[i]].node >= c->n_nodes)) {
-      q = -1;
-      break;
-    }
-    if (i > 0 && i < n && c->devices[d[i]].node == c->devices[d[i - 1]].node) {
-      run++;
-      continue;
-    }
-    if (i > 0) /* a run ended: every run has the first one's length */
-      q = q == 0 || q == run ? run : -1;
-    if (i < n && seen[c->devices[d[i]].node])
-      q = -1; /* the node comes back after another: not contiguous */
-    if (i < n)
-      seen[c->devices[d[i]].node] = true;
-    run = 1;
+  for (int32_t i = 0; i < n; i++)
+    if (d[i] < 0 || d[i] >= c->n_devices || c->devices[d[i]].node < 0 ||
+        c->devices[d[i]].node >= c->n_nodes)
+      n = 0; /* not a device of the cluster: no alignment */
+  while (q < n && c->devices[d[q]].node == c->devices[d[0]].node)
+    q++;
+  bool ok = n > 0 && n % q == 0;
+  for (int32_t i = 0; i < n && ok; i++) {
+    int32_t node = c->devices[d[i - i % q]].node; /* the node of i's run of q */
+    ok = c->devices[d[i]].node == node && (i % q != 0 || !seen[node]);
+    seen[node] = true;
   }
   psim_free(seen);
-  return q > 0 ? q : 0;
+  return ok ? q : 0;
 }
 
 static psim_status init_stages(psim_space *sp, const psim_strategy *s) {
@@ -382,13 +383,9 @@ bool psim_space_allows(const psim_space *sp, int32_t o, const psim_op_config *cf
     return false;
   if (so->fixed_devices)
     return memcmp(cfg->devices, so->fixed_devices, sizeof(int32_t) * (size_t)p) == 0;
-  for (int32_t e = 0; e < cfg->n_devices; e++) {
-    bool in = false;
-    for (int32_t k = 0; k < sp->stage_n[so->stage] && !in; k++)
-      in = sp->stage_devices[so->stage][k] == cfg->devices[e];
-    if (!in)
+  for (int32_t e = 0; e < cfg->n_devices; e++)
+    if (!in_stage(sp, so->stage, cfg->devices[e]))
       return false;
-  }
   return true;
 }
 
@@ -434,10 +431,7 @@ psim_status psim_space_fix_devices(psim_space *sp, int32_t o, const int32_t *dev
   psim_space_op *so = &sp->ops[o];
   const char *name = sp->m->ops[o].name;
   for (int32_t i = 0; i < n; i++) {
-    bool in = false;
-    for (int32_t k = 0; k < sp->stage_n[so->stage] && !in; k++)
-      in = sp->stage_devices[so->stage][k] == devices[i];
-    if (!in)
+    if (!in_stage(sp, so->stage, devices[i]))
       return psim_error(PSIM_EINPUT, "op %s: device %d is not in the op's pipeline stage", name,
                         devices[i]);
     for (int32_t j = 0; j < i; j++)

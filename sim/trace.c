@@ -256,27 +256,26 @@ static psim_status all_meta(trace_writer *w, const psim_taskgraph *g, const psim
 
 /* ---- events ---- */
 
-/* The host issuing task t (psim_task_issue): an event on the device's host
- * thread ending when the issue ended, when the schedule recorded it. */
-static psim_status issue_event(trace_writer *w, const psim_taskgraph *g,
-                               const psim_schedule_result *r, const psim_trace_names *n, int32_t t,
-                               const char *task_name) {
-  if (!g->issue || g->issue[t].res < 0 || !r->issue_end_s || w->n_x >= n->max_events)
+/* One complete ("X") event of task t on resource res, [start_s, end_s),
+ * counted against max_events (over it: nothing is emitted). */
+static psim_status x_event(trace_writer *w, const psim_taskgraph *g, const psim_trace_names *n,
+                           int32_t t, int32_t res, const char *name, const char *cat,
+                           double start_s, double end_s) {
+  if (w->n_x >= n->max_events)
     return PSIM_OK;
   w->n_x++;
-  char name[300];
-  snprintf(name, sizeof name, "issue %s", task_name);
   int32_t pid, tid;
-  track(n, g->issue[t].res, &pid, &tid);
+  track(n, res, &pid, &tid);
   cJSON *e = event("X", pid, tid, name);
   cJSON *args = e ? cJSON_CreateObject() : NULL;
   int ok = args != NULL;
   if (args) {
     cJSON_AddItemToObjectCS(e, "args", args);
-    str(e, "cat", "host", &ok);
-    num(e, "ts", (r->issue_end_s[t] - g->issue[t].issue_s) * 1e6, &ok);
-    num(e, "dur", g->issue[t].issue_s * 1e6, &ok);
+    str(e, "cat", cat, &ok);
+    num(e, "ts", start_s * 1e6, &ok);
+    num(e, "dur", (end_s - start_s) * 1e6, &ok);
     num(args, "task", t, &ok);
+    num(args, "stage", g->info[t].stage, &ok);
   }
   if (!ok) {
     cJSON_Delete(e);
@@ -285,36 +284,23 @@ static psim_status issue_event(trace_writer *w, const psim_taskgraph *g,
   return emit(w, e);
 }
 
+/* Task t on every resource it holds, then the host issuing it (psim_task_issue:
+ * on the device's host thread, ending when the issue ended) when the schedule
+ * recorded that. */
 static psim_status task_events(trace_writer *w, const psim_taskgraph *g,
                                const psim_schedule_result *r, const psim_trace_names *n,
                                int32_t t) {
-  char name[256];
+  char name[256], issue[300];
   (n->task_name ? n->task_name : psim_trace_default_task_name)(n->ctx, g, t, name, sizeof name);
   const psim_task_info *in = &g->info[t];
-  for (int32_t k = g->res_first[t]; k < g->res_first[t + 1]; k++) {
-    if (w->n_x >= n->max_events)
-      return PSIM_OK;
-    w->n_x++;
-    int32_t pid, tid;
-    track(n, g->res[k], &pid, &tid);
-    cJSON *e = event("X", pid, tid, name);
-    cJSON *args = e ? cJSON_CreateObject() : NULL;
-    int ok = args != NULL;
-    if (args) {
-      cJSON_AddItemToObjectCS(e, "args", args);
-      str(e, "cat", in->kind < 4 ? kind_names[in->kind] : "task", &ok);
-      num(e, "ts", r->start_s[t] * 1e6, &ok);
-      num(e, "dur", (r->end_s[t] - r->start_s[t]) * 1e6, &ok);
-      num(args, "task", t, &ok);
-      num(args, "stage", in->stage, &ok);
-    }
-    if (!ok) {
-      cJSON_Delete(e);
-      e = NULL;
-    }
-    PSIM_CHECK(emit(w, e));
-  }
-  return issue_event(w, g, r, n, t, name);
+  const char *cat = in->kind < 4 ? kind_names[in->kind] : "task";
+  for (int32_t k = g->res_first[t]; k < g->res_first[t + 1]; k++)
+    PSIM_CHECK(x_event(w, g, n, t, g->res[k], name, cat, r->start_s[t], r->end_s[t]));
+  if (!g->issue || g->issue[t].res < 0 || !r->issue_end_s)
+    return PSIM_OK;
+  snprintf(issue, sizeof issue, "issue %s", name);
+  double end = r->issue_end_s[t];
+  return x_event(w, g, n, t, g->issue[t].res, issue, "host", end - g->issue[t].issue_s, end);
 }
 
 /* One flow arrow from the end of u to the start of v (id k). */

@@ -130,7 +130,7 @@ else
 fi
 
 # Integer options: overflow (ERANGE) was read as the maximum.
-refused "--seed overflow" "--seed wants an integer .*too large" \
+refused "--seed overflow" "--seed wants a non-negative integer.*too large" \
   plan "$M" "$C" --seed 99999999999999999999999
 refused "report --max-tasks overflow" "--max-tasks wants a positive integer.*too large" \
   report "$TEST_TMP/plan.json" --max-tasks 99999999999999999999 -o "$TEST_TMP/r.html"

@@ -140,18 +140,19 @@ else
 fi
 
 # --fix refuses what the search would not keep, naming the JSON path (exit 2)
-echo '{"ops": {"matmul21": {"split": {"batch": 2}, "replicas": 2}}}' >"$TEST_TMP/fixbad.json"
-run plan "$ALEX" "$CLUSTER" --search mcmc --budget 10 --fix "$TEST_TMP/fixbad.json"
-expect "--fix refuses an op's replicas" 2 stdout-empty stderr-nonempty "" "fixbad.json: ops\.matmul21\.replicas: not a constraint"
-echo '{"pipeline": {"micro_batches": 4}}' >"$TEST_TMP/fixbad.json"
-run plan "$ALEX" "$CLUSTER" --search mcmc --budget 10 --fix "$TEST_TMP/fixbad.json"
-expect "--fix refuses a pipeline" 2 stdout-empty stderr-nonempty "" "fixbad.json: pipeline: not a constraint"
-echo '{"layout": {"batch": "dp"}, "mesh": {"axes": {"tp": 4}}}' >"$TEST_TMP/fixbad.json"
-run plan "$ALEX" "$CLUSTER" --search mcmc --budget 10 --fix "$TEST_TMP/fixbad.json"
-expect "--fix refuses a layout naming no mesh axis" 2 stdout-empty stderr-nonempty "" "layout\.batch: expected the name of an axis"
-echo '{"ops": {"matmul21": {"devices": [0, 99]}}}' >"$TEST_TMP/fixbad.json"
-run plan "$ALEX" "$CLUSTER" --search mcmc --budget 10 --fix "$TEST_TMP/fixbad.json"
-expect "--fix refuses a device outside the stage" 2 stdout-empty stderr-nonempty "" "ops\.matmul21\.devices: .*device 99"
+fix_refused() { # NAME JSON STDERR-REGEX
+  echo "$2" >"$TEST_TMP/fixbad.json"
+  run plan "$ALEX" "$CLUSTER" --search mcmc --budget 10 --fix "$TEST_TMP/fixbad.json"
+  expect "--fix refuses $1" 2 stdout-empty stderr-nonempty "" "$3"
+}
+fix_refused "an op's replicas" '{"ops": {"matmul21": {"split": {"batch": 2}, "replicas": 2}}}' \
+  "fixbad.json: ops\.matmul21\.replicas: not a constraint"
+fix_refused "a pipeline" '{"pipeline": {"micro_batches": 4}}' "fixbad.json: pipeline: not a constraint"
+fix_refused "a layout naming no mesh axis" '{"layout": {"batch": "dp"}, "mesh": {"axes": {"tp": 4}}}' \
+  "layout\.batch: expected the name of an axis"
+fix_refused "a device outside the stage" '{"ops": {"matmul21": {"devices": [0, 99]}}}' \
+  "ops\.matmul21\.devices: .*device 99"
+fix_refused "ops that is not an object" '{"ops": [1, 2]}' "fixbad.json: ops: expected an object"
 
 # a partly fixed op keeps its fixed dim when the start is sharded to fit in memory (DLRM's
 # replicated embedding tables do not fit on a P100: the start shards them)
