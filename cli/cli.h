@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "sim/core/status.h"
 
 typedef psim_status (*psim_cli_fn)(int argc, char **argv);
 

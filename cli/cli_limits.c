@@ -4,9 +4,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "simulate.h"
-#include "units.h"
+#include "cli/cli.h"
+#include "sim/core/units.h"
+#include "sim/simulate.h"
 
 void psim_cli_default_limits(psim_sim_options *o) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

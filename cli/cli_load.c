@@ -1,13 +1,13 @@
 /* cli_load.c - shared loading of command inputs. */
-#include "cli_load.h"
+#include "cli/cli_load.h"
 
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
-#include "costdb_cli.h"
-#include "json.h"
-#include "plan.h"
+#include "cli/costdb_cli.h"
+#include "search/plan/plan.h"
+#include "sim/core/json.h"
 
 /* A plan without "strategy" would be read as a strategy itself and fail on
  * its format ("expected plansim.strategy/1"); say what is missing instead,

@@ -3,9 +3,9 @@
 #ifndef PSIM_CLI_LOAD_H
 #define PSIM_CLI_LOAD_H
 
-#include "cluster.h"
-#include "model.h"
-#include "strategy.h"
+#include "sim/ir/cluster.h"
+#include "sim/ir/model.h"
+#include "sim/strategy/strategy.h"
 
 struct psim_costdb;
 

@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "cli.h"
-#include "cluster.h"
-#include "costdb.h"
-#include "json.h"
-#include "model.h"
-#include "strategy.h"
+#include "cli/cli.h"
+#include "costdb/costdb.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/ir/cluster.h"
+#include "sim/ir/model.h"
+#include "sim/strategy/strategy.h"
 
 enum { SUMMARY_MAX = 256 };
 

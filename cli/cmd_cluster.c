@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "cluster.h"
-#include "json.h"
-#include "presets.h"
+#include "cli/cli.h"
+#include "sim/core/json.h"
+#include "sim/ir/cluster.h"
+#include "topologies/presets.h"
 
 const char psim_cmd_cluster_help[] =
     "Writes a plansim.cluster/1 file (hierarchical form) for a known machine. PRESET is\n"

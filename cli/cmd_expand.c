@@ -2,11 +2,11 @@
  * explicit form of a strategy after expanding it against a model and cluster. */
 #include <string.h>
 
-#include "cli.h"
-#include "cluster.h"
-#include "json.h"
-#include "model.h"
-#include "strategy.h"
+#include "cli/cli.h"
+#include "sim/core/json.h"
+#include "sim/ir/cluster.h"
+#include "sim/ir/model.h"
+#include "sim/strategy/strategy.h"
 
 typedef struct expand_args {
   const char *files[3]; /* model, cluster, strategy */

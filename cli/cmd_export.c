@@ -2,10 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "cli.h"
-#include "export.h"
-#include "json.h"
+#include "cli/cli.h"
+#include "search/plan/export.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
 
 const char psim_cmd_export_help[] =
     "Turns a plan (plansim.plan/1, from 'plansim plan -o PLAN') into the configuration of a\n"

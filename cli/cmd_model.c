@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "generators.h"
-#include "json.h"
+#include "cli/cli.h"
+#include "models/generators.h"
+#include "sim/core/json.h"
 
 typedef enum flag_type { F_INT, F_STR, F_BOOL, F_DBL } flag_type;
 

@@ -5,13 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "cli_load.h"
-#include "json.h"
-#include "plan.h"
-#include "search.h"
-#include "trace_sim.h"
-#include "units.h"
+#include "cli/cli.h"
+#include "cli/cli_load.h"
+#include "search/plan/plan.h"
+#include "search/policy/searchers.h"
+#include "search/search.h"
+#include "sim/core/json.h"
+#include "sim/core/units.h"
+#include "sim/trace_sim.h"
 
 typedef struct plan_args {
   const char *files[2];

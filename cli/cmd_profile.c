@@ -6,13 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
-#include "cluster.h"
-#include "costdb.h"
-#include "json.h"
-#include "model.h"
-#include "profile.h"
+#include "cli/cli.h"
+#include "costdb/costdb.h"
+#include "costdb/profile/profile.h"
 #include "psim_config.h"
+#include "sim/core/json.h"
+#include "sim/ir/cluster.h"
+#include "sim/ir/model.h"
 
 const char psim_cmd_profile_help[] =
     "Runs the real kernels of every shard shape a model can take on a cluster (or of a\n"
@@ -90,11 +90,11 @@ static psim_status parse_option(int argc, char **argv, int *i, profile_args *a) 
     double *dst = o[2] == 'b' ? &a->opts.budget_s : &a->opts.max_flops;
     return parse_number(o, argv[++*i], o[2] == 'b' ? 1e-4 : 1e6, dst);
   }
-  bool *flag = !strcmp(o, "--grid")     ? &a->grid
-               : !strcmp(o, "--resume") ? &a->resume
-               : !strcmp(o, "--force")  ? &a->force
+  bool *flag = !strcmp(o, "--grid")          ? &a->grid
+               : !strcmp(o, "--resume")      ? &a->resume
+               : !strcmp(o, "--force")       ? &a->force
                : !strcmp(o, "--collectives") ? &a->collectives
-                                        : NULL;
+                                             : NULL;
   if (!flag)
     return psim_cli_usage("profile", "unknown option '%s'", o);
   *flag = true;

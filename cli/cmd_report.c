@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "cli.h"
-#include "json.h"
-#include "report.h"
+#include "cli/cli.h"
+#include "search/plan/report.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
 
 const char psim_cmd_report_help[] =
     "Renders a plan (plansim.plan/1) as one self-contained HTML file that needs no network:\n"

@@ -3,13 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "cli_load.h"
-#include "faults.h"
-#include "json.h"
-#include "simulate.h"
-#include "trace_sim.h"
-#include "units.h"
+#include "cli/cli.h"
+#include "cli/cli_load.h"
+#include "sim/core/json.h"
+#include "sim/core/units.h"
+#include "sim/faults.h"
+#include "sim/simulate.h"
+#include "sim/trace_sim.h"
 
 typedef struct simulate_args {
   const char *files[3];

@@ -12,12 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "cli.h"
-#include "json.h"
+#include "cli/cli.h"
 #include "psim_config.h"
-#include "sweep.h"
-#include "taskgraph.h"
+#include "search/sweep/sweep.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/engine/taskgraph.h"
 
 #if PSIM_HAVE_MPI
 #include <mpi.h>

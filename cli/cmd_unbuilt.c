@@ -1,5 +1,5 @@
 /* cmd_unbuilt.c - commands registered but not built yet: say so, exit 1. */
-#include "cli.h"
+#include "cli/cli.h"
 
 psim_status psim_cmd_unbuilt(int argc, char **argv) {
   (void)argc;

@@ -1,10 +1,10 @@
 /* costdb_cli.c - opening a cost database for --costdb. */
-#include "costdb_cli.h"
+#include "cli/costdb_cli.h"
 
 #include <stddef.h>
 
-#include "alloc.h"
-#include "costdb.h"
+#include "costdb/costdb.h"
+#include "sim/core/alloc.h"
 
 psim_status psim_cli_costdb_open(const char *file, struct psim_costdb **out) {
   *out = NULL;

@@ -2,7 +2,7 @@
 #ifndef PSIM_COSTDB_CLI_H
 #define PSIM_COSTDB_CLI_H
 
-#include "status.h"
+#include "sim/core/status.h"
 
 struct psim_costdb;
 

@@ -3,10 +3,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
-#include "json.h"
+#include "cli/cli.h"
 #include "psim_config.h"
-#include "taskgraph.h"
+#include "sim/core/json.h"
+#include "sim/engine/taskgraph.h"
 
 volatile sig_atomic_t psim_cli_signal;
 
@@ -166,9 +166,11 @@ const psim_cli_command psim_cli_commands[] = {
      "predict one training iteration of a strategy", help_simulate},
     {"profile", psim_cmd_profile, "plansim profile [--device cpu|cuda] [options] -o DB",
      "measure operator costs on this machine into a cost database", psim_cmd_profile_help},
-    {"sweep", psim_cmd_sweep, "plansim sweep SWEEP [-o RESULTS] [--resume] [-j N] [--check BASELINE]",
+    {"sweep", psim_cmd_sweep,
+     "plansim sweep SWEEP [-o RESULTS] [--resume] [-j N] [--check BASELINE]",
      "run models x clusters x searchers and collect results", psim_cmd_sweep_help},
-    {"export", psim_cmd_export, "plansim export PLAN --format plansim|megatron|deepspeed|gspmd|flexflow",
+    {"export", psim_cmd_export,
+     "plansim export PLAN --format plansim|megatron|deepspeed|gspmd|flexflow",
      "turn a plan into a runtime's configuration", psim_cmd_export_help},
     {"report", psim_cmd_report, "plansim report PLAN [-o report.html]",
      "render a plan as a self-contained HTML page", psim_cmd_report_help},

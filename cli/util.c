@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli/cli.h"
 
 psim_status psim_cli_usage(const char *command, const char *fmt, ...) {
   char msg[1024];

@@ -1,10 +1,10 @@
 /* costdb.c - the cost database: entries, hash index, merge, names, keys. */
-#include "costdb.h"
+#include "costdb/costdb.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "sim/core/alloc.h"
 
 /* Open-addressing hash index: slots hold entry index + 1 (0 = empty). */
 struct psim_costdb_index {

@@ -30,9 +30,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cluster.h"
-#include "model.h"
-#include "status.h"
+#include "sim/core/status.h"
+#include "sim/ir/cluster.h"
+#include "sim/ir/model.h"
 
 /* Where a simulated compute time came from. */
 typedef enum psim_cost_source {

@@ -7,9 +7,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "costdb.h"
-#include "json.h"
+#include "costdb/costdb.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
 
 #define FORMAT "plansim.costdb/1"
 /* Largest shape extent accepted in a file (2^50): beyond any real kernel. */

@@ -1,10 +1,10 @@
-/* hook.c - the simulator's view of the cost database (sim/costdb_hook.h):
+/* hook.c - the simulator's view of the cost database (costdb/costdb_hook.h):
  * builds the kernel-shape key of a shard and looks it up (costdb/lookup.c). */
-#include "costdb_hook.h"
+#include "costdb/costdb_hook.h"
 
 #include <string.h>
 
-#include "costdb.h"
+#include "costdb/costdb.h"
 
 static bool finish(const psim_costdb *db, psim_cost_key *key, psim_dtype dtype, double *seconds,
                    psim_cost_origin *origin) {

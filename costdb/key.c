@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "costdb.h"
+#include "costdb/costdb.h"
 
 typedef struct shard_view {
   const psim_model *m;

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "costdb.h"
+#include "costdb/costdb.h"
 
 /* Most neighbours a local fit may use (a fixed stack buffer: no allocation). */
 #define MAX_NEIGHBOURS 64

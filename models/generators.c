@@ -4,14 +4,14 @@
  * names are written as space-separated strings ("batch seq hidden").
  * Parameter counts are checked by tests/unit/test_model.c against the
  * published formulas (Narayanan et al. 2021, eq. 2; LLaMA-2 7B = 6.74e9). */
-#include "generators.h"
+#include "models/generators.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "json.h"
-#include "model.h"
+#include "sim/core/json.h"
+#include "sim/ir/model.h"
 
 typedef struct gb {
   cJSON *root, *dims, *ops;

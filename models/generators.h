@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "sim/core/status.h"
 
 struct cJSON;
 

@@ -1,12 +1,12 @@
 /* grid.c - the Megatron grid baseline. */
 #define _POSIX_C_SOURCE 200809L
-#include "grid.h"
-#include "search.h"
+#include "search/grid.h"
+#include "search/search.h"
 
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
+#include "sim/core/alloc.h"
 
 void psim_grid_options_init(psim_grid_options *o) {
   memset(o, 0, sizeof *o);
@@ -139,9 +139,8 @@ done:
   if (!r->found && psim_interrupted())
     return psim_error(PSIM_EINTERRUPTED, "interrupted before a configuration was evaluated");
   if (!r->found)
-    return psim_error(PSIM_EFAILED,
-                      "no Megatron configuration of %s fits on %s (%lld evaluated)", m->name,
-                      c->name, (long long)r->evaluations);
+    return psim_error(PSIM_EFAILED, "no Megatron configuration of %s fits on %s (%lld evaluated)",
+                      m->name, c->name, (long long)r->evaluations);
   return PSIM_OK;
 }
 

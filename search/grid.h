@@ -5,17 +5,17 @@
 
 #include <stdio.h>
 
-#include "simulate.h"
-#include "strategy.h"
+#include "sim/simulate.h"
+#include "sim/strategy/strategy.h"
 
 typedef struct psim_grid_options {
-  int32_t max_tp;            /* default: devices per node (NVLink domain) */
-  int32_t micro_batches[8];  /* micro-batch sizes tried; default 1, 2, 4, 8 */
+  int32_t max_tp;           /* default: devices per node (NVLink domain) */
+  int32_t micro_batches[8]; /* micro-batch sizes tried; default 1, 2, 4, 8 */
   int32_t n_micro_batches;
-  bool try_recompute;        /* none, selective and full; default true */
-  int64_t max_evaluations;   /* default 10,000 */
+  bool try_recompute;      /* none, selective and full; default true */
+  int64_t max_evaluations; /* default 10,000 */
   const psim_sim_options *sim;
-  FILE *progress;            /* progress lines (a terminal) or NULL */
+  FILE *progress; /* progress lines (a terminal) or NULL */
 } psim_grid_options;
 
 void psim_grid_options_init(psim_grid_options *o);
@@ -28,12 +28,12 @@ typedef struct psim_search_point {
 } psim_search_point;
 
 typedef struct psim_grid_result {
-  psim_megatron_opts best;   /* fastest configuration that fits */
+  psim_megatron_opts best; /* fastest configuration that fits */
   psim_sim_result best_sim;
   bool found;
   int64_t evaluations, feasible;
   double wall_s;
-  psim_search_point *curve;  /* best so far after each improvement */
+  psim_search_point *curve; /* best so far after each improvement */
   int32_t n_curve;
 } psim_grid_result;
 

@@ -1,5 +1,5 @@
-/* search.c - the searcher table and the shared result helpers. */
-#include "search.h"
+/* search.c - the searcher interface's shared helpers: options, results, budgets. */
+#include "search/search.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -7,9 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "alpa.h"
-#include "mcmc.h"
+#include "sim/core/alloc.h"
 
 void psim_search_options_init(psim_search_options *o) {
   memset(o, 0, sizeof *o);
@@ -36,25 +34,6 @@ psim_status psim_search_record(psim_search_result *r, int64_t evaluation, double
   PSIM_CHECK(PSIM_VEC_RESERVE(r->curve, r->cap_curve, (size_t)r->n_curve + 1));
   r->curve[r->n_curve++] = (psim_search_point){evaluation, wall_s, best_time_s};
   return PSIM_OK;
-}
-
-static const psim_searcher searchers[] = {
-    {"grid", psim_search_grid, "the Megatron grid: every tp x pp x dp x micro-batch x recompute"},
-    {"alpa", psim_search_alpa,
-     "Alpa: stage DP over layer ranges and submeshes, GLPK ILP per stage"},
-    {"mcmc", psim_search_mcmc, "FlexFlow's MCMC over the SOAP space with delta simulation"},
-    {"exhaustive", psim_search_exhaustive, "every configuration of a tiny graph (ground truth)"},
-    {NULL, NULL, NULL}};
-
-const psim_searcher *psim_searchers(void) {
-  return searchers;
-}
-
-const psim_searcher *psim_searcher_find(const char *name) {
-  for (const psim_searcher *s = searchers; s->name; s++)
-    if (strcmp(s->name, name) == 0)
-      return s;
-  return NULL;
 }
 
 /* Seconds per unit of a time budget, 0 for an unknown unit. */

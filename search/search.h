@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "grid.h"
-#include "simulate.h"
-#include "strategy.h"
+#include "search/grid.h"
+#include "sim/simulate.h"
+#include "sim/strategy/strategy.h"
 
 struct cJSON;
 
@@ -77,10 +77,6 @@ typedef struct psim_searcher {
   psim_searcher_fn run; /* NULL while not built */
   const char *summary;
 } psim_searcher;
-
-/* The table of searchers, NULL-name terminated. */
-const psim_searcher *psim_searchers(void);
-const psim_searcher *psim_searcher_find(const char *name);
 
 /* The Megatron grid as a searcher (grid.c). */
 psim_status psim_search_grid(const psim_model *m, psim_cluster *c, const psim_search_options *o,

@@ -1,16 +1,16 @@
 /* faults.c - stragglers, faults, elastic joins and several iterations (issue 8).
  * The model is described in faults.h and docs/faults.md. */
-#include "faults.h"
+#include "sim/faults.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "json.h"
-#include "ps.h"
-#include "units.h"
+#include "sim/build/ps.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/core/units.h"
 
 void psim_fault_options_init(psim_fault_options *o) {
   memset(o, 0, sizeof *o);
@@ -119,8 +119,8 @@ static psim_status parse_count(const char *opt, const char *val, int32_t lo, int
   errno = 0;
   long v = strtol(val, &end, 10);
   if (end == val || *end || errno == ERANGE || v < lo || v > hi)
-    return psim_error(PSIM_EINPUT, "%s: expected an integer from %d to %d, not '%s'", opt,
-                      (int)lo, (int)hi, val);
+    return psim_error(PSIM_EINPUT, "%s: expected an integer from %d to %d, not '%s'", opt, (int)lo,
+                      (int)hi, val);
   *out = (int32_t)v;
   return PSIM_OK;
 }

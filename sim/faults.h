@@ -47,7 +47,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "simulate.h"
+#include "sim/simulate.h"
 
 #define PSIM_FAULTS_MAX  64 /* events and slowdown entries each */
 #define PSIM_FAULTS_NAME 128

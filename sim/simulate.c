@@ -1,15 +1,15 @@
 /* simulate.c - build, simulate, and derive the iteration's figures. */
 #define _POSIX_C_SOURCE 200809L
-#include "simulate.h"
+#include "sim/simulate.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
-#include "build.h"
-#include "ps.h"
+#include "sim/build/build.h"
+#include "sim/build/ps.h"
+#include "sim/core/alloc.h"
 
 void psim_sim_options_init(psim_sim_options *o) {
   memset(o, 0, sizeof *o);
@@ -21,7 +21,9 @@ void psim_sim_options_init(psim_sim_options *o) {
   o->keep_graph = false;
 }
 
-void psim_sim_result_init(psim_sim_result *r) { memset(r, 0, sizeof *r); }
+void psim_sim_result_init(psim_sim_result *r) {
+  memset(r, 0, sizeof *r);
+}
 
 void psim_sim_result_destroy(psim_sim_result *r) {
   if (r->graph) {
@@ -227,8 +229,8 @@ psim_status psim_simulate(const psim_model *m, psim_cluster *c, const psim_strat
   }
   psim_sim_result_init(r);
   if (s->n_ops != m->n_ops)
-    return psim_error(PSIM_EINPUT, "the strategy has %d ops but the model has %d",
-                      (int)s->n_ops, (int)m->n_ops);
+    return psim_error(PSIM_EINPUT, "the strategy has %d ops but the model has %d", (int)s->n_ops,
+                      (int)m->n_ops);
   psim_build b;
   double t0 = now_s();
   psim_status st = psim_build_graph(&b, m, c, s, opts);

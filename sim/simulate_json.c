@@ -1,8 +1,8 @@
 /* simulate_json.c - a simulation result as JSON (simulate --json, plans). */
 #include <cjson/cJSON.h>
 
-#include "json.h"
-#include "simulate.h"
+#include "sim/core/json.h"
+#include "sim/simulate.h"
 
 static psim_status add_memory(cJSON *root, const psim_sim_result *r) {
   cJSON *mem;
@@ -51,8 +51,8 @@ psim_status psim_sim_result_to_json(const psim_sim_result *r, cJSON *root) {
   PSIM_CHECK(psim_json_add_number(root, "samples_per_s", r->samples_per_s));
   if (r->tokens_per_s > 0)
     PSIM_CHECK(psim_json_add_number(root, "tokens_per_s", r->tokens_per_s));
-  PSIM_CHECK(psim_json_add_number(root, "model_flops_per_s_per_device",
-                                  r->model_flops_per_s_per_device));
+  PSIM_CHECK(
+      psim_json_add_number(root, "model_flops_per_s_per_device", r->model_flops_per_s_per_device));
   PSIM_CHECK(psim_json_add_number(root, "mfu", r->mfu));
   PSIM_CHECK(psim_json_add_number(root, "hfu", r->hfu));
   PSIM_CHECK(psim_json_add_bool(root, "fits", r->fits));

@@ -1,5 +1,5 @@
 /* trace_sim.c - names and counters for the trace of a simulated iteration. */
-#include "trace_sim.h"
+#include "sim/trace_sim.h"
 
 #include <stdio.h>
 

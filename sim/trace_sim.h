@@ -2,7 +2,7 @@
 #ifndef PSIM_TRACE_SIM_H
 #define PSIM_TRACE_SIM_H
 
-#include "simulate.h"
+#include "sim/simulate.h"
 
 /* Writes the trace of r (which must have been simulated with keep_graph)
  * atomically to path: a track per device stream and per link, a memory

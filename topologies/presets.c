@@ -1,15 +1,15 @@
 /* presets.c - known machines as hierarchical plansim.cluster/1 files.
  *
- * Bandwidths are per direction. Device figures live in sim/device_types.c
+ * Bandwidths are per direction. Device figures live in sim/ir/device_types.c
  * (hardware.csv); the GPU presets name the built-in type, so refitted
  * efficiency figures reach every preset file without regenerating it. */
-#include "presets.h"
+#include "topologies/presets.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster.h"
-#include "json.h"
+#include "sim/core/json.h"
+#include "sim/ir/cluster.h"
 
 /* PCIe per direction, x16: lanes x GT/s x 128/130 encoding / 8 bits.
  * Gen3 8 GT/s -> 15.75 GB/s; Gen4 16 GT/s -> 31.5 GB/s; Gen5 32 GT/s -> 63 GB/s. */
@@ -63,7 +63,7 @@ typedef struct preset {
  * PCIe box: 8 V100 (built-in v100 figures; a V100 PCIe card peaks at 112
  *   TFLOP/s fp16, 10% under SXM2) under two PCIe 3.0 switches of 4 GPUs,
  *   12 GB/s achieved per direction, one EDR NIC.
- * CPU: this machine's cores (sim/device_types.c), one shared memory bus per
+ * CPU: this machine's cores (sim/ir/device_types.c), one shared memory bus per
  *   node, 25 Gb/s Ethernet; 10 us per Ethernet hop (typical kernel TCP
  *   latency on 25 GbE; estimate). */
 static const preset presets[] = {
@@ -130,7 +130,7 @@ static psim_status add_cpu_type(cJSON *root) {
   PSIM_CHECK(psim_device_type_builtin("cpu", &cpu));
   psim_status s = psim_json_add_string(t, "description",
                                        "one core of the machine that wrote "
-                                       "this file (sim/device_types.c)");
+                                       "this file (sim/ir/device_types.c)");
   if (s == PSIM_OK)
     s = psim_device_type_to_json(&cpu, t);
   psim_device_type_destroy(&cpu);
@@ -153,7 +153,7 @@ static psim_status add_fabric(cJSON *root, const psim_preset_opts *o, int32_t ra
   PSIM_CHECK(psim_json_add_string(f, "kind", "fat_tree"));
   PSIM_CHECK(psim_json_add_number(f, "nodes_per_rack", rack));
   PSIM_CHECK(psim_json_add_number(f, "oversubscription", o->oversubscription));
-  return add_qty(f, "latency", 0.13e-6, "us", 1e-6); /* HDR switch hop, sim/cluster_hier.c */
+  return add_qty(f, "latency", 0.13e-6, "us", 1e-6); /* HDR switch hop, sim/ir/cluster_hier.c */
 }
 
 static psim_status check_opts(const psim_preset_opts *o, const preset *p) {

@@ -10,7 +10,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
-#include "status.h"
+#include "sim/core/status.h"
 
 typedef struct psim_preset_opts {
   const char *preset;      /* required: one of psim_preset_names() */

@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "alpa.h"
-#include "generators.h"
+#include "models/generators.h"
+#include "search/alpa/alpa.h"
 
 #ifndef PSIM_SOURCE_ROOT
 #define PSIM_SOURCE_ROOT "."

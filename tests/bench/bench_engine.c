@@ -16,7 +16,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "taskgraph.h"
+#include "sim/engine/taskgraph.h"
 
 static double clock_s(clockid_t id) {
   struct timespec ts;

@@ -22,11 +22,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "alloc.h"
-#include "delta.h"
-#include "mcmc.h"
-#include "presets.h"
-#include "space.h"
+#include "search/mcmc/delta.h"
+#include "search/mcmc/mcmc.h"
+#include "search/mcmc/space.h"
+#include "sim/core/alloc.h"
+#include "topologies/presets.h"
 
 #ifndef PSIM_SOURCE_ROOT
 #define PSIM_SOURCE_ROOT "."

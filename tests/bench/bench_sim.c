@@ -12,10 +12,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "generators.h"
-#include "json.h"
-#include "presets.h"
-#include "simulate.h"
+#include "models/generators.h"
+#include "sim/core/json.h"
+#include "sim/simulate.h"
+#include "topologies/presets.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "generators.h"
-#include "json.h"
-#include "presets.h"
-#include "simulate.h"
+#include "models/generators.h"
+#include "sim/core/json.h"
+#include "sim/simulate.h"
+#include "topologies/presets.h"
 
 typedef struct config {
   int64_t layers, hidden, heads, seq, vocab, batch;
@@ -38,24 +38,33 @@ static struct {
 static void apply_params(psim_cluster *c) {
   for (int32_t i = 0; i < c->n_types; i++) {
     psim_device_type *t = &c->types[i];
-    if (!isnan(param.gemm_max)) t->eff.gemm_max = param.gemm_max;
-    if (!isnan(param.gemm_half_flops)) t->eff.gemm_half_flops = param.gemm_half_flops;
-    if (!isnan(param.mem)) t->eff.mem = param.mem;
-    if (!isnan(param.launch_s)) t->launch_s = param.launch_s;
-    if (!isnan(param.host_issue_s)) t->rt.host_issue_s = param.host_issue_s;
-    if (!isnan(param.coll_sync_s)) t->rt.coll_sync_s = param.coll_sync_s;
-    if (!isnan(param.iteration_s)) t->rt.iteration_s = param.iteration_s;
+    if (!isnan(param.gemm_max))
+      t->eff.gemm_max = param.gemm_max;
+    if (!isnan(param.gemm_half_flops))
+      t->eff.gemm_half_flops = param.gemm_half_flops;
+    if (!isnan(param.mem))
+      t->eff.mem = param.mem;
+    if (!isnan(param.launch_s))
+      t->launch_s = param.launch_s;
+    if (!isnan(param.host_issue_s))
+      t->rt.host_issue_s = param.host_issue_s;
+    if (!isnan(param.coll_sync_s))
+      t->rt.coll_sync_s = param.coll_sync_s;
+    if (!isnan(param.iteration_s))
+      t->rt.iteration_s = param.iteration_s;
   }
 }
 
 static bool set_param(const char *text) {
-  static const char *const names[] = {"gemm_max", "gemm_half_flops", "mem", "launch_s",
-                                      "host_issue_s", "coll_sync_s", "iteration_s"};
-  double *slots[] = {&param.gemm_max, &param.gemm_half_flops, &param.mem, &param.launch_s,
-                     &param.host_issue_s, &param.coll_sync_s, &param.iteration_s};
+  static const char *const names[] = {"gemm_max",     "gemm_half_flops", "mem",        "launch_s",
+                                      "host_issue_s", "coll_sync_s",     "iteration_s"};
+  double *slots[] = {&param.gemm_max,   &param.gemm_half_flops, &param.mem,
+                     &param.launch_s,   &param.host_issue_s,    &param.coll_sync_s,
+                     &param.iteration_s};
   const char *eq = strchr(text, '=');
   for (size_t i = 0; eq && i < sizeof names / sizeof names[0]; i++)
-    if (strlen(names[i]) == (size_t)(eq - text) && strncmp(text, names[i], (size_t)(eq - text)) == 0) {
+    if (strlen(names[i]) == (size_t)(eq - text) &&
+        strncmp(text, names[i], (size_t)(eq - text)) == 0) {
       *slots[i] = atof(eq + 1);
       return true;
     }
@@ -184,10 +193,9 @@ static int korthikanti(const char *dir, stats *st) {
     config k = {0};
     double params, measured;
     int64_t mb;
-    if (sscanf(line,
-               "%31[^,],%lf,%ld,%ld,%ld,%ld,%ld,%d,%d,%d,%d,%ld,%ld,%d,%31[^,],%15[^,],%lf",
-               name, &params, &k.heads, &k.hidden, &k.layers, &k.seq, &k.vocab, &k.tp, &k.pp,
-               &k.dp, &k.gpus, &k.batch, &mb, &k.interleave, rc, sp, &measured) != 17)
+    if (sscanf(line, "%31[^,],%lf,%ld,%ld,%ld,%ld,%ld,%d,%d,%d,%d,%ld,%ld,%d,%31[^,],%15[^,],%lf",
+               name, &params, &k.heads, &k.hidden, &k.layers, &k.seq, &k.vocab, &k.tp, &k.pp, &k.dp,
+               &k.gpus, &k.batch, &mb, &k.interleave, rc, sp, &measured) != 17)
       continue;
     k.micro_batch = (int32_t)mb;
     k.recompute = strcmp(rc, "full") == 0 ? PSIM_RECOMPUTE_FULL : PSIM_RECOMPUTE_SELECTIVE;
@@ -229,7 +237,8 @@ static int memory(const char *dir, stats *st) {
   char line[512], name[32];
   bool hdr = false;
   printf("\n## Korthikanti et al. 2022: memory per GPU, first stage (Figure 1), GiB\n\n");
-  printf("| model | weights+optimizer of the layers, measured | predicted | error | activations (no recompute) "
+  printf("| model | weights+optimizer of the layers, measured | predicted | error | activations "
+         "(no recompute) "
          "measured | predicted | error | activations (seq.par. + selective) measured | predicted "
          "| error |\n|---|---|---|---|---|---|---|---|---|---|\n");
   while (next_line(f, line, sizeof line, &hdr)) {
@@ -239,9 +248,10 @@ static int memory(const char *dir, stats *st) {
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
       if (strcmp(rows[i].name, name) != 0)
         continue;
-      config k = {rows[i].layers, rows[i].hidden, rows[i].heads, 2048, 51200, rows[i].batch,
-                  rows[i].gpus, rows[i].tp, rows[i].pp, 1, rows[i].micro_batch,
-                  rows[i].interleave, PSIM_RECOMPUTE_NONE, false, "bf16", "dgx-a100-80g"};
+      config k = {rows[i].layers,      rows[i].hidden,     rows[i].heads,       2048,       51200,
+                  rows[i].batch,       rows[i].gpus,       rows[i].tp,          rows[i].pp, 1,
+                  rows[i].micro_batch, rows[i].interleave, PSIM_RECOMPUTE_NONE, false,      "bf16",
+                  "dgx-a100-80g"};
       outcome base, sel;
       if (simulate_config(&k, &base) != PSIM_OK)
         return printf("failed: %s\n", psim_error_message()), 1;
@@ -302,10 +312,11 @@ static int layer_times(const char *dir, stats *st) {
     double fm, bm, cm;
     if (sscanf(line, "%63[^,],%lf,%lf,%lf", name, &fm, &bm, &cm) != 4)
       continue;
-    config k = {48, 6144, 64, 2048, 51200, 4, 8, 8, 1, 1, 4, 1, PSIM_RECOMPUTE_NONE, false,
-                "bf16", "dgx-a100-80g"};
+    config k = {
+        48,     6144,          64, 2048, 51200, 4, 8, 8, 1, 1, 4, 1, PSIM_RECOMPUTE_NONE, false,
+        "bf16", "dgx-a100-80g"};
     k.seq_parallel = strstr(name, "sequence_parallel") != NULL;
-    k.recompute = strstr(name, "full") ? PSIM_RECOMPUTE_FULL
+    k.recompute = strstr(name, "full")        ? PSIM_RECOMPUTE_FULL
                   : strstr(name, "selective") ? PSIM_RECOMPUTE_SELECTIVE
                                               : PSIM_RECOMPUTE_NONE;
     psim_model m;

@@ -71,9 +71,8 @@ static void print(const char *name, const psim_e2e_result *r) {
          "min-based: sim %8.2f real %8.2f err %+6.1f%%  |  update sim %6.2f real %6.2f ms, "
          "with update err %+6.1f%%  measured share %.2f\n",
          name, r->n_kernels, 1e3 * r->sim_fb_s, 1e3 * r->real_fb_s, 100 * r->err_fb,
-         1e3 * r->sim_fb_min_s, 1e3 * r->real_fb_min_s, 100 * r->err_fb_min,
-         1e3 * r->sim_update_s, 1e3 * r->real_update_s, 100 * r->err_with_update,
-         r->share_measured);
+         1e3 * r->sim_fb_min_s, 1e3 * r->real_fb_min_s, 100 * r->err_fb_min, 1e3 * r->sim_update_s,
+         1e3 * r->real_update_s, 100 * r->err_with_update, r->share_measured);
 }
 
 /* Runs the check for one model `repeat` times; returns the worst |err_fb|. */

@@ -9,12 +9,12 @@
 
 #include <cjson/cJSON.h>
 
-#include "alloc.h"
-#include "costdb.h"
-#include "generators.h"
-#include "profile.h"
-#include "simulate.h"
-#include "strategy.h"
+#include "costdb/costdb.h"
+#include "costdb/profile/profile.h"
+#include "models/generators.h"
+#include "sim/core/alloc.h"
+#include "sim/simulate.h"
+#include "sim/strategy/strategy.h"
 
 void psim_e2e_opts_init(psim_e2e_opts *o) {
   o->budget_s = 0.1;
@@ -281,8 +281,7 @@ psim_status psim_e2e_run(const psim_model *m, psim_cluster *c, const psim_e2e_op
   if (s == PSIM_OK) {
     r->err_fb = r->sim_fb_s / r->real_fb_s - 1;
     r->err_fb_min = r->sim_fb_min_s / r->real_fb_min_s - 1;
-    r->err_with_update =
-        (r->sim_fb_s + r->sim_update_s) / (r->real_fb_s + r->real_update_s) - 1;
+    r->err_with_update = (r->sim_fb_s + r->sim_update_s) / (r->real_fb_s + r->real_update_s) - 1;
   }
   state_destroy(&st);
   return s;

@@ -11,9 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cluster.h"
-#include "model.h"
-#include "status.h"
+#include "sim/core/status.h"
+#include "sim/ir/cluster.h"
+#include "sim/ir/model.h"
 
 typedef struct psim_e2e_opts {
   double budget_s; /* profiler budget per shape, s (default 0.1) */

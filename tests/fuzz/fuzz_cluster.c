@@ -1,7 +1,7 @@
 /* fuzz_cluster.c - libFuzzer target: the cluster loader (psim_cluster_from_json)
  * and, for clusters that load, a route between the first and last device. */
-#include "cluster.h"
 #include "fuzz_common.h"
+#include "sim/ir/cluster.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

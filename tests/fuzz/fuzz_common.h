@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "json.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
 
 /* Parses data[0..size) as a JSON document; NULL when it is not one. */
 static inline cJSON *psim_fuzz_parse(const uint8_t *data, size_t size) {

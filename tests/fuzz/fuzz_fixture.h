@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cluster.h"
-#include "model.h"
+#include "sim/ir/cluster.h"
+#include "sim/ir/model.h"
 
 #ifndef PSIM_SOURCE_ROOT
 #define PSIM_SOURCE_ROOT "."

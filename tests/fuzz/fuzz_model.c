@@ -1,6 +1,6 @@
 /* fuzz_model.c - libFuzzer target: the model loader (psim_model_from_json). */
 #include "fuzz_common.h"
-#include "model.h"
+#include "sim/ir/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,8 +3,8 @@
  * a fixed model and cluster), and `plansim check` on a plan document. */
 #include "fuzz_common.h"
 #include "fuzz_fixture.h"
-#include "plan.h"
-#include "strategy.h"
+#include "search/plan/plan.h"
+#include "sim/strategy/strategy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
  * explicit form written back and loaded again. */
 #include "fuzz_common.h"
 #include "fuzz_fixture.h"
-#include "strategy.h"
+#include "sim/strategy/strategy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "fuzz_common.h"
-#include "sweep.h"
+#include "search/sweep/sweep.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "units.h"
+#include "sim/core/alloc.h"
+#include "sim/core/units.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

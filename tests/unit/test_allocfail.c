@@ -15,12 +15,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "json.h"
-#include "plan.h"
-#include "search.h"
-#include "simulate.h"
-#include "trace_sim.h"
+#include "search/plan/plan.h"
+#include "search/policy/searchers.h"
+#include "search/search.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/simulate.h"
+#include "sim/trace_sim.h"
 
 #define ROOT    PSIM_SOURCE_ROOT "/"
 #define MODEL   ROOT "tests/data/tiny-gpt.json"

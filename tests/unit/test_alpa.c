@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "alpa.h"
-#include "alpa_impl.h"
-#include "generators.h"
+#include "models/generators.h"
+#include "search/alpa/alpa.h"
+#include "search/alpa/alpa_impl.h"
+#include "sim/core/alloc.h"
 
 #define TOPO PSIM_SOURCE_ROOT "/topologies/"
 

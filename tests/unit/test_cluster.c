@@ -12,10 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "cluster.h"
-#include "json.h"
-#include "presets.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/ir/cluster.h"
+#include "topologies/presets.h"
 
 #define ROOT PSIM_SOURCE_ROOT
 

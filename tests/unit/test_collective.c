@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "collective.h"
-#include "json.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/engine/collective.h"
 
 #define DATA       PSIM_SOURCE_ROOT "/tests/data/"
 #define VTRAIN_LUT "/work/shared/calibration/vtrain/allreduce_a100_8gpu.lut"

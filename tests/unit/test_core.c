@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "json.h"
-#include "units.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/core/units.h"
 
 START_TEST(units_parse_bandwidth) {
   double v = 0;

@@ -13,9 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "costdb.h"
-#include "json.h"
+#include "costdb/costdb.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
 
 static psim_cost_entry gemm_entry(int64_t m, int64_t n, int64_t k, double t) {
   psim_cost_entry e;

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "build.h"
-#include "delta.h"
-#include "generators.h"
-#include "presets.h"
-#include "space.h"
+#include "models/generators.h"
+#include "search/mcmc/delta.h"
+#include "search/mcmc/space.h"
+#include "sim/build/build.h"
+#include "sim/core/alloc.h"
+#include "topologies/presets.h"
 
 #define DATA   PSIM_SOURCE_ROOT "/tests/data/"
 #define MODELS PSIM_SOURCE_ROOT "/models/"

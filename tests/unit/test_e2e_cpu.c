@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "costdb/profile/profile.h"
 #include "e2e_run.h"
-#include "json.h"
-#include "profile.h"
 #include "psim_config.h"
+#include "sim/core/json.h"
 #include "timing_guard.h"
 
 #define TOLERANCE 0.25
@@ -38,8 +38,8 @@ static void check_run(psim_model *m, int32_t ops_with_work) {
    * disturbs one run in several; a wrong simulator misses every time) */
   for (int attempt = 0; attempt < psim_test_timing_attempts(); attempt++) {
     ck_assert_int_eq(psim_e2e_run(m, &c, &o, &r), PSIM_OK);
-    printf("%s: sim %.2f ms real %.2f ms (%+.1f%%); min-based %+.1f%%\n", m->name,
-           1e3 * r.sim_fb_s, 1e3 * r.real_fb_s, 100 * r.err_fb, 100 * r.err_fb_min);
+    printf("%s: sim %.2f ms real %.2f ms (%+.1f%%); min-based %+.1f%%\n", m->name, 1e3 * r.sim_fb_s,
+           1e3 * r.real_fb_s, 100 * r.err_fb, 100 * r.err_fb_min);
     if (fabs(r.err_fb_min) < TOLERANCE)
       break;
   }

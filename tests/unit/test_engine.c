@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "taskgraph.h"
+#include "sim/core/alloc.h"
+#include "sim/engine/taskgraph.h"
 
 static int32_t add(psim_taskgraph *g, double d, const int32_t *res, int32_t n) {
   int32_t id = -1;

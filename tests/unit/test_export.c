@@ -1,4 +1,4 @@
-/* test_export.c - exporters (search/export.c) and sweep rows (search/sweep.c).
+/* test_export.c - exporters (search/plan/export.c) and sweep rows (search/sweep/sweep.c).
  *
  * The Megatron matcher is checked against every Megatron layout of a small GPT on 8 GPUs: it
  * must recover tp, pp, dp and the micro-batch from the explicit strategy alone (template info
@@ -13,10 +13,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "alloc.h"
-#include "export.h"
-#include "json.h"
-#include "sweep.h"
+#include "search/plan/export.h"
+#include "search/sweep/sweep.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
 
 #define ROOT PSIM_SOURCE_ROOT "/"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "faults.h"
+#include "sim/faults.h"
 
 #define ROOT PSIM_SOURCE_ROOT "/"
 

@@ -1,4 +1,4 @@
-/* test_ilp.c - the GLPK sharding ILP (search/ilp.h) against brute-force
+/* test_ilp.c - the GLPK sharding ILP (search/alpa/ilp.h) against brute-force
  * enumeration of the same objective on random small problems (issue 6:
  * >= 20 graphs of up to 10 ops with 2-3 strategies each), and its
  * infeasible, fixed-variable and warm-start paths. */
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "ilp.h"
+#include "search/alpa/ilp.h"
+#include "sim/core/alloc.h"
 
 #define MAXG 10
 

@@ -10,10 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "costdb.h"
-#include "json.h"
-#include "profile.h"
+#include "costdb/costdb.h"
+#include "costdb/profile/profile.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
 #include "timing_guard.h"
 
 static psim_cost_key gemm_key(int64_t m, int64_t n, int64_t k) {
@@ -241,8 +241,9 @@ START_TEST(heldout_real_gemm_grid) {
   }
   if (!psim_test_timing_asserted())
     return;
-  ck_assert_msg(med < med_limit && worst < worst_limit, "median %.3f worst %.3f (load %.1f per core)",
-                med, worst, psim_test_load_per_core());
+  ck_assert_msg(med < med_limit && worst < worst_limit,
+                "median %.3f worst %.3f (load %.1f per core)", med, worst,
+                psim_test_load_per_core());
 }
 END_TEST
 

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "generators.h"
-#include "json.h"
-#include "model.h"
+#include "models/generators.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/ir/model.h"
 
 static psim_status load_text(const char *text, psim_model *m) {
   cJSON *root = NULL;

@@ -9,10 +9,10 @@
 
 #include <cJSON.h>
 
-#include "alloc.h"
-#include "generators.h"
-#include "ps.h"
-#include "simulate.h"
+#include "models/generators.h"
+#include "sim/build/ps.h"
+#include "sim/core/alloc.h"
+#include "sim/simulate.h"
 
 #define ROOT PSIM_SOURCE_ROOT "/"
 

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "mcmc.h"
-#include "presets.h"
-#include "space.h"
+#include "search/mcmc/mcmc.h"
+#include "search/mcmc/space.h"
+#include "sim/core/alloc.h"
+#include "topologies/presets.h"
 
 typedef struct fixture {
   psim_model m;

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "simulate.h"
+#include "sim/simulate.h"
 
 #define DATA PSIM_SOURCE_ROOT "/tests/data/"
 
@@ -44,8 +44,8 @@ static double pass_time(const psim_sim_result *r, int32_t dev, int pass, int32_t
   double t = 0;
   const psim_taskgraph *g = r->graph;
   for (int32_t i = 0; i < g->n_tasks; i++)
-    if (g->info[i].device == dev && g->info[i].pass == pass && g->info[i].kind == PSIM_TASK_COMPUTE &&
-        (mu < 0 || g->info[i].micro == mu))
+    if (g->info[i].device == dev && g->info[i].pass == pass &&
+        g->info[i].kind == PSIM_TASK_COMPUTE && (mu < 0 || g->info[i].micro == mu))
       t += g->duration_s[i];
   return t;
 }

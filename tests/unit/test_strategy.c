@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "json.h"
-#include "strategy.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/strategy/strategy.h"
 
 /* ---- a tiny GPT: embedding (layer 0), L blocks (layers 1..L), head (L+1) ---- */
 

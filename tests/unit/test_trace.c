@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "collective.h"
-#include "json.h"
-#include "trace.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/engine/collective.h"
+#include "sim/engine/trace.h"
 
 #define DATA PSIM_SOURCE_ROOT "/tests/data/"
 

@@ -1,0 +1,338 @@
+/* delta.c - search-time simulation with reuse between evaluations.
+ *
+ * Why the figures equal psim_simulate's. psim_simulate(m, c, s, o) builds the
+ * graph (psim_build_graph), schedules it (psim_tg_simulate: ties broken by
+ * task id, no randomness) and derives the memory peak (psim_memory_peak). An
+ * evaluation here builds the same graph, array for array, with
+ * psim_build_graph_reusing from the last graph (sim/build/build.c argues why the
+ * copied parts equal what the builder would build; test_delta compares the
+ * graphs), then calls the same engine and memory model, so its iteration time
+ * and fits are the same bits. It also skips what a search does not read (the
+ * time breakdown, the throughput figures, the trace copy) and reuses buffers.
+ * A memo answers a strategy already costed by its fingerprint: two
+ * independent 64-bit hashes of every field the builder reads, so two
+ * different strategies share an entry with probability about 2^-128 per
+ * pair; verify_every catches any mismatch in tests. The changed ops are found
+ * by comparing configurations exactly (no hash).
+ *
+ * Not done (docs/search.md): the engine schedules the whole graph each time;
+ * it does not resume from the first task the change can move. */
+#define _POSIX_C_SOURCE 200809L
+#include "search/mcmc/delta.h"
+
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "search/mcmc/space.h"
+#include "sim/build/build.h"
+#include "sim/core/alloc.h"
+
+void psim_delta_options_init(psim_delta_options *o) {
+  memset(o, 0, sizeof *o);
+  o->verify_every = 0;
+  o->memo_entries = 65536;
+}
+
+typedef struct memo_entry {
+  uint64_t h0, h1;
+  double time_s;
+  uint8_t fits, used;
+} memo_entry;
+
+struct psim_delta {
+  const psim_model *m;
+  psim_cluster *c;
+  psim_sim_options sim;
+  psim_delta_options opt;
+  psim_schedule_result sched; /* reused between evaluations */
+  memo_entry *memo;
+  size_t memo_cap, memo_n;
+  psim_delta_stats stats;
+  /* the last graph built, and the strategy it was built for */
+  psim_build prev;
+  bool have_prev;
+  psim_taskgraph spare; /* the graph before prev's: its buffers serve the next build */
+  psim_op_config *seen; /* per op */
+  uint64_t seen_globals[2];
+  uint8_t *changed; /* per op: differs from seen */
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- fingerprint ---------------------------------------------------------- */
+
+static uint64_t mix(uint64_t h, uint64_t v, uint64_t k) {
+  h ^= v + k + (h << 6) + (h >> 2);
+  h *= 0x9fb21c651e98df25ULL;
+  return h ^ (h >> 29);
+}
+
+typedef struct hasher {
+  uint64_t a, b;
+} hasher;
+
+static void hv(hasher *x, uint64_t v) {
+  x->a = mix(x->a, v, 0x9e3779b97f4a7c15ULL);
+  x->b = mix(x->b, v, 0xc2b2ae3d27d4eb4fULL);
+}
+
+static void hash_double(hasher *x, double v) {
+  uint64_t bits;
+  memcpy(&bits, &v, sizeof bits);
+  hv(x, bits);
+}
+
+static void hash_globals(hasher *x, const psim_strategy *s) {
+  hv(x, (uint64_t)s->n_ops);
+  hv(x, (uint64_t)s->n_stages);
+  hv(x, (uint64_t)s->virtual_stages);
+  hv(x, (uint64_t)s->n_micro);
+  hv(x, (uint64_t)s->micro_batch);
+  hv(x, (uint64_t)s->schedule);
+  hv(x, (uint64_t)s->recompute);
+  hv(x, (uint64_t)s->sequence_parallel);
+  hv(x, (uint64_t)s->zero_stage);
+  hv(x, (uint64_t)s->overlap_grad_reduce);
+  hash_double(x, s->bucket_bytes);
+  hv(x, (uint64_t)s->allreduce);
+  hv(x, (uint64_t)s->sync);
+  hv(x, (uint64_t)s->tmpl.dp); /* ZeRO's update sharding reads it */
+  int32_t ns = s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
+  for (int32_t st = 0; st < ns; st++) {
+    hv(x,
+       ((uint64_t)(uint32_t)s->stages[st].first_layer << 32) | (uint32_t)s->stages[st].last_layer);
+    for (int32_t k = 0; k < s->stages[st].n_devices; k++)
+      hv(x, (uint64_t)s->stages[st].devices[k]);
+  }
+}
+
+static void globals_fingerprint(const psim_strategy *s, uint64_t out[2]) {
+  hasher x = {0x452821e638d01377ULL, 0xbe5466cf34e90c6cULL};
+  hash_globals(&x, s);
+  out[0] = x.a;
+  out[1] = x.b;
+}
+
+void psim_delta_fingerprint(const psim_strategy *s, uint64_t out[2]) {
+  hasher x = {0x243f6a8885a308d3ULL, 0x13198a2e03707344ULL};
+  hash_globals(&x, s);
+  for (int32_t o = 0; o < s->n_ops; o++) {
+    const psim_op_config *cfg = &s->ops[o];
+    hv(&x, 0xabcdef00u + (uint64_t)o);
+    for (int32_t i = 0; i < PSIM_MAX_OP_DIMS; i++)
+      hv(&x, (uint64_t)cfg->degree[i]);
+    hv(&x, ((uint64_t)(uint32_t)cfg->replicas << 32) | (uint32_t)cfg->stage);
+    hv(&x, (uint64_t)cfg->n_devices);
+    for (int32_t e = 0; e < cfg->n_devices; e++)
+      hv(&x, (uint64_t)cfg->devices[e]);
+  }
+  out[0] = x.a;
+  out[1] = x.b;
+}
+
+/* ---- memo ----------------------------------------------------------------- */
+
+static memo_entry *memo_find(psim_delta *d, const uint64_t h[2]) {
+  if (!d->memo_cap)
+    return NULL;
+  size_t j = h[0] & (d->memo_cap - 1);
+  while (d->memo[j].used && (d->memo[j].h0 != h[0] || d->memo[j].h1 != h[1]))
+    j = (j + 1) & (d->memo_cap - 1);
+  return &d->memo[j];
+}
+
+/* Remembers (h -> time, fits); when full, forgets everything (a search's
+ * working set is the recent past). */
+static void memo_put(psim_delta *d, const uint64_t h[2], double t, bool fits) {
+  if (!d->memo_cap)
+    return;
+  if ((d->memo_n + 1) * 2 > d->memo_cap) {
+    memset(d->memo, 0, sizeof *d->memo * d->memo_cap);
+    d->memo_n = 0;
+  }
+  memo_entry *e = memo_find(d, h);
+  if (!e->used)
+    d->memo_n++;
+  *e = (memo_entry){h[0], h[1], t, fits, 1};
+}
+
+/* ---- context -------------------------------------------------------------- */
+
+psim_status psim_delta_create(const psim_model *m, psim_cluster *c, const psim_delta_options *o,
+                              psim_delta **out) {
+  psim_delta *d = psim_calloc(1, sizeof *d);
+  if (!d)
+    return psim_error(PSIM_ENOMEM, "out of memory for the search simulator");
+  d->m = m;
+  d->c = c;
+  if (o)
+    d->opt = *o;
+  else
+    psim_delta_options_init(&d->opt);
+  if (d->opt.sim)
+    d->sim = *d->opt.sim;
+  else
+    psim_sim_options_init(&d->sim);
+  d->sim.keep_graph = false;
+  psim_schedule_result_init(&d->sched);
+  d->seen = psim_calloc((size_t)m->n_ops + 1, sizeof *d->seen);
+  d->changed = psim_malloc((size_t)m->n_ops + 1);
+  if (!d->seen || !d->changed) {
+    psim_free(d->seen);
+    psim_free(d->changed);
+    psim_free(d);
+    return psim_error(PSIM_ENOMEM, "out of memory for the search simulator");
+  }
+  if (d->opt.memo_entries > 0) {
+    size_t cap = 16;
+    while (cap < (size_t)d->opt.memo_entries * 2)
+      cap *= 2;
+    d->memo = psim_calloc(cap, sizeof *d->memo);
+    if (!d->memo) {
+      psim_free(d->seen);
+      psim_free(d->changed);
+      psim_free(d);
+      return psim_error(PSIM_ENOMEM, "out of memory for the search memo");
+    }
+    d->memo_cap = cap;
+  }
+  *out = d;
+  return PSIM_OK;
+}
+
+void psim_delta_free(psim_delta *d) {
+  if (!d)
+    return;
+  psim_schedule_result_destroy(&d->sched);
+  if (d->have_prev)
+    psim_build_destroy(&d->prev);
+  psim_tg_destroy(&d->spare);
+  for (int32_t o = 0; o < d->m->n_ops; o++)
+    psim_free(d->seen[o].devices);
+  psim_free(d->seen);
+  psim_free(d->changed);
+  psim_free(d->memo);
+  psim_free(d);
+}
+
+const psim_delta_stats *psim_delta_get_stats(const psim_delta *d) {
+  return &d->stats;
+}
+
+static bool same_config(const psim_op_config *a, const psim_op_config *b) {
+  return a->n_devices == b->n_devices && a->replicas == b->replicas && a->stage == b->stage &&
+         memcmp(a->degree, b->degree, sizeof a->degree) == 0 &&
+         memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) == 0;
+}
+
+/* Flags the ops whose configuration differs from the last graph's; false
+ * when there is no last graph or the global fields differ (build in full). */
+static bool mark_changed(psim_delta *d, const psim_strategy *s) {
+  uint64_t g[2];
+  globals_fingerprint(s, g);
+  bool same = d->have_prev && g[0] == d->seen_globals[0] && g[1] == d->seen_globals[1];
+  for (int32_t o = 0; o < d->m->n_ops; o++)
+    d->changed[o] = !same || !d->seen[o].devices || !same_config(&s->ops[o], &d->seen[o]);
+  return same;
+}
+
+/* Remembers s as the strategy of the last graph (the changed ops' copies). */
+static psim_status remember(psim_delta *d, const psim_strategy *s) {
+  globals_fingerprint(s, d->seen_globals);
+  for (int32_t o = 0; o < d->m->n_ops; o++)
+    if (d->changed[o])
+      PSIM_CHECK(psim_space_config_copy(&s->ops[o], &d->seen[o]));
+  return PSIM_OK;
+}
+
+/* Build (incrementally from the last graph), schedule, memory peak: what
+ * psim_simulate does for these figures. */
+static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_s, bool *fits) {
+  psim_build b;
+  bool reuse = mark_changed(d, s);
+  psim_status st = psim_build_graph_reusing(&b, d->m, d->c, s, &d->sim, reuse ? &d->prev : NULL,
+                                            d->changed, &d->spare);
+  d->stats.segments_copied += b.segments_copied;
+  d->stats.segments_built += b.segments_built;
+  double t0 = now_s();
+  if (st == PSIM_OK) {
+    d->stats.tasks_simulated += b.g.n_tasks;
+    st = psim_tg_simulate(&b.g, &d->sched);
+  }
+  d->stats.engine_s += now_s() - t0;
+  psim_sim_result mem;
+  psim_sim_result_init(&mem);
+  if (st == PSIM_OK)
+    st = psim_memory_peak(&b, &d->sched, &mem);
+  if (st == PSIM_OK) {
+    *time_s = d->sched.makespan_s;
+    *fits = mem.fits;
+  }
+  psim_sim_result_destroy(&mem);
+  if (st == PSIM_OK)
+    st = remember(d, s);
+  if (st != PSIM_OK) { /* keep the last good graph: its seen[] still describe it */
+    psim_build_destroy(&b);
+    return st;
+  }
+  if (d->have_prev) { /* keep its graph's buffers for the next build */
+    psim_tg_destroy(&d->spare);
+    d->spare = d->prev.g;
+    psim_tg_init(&d->prev.g, 0);
+    psim_build_destroy(&d->prev);
+  }
+  d->prev = b;
+  d->have_prev = true;
+  return PSIM_OK;
+}
+
+static psim_status verify(psim_delta *d, const psim_strategy *s, int32_t changed_op, double t,
+                          bool fits) {
+  psim_sim_result full;
+  double t0 = now_s();
+  psim_status st = psim_simulate(d->m, d->c, s, &d->sim, &full);
+  d->stats.verify_s += now_s() - t0;
+  PSIM_CHECK(st);
+  double ft = full.iteration_time_s;
+  bool ffits = full.fits;
+  psim_sim_result_destroy(&full);
+  d->stats.verified++;
+  if (memcmp(&ft, &t, sizeof t) != 0 || ffits != fits)
+    return psim_error(PSIM_EFAILED,
+                      "delta simulation differs from the full simulation after changing op %s: "
+                      "%.17g s (fits %d) against %.17g s (fits %d)",
+                      changed_op >= 0 ? d->m->ops[changed_op].name : "(several)", t, fits, ft,
+                      ffits);
+  return PSIM_OK;
+}
+
+psim_status psim_delta_eval(psim_delta *d, const psim_strategy *s, int32_t changed_op,
+                            double *time_s, bool *fits) {
+  double t0 = now_s();
+  uint64_t h[2];
+  psim_delta_fingerprint(s, h);
+  memo_entry *e = memo_find(d, h);
+  d->stats.evaluations++;
+  if (e && e->used) {
+    *time_s = e->time_s;
+    *fits = e->fits;
+    d->stats.memo_hits++;
+  } else {
+    psim_status st = simulate(d, s, time_s, fits);
+    if (st != PSIM_OK) {
+      d->stats.eval_s += now_s() - t0;
+      return st;
+    }
+    d->stats.simulated++;
+    memo_put(d, h, *time_s, *fits);
+  }
+  if (d->opt.verify_every > 0 && d->stats.evaluations % d->opt.verify_every == 0)
+    PSIM_CHECK(verify(d, s, changed_op, *time_s, *fits));
+  d->stats.eval_s += now_s() - t0;
+  return PSIM_OK;
+}

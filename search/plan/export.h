@@ -1,0 +1,71 @@
+/* export.h - plans into the configuration formats of training runtimes
+ * (`plansim export`, docs/export.md).
+ *
+ * A plan (plansim.plan/1) holds the explicit strategy; exporters turn it into
+ *   plansim    the plan itself (validated against docs/plan.schema.json);
+ *   megatron   Megatron-LM command-line arguments;
+ *   deepspeed  a DeepSpeed config JSON;
+ *   gspmd      JAX-style PartitionSpecs per tensor over a named mesh (the
+ *              plan's, or one inferred from a strategy given per op);
+ *   flexflow   FlexFlow's per-op strategy (protobuf text of strategy.proto).
+ * An exporter never approximates: a plan the target cannot express (per-op
+ * placements for Megatron, a contracted-dim split for FlexFlow, ...) is
+ * refused with PSIM_EFAILED and a message naming the op or option and why. */
+#ifndef PSIM_EXPORT_H
+#define PSIM_EXPORT_H
+
+#include <stddef.h>
+
+#include "sim/ir/cluster.h"
+#include "sim/ir/model.h"
+#include "sim/strategy/strategy.h"
+
+struct cJSON;
+
+typedef enum psim_export_format {
+  PSIM_EXPORT_PLANSIM = 0,
+  PSIM_EXPORT_MEGATRON,
+  PSIM_EXPORT_DEEPSPEED,
+  PSIM_EXPORT_GSPMD,
+  PSIM_EXPORT_FLEXFLOW,
+  PSIM_EXPORT_COUNT
+} psim_export_format;
+
+/* "plansim", "megatron", ...; PSIM_EINPUT listing the names when unknown. */
+psim_status psim_export_format_parse(const char *name, psim_export_format *out);
+const char *psim_export_format_name(psim_export_format f);
+
+/* A plan loaded with the model and cluster it was made for. */
+typedef struct psim_plan_doc {
+  struct cJSON *root; /* the plan document */
+  psim_model model;
+  psim_cluster cluster;
+  psim_strategy strategy;          /* the plan's strategy expanded against model and cluster */
+  char *model_file, *cluster_file; /* the files used (owned) */
+} psim_plan_doc;
+
+void psim_plan_doc_init(psim_plan_doc *d);
+void psim_plan_doc_destroy(psim_plan_doc *d);
+/* Loads plan_file and its model and cluster: model_file / cluster_file when
+ * not NULL, else the plan's "model_file" / "cluster_file" keys (tried as
+ * written, then relative to the plan's folder). PSIM_EINPUT when neither is
+ * given or a file does not load; errors name the file. */
+psim_status psim_plan_doc_load(const char *plan_file, const char *model_file,
+                               const char *cluster_file, psim_plan_doc *d);
+
+/* Exports the plan in format f. *text is NUL-terminated, owned by the caller
+ * (psim_free), *len its length. PSIM_EFAILED with the reason when the format
+ * cannot express the plan. O(ops * devices); gspmd of a strategy given per op
+ * O(ops * devices * log devices) per candidate mesh, of which it tries a few
+ * thousand at most (docs/export.md). */
+psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **text, size_t *len);
+
+/* The Megatron-LM parameters a strategy equals, if any: tp, pp, dp,
+ * micro_batch (per data-parallel rank) and virtual_stages in o. The strategy
+ * must equal psim_strategy_megatron of those parameters op for op (splits,
+ * replicas, devices, stages). PSIM_EFAILED with the first difference
+ * otherwise. O(candidates * ops * devices). */
+psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                                       psim_megatron_opts *o);
+
+#endif

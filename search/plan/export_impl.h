@@ -1,0 +1,25 @@
+/* export_impl.h - what the exporters share (private to search/export*.c). */
+#ifndef PSIM_EXPORT_IMPL_H
+#define PSIM_EXPORT_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "search/plan/export.h"
+
+struct cJSON;
+
+/* A JSON document as formatted text ending in a newline (2-space indent via
+ * cJSON's tabs); *text is owned by the caller. */
+psim_status psim_export_json_text(const struct cJSON *root, char **text, size_t *len);
+
+/* "split f:2, 1 replicas, devices 0.." for messages. */
+void psim_export_fmt_config(const psim_model *m, int32_t o, const psim_op_config *c, char *buf,
+                            size_t size);
+/* Same degrees, replicas, stage and devices (in order). */
+bool psim_export_config_equal(const psim_op_config *a, const psim_op_config *b);
+
+/* The GSPMD exporter (export_gspmd.c): a mesh and PartitionSpecs. */
+psim_status psim_export_gspmd(const psim_plan_doc *d, char **text, size_t *len);
+
+#endif

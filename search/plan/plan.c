@@ -1,0 +1,173 @@
+/* plan.c - plan documents. */
+#include "search/plan/plan.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "sim/core/json.h"
+
+/* Keys of plan members that are measured wall-clock times or rates: they
+ * differ from run to run of the same search (docs/plan.md). */
+static const char *const timing_keys[] = {"wall_s",          "build_s",         "simulate_s",
+                                          "delta_wall_s",    "engine_wall_s",   "verify_wall_s",
+                                          "proposals_per_s", "ilp_time_s",      "dp_time_s",
+                                          "mesh_fit_time_s", "simulate_time_s", NULL};
+
+static bool is_timing_key(const char *k) {
+  for (const char *const *t = timing_keys; *t; t++)
+    if (strcmp(*t, k) == 0)
+      return true;
+  return false;
+}
+
+void psim_plan_strip_timings(cJSON *root) {
+  cJSON *it = root ? root->child : NULL;
+  while (it) {
+    cJSON *next = it->next;
+    if (it->string && is_timing_key(it->string) && cJSON_IsNumber(it))
+      cJSON_Delete(cJSON_DetachItemViaPointer(root, it));
+    else
+      psim_plan_strip_timings(it);
+    it = next;
+  }
+}
+
+static const char *const plan_keys[] = {"format",       "model",    "cluster",    "model_file",
+                                        "cluster_file", "strategy", "prediction", "search",
+                                        "baselines",    NULL};
+
+/* Member key of root, when present, must satisfy is(). */
+static psim_status plan_member(const cJSON *root, const char *file, const char *key,
+                               cJSON_bool (*is)(const cJSON *), const char *what,
+                               const cJSON **out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (v && !is(v))
+    return psim_error(PSIM_EINPUT, "%s: %s: expected %s", file, key, what);
+  if (out)
+    *out = v;
+  return PSIM_OK;
+}
+
+psim_status psim_plan_check(const cJSON *root, const char *file) {
+  const cJSON *it, *pred = NULL, *search = NULL, *v;
+  cJSON_ArrayForEach(it, root) {
+    const char *const *k = plan_keys;
+    while (*k && strcmp(*k, it->string) != 0)
+      k++;
+    if (!*k)
+      return psim_error(PSIM_EINPUT, "%s: %s: not a member of a plan (docs/plan.md)", file,
+                        it->string);
+  }
+  if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "strategy")))
+    return psim_error(PSIM_EINPUT, "%s: strategy: missing (expected an object)", file);
+  PSIM_CHECK(plan_member(root, file, "model", cJSON_IsString, "the model's name", NULL));
+  PSIM_CHECK(plan_member(root, file, "cluster", cJSON_IsString, "the cluster's name", NULL));
+  PSIM_CHECK(plan_member(root, file, "prediction", cJSON_IsObject, "an object", &pred));
+  PSIM_CHECK(plan_member(root, file, "search", cJSON_IsObject, "an object", &search));
+  PSIM_CHECK(plan_member(root, file, "baselines", cJSON_IsObject, "an object", NULL));
+  v = cJSON_GetObjectItemCaseSensitive(pred, "iteration_time_s");
+  if (pred && (!cJSON_IsNumber(v) || !(v->valuedouble >= 0)))
+    return psim_error(PSIM_EINPUT, "%s: prediction.iteration_time_s: expected seconds (>= 0)",
+                      file);
+  if (pred && !cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(pred, "fits")))
+    return psim_error(PSIM_EINPUT, "%s: prediction.fits: expected true or false", file);
+  if (search && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(search, "searcher")))
+    return psim_error(PSIM_EINPUT, "%s: search.searcher: expected a string", file);
+  return PSIM_OK;
+}
+
+static psim_status add_search(cJSON *root, const psim_plan_info *info) {
+  cJSON *se, *curve;
+  PSIM_CHECK(psim_json_add_object(root, "search", &se));
+  PSIM_CHECK(psim_json_add_string(se, "searcher", info->searcher));
+  PSIM_CHECK(psim_json_add_number(se, "seed", (double)info->seed));
+  if (info->budget)
+    PSIM_CHECK(psim_json_add_string(se, "budget", info->budget));
+  PSIM_CHECK(psim_json_add_number(se, "evaluations", (double)info->evaluations));
+  PSIM_CHECK(psim_json_add_number(se, "wall_s", info->wall_s));
+  if (info->description)
+    PSIM_CHECK(psim_json_add_string(se, "plan", info->description));
+  if (info->stats) {
+    cJSON *copy = cJSON_Duplicate(info->stats, 1);
+    if (!copy || !cJSON_AddItemToObject(se, "stats", copy)) {
+      cJSON_Delete(copy);
+      return psim_error(PSIM_ENOMEM, "out of memory");
+    }
+  }
+  PSIM_CHECK(psim_json_add_array(se, "best_so_far", &curve));
+  for (int32_t i = 0; i < info->n_curve; i++) {
+    cJSON *pt = cJSON_CreateObject();
+    if (!pt || !cJSON_AddItemToArray(curve, pt)) {
+      cJSON_Delete(pt);
+      return psim_error(PSIM_ENOMEM, "out of memory");
+    }
+    PSIM_CHECK(psim_json_add_number(pt, "evaluation", (double)info->curve[i].evaluation));
+    PSIM_CHECK(psim_json_add_number(pt, "wall_s", info->curve[i].wall_s));
+    PSIM_CHECK(psim_json_add_number(pt, "iteration_time_s", info->curve[i].best_time_s));
+  }
+  return PSIM_OK;
+}
+
+static psim_status add_baselines(cJSON *root, const psim_plan_info *info) {
+  cJSON *bl, *x;
+  PSIM_CHECK(psim_json_add_object(root, "baselines", &bl));
+  if (info->data_parallel) {
+    PSIM_CHECK(psim_json_add_object(bl, "data_parallel", &x));
+    PSIM_CHECK(psim_sim_result_to_json(info->data_parallel, x));
+  }
+  if (info->grid) {
+    PSIM_CHECK(psim_json_add_object(bl, "megatron_grid", &x));
+    if (info->grid_description)
+      PSIM_CHECK(psim_json_add_string(x, "description", info->grid_description));
+    PSIM_CHECK(psim_sim_result_to_json(info->grid, x));
+  }
+  return PSIM_OK;
+}
+
+psim_status psim_plan_to_json(const psim_model *m, const psim_cluster *c, const psim_strategy *s,
+                              const psim_sim_result *r, const psim_plan_info *info, cJSON **out) {
+  cJSON *root = cJSON_CreateObject(), *strategy = NULL, *pred;
+  if (!root)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  psim_status st = psim_json_add_string(root, "format", "plansim.plan/1");
+  if (st == PSIM_OK)
+    st = psim_json_add_string(root, "model", m->name);
+  if (st == PSIM_OK)
+    st = psim_json_add_string(root, "cluster", c->name);
+  /* The files the plan was made from, as given (issue 7: exporters and the
+   * report reload them; docs/plan.md). */
+  if (st == PSIM_OK && m->file)
+    st = psim_json_add_string(root, "model_file", m->file);
+  if (st == PSIM_OK && c->file)
+    st = psim_json_add_string(root, "cluster_file", c->file);
+  if (st == PSIM_OK)
+    st = psim_strategy_to_json(s, m, c, &strategy);
+  if (st == PSIM_OK && !cJSON_AddItemToObject(root, "strategy", strategy)) {
+    cJSON_Delete(strategy);
+    st = psim_error(PSIM_ENOMEM, "out of memory");
+  }
+  if (st == PSIM_OK)
+    st = psim_json_add_object(root, "prediction", &pred);
+  if (st == PSIM_OK)
+    st = psim_sim_result_to_json(r, pred);
+  if (st == PSIM_OK)
+    st = add_search(root, info);
+  if (st == PSIM_OK)
+    st = add_baselines(root, info);
+  if (st != PSIM_OK) {
+    cJSON_Delete(root);
+    return st;
+  }
+  *out = root;
+  return PSIM_OK;
+}
+
+const cJSON *psim_plan_strategy_json(const cJSON *root) {
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+  if (cJSON_IsString(f) && strcmp(f->valuestring, "plansim.plan/1") == 0) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "strategy");
+    return s ? s : root;
+  }
+  return root;
+}

@@ -1,0 +1,753 @@
+/* collective.c - collectives as phases of point-to-point messages.
+ *
+ * Every algorithm is first written as a plan: a list of phases, each a set of
+ * (src rank -> dst rank, bytes) messages that run at the same time, repeated
+ * `repeat` times (a ring all-reduce is one phase of p messages repeated
+ * 2(p-1) times). Both fidelities read the same plan, which is why they agree:
+ *  - aggregated: a phase takes repeat * (alpha + max bytes / B), alpha the
+ *    largest summed latency of its routes, B the smallest over its routes'
+ *    links of bandwidth / load, load = number of the phase's routes (of this
+ *    group and of its concurrent replicas) crossing the link. One task holds
+ *    every rank's comm engine and every link the group's routes use.
+ *  - expanded: one transfer task per message and repeat, holding its route's
+ *    links, lasting latency + bytes / (its bottleneck bandwidth divided by the
+ *    replicas' load); a message waits for its sender's previous message and
+ *    the last message the sender received.
+ * Algorithms and their cost (Thakur, Rabenseifner & Gropp 2005, "Optimization
+ * of Collective Communication Operations in MPICH", IJHPCA 19(1)) are in
+ * docs/simulator.md. Measured tables use the nccl-tests bus-bandwidth
+ * convention (/work/shared/calibration/collectives.md). */
+#include "sim/engine/collective.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sim/core/alloc.h"
+
+typedef struct coll_msg {
+  int32_t src, dst; /* ranks */
+  double bytes;
+} coll_msg;
+
+typedef struct coll_phase {
+  int32_t first, n; /* messages msgs[first .. first + n) */
+  int32_t repeat;
+} coll_phase;
+
+typedef struct coll_plan {
+  coll_msg *msgs;
+  size_t n_msgs, cap_msgs;
+  coll_phase *phases;
+  size_t n_phases, cap_phases;
+} coll_plan;
+
+static void plan_destroy(coll_plan *p) {
+  psim_free(p->msgs);
+  psim_free(p->phases);
+  memset(p, 0, sizeof *p);
+}
+
+static psim_status phase_begin(coll_plan *p, int32_t repeat) {
+  PSIM_CHECK(PSIM_VEC_RESERVE(p->phases, p->cap_phases, p->n_phases + 1));
+  p->phases[p->n_phases++] = (coll_phase){(int32_t)p->n_msgs, 0, repeat};
+  return PSIM_OK;
+}
+
+static psim_status msg(coll_plan *p, int32_t src, int32_t dst, double bytes) {
+  PSIM_CHECK(PSIM_VEC_RESERVE(p->msgs, p->cap_msgs, p->n_msgs + 1));
+  p->msgs[p->n_msgs++] = (coll_msg){src, dst, bytes};
+  p->phases[p->n_phases - 1].n++;
+  return PSIM_OK;
+}
+
+static int32_t ceil_log2(int32_t p) {
+  int32_t k = 0;
+  while ((1 << k) < p)
+    k++;
+  return k;
+}
+
+static int32_t floor_pow2(int32_t p) {
+  int32_t q = 1;
+  while (q * 2 <= p)
+    q *= 2;
+  return q;
+}
+
+/* ---- plans (ranks are indices into a rank list r of m entries) ---- */
+
+/* Ring over ranks r: `steps` steps of msg_bytes each, i -> i+1. */
+static psim_status plan_ring(coll_plan *p, const int32_t *r, int32_t m, int32_t steps,
+                             double msg_bytes) {
+  if (m < 2 || steps < 1)
+    return PSIM_OK;
+  PSIM_CHECK(phase_begin(p, steps));
+  for (int32_t i = 0; i < m; i++)
+    PSIM_CHECK(msg(p, r[i], r[(i + 1) % m], msg_bytes));
+  return PSIM_OK;
+}
+
+/* Binomial-tree broadcast from rank 0: step k, rank i < 2^k sends to i + 2^k. */
+static psim_status plan_bcast(coll_plan *p, int32_t m, double bytes) {
+  for (int32_t k = 0; (1 << k) < m; k++) {
+    PSIM_CHECK(phase_begin(p, 1));
+    for (int32_t i = 0; i < (1 << k) && i + (1 << k) < m; i++)
+      PSIM_CHECK(msg(p, i, i + (1 << k), bytes));
+  }
+  return PSIM_OK;
+}
+
+/* Binomial-tree reduce to rank 0: the broadcast's steps reversed. */
+static psim_status plan_reduce(coll_plan *p, int32_t m, double bytes) {
+  for (int32_t k = ceil_log2(m) - 1; k >= 0; k--) {
+    PSIM_CHECK(phase_begin(p, 1));
+    for (int32_t i = 0; i < (1 << k) && i + (1 << k) < m; i++)
+      PSIM_CHECK(msg(p, i + (1 << k), i, bytes));
+  }
+  return PSIM_OK;
+}
+
+/* Extra ranks beyond the largest power of two q fold into partners (Thakur
+ * et al. 2005, section 4.1): rank q + i sends bytes to rank i (or back). */
+static psim_status plan_fold(coll_plan *p, int32_t m, int32_t q, double bytes, int back) {
+  if (m == q)
+    return PSIM_OK;
+  PSIM_CHECK(phase_begin(p, 1));
+  for (int32_t i = q; i < m; i++)
+    PSIM_CHECK(back ? msg(p, i - q, i, bytes) : msg(p, i, i - q, bytes));
+  return PSIM_OK;
+}
+
+/* Recursive halving reduce-scatter over the first q (power of two) ranks. */
+static psim_status plan_halving(coll_plan *p, int32_t q, double bytes) {
+  for (int32_t d = q / 2; d >= 1; d /= 2) {
+    bytes /= 2;
+    PSIM_CHECK(phase_begin(p, 1));
+    for (int32_t i = 0; i < q; i++)
+      PSIM_CHECK(msg(p, i, i ^ d, bytes));
+  }
+  return PSIM_OK;
+}
+
+/* Recursive doubling all-gather over q (power of two) ranks, n bytes total. */
+static psim_status plan_doubling(coll_plan *p, int32_t q, double n) {
+  for (int32_t d = 1; d < q; d *= 2) {
+    PSIM_CHECK(phase_begin(p, 1));
+    for (int32_t i = 0; i < q; i++)
+      PSIM_CHECK(msg(p, i, i ^ d, n * d / q));
+  }
+  return PSIM_OK;
+}
+
+/* Bruck all-gather (any m; recursive doubling's cost when m is a power of
+ * two): step k, rank i sends min(2^k, m - 2^k) blocks of n/m to i - 2^k. */
+static psim_status plan_bruck(coll_plan *p, int32_t m, double n) {
+  for (int32_t d = 1; d < m; d *= 2) {
+    PSIM_CHECK(phase_begin(p, 1));
+    int32_t blocks = d < m - d ? d : m - d;
+    for (int32_t i = 0; i < m; i++)
+      PSIM_CHECK(msg(p, i, (i - d + m) % m, n * blocks / m));
+  }
+  return PSIM_OK;
+}
+
+/* Rabenseifner all-reduce: fold, halving reduce-scatter, doubling all-gather,
+ * unfold. */
+static psim_status plan_hd_allreduce(coll_plan *p, int32_t m, double n) {
+  int32_t q = floor_pow2(m);
+  PSIM_CHECK(plan_fold(p, m, q, n, 0));
+  PSIM_CHECK(plan_halving(p, q, n));
+  PSIM_CHECK(plan_doubling(p, q, n));
+  return plan_fold(p, m, q, n, 1);
+}
+
+/* Binomial gather to rank 0 (n = gathered bytes): step k, rank i with
+ * i mod 2^(k+1) == 2^k sends its min(2^k, m - i) blocks to i - 2^k. */
+static psim_status plan_gather(coll_plan *p, int32_t m, double n, int scatter) {
+  int32_t steps = ceil_log2(m);
+  for (int32_t s = 0; s < steps; s++) {
+    int32_t k = scatter ? steps - 1 - s : s, d = 1 << k;
+    PSIM_CHECK(phase_begin(p, 1));
+    for (int32_t i = d; i < m; i += 2 * d) {
+      int32_t blocks = d < m - i ? d : m - i;
+      PSIM_CHECK(scatter ? msg(p, i - d, i, n * blocks / m) : msg(p, i, i - d, n * blocks / m));
+    }
+  }
+  return PSIM_OK;
+}
+
+/* Pairwise-exchange all-to-all: step k, rank i sends n/m to i + k. */
+static psim_status plan_alltoall(coll_plan *p, int32_t m, double n) {
+  for (int32_t k = 1; k < m; k++) {
+    PSIM_CHECK(phase_begin(p, 1));
+    for (int32_t i = 0; i < m; i++)
+      PSIM_CHECK(msg(p, i, (i + k) % m, n / m));
+  }
+  return PSIM_OK;
+}
+
+/* Ranks grouped by node, in group order: out[j * k + q] is the q-th rank on
+ * the j-th node met. *ok is 0 when nodes hold different numbers of ranks.
+ * out has room for m entries. O(m * nodes). */
+static psim_status group_by_node(const psim_cluster *c, const int32_t *dev, int32_t m, int32_t *out,
+                                 int32_t *nodes, int32_t *per, int *ok) {
+  int32_t k = 0, n_nodes = 0;
+  for (int32_t i = 0; i < m; i++)
+    k += c->devices[dev[i]].node == c->devices[dev[0]].node;
+  *ok = 0;
+  if (m % k)
+    return PSIM_OK;
+  int32_t nn = m / k, *ids = psim_malloc(2 * (size_t)nn * sizeof *ids), *cnt = ids + nn;
+  if (!ids)
+    return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  for (int32_t i = 0; i < m; i++) {
+    int32_t nd = c->devices[dev[i]].node, j = 0;
+    while (j < n_nodes && ids[j] != nd)
+      j++;
+    if (j == n_nodes && n_nodes == nn)
+      break;
+    if (j == n_nodes) {
+      ids[n_nodes] = nd;
+      cnt[n_nodes++] = 0;
+    }
+    if (cnt[j] == k)
+      break;
+    out[j * k + cnt[j]++] = i;
+    *ok = i == m - 1;
+  }
+  psim_free(ids);
+  *nodes = n_nodes;
+  *per = k;
+  return PSIM_OK;
+}
+
+/* Hierarchical all-reduce: ring reduce-scatter in each node, ring all-reduce
+ * of n/k among same-local-index ranks across nodes, ring all-gather in node. */
+static psim_status plan_hierarchical(coll_plan *p, const int32_t *byn, int32_t nodes, int32_t k,
+                                     double n) {
+  for (int pass = 0; pass < 2; pass++) {
+    if (k > 1) {
+      PSIM_CHECK(phase_begin(p, k - 1));
+      for (int32_t j = 0; j < nodes; j++)
+        for (int32_t i = 0; i < k; i++)
+          PSIM_CHECK(msg(p, byn[j * k + i], byn[j * k + (i + 1) % k], n / k));
+    }
+    if (pass == 1 || nodes < 2)
+      continue;
+    PSIM_CHECK(phase_begin(p, 2 * (nodes - 1)));
+    for (int32_t i = 0; i < k; i++)
+      for (int32_t j = 0; j < nodes; j++)
+        PSIM_CHECK(msg(p, byn[j * k + i], byn[(j + 1) % nodes * k + i], n / k / nodes));
+  }
+  return PSIM_OK;
+}
+
+static int32_t *identity_ranks(int32_t m) {
+  int32_t *r = psim_malloc((size_t)m * sizeof *r);
+  for (int32_t i = 0; r && i < m; i++)
+    r[i] = i;
+  return r;
+}
+
+/* Hierarchical when asked or (auto) when the group spans several nodes with
+ * several ranks on each and the same number on every node; else by algo. */
+static psim_status plan_allreduce(coll_plan *p, const psim_cluster *c, const psim_coll_desc *d,
+                                  const int32_t *r) {
+  int32_t m = d->n, nodes = 0, k = 0;
+  double n = d->bytes;
+  psim_allreduce_algo a = d->algo;
+  if (a == PSIM_AR_AUTO || a == PSIM_AR_HIERARCHICAL) {
+    int32_t *byn = psim_malloc((size_t)m * sizeof *byn);
+    if (!byn)
+      return psim_error(PSIM_ENOMEM, "collective: out of memory");
+    int ok = 0;
+    psim_status s = group_by_node(c, d->devices, m, byn, &nodes, &k, &ok);
+    int hier = s == PSIM_OK && ok && (a == PSIM_AR_HIERARCHICAL || (nodes > 1 && k > 1));
+    if (hier)
+      s = plan_hierarchical(p, byn, nodes, k, n);
+    psim_free(byn);
+    if (s != PSIM_OK || hier)
+      return s;
+  }
+  if (a == PSIM_AR_TREE) {
+    PSIM_CHECK(plan_reduce(p, m, n));
+    return plan_bcast(p, m, n);
+  }
+  if (a == PSIM_AR_HALVING_DOUBLING)
+    return plan_hd_allreduce(p, m, n);
+  return plan_ring(p, r, m, 2 * (m - 1), n / m);
+}
+
+static psim_status plan_build(coll_plan *p, const psim_cluster *c, const psim_coll_desc *d) {
+  int32_t m = d->n;
+  double n = d->bytes;
+  int32_t *r = identity_ranks(m);
+  if (!r)
+    return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  int hd = d->algo == PSIM_AR_HALVING_DOUBLING, pow2 = floor_pow2(m) == m;
+  psim_status s = PSIM_OK;
+  switch (d->kind) {
+  case PSIM_COLL_ALL_REDUCE: s = plan_allreduce(p, c, d, r); break;
+  case PSIM_COLL_ALL_GATHER: s = hd ? plan_bruck(p, m, n) : plan_ring(p, r, m, m - 1, n / m); break;
+  case PSIM_COLL_REDUCE_SCATTER:
+    s = hd && pow2 ? plan_halving(p, m, n) : plan_ring(p, r, m, m - 1, n / m);
+    break;
+  case PSIM_COLL_ALL_TO_ALL: s = plan_alltoall(p, m, n); break;
+  case PSIM_COLL_BROADCAST: s = plan_bcast(p, m, n); break;
+  case PSIM_COLL_REDUCE: s = plan_reduce(p, m, n); break;
+  case PSIM_COLL_GATHER: s = plan_gather(p, m, n, 0); break;
+  case PSIM_COLL_SCATTER: s = plan_gather(p, m, n, 1); break;
+  default: s = psim_error(PSIM_EINPUT, "collective: unknown kind %d", (int)d->kind);
+  }
+  psim_free(r);
+  return s;
+}
+
+/* ---- costing a plan over the topology ---- */
+
+typedef struct coll_ctx {
+  psim_cluster *c;
+  const psim_coll_desc *d;
+  int32_t groups; /* concurrent copies of the group routed */
+  int32_t *load;  /* per link: routes of the current phase crossing it */
+} coll_ctx;
+
+/* Device of rank in the k-th concurrent group. */
+static int32_t group_device(const coll_ctx *x, int32_t k, int32_t rank) {
+  return x->d->devices[rank] + k * x->d->group_stride;
+}
+
+static double link_bw(const psim_link *l) {
+  return l->bw / (l->slowdown > 0 ? l->slowdown : 1.0);
+}
+
+static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const int32_t **links,
+                         int32_t *n) {
+  return psim_cluster_route(x->c, group_device(x, k, m->src), group_device(x, k, m->dst), links, n);
+}
+
+/* Adds delta to the load of every link the phase's messages use, in groups
+ * [k0, groups). */
+static psim_status phase_load(coll_ctx *x, const coll_plan *p, const coll_phase *ph, int32_t k0,
+                              int32_t delta) {
+  for (int32_t k = k0; k < x->groups; k++)
+    for (int32_t i = 0; i < ph->n; i++) {
+      const int32_t *links;
+      int32_t nl;
+      PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &links, &nl));
+      for (int32_t j = 0; j < nl; j++)
+        x->load[links[j]] += delta;
+    }
+  return PSIM_OK;
+}
+
+/* Bandwidth (bytes/s) and summed latency (s) of a route under the current
+ * loads; extra is added to every load (1 when the route itself is not
+ * counted in load). */
+static void route_under_load(const coll_ctx *x, const int32_t *links, int32_t nl, int32_t extra,
+                             double *bw, double *lat) {
+  *bw = INFINITY;
+  *lat = 0;
+  for (int32_t j = 0; j < nl; j++) {
+    const psim_link *l = &x->c->links[links[j]];
+    double b = link_bw(l) / (double)(x->load[links[j]] + extra);
+    *bw = b < *bw ? b : *bw;
+    *lat += l->latency_s;
+  }
+}
+
+/* Aggregated time of one phase: repeat * (max latency + max bytes / min B). */
+static psim_status phase_time(coll_ctx *x, const coll_plan *p, const coll_phase *ph, double *t) {
+  PSIM_CHECK(phase_load(x, p, ph, 0, 1));
+  double bw = INFINITY, lat = 0, bytes = 0;
+  for (int32_t k = 0; k < x->groups; k++)
+    for (int32_t i = 0; i < ph->n; i++) {
+      const coll_msg *m = &p->msgs[ph->first + i];
+      const int32_t *links;
+      int32_t nl;
+      double b, l;
+      PSIM_CHECK(route(x, k, m, &links, &nl));
+      route_under_load(x, links, nl, 0, &b, &l);
+      bw = b < bw ? b : bw;
+      lat = l > lat ? l : lat;
+      bytes = m->bytes > bytes ? m->bytes : bytes;
+    }
+  PSIM_CHECK(phase_load(x, p, ph, 0, -1));
+  *t = ph->repeat * (lat + (bytes > 0 ? bytes / bw : 0));
+  return PSIM_OK;
+}
+
+static psim_status plan_time(coll_ctx *x, const coll_plan *p, double *t) {
+  *t = 0;
+  for (size_t i = 0; i < p->n_phases; i++) {
+    double pt;
+    PSIM_CHECK(phase_time(x, p, &p->phases[i], &pt));
+    *t += pt;
+  }
+  return PSIM_OK;
+}
+
+/* ---- measured tables (nccl-tests bus bandwidth) ---- */
+
+/* busbw = algbw * factor (nccl-tests, PERFORMANCE.md; collectives.md). */
+static double busbw_factor(psim_coll_kind k, int32_t n) {
+  switch (k) {
+  case PSIM_COLL_ALL_REDUCE: return 2.0 * (n - 1) / n;
+  case PSIM_COLL_BROADCAST:
+  case PSIM_COLL_REDUCE: return 1.0;
+  default: return (double)(n - 1) / n;
+  }
+}
+
+static const psim_coll_table *find_table(const psim_cluster *c, const psim_coll_desc *d) {
+  int same_node = 1;
+  for (int32_t i = 1; i < d->n; i++)
+    same_node &= c->devices[d->devices[i]].node == c->devices[d->devices[0]].node;
+  for (int32_t i = 0; i < c->n_coll_tables; i++) {
+    const psim_coll_table *t = &c->coll_tables[i];
+    if (t->kind == d->kind && t->group_size == d->n && t->intra_node == (bool)same_node &&
+        t->n_points > 0)
+      return t;
+  }
+  return NULL;
+}
+
+double psim_coll_table_time(const psim_coll_table *t, double bytes) {
+  const double *x = t->bytes, *y = t->busbw;
+  int32_t n = t->n_points;
+  double f = busbw_factor(t->kind, t->group_size);
+  if (bytes <= x[0]) /* latency-bound below the first point: its time */
+    return x[0] * f / y[0];
+  if (bytes >= x[n - 1])
+    return bytes * f / y[n - 1];
+  int32_t lo = 0, hi = n - 1;
+  while (hi - lo > 1) {
+    int32_t mid = (lo + hi) / 2;
+    *(x[mid] <= bytes ? &lo : &hi) = mid;
+  }
+  double w = log(bytes / x[lo]) / log(x[hi] / x[lo]);
+  double busbw = y[lo] + w * (y[hi] - y[lo]);
+  return bytes * f / busbw;
+}
+
+/* ---- public entry points ---- */
+
+void psim_coll_desc_init(psim_coll_desc *d) {
+  memset(d, 0, sizeof *d);
+  d->kind = PSIM_COLL_ALL_REDUCE;
+  d->algo = PSIM_AR_AUTO;
+  d->concurrent_groups = 1;
+}
+
+/* Concurrent groups whose traffic is routed: all of them when the stride
+ * is known, else only the group itself (no contention assumed). */
+static int32_t groups_routed(const psim_coll_desc *d) {
+  return d->concurrent_groups > 1 && d->group_stride != 0 ? d->concurrent_groups : 1;
+}
+
+static psim_status check_desc(const psim_cluster *c, const psim_coll_desc *d) {
+  if (d->n < 1 || !d->devices)
+    return psim_error(PSIM_EINPUT, "collective: group of %d devices", d->n);
+  if (!(d->bytes >= 0) || !isfinite(d->bytes))
+    return psim_error(PSIM_EINPUT, "collective: size %g bytes is not a number >= 0", d->bytes);
+  int32_t g = groups_routed(d);
+  for (int32_t i = 0; i < d->n; i++) {
+    int64_t last = d->devices[i] + (int64_t)(g - 1) * d->group_stride;
+    if (d->devices[i] < 0 || d->devices[i] >= c->n_devices || last < 0 || last >= c->n_devices)
+      return psim_error(PSIM_EINPUT,
+                        "collective: rank %d (device %d, %d groups, stride %d) is outside the "
+                        "cluster's %d devices",
+                        i, d->devices[i], g, d->group_stride, c->n_devices);
+    for (int32_t j = 0; j < i; j++)
+      if (d->devices[j] == d->devices[i])
+        return psim_error(PSIM_EINPUT, "collective: device %d appears twice in the group",
+                          d->devices[i]);
+  }
+  return PSIM_OK;
+}
+
+/* Builds the plan and the context (load array) for d. */
+static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *p, coll_ctx *x) {
+  memset(p, 0, sizeof *p);
+  *x = (coll_ctx){c, d, groups_routed(d), NULL};
+  PSIM_CHECK(check_desc(c, d));
+  x->load = psim_calloc((size_t)(c->n_links > 0 ? c->n_links : 1), sizeof *x->load);
+  if (!x->load)
+    return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  psim_status s = plan_build(p, c, d);
+  if (s != PSIM_OK) {
+    psim_free(x->load);
+    plan_destroy(p);
+  }
+  return s;
+}
+
+/* Formula time with replicas (*t) and the measured-table scale factor
+ * (table time / formula time of one group; 1 when no table applies). */
+static psim_status plan_times(coll_ctx *x, const coll_plan *p, double *t, double *scale) {
+  PSIM_CHECK(plan_time(x, p, t));
+  *scale = 1.0;
+  const psim_coll_table *tab = find_table(x->c, x->d);
+  if (!tab || *t <= 0)
+    return PSIM_OK;
+  double t1 = *t;
+  if (x->groups > 1) {
+    int32_t g = x->groups;
+    x->groups = 1;
+    psim_status s = plan_time(x, p, &t1);
+    x->groups = g;
+    PSIM_CHECK(s);
+  }
+  *scale = psim_coll_table_time(tab, x->d->bytes) / t1;
+  *t *= *scale;
+  return PSIM_OK;
+}
+
+psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *seconds) {
+  *seconds = 0;
+  if (d->n == 1 && d->devices)
+    return PSIM_OK;
+  coll_plan p;
+  coll_ctx x;
+  PSIM_CHECK(prepare(c, d, &p, &x));
+  double scale;
+  psim_status s = plan_times(&x, &p, seconds, &scale);
+  psim_free(x.load);
+  plan_destroy(&p);
+  return s;
+}
+
+/* ---- adding to a task graph ---- */
+
+static psim_task_info task_info(const psim_task_info *info, psim_task_kind kind, int32_t dev) {
+  psim_task_info t = {PSIM_TASK_COMPUTE, PSIM_TP_COMM_OTHER, -1, -1, -1, -1, -1};
+  if (info)
+    t = *info;
+  t.kind = (uint8_t)kind;
+  t.device = dev;
+  return t;
+}
+
+static psim_status add_barrier(psim_taskgraph *g, const psim_task_info *info, int32_t dev,
+                               int32_t *id) {
+  psim_task_info t = task_info(info, PSIM_TASK_BARRIER, dev);
+  return psim_tg_add_task(g, 0.0, NULL, 0, &t, id);
+}
+
+/* Resource list of the aggregated task: comm engines, then the group's links
+ * (marked in x->load, which is left zeroed). */
+static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t **res,
+                                        int32_t *n) {
+  int32_t nd = x->c->n_devices, groups = x->groups, cnt = x->d->n;
+  x->groups = 1;
+  psim_status s = PSIM_OK;
+  for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++)
+    s = phase_load(x, p, &p->phases[i], 0, 1);
+  x->groups = groups;
+  for (int32_t l = 0; l < x->c->n_links; l++)
+    cnt += x->load[l] > 0;
+  *res = s == PSIM_OK ? psim_malloc((size_t)cnt * sizeof **res) : NULL;
+  if (s == PSIM_OK && !*res)
+    s = psim_error(PSIM_ENOMEM, "collective: out of memory");
+  *n = 0;
+  for (int32_t i = 0; *res && i < x->d->n; i++)
+    (*res)[(*n)++] = psim_res_comm(x->d->devices[i]);
+  for (int32_t l = 0; l < x->c->n_links; l++) {
+    if (*res && x->load[l] > 0)
+      (*res)[(*n)++] = psim_res_link(nd, l);
+    x->load[l] = 0;
+  }
+  return s;
+}
+
+static psim_status add_aggregated(psim_taskgraph *g, coll_ctx *x, const coll_plan *p,
+                                  const psim_task_info *info, int32_t *id) {
+  double t, scale;
+  PSIM_CHECK(plan_times(x, p, &t, &scale));
+  int32_t *res = NULL, n = 0;
+  PSIM_CHECK(aggregated_resources(x, p, &res, &n));
+  psim_task_info ti = task_info(info, PSIM_TASK_COLLECTIVE, x->d->devices[0]);
+  psim_status s = psim_tg_add_task(g, t, res, n, &ti, id);
+  psim_free(res);
+  return s;
+}
+
+/* Expanded state: per rank the last message it sent and received (-1). */
+typedef struct exp_state {
+  int32_t *last_send, *last_recv, *step_ids;
+  int32_t entry;
+  double scale;
+} exp_state;
+
+/* Edges into a new message task from what its sender last did and what its
+ * receiver last received (or the entry barrier). */
+static psim_status message_deps(psim_taskgraph *g, const exp_state *e, const coll_msg *m,
+                                int32_t t) {
+  int32_t dep[3] = {e->last_send[m->src], e->last_recv[m->src], e->last_recv[m->dst]};
+  int any = 0;
+  for (int i = 0; i < 3; i++) {
+    if (dep[i] < 0 || (i > 0 && dep[i] == dep[0]) || (i == 2 && dep[2] == dep[1]))
+      continue;
+    PSIM_CHECK(psim_tg_add_edge(g, dep[i], t));
+    any = 1;
+  }
+  return any ? PSIM_OK : psim_tg_add_edge(g, e->entry, t);
+}
+
+/* One transfer task for message m of group 0, its links loaded by replicas. */
+static psim_status add_message(psim_taskgraph *g, coll_ctx *x, const exp_state *e,
+                               const coll_msg *m, const psim_task_info *info, int32_t *id) {
+  const int32_t *links;
+  int32_t nl;
+  double bw, lat;
+  PSIM_CHECK(route(x, 0, m, &links, &nl));
+  route_under_load(x, links, nl, 1, &bw, &lat);
+  int32_t res[64], *rp = nl <= 64 ? res : psim_malloc((size_t)nl * sizeof *rp);
+  if (!rp)
+    return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  for (int32_t j = 0; j < nl; j++)
+    rp[j] = psim_res_link(x->c->n_devices, links[j]);
+  double d = (lat + (m->bytes > 0 ? m->bytes / bw : 0)) * e->scale;
+  psim_task_info ti = task_info(info, PSIM_TASK_TRANSFER, group_device(x, 0, m->src));
+  psim_status s = psim_tg_add_task(g, d, rp, nl, &ti, id);
+  if (rp != res)
+    psim_free(rp);
+  PSIM_CHECK(s);
+  return message_deps(g, e, m, *id);
+}
+
+/* Adds every repeat of one phase; replicas' traffic loads the links. */
+static psim_status add_phase(psim_taskgraph *g, coll_ctx *x, exp_state *e, const coll_plan *p,
+                             const coll_phase *ph, const psim_task_info *info) {
+  PSIM_CHECK(phase_load(x, p, ph, 1, 1));
+  psim_status s = PSIM_OK;
+  for (int32_t r = 0; r < ph->repeat && s == PSIM_OK; r++) {
+    for (int32_t i = 0; i < ph->n && s == PSIM_OK; i++)
+      s = add_message(g, x, e, &p->msgs[ph->first + i], info, &e->step_ids[i]);
+    for (int32_t i = 0; i < ph->n && s == PSIM_OK; i++) {
+      e->last_send[p->msgs[ph->first + i].src] = e->step_ids[i];
+      e->last_recv[p->msgs[ph->first + i].dst] = e->step_ids[i];
+    }
+  }
+  psim_status s2 = phase_load(x, p, ph, 1, -1);
+  return s != PSIM_OK ? s : s2;
+}
+
+static psim_status expanded_body(psim_taskgraph *g, coll_ctx *x, exp_state *e, const coll_plan *p,
+                                 const psim_task_info *info, int32_t exit) {
+  for (size_t i = 0; i < p->n_phases; i++)
+    PSIM_CHECK(add_phase(g, x, e, p, &p->phases[i], info));
+  int any = 0;
+  for (int32_t r = 0; r < x->d->n; r++) {
+    if (e->last_send[r] >= 0)
+      PSIM_CHECK(psim_tg_add_edge(g, e->last_send[r], exit));
+    if (e->last_recv[r] >= 0 && e->last_recv[r] != e->last_send[r])
+      PSIM_CHECK(psim_tg_add_edge(g, e->last_recv[r], exit));
+    any |= e->last_send[r] >= 0;
+  }
+  return any ? PSIM_OK : psim_tg_add_edge(g, e->entry, exit);
+}
+
+static psim_status add_expanded(psim_taskgraph *g, coll_ctx *x, const coll_plan *p,
+                                const psim_task_info *info, int32_t *entry, int32_t *exit) {
+  double t, scale;
+  PSIM_CHECK(plan_times(x, p, &t, &scale));
+  size_t widest = 1;
+  for (size_t i = 0; i < p->n_phases; i++)
+    widest = (size_t)p->phases[i].n > widest ? (size_t)p->phases[i].n : widest;
+  exp_state e = {NULL, NULL, NULL, -1, scale};
+  e.last_send = psim_malloc((2 * (size_t)x->d->n + widest) * sizeof *e.last_send);
+  if (!e.last_send)
+    return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  e.last_recv = e.last_send + x->d->n;
+  e.step_ids = e.last_recv + x->d->n;
+  for (int32_t r = 0; r < 2 * x->d->n; r++)
+    e.last_send[r] = -1;
+  psim_status s = add_barrier(g, info, x->d->devices[0], entry);
+  if (s == PSIM_OK)
+    s = add_barrier(g, info, x->d->devices[0], exit);
+  e.entry = *entry;
+  if (s == PSIM_OK)
+    s = expanded_body(g, x, &e, p, info, *exit);
+  psim_free(e.last_send);
+  return s;
+}
+
+psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
+                          psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
+                          int32_t *exit) {
+  if (d->n == 1 && d->devices) {
+    PSIM_CHECK(check_desc(c, d));
+    PSIM_CHECK(add_barrier(g, info, d->devices[0], entry));
+    *exit = *entry;
+    return PSIM_OK;
+  }
+  coll_plan p;
+  coll_ctx x;
+  PSIM_CHECK(prepare(c, d, &p, &x));
+  psim_status s;
+  if (fidelity == PSIM_FIDELITY_EXPANDED) {
+    s = add_expanded(g, &x, &p, info, entry, exit);
+  } else {
+    s = add_aggregated(g, &x, &p, info, entry);
+    *exit = *entry;
+  }
+  psim_free(x.load);
+  plan_destroy(&p);
+  return s;
+}
+
+/* ---- point to point ---- */
+
+/* Cut-through: latency of every hop plus bytes at the route's bottleneck. */
+/* The route from src to dst and the time of bytes over it. */
+static psim_status p2p_route(psim_cluster *c, int32_t src, int32_t dst, double bytes,
+                             const int32_t **links, int32_t *nl, double *seconds) {
+  *seconds = 0;
+  if (src < 0 || src >= c->n_devices || dst < 0 || dst >= c->n_devices || !(bytes >= 0) ||
+      !isfinite(bytes))
+    return psim_error(PSIM_EINPUT, "transfer: %g bytes from device %d to %d (cluster has %d)",
+                      bytes, src, dst, c->n_devices);
+  PSIM_CHECK(psim_cluster_route(c, src, dst, links, nl));
+  double bw = INFINITY;
+  for (int32_t j = 0; j < *nl; j++) {
+    const psim_link *l = &c->links[(*links)[j]];
+    double b = link_bw(l);
+    bw = b < bw ? b : bw;
+    *seconds += l->latency_s;
+  }
+  if (*nl > 0 && bytes > 0)
+    *seconds += bytes / bw;
+  return PSIM_OK;
+}
+
+psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double bytes,
+                          double *seconds) {
+  const int32_t *links;
+  int32_t nl;
+  return p2p_route(c, src, dst, bytes, &links, &nl, seconds);
+}
+
+psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_t dst, double bytes,
+                         const psim_task_info *info, int32_t *entry, int32_t *exit) {
+  double t;
+  const int32_t *links;
+  int32_t nl;
+  PSIM_CHECK(p2p_route(c, src, dst, bytes, &links, &nl, &t));
+  if (nl == 0) {
+    PSIM_CHECK(add_barrier(g, info, src, entry));
+    *exit = *entry;
+    return PSIM_OK;
+  }
+  int32_t res[64], *rp = nl <= 64 ? res : psim_malloc((size_t)nl * sizeof *rp);
+  if (!rp)
+    return psim_error(PSIM_ENOMEM, "transfer: out of memory");
+  for (int32_t j = 0; j < nl; j++)
+    rp[j] = psim_res_link(c->n_devices, links[j]);
+  psim_task_info ti = task_info(info, PSIM_TASK_TRANSFER, src);
+  psim_status s = psim_tg_add_task(g, t, rp, nl, &ti, entry);
+  if (rp != res)
+    psim_free(rp);
+  *exit = *entry;
+  return s;
+}

@@ -1,0 +1,76 @@
+/* collective.h - collective communication over the real topology.
+ *
+ * Two fidelities that agree within 1% where links are uncontended:
+ *  - aggregated: one task per collective holding the comm engines of the
+ *    group and every link its algorithm uses, for the duration given by the
+ *    algorithm's alpha-beta formula at the bottleneck bandwidth of its routes
+ *    (or a measured bus-bandwidth table of the cluster where one applies);
+ *  - expanded: the algorithm's point-to-point steps as transfer tasks on the
+ *    links of each route, with dependencies between steps.
+ * Formulas (p ranks, n bytes, alpha = per-message latency s, B = bytes/s):
+ *   ring all-reduce      2(p-1) alpha + 2(p-1)/p * n/B
+ *   ring all-gather / reduce-scatter   (p-1) alpha + (p-1)/p * n/B  (n = full size)
+ *   tree broadcast/reduce  ceil(log2 p) * (alpha + n/B)
+ *   halving-doubling all-reduce  2 log2(p) alpha + 2(p-1)/p * n/B
+ *   hierarchical: reduce-scatter in node, all-reduce across nodes on 1/k of
+ *   the data, all-gather in node.
+ *   all-to-all (p-1) alpha + (p-1)/p * n/B */
+#ifndef PSIM_COLLECTIVE_H
+#define PSIM_COLLECTIVE_H
+
+#include "sim/engine/taskgraph.h"
+#include "sim/ir/cluster.h"
+#include "sim/strategy/strategy.h"
+
+typedef enum psim_fidelity { PSIM_FIDELITY_AGGREGATE = 0, PSIM_FIDELITY_EXPANDED } psim_fidelity;
+
+typedef struct psim_coll_desc {
+  psim_coll_kind kind;
+  psim_allreduce_algo algo;  /* for all-reduce; others use ring/tree as fits */
+  const int32_t *devices;    /* the group, in rank order */
+  int32_t n;                 /* group size */
+  double bytes;              /* full buffer size per rank, bytes (all-gather: gathered size) */
+  int32_t concurrent_groups; /* identical groups running at once over disjoint
+                                devices (folded replicas); their traffic shares links. 1 = none */
+  int32_t group_stride;      /* the k-th concurrent group is devices[i] + k * group_stride;
+                                0 = unknown (no contention assumed) */
+} psim_coll_desc;
+
+/* Sets a descriptor to: all-reduce, auto algorithm, no devices, 0 bytes, one
+ * group, stride 0. */
+void psim_coll_desc_init(psim_coll_desc *d);
+
+/* Time of the collective by formula (or measured table), in s. */
+psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *seconds);
+
+/* Adds the collective to g. Its tasks start after *entry (the caller adds
+ * edges into it) and *exit finishes last (the caller adds edges out of it).
+ * Aggregated: one PSIM_TASK_COLLECTIVE task, *entry == *exit == that task.
+ * Expanded: entry and exit are zero-duration barriers around the transfers.
+ * A group of one device adds one barrier (*entry == *exit). info is copied
+ * into every task (kind/device are filled in). Time and memory O(steps x
+ * ranks x route length x concurrent_groups). */
+psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
+                          psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
+                          int32_t *exit);
+
+/* Time (s) a measured bus-bandwidth table gives for a collective of bytes:
+ * busbw interpolated linearly in log(bytes) between points, held at the last
+ * point above the table, and the first point's time below it; then
+ * t = bytes * factor / busbw with the nccl-tests factors (all-reduce
+ * 2(n-1)/n; all-gather, reduce-scatter, all-to-all, gather, scatter (n-1)/n;
+ * broadcast, reduce 1). O(log points). */
+double psim_coll_table_time(const psim_coll_table *t, double bytes);
+
+/* Adds a point-to-point transfer of bytes from device src to dst over its
+ * route: one PSIM_TASK_TRANSFER task holding every link of the route for
+ * the cut-through time of psim_p2p_time (the limit of segments pipelined
+ * across hops; docs/simulator.md gives the error). *entry == *exit == that
+ * task; src == dst adds a zero-duration barrier. */
+psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_t dst, double bytes,
+                         const psim_task_info *info, int32_t *entry, int32_t *exit);
+/* Time of that transfer when uncontended, s: the route's summed latency plus
+ * bytes / its bottleneck bandwidth (link bandwidth / slowdown). */
+psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double bytes, double *seconds);
+
+#endif

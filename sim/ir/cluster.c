@@ -1,0 +1,283 @@
+/* cluster.c - the psim_cluster object: construction helpers, lookups, the
+ * igraph graph and its connectivity check, and writing the explicit form. */
+#include <igraph/igraph.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/core/alloc.h"
+#include "sim/ir/cluster_impl.h"
+
+void psim_cluster_init(psim_cluster *c) {
+  memset(c, 0, sizeof *c);
+}
+
+static void free_graph(psim_cluster *c) {
+  if (c->graph) {
+    igraph_destroy((igraph_t *)c->graph);
+    psim_free(c->graph);
+    c->graph = NULL;
+  }
+}
+
+void psim_cluster_destroy(psim_cluster *c) {
+  psim_route_cache_free(c->routes);
+  free_graph(c);
+  for (int32_t i = 0; i < c->n_types; i++)
+    psim_device_type_destroy(&c->types[i]);
+  for (int32_t i = 0; i < c->n_vertices; i++)
+    psim_free(c->vertex_names[i]);
+  for (int32_t i = 0; i < c->n_coll_tables; i++) {
+    psim_free(c->coll_tables[i].bytes);
+    psim_free(c->coll_tables[i].busbw);
+  }
+  psim_free(c->coll_tables);
+  psim_free(c->vertex_names);
+  psim_free(c->vertex_kinds);
+  psim_free(c->name_index);
+  psim_free(c->types);
+  psim_free(c->devices); /* device names alias vertex_names */
+  psim_free(c->links);
+  psim_free(c->name);
+  psim_free(c->file);
+  psim_cluster_init(c);
+}
+
+/* ---- construction ------------------------------------------------------ */
+
+void psim_cb_init(psim_cbuild *b, psim_cluster *c) {
+  memset(b, 0, sizeof *b);
+  b->c = c;
+}
+
+static psim_status oom(void) {
+  return psim_error(PSIM_ENOMEM, "out of memory building a cluster");
+}
+
+psim_status psim_cb_vertex(psim_cbuild *b, const char *name, psim_vertex_kind kind, int32_t *out) {
+  psim_cluster *c = b->c;
+  size_t need = (size_t)c->n_vertices + 1;
+  if (PSIM_VEC_RESERVE(c->vertex_names, b->vcap, need) != PSIM_OK ||
+      PSIM_VEC_RESERVE(c->vertex_kinds, b->kcap, need) != PSIM_OK)
+    return oom();
+  char *copy = psim_strdup(name);
+  if (!copy)
+    return oom();
+  c->vertex_names[c->n_vertices] = copy;
+  c->vertex_kinds[c->n_vertices] = (unsigned char)kind;
+  *out = c->n_vertices++;
+  return PSIM_OK;
+}
+
+psim_status psim_cb_device(psim_cbuild *b, const char *name, int32_t type, int32_t node,
+                           int32_t local_rank, int32_t rack) {
+  psim_cluster *c = b->c;
+  if (c->n_vertices != c->n_devices)
+    return psim_error(PSIM_EFAILED, "internal: devices must precede other vertices");
+  if (PSIM_VEC_RESERVE(c->devices, b->dcap, (size_t)c->n_devices + 1) != PSIM_OK)
+    return oom();
+  int32_t v;
+  PSIM_CHECK(psim_cb_vertex(b, name, PSIM_VERTEX_DEVICE, &v));
+  c->devices[c->n_devices++] = (psim_device){c->vertex_names[v], type, node, local_rank, rack, 1.0};
+  return PSIM_OK;
+}
+
+psim_status psim_cb_link(psim_cbuild *b, int32_t a, int32_t bv, psim_link_kind kind, double bw,
+                         double latency_s, bool duplex) {
+  psim_cluster *c = b->c;
+  if (PSIM_VEC_RESERVE(c->links, b->lcap, (size_t)c->n_links + 2) != PSIM_OK)
+    return oom();
+  c->links[c->n_links++] = (psim_link){a, bv, kind, bw, latency_s, 1.0};
+  if (duplex)
+    c->links[c->n_links++] = (psim_link){bv, a, kind, bw, latency_s, 1.0};
+  return PSIM_OK;
+}
+
+psim_status psim_cb_type(psim_cbuild *b, psim_device_type *t, int32_t *out) {
+  psim_cluster *c = b->c;
+  if (PSIM_VEC_RESERVE(c->types, b->tcap, (size_t)c->n_types + 1) != PSIM_OK) {
+    psim_device_type_destroy(t);
+    return oom();
+  }
+  c->types[c->n_types] = *t;
+  t->name = NULL;
+  *out = c->n_types++;
+  return PSIM_OK;
+}
+
+/* ---- names ---------------------------------------------------------------- */
+
+static int cmp_names(const void *a, const void *b, void *ctx) {
+  const psim_cluster *c = ctx;
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  int d = strcmp(c->vertex_names[x], c->vertex_names[y]);
+  return d ? d : (x > y) - (x < y);
+}
+
+psim_status psim_cluster_index_names(psim_cluster *c, bool *unique, int32_t *dup_a,
+                                     int32_t *dup_b) {
+  psim_free(c->name_index);
+  c->name_index = psim_malloc(sizeof(int32_t) * (size_t)(c->n_vertices ? c->n_vertices : 1));
+  if (!c->name_index)
+    return oom();
+  for (int32_t i = 0; i < c->n_vertices; i++)
+    c->name_index[i] = i;
+  qsort_r(c->name_index, (size_t)c->n_vertices, sizeof(int32_t), cmp_names, c);
+  *unique = true;
+  for (int32_t i = 1; i < c->n_vertices && *unique; i++) {
+    int32_t x = c->name_index[i - 1], y = c->name_index[i];
+    if (strcmp(c->vertex_names[x], c->vertex_names[y]) == 0) {
+      *unique = false;
+      *dup_a = x;
+      *dup_b = y;
+    }
+  }
+  return PSIM_OK;
+}
+
+int32_t psim_cluster_find_vertex(const psim_cluster *c, const char *name) {
+  if (!c->name_index)
+    return -1;
+  int32_t lo = 0, hi = c->n_vertices - 1;
+  while (lo <= hi) {
+    int32_t mid = lo + (hi - lo) / 2, v = c->name_index[mid];
+    int d = strcmp(c->vertex_names[v], name);
+    if (d == 0)
+      return v;
+    if (d < 0)
+      lo = mid + 1;
+    else
+      hi = mid - 1;
+  }
+  return -1;
+}
+
+int32_t psim_cluster_find_device(const psim_cluster *c, const char *name) {
+  int32_t v = psim_cluster_find_vertex(c, name);
+  return v >= 0 && v < c->n_devices ? v : -1;
+}
+
+int32_t psim_cluster_find_type(const psim_cluster *c, const char *name) {
+  for (int32_t i = 0; i < c->n_types; i++)
+    if (strcmp(c->types[i].name, name) == 0)
+      return i;
+  return -1;
+}
+
+double psim_device_peak_flops(const psim_cluster *c, int32_t device, psim_dtype dt) {
+  const psim_device_type *t = &c->types[c->devices[device].type];
+  double f = t->peak_flops[dt];
+  return f > 0 ? f : t->peak_flops[PSIM_DTYPE_FP32];
+}
+
+void psim_cluster_count_nodes(psim_cluster *c) {
+  int32_t max_node = -1, max_rack = -1;
+  for (int32_t i = 0; i < c->n_devices; i++) {
+    max_node = c->devices[i].node > max_node ? c->devices[i].node : max_node;
+    max_rack = c->devices[i].rack > max_rack ? c->devices[i].rack : max_rack;
+  }
+  c->n_nodes = max_node + 1;
+  c->n_racks = max_rack + 1 > 0 ? max_rack + 1 : 1;
+  c->devices_per_node = 0;
+  if (c->n_nodes > 0 && c->n_devices % c->n_nodes == 0) {
+    int32_t d = c->n_devices / c->n_nodes;
+    bool uniform = true;
+    for (int32_t i = 0; i < c->n_devices && uniform; i++)
+      uniform = c->devices[i].node == i / d;
+    c->devices_per_node = uniform ? d : 0;
+  }
+}
+
+/* ---- igraph --------------------------------------------------------------- */
+
+static psim_status igraph_failed(const char *what) {
+  return psim_error(PSIM_ENOMEM, "igraph failed while %s (out of memory?)", what);
+}
+
+static psim_status make_graph(psim_cluster *c) {
+  igraph_set_error_handler(igraph_error_handler_ignore);
+  igraph_vector_int_t edges;
+  if (igraph_vector_int_init(&edges, 2 * (igraph_integer_t)c->n_links) != IGRAPH_SUCCESS)
+    return igraph_failed("building the topology graph");
+  for (int32_t i = 0; i < c->n_links; i++) {
+    VECTOR(edges)[2 * i] = c->links[i].src;
+    VECTOR(edges)[2 * i + 1] = c->links[i].dst;
+  }
+  igraph_t *g = psim_malloc(sizeof *g);
+  psim_status s = g ? PSIM_OK : oom();
+  if (s == PSIM_OK && igraph_create(g, &edges, c->n_vertices, IGRAPH_DIRECTED) != IGRAPH_SUCCESS) {
+    psim_free(g);
+    s = igraph_failed("building the topology graph");
+  }
+  igraph_vector_int_destroy(&edges);
+  if (s == PSIM_OK)
+    c->graph = g;
+  return s;
+}
+
+psim_status psim_cluster_build_graph(psim_cluster *c, bool *ok, int32_t *dev_a, int32_t *dev_b) {
+  free_graph(c);
+  PSIM_CHECK(make_graph(c));
+  *ok = true;
+  if (c->n_devices < 2)
+    return PSIM_OK;
+  igraph_vector_int_t memb;
+  if (igraph_vector_int_init(&memb, 0) != IGRAPH_SUCCESS)
+    return igraph_failed("checking connectivity");
+  igraph_integer_t ncomp = 0;
+  /* Strongly connected: with one-way links, every device must reach every
+   * other in both directions. */
+  if (igraph_connected_components((igraph_t *)c->graph, &memb, NULL, &ncomp, IGRAPH_STRONG) !=
+      IGRAPH_SUCCESS) {
+    igraph_vector_int_destroy(&memb);
+    return igraph_failed("checking connectivity");
+  }
+  for (int32_t i = 1; i < c->n_devices && *ok; i++)
+    if (VECTOR(memb)[i] != VECTOR(memb)[0]) {
+      *ok = false;
+      *dev_a = 0;
+      *dev_b = i;
+    }
+  igraph_vector_int_destroy(&memb);
+  return PSIM_OK;
+}
+
+/* ---- names of enums -------------------------------------------------------- */
+
+static const char *const link_kind_names[PSIM_LINK_KIND_COUNT] = {"nvlink", "pcie",   "nic",
+                                                                  "fabric", "memory", "other"};
+static const char *const coll_kind_names[PSIM_COLL_KIND_COUNT] = {
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+    "broadcast",  "reduce",     "gather",         "scatter"};
+
+const char *psim_link_kind_name(psim_link_kind k) {
+  return k >= 0 && k < PSIM_LINK_KIND_COUNT ? link_kind_names[k] : "?";
+}
+
+psim_status psim_link_kind_parse(const char *s, psim_link_kind *out) {
+  for (int i = 0; i < PSIM_LINK_KIND_COUNT; i++)
+    if (strcmp(s, link_kind_names[i]) == 0) {
+      *out = (psim_link_kind)i;
+      return PSIM_OK;
+    }
+  return psim_error(PSIM_EINPUT,
+                    "unknown link kind '%.80s'; expected nvlink, pcie, nic, fabric, "
+                    "memory or other",
+                    s);
+}
+
+const char *psim_coll_kind_name(psim_coll_kind k) {
+  return k >= 0 && k < PSIM_COLL_KIND_COUNT ? coll_kind_names[k] : "?";
+}
+
+psim_status psim_coll_kind_parse(const char *s, psim_coll_kind *out) {
+  for (int i = 0; i < PSIM_COLL_KIND_COUNT; i++)
+    if (strcmp(s, coll_kind_names[i]) == 0) {
+      *out = (psim_coll_kind)i;
+      return PSIM_OK;
+    }
+  return psim_error(PSIM_EINPUT,
+                    "unknown collective '%.80s'; expected all_reduce, all_gather, "
+                    "reduce_scatter, all_to_all, broadcast, reduce, gather or scatter",
+                    s);
+}

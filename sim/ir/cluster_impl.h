@@ -1,0 +1,48 @@
+/* cluster_impl.h - private to the cluster module (cluster.c, cluster_load.c,
+ * cluster_hier.c, route.c): building a psim_cluster vertex by vertex. */
+#ifndef PSIM_CLUSTER_IMPL_H
+#define PSIM_CLUSTER_IMPL_H
+
+#include <stddef.h>
+
+#include "sim/core/json.h"
+#include "sim/ir/cluster.h"
+
+/* Growable arrays of the cluster under construction. */
+typedef struct psim_cbuild {
+  psim_cluster *c;
+  size_t vcap, kcap, lcap, dcap, tcap;
+} psim_cbuild;
+
+void psim_cb_init(psim_cbuild *b, psim_cluster *c);
+/* Adds a vertex named name (copied); *out gets its index. */
+psim_status psim_cb_vertex(psim_cbuild *b, const char *name, psim_vertex_kind kind, int32_t *out);
+/* Adds a device (and its vertex). Devices must all be added before any other
+ * vertex, so that vertex i is device i. */
+psim_status psim_cb_device(psim_cbuild *b, const char *name, int32_t type, int32_t node,
+                           int32_t local_rank, int32_t rack);
+/* Adds the directed link a->b, and b->a right after it when duplex. */
+psim_status psim_cb_link(psim_cbuild *b, int32_t a, int32_t bv, psim_link_kind kind, double bw,
+                         double latency_s, bool duplex);
+/* Appends a device type (takes ownership of t->name); *out gets its index. */
+psim_status psim_cb_type(psim_cbuild *b, psim_device_type *t, int32_t *out);
+
+/* Sorts the vertex names into c->name_index. On a duplicate name returns
+ * false with the two vertex indices in *dup_a < *dup_b. */
+psim_status psim_cluster_index_names(psim_cluster *c, bool *unique, int32_t *dup_a, int32_t *dup_b);
+/* Builds the igraph graph (one directed edge per link, edge id = link index)
+ * and finds two devices that cannot reach each other (*ok false) if any. */
+psim_status psim_cluster_build_graph(psim_cluster *c, bool *ok, int32_t *dev_a, int32_t *dev_b);
+/* Fills n_nodes, devices_per_node and n_racks from the devices. */
+void psim_cluster_count_nodes(psim_cluster *c);
+
+/* The hierarchical form (cluster_hier.c). The device types are loaded. */
+psim_status psim_cluster_load_hier(psim_jctx *j, const cJSON *root, psim_cbuild *b);
+/* Finds a device type by name among the loaded ones, or adds the built-in
+ * one of that name. The error names the current JSON path. */
+psim_status psim_cluster_resolve_type(psim_jctx *j, psim_cbuild *b, const char *name, int32_t *out);
+
+/* The route cache (route.c). */
+void psim_route_cache_free(psim_route_cache *r);
+
+#endif

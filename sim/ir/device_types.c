@@ -1,0 +1,203 @@
+/* device_types.c - the built-in device types and this machine's CPU figures.
+ *
+ * GPU figures are vendor data-sheet values as collected in
+ * ../shared/calibration/hardware.csv (dense peaks, no sparsity); the K80 row
+ * comes from the NVIDIA Tesla K80 data sheet (one K80 board holds two GK210
+ * GPUs, and a device here is one GK210: half the board's figures). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim/core/alloc.h"
+#include "sim/ir/cluster.h"
+
+/* Fixed device-side cost of one GPU kernel (launch gap, tail of the last
+ * wave): 21.56 us, fitted to the A100 iteration times of Korthikanti et al.
+ * 2022 and vTrain together with the efficiencies below
+ * (tests/calibration/prototype/FINDINGS.md, docs/accuracy.md). */
+#define GPU_LAUNCH_S 21.56e-6
+/* CPU "launch": the call overhead of an OpenBLAS / loop kernel on one core,
+ * about 1 us (estimate; profiles replace it). */
+#define CPU_LAUNCH_S 1e-6
+
+/* ---- CALIBRATED EFFICIENCY TABLE ---------------------------------------
+ * gemm_max and gemm_half_flops (GEMM efficiency eff(F) = gemm_max * F /
+ * (F + gemm_half_flops)) and mem (fraction of memory bandwidth reached by
+ * memory-bound kernels). A100: gemm_max 0.80 and mem 0.88 fitted, with the
+ * runtime overheads below, by running this simulator on the Korthikanti 2022
+ * and vTrain A100 measurements (tests/calibration/fit.py, docs/accuracy.md),
+ * starting from the analytic prototype's fit (tests/calibration/prototype);
+ * gemm_half_flops 1.5 GFLOP (46% efficiency for a 1024^3 GEMM, held fixed:
+ * the data constrain it little). Other GPUs: no calibration data in
+ * ../shared; gemm_half_flops scaled with the peak (the same tile quantisation
+ * takes the same time), gemm_max 0.70 for Hopper (large bf16 GEMMs reach
+ * 650-700 of 989 TFLOP/s in cuBLAS), the A100 value elsewhere. */
+typedef struct eff_row {
+  const char *type;
+  psim_efficiency eff;
+} eff_row;
+static const eff_row calibrated_eff[] = {{"a100-80g", {0.80, 1.5e9, 0.88}},
+                                         {"a100-40g", {0.80, 1.5e9, 0.88}},
+                                         {"h100", {0.70, 4.75e9, 0.88}},
+                                         {"h200", {0.70, 4.75e9, 0.88}},
+                                         {"v100", {0.80, 0.6e9, 0.88}},
+                                         {"p100", {0.80, 1.0e8, 0.88}},
+                                         {"k80", {0.80, 2.1e7, 0.88}},
+                                         {"cpu", {0.80, 1e8, 0.70}},
+                                         {NULL, {0, 0, 0}}};
+
+/* Training-runtime overheads of GPUs (PyTorch eager + NCCL as Megatron-LM
+ * runs them on a DGX A100 host), fitted with the table above: 60 us of host
+ * time to issue a kernel or communication call, 11.49 us of rank skew per
+ * peer of a tensor-parallel collective, 8 ms fixed per iteration. */
+static const psim_runtime gpu_runtime = {60e-6, 11.49e-6, 8e-3};
+/* ---- end of the calibrated table ------------------------------------ */
+
+typedef struct gpu_row {
+  const char *name;
+  double bf16, fp16, tf32, fp32, fp64, fp8; /* FLOP/s, dense */
+  double mem_bytes, mem_bw;                 /* bytes, bytes/s */
+} gpu_row;
+
+/* hardware.csv rows a100-sxm-80g, a100-sxm-40g, h100-sxm-80g, h200-sxm-141g,
+ * v100-sxm2-16g, p100-sxm2-16g; fp64 and fp8 from the same data sheets
+ * (A100: 9.7 TFLOP/s fp64; H100 SXM: 34 TFLOP/s fp64, 1979 TFLOP/s fp8;
+ * V100 SXM2: 7.8; P100 SXM2: 5.3). V100 and P100 have no bf16 (0 =
+ * unsupported); P100 has no tensor cores (fp16 21.2 TFLOP/s is its
+ * half-precision peak). K80 (data sheet, boost clock): 8.73 TFLOP/s fp32,
+ * 2.91 fp64, 24 GB, 480 GB/s per board of two GPUs. */
+static const gpu_row gpu_table[] = {
+    {"a100-80g", 312e12, 312e12, 156e12, 19.5e12, 9.7e12, 0, 80e9, 2.039e12},
+    {"a100-40g", 312e12, 312e12, 156e12, 19.5e12, 9.7e12, 0, 40e9, 1.555e12},
+    {"h100", 989e12, 989e12, 495e12, 67e12, 34e12, 1979e12, 80e9, 3.35e12},
+    {"h200", 989e12, 989e12, 495e12, 67e12, 34e12, 1979e12, 141e9, 4.8e12},
+    {"v100", 0, 125e12, 0, 15.7e12, 7.8e12, 0, 16e9, 0.9e12},
+    {"p100", 0, 21.2e12, 0, 10.6e12, 5.3e12, 0, 16e9, 0.72e12},
+    {"k80", 0, 0, 0, 8.73e12 / 2, 2.91e12 / 2, 0, 24e9 / 2, 480e9 / 2},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, 0}};
+
+static const char *const builtin_names[] = {"a100-80g", "a100-40g", "h100", "h200", "v100",
+                                            "p100",     "k80",      "cpu",  NULL};
+
+const char *const *psim_device_type_builtin_names(void) {
+  return builtin_names;
+}
+
+void psim_device_type_destroy(psim_device_type *t) {
+  psim_free(t->name);
+  t->name = NULL;
+}
+
+static psim_efficiency calibrated(const char *name) {
+  for (const eff_row *r = calibrated_eff; r->type; r++)
+    if (strcmp(r->type, name) == 0)
+      return r->eff;
+  return (psim_efficiency){0.75, 1e9, 0.8};
+}
+
+static void fill_gpu(const gpu_row *r, psim_device_type *t) {
+  t->peak_flops[PSIM_DTYPE_BF16] = r->bf16;
+  t->peak_flops[PSIM_DTYPE_FP16] = r->fp16;
+  t->peak_flops[PSIM_DTYPE_FP32] = r->fp32;
+  t->peak_flops[PSIM_DTYPE_FP64] = r->fp64;
+  t->peak_flops[PSIM_DTYPE_FP8] = r->fp8;
+  t->peak_tf32 = r->tf32;
+  t->mem_bytes = r->mem_bytes;
+  t->mem_bw = r->mem_bw;
+  t->launch_s = GPU_LAUNCH_S;
+  t->rt = gpu_runtime;
+}
+
+static void fill_cpu(psim_device_type *t) {
+  psim_cpu_info ci;
+  psim_cpu_info_detect(&ci);
+  t->peak_flops[PSIM_DTYPE_FP32] = ci.core_fp32_flops;
+  t->peak_flops[PSIM_DTYPE_FP64] = ci.core_fp32_flops / 2; /* half the SIMD lanes */
+  /* No native bf16/fp16 GEMM is assumed: OpenBLAS sbgemm runs near fp32 speed. */
+  t->peak_flops[PSIM_DTYPE_BF16] = ci.core_fp32_flops;
+  t->peak_flops[PSIM_DTYPE_FP16] = ci.core_fp32_flops;
+  t->mem_bytes = ci.node_mem_bytes / ci.cores;
+  t->mem_bw = ci.node_mem_bw / ci.cores;
+  t->launch_s = CPU_LAUNCH_S;
+}
+
+psim_status psim_device_type_builtin(const char *name, psim_device_type *out) {
+  memset(out, 0, sizeof *out);
+  const gpu_row *row = NULL;
+  for (const gpu_row *r = gpu_table; r->name; r++)
+    if (strcmp(r->name, name) == 0)
+      row = r;
+  if (!row && strcmp(name, "cpu") != 0)
+    return psim_error(PSIM_EINPUT, "unknown built-in device type '%.80s'", name);
+  if (row)
+    fill_gpu(row, out);
+  else
+    fill_cpu(out);
+  out->eff = calibrated(name);
+  out->name = psim_strdup(name);
+  if (!out->name)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  return PSIM_OK;
+}
+
+/* ---- this machine's CPU ---------------------------------------------------
+ * Per-core peak fp32 FLOP/s = SIMD fp32 lanes x 2 (an FMA is two FLOPs) x FMA
+ * units per core x clock. Lanes: 16 with AVX-512F, 8 with AVX2, 4 with SSE
+ * (flags in /proc/cpuinfo). FMA units: 2 on cores with AVX2+FMA (Intel
+ * Haswell and later, AMD Zen 2 and later; Intel optimisation manual), 1
+ * otherwise. Clock: the "cpu MHz" of the first core in /proc/cpuinfo (the
+ * current clock, not turbo), 2.5 GHz when absent. */
+#define CPU_DEFAULT_HZ 2.5e9
+/* Memory bandwidth: no portable way to read it, so a documented default:
+ * 10 GB/s per core (typical single-core STREAM triad on server cores),
+ * capped at 204.8 GB/s (8 channels of DDR4-3200 x 8 bytes x 3.2 GT/s). */
+#define CPU_MEM_BW_PER_CORE 10e9
+#define CPU_MEM_BW_CAP      204.8e9
+#define CPU_DEFAULT_RAM     16e9
+
+static bool has_flag(const char *flags, const char *flag) {
+  size_t n = strlen(flag);
+  for (const char *p = strstr(flags, flag); p; p = strstr(p + 1, flag))
+    if ((p == flags || p[-1] == ' ' || p[-1] == '\t') &&
+        (p[n] == ' ' || p[n] == '\n' || p[n] == '\0'))
+      return true;
+  return false;
+}
+
+static void read_cpuinfo(psim_cpu_info *ci) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f)
+    return;
+  char line[8192];
+  bool got_flags = false, got_mhz = false;
+  while (fgets(line, sizeof line, f) && !(got_flags && got_mhz)) {
+    double mhz = 0;
+    if (!got_mhz && sscanf(line, "cpu MHz : %lf", &mhz) == 1 && mhz > 100) {
+      ci->clock_hz = mhz * 1e6;
+      got_mhz = true;
+    } else if (!got_flags && strncmp(line, "flags", 5) == 0) {
+      got_flags = true;
+      bool avx2 = has_flag(line, "avx2"), fma = has_flag(line, "fma");
+      ci->simd_fp32_lanes = has_flag(line, "avx512f") ? 16 : avx2 ? 8 : 4;
+      ci->core_fp32_flops = (avx2 && fma) ? 2.0 : 1.0; /* FMA units, scaled below */
+    }
+  }
+  fclose(f);
+}
+
+void psim_cpu_info_detect(psim_cpu_info *out) {
+  memset(out, 0, sizeof *out);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  out->cores = cores > 0 && cores < 1 << 20 ? (int32_t)cores : 1;
+  out->clock_hz = CPU_DEFAULT_HZ;
+  out->simd_fp32_lanes = 4;
+  out->core_fp32_flops = 1.0;
+  read_cpuinfo(out);
+  double fma_units = out->core_fp32_flops;
+  out->core_fp32_flops = out->simd_fp32_lanes * 2.0 * fma_units * out->clock_hz;
+  double bw = CPU_MEM_BW_PER_CORE * out->cores;
+  out->node_mem_bw = bw < CPU_MEM_BW_CAP ? bw : CPU_MEM_BW_CAP;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  out->node_mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page : CPU_DEFAULT_RAM;
+}

@@ -1,0 +1,322 @@
+/* route.c - shortest routes between devices, cached per (src, dst) pair.
+ *
+ * A route minimises, in order: the number of hops, the summed latency, and
+ * then maximises the bottleneck bandwidth; remaining ties go to the link
+ * added first, so routes are deterministic. It is found by a breadth-first
+ * search over the directed links from the source, level by level (all
+ * vertices h hops away are final before any h+1 away is expanded, so the
+ * latency and bandwidth tie-breaks within a level are exact). This is BFS
+ * rather than igraph_get_shortest_path because the lexicographic key and
+ * the NIC transit rule below are not expressible as igraph edge weights;
+ * igraph validates the same graph (cluster.c) and the unit tests check that
+ * hop counts equal igraph_distances.
+ *
+ * NIC transit rule: a NIC vertex joins a host side (GPUs, PCIe switches) to
+ * the network. A route that enters a NIC from the host side leaves it into
+ * the network, and one that enters from the network leaves it to the host
+ * side, so traffic between two GPUs of a node never "bounces" through their
+ * shared NIC.
+ *
+ * Cost: O(V + E) at most per new source, less for near destinations (the
+ * search stops once the destination is final and the last source's search
+ * is kept and resumed, so routes from one source to many destinations cost
+ * one search in all); O(1) amortised per cached pair. One mutex guards the
+ * cache. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sim/core/alloc.h"
+#include "sim/ir/cluster_impl.h"
+
+#define CHUNK_INTS 65536
+#define EMPTY_KEY  UINT64_MAX
+
+typedef struct entry {
+  uint64_t key;
+  const int32_t *links;
+  int32_t n;
+} entry;
+
+struct psim_route_cache {
+  uint64_t id; /* unique over the process: names this cache in the threads' memories */
+  pthread_mutex_t mu;
+  entry *table;
+  size_t cap, count;
+  int32_t **chunks; /* route storage; never moved, so returned pointers stay valid */
+  size_t n_chunks, chunks_cap, chunk_used;
+  int32_t *adj_start, *adj; /* out-links of each vertex (CSR) */
+  int32_t last_src;         /* source of the (partial) search below, -1 none */
+  int32_t head, tail;       /* its queue: vertices before head are expanded */
+  int32_t *hops, *pred, *queue;
+  double *lat, *bw;
+};
+
+static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_uint_fast64_t next_cache_id;
+
+/* Each thread remembers its recent lookups in front of the mutex (the
+ * builder asks for the same few pairs again and again). Safe because a
+ * cache's routes are never moved or freed before the cache, and a cache id
+ * is never reused. */
+enum { THREAD_ROUTES = 1024 };
+typedef struct remembered {
+  uint64_t cache_id, key;
+  const int32_t *links;
+  int32_t n;
+} remembered;
+static _Thread_local remembered thread_routes[THREAD_ROUTES];
+
+void psim_route_cache_free(psim_route_cache *r) {
+  if (!r)
+    return;
+  pthread_mutex_destroy(&r->mu);
+  for (size_t i = 0; i < r->n_chunks; i++)
+    psim_free(r->chunks[i]);
+  psim_free(r->chunks);
+  psim_free(r->table);
+  psim_free(r->adj_start);
+  psim_free(r->adj);
+  psim_free(r->hops);
+  psim_free(r->pred);
+  psim_free(r->queue);
+  psim_free(r->lat);
+  psim_free(r->bw);
+  psim_free(r);
+}
+
+static void build_adjacency(psim_route_cache *r, const psim_cluster *c) {
+  for (int32_t i = 0; i < c->n_links; i++)
+    r->adj_start[c->links[i].src + 1]++;
+  for (int32_t v = 0; v < c->n_vertices; v++)
+    r->adj_start[v + 1] += r->adj_start[v];
+  int32_t *fill = r->queue; /* scratch: next free slot per vertex */
+  memcpy(fill, r->adj_start, sizeof(int32_t) * (size_t)c->n_vertices);
+  for (int32_t i = 0; i < c->n_links; i++) /* in link order: ties go to the first link */
+    r->adj[fill[c->links[i].src]++] = i;
+}
+
+static psim_status create(const psim_cluster *c, psim_route_cache **out) {
+  psim_route_cache *r = psim_calloc(1, sizeof *r);
+  if (!r)
+    return psim_error(PSIM_ENOMEM, "out of memory creating the route cache");
+  size_t nv = (size_t)c->n_vertices + 1;
+  r->last_src = -1;
+  r->id = atomic_fetch_add(&next_cache_id, 1) + 1;
+  r->adj_start = psim_calloc(nv, sizeof(int32_t));
+  r->adj = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
+  r->hops = psim_malloc(sizeof(int32_t) * nv);
+  r->pred = psim_malloc(sizeof(int32_t) * nv);
+  r->queue = psim_malloc(sizeof(int32_t) * nv);
+  r->lat = psim_malloc(sizeof(double) * nv);
+  r->bw = psim_malloc(sizeof(double) * nv);
+  if (!r->adj_start || !r->adj || !r->hops || !r->pred || !r->queue || !r->lat || !r->bw ||
+      pthread_mutex_init(&r->mu, NULL) != 0) {
+    psim_route_cache_free(r);
+    return psim_error(PSIM_ENOMEM, "out of memory creating the route cache");
+  }
+  build_adjacency(r, c);
+  *out = r;
+  return PSIM_OK;
+}
+
+/* ---- search ------------------------------------------------------------------ */
+
+/* May the route, having reached u over link in (-1 at the source), go on over out? */
+static bool may_follow(const psim_cluster *c, int32_t u, int32_t in, int32_t out) {
+  if (c->vertex_kinds[u] != PSIM_VERTEX_NIC || in < 0)
+    return true;
+  bool in_net = c->links[in].kind == PSIM_LINK_NIC, out_net = c->links[out].kind == PSIM_LINK_NIC;
+  return in_net != out_net;
+}
+
+/* Is (lat, bw) over link l from u better than v's current label? */
+static bool better(const psim_route_cache *r, const psim_link *l, int32_t u, int32_t v) {
+  double lat = r->lat[u] + l->latency_s, bw = fmin(r->bw[u], l->bw / l->slowdown);
+  if (lat != r->lat[v])
+    return lat < r->lat[v];
+  return bw > r->bw[v];
+}
+
+static void relax(const psim_cluster *c, psim_route_cache *r, int32_t u, int32_t li,
+                  int32_t *tail) {
+  const psim_link *l = &c->links[li];
+  int32_t v = l->dst;
+  if (r->hops[v] < 0) {
+    r->hops[v] = r->hops[u] + 1;
+    r->queue[(*tail)++] = v;
+  } else if (r->hops[v] != r->hops[u] + 1 || !better(r, l, u, v)) {
+    return;
+  }
+  r->pred[v] = li;
+  r->lat[v] = r->lat[u] + l->latency_s;
+  r->bw[v] = fmin(r->bw[u], l->bw / l->slowdown);
+}
+
+static void start(const psim_cluster *c, psim_route_cache *r, int32_t src) {
+  for (int32_t v = 0; v < c->n_vertices; v++)
+    r->hops[v] = -1;
+  r->head = r->tail = 0;
+  r->hops[src] = 0;
+  r->pred[src] = -1;
+  r->lat[src] = 0;
+  r->bw[src] = INFINITY;
+  r->queue[r->tail++] = src;
+  r->last_src = src;
+}
+
+/* Expands the search from r->last_src until dst's label is final: every
+ * vertex one level closer than dst has been expanded. The search stops
+ * there and resumes on the next request from the same source. */
+static void search(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst) {
+  if (r->last_src != src)
+    start(c, r, src);
+  while (r->head < r->tail) {
+    int32_t u = r->queue[r->head];
+    if (r->hops[dst] >= 0 && r->hops[u] >= r->hops[dst])
+      return;
+    r->head++;
+    for (int32_t k = r->adj_start[u]; k < r->adj_start[u + 1]; k++)
+      if (may_follow(c, u, r->pred[u], r->adj[k]))
+        relax(c, r, u, r->adj[k], &r->tail);
+  }
+}
+
+/* ---- cache ---------------------------------------------------------------------- */
+
+static size_t slot(const psim_route_cache *r, uint64_t key) {
+  uint64_t h = key * 0x9E3779B97F4A7C15ull;
+  size_t i = (size_t)(h >> 17) & (r->cap - 1);
+  while (r->table[i].key != EMPTY_KEY && r->table[i].key != key)
+    i = (i + 1) & (r->cap - 1);
+  return i;
+}
+
+static psim_status rehash(psim_route_cache *r) {
+  size_t old_cap = r->cap, cap = old_cap ? old_cap * 2 : 1024;
+  entry *old = r->table, *t = psim_malloc(sizeof(entry) * cap);
+  if (!t)
+    return psim_error(PSIM_ENOMEM, "out of memory growing the route cache");
+  for (size_t i = 0; i < cap; i++)
+    t[i].key = EMPTY_KEY;
+  r->table = t;
+  r->cap = cap;
+  for (size_t i = 0; i < old_cap; i++)
+    if (old[i].key != EMPTY_KEY)
+      r->table[slot(r, old[i].key)] = old[i];
+  psim_free(old);
+  return PSIM_OK;
+}
+
+/* Room for n ints that will never move. */
+static psim_status storage(psim_route_cache *r, int32_t n, int32_t **out) {
+  size_t need = (size_t)n;
+  if (r->n_chunks == 0 || r->chunk_used + need > CHUNK_INTS) {
+    if (PSIM_VEC_RESERVE(r->chunks, r->chunks_cap, r->n_chunks + 1) != PSIM_OK)
+      return psim_error(PSIM_ENOMEM, "out of memory storing a route");
+    size_t size = need > CHUNK_INTS ? need : CHUNK_INTS;
+    int32_t *chunk = psim_malloc(sizeof(int32_t) * size);
+    if (!chunk)
+      return psim_error(PSIM_ENOMEM, "out of memory storing a route");
+    r->chunks[r->n_chunks++] = chunk;
+    r->chunk_used = 0;
+  }
+  *out = r->chunks[r->n_chunks - 1] + r->chunk_used;
+  r->chunk_used += need;
+  return PSIM_OK;
+}
+
+static psim_status compute(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst,
+                           entry *e) {
+  search(c, r, src, dst);
+  int32_t n = r->hops[dst];
+  if (n < 0)
+    return psim_error(PSIM_EFAILED, "no route from device '%s' to device '%s'",
+                      c->vertex_names[src], c->vertex_names[dst]);
+  int32_t *links = NULL;
+  PSIM_CHECK(storage(r, n, &links));
+  for (int32_t v = dst, i = n - 1; i >= 0; i--) {
+    links[i] = r->pred[v];
+    v = c->links[links[i]].src;
+  }
+  e->links = links;
+  e->n = n;
+  return PSIM_OK;
+}
+
+static psim_status lookup(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst,
+                          entry *out) {
+  uint64_t key = ((uint64_t)(uint32_t)src << 32) | (uint32_t)dst;
+  if (r->count * 2 >= r->cap)
+    PSIM_CHECK(rehash(r));
+  size_t i = slot(r, key);
+  if (r->table[i].key == EMPTY_KEY) {
+    entry e = {key, NULL, 0};
+    PSIM_CHECK(compute(c, r, src, dst, &e));
+    r->table[i] = e;
+    r->count++;
+  }
+  *out = r->table[i];
+  return PSIM_OK;
+}
+
+/* The cluster's route cache, created on first use (double-checked: the
+ * pointer is published with release and read with acquire). */
+static psim_status ensure_cache(psim_cluster *c, psim_route_cache **out) {
+  *out = __atomic_load_n(&c->routes, __ATOMIC_ACQUIRE);
+  if (*out)
+    return PSIM_OK;
+  pthread_mutex_lock(&create_mu);
+  psim_status s = PSIM_OK;
+  if (!c->routes) {
+    psim_route_cache *r = NULL;
+    s = create(c, &r);
+    if (s == PSIM_OK)
+      __atomic_store_n(&c->routes, r, __ATOMIC_RELEASE);
+  }
+  *out = c->routes;
+  pthread_mutex_unlock(&create_mu);
+  return s;
+}
+
+psim_status psim_cluster_route(psim_cluster *c, int32_t src, int32_t dst, const int32_t **links,
+                               int32_t *n_links) {
+  if (src < 0 || dst < 0 || src >= c->n_devices || dst >= c->n_devices)
+    return psim_error(PSIM_EINPUT, "route between devices %d and %d: the cluster has %d devices",
+                      (int)src, (int)dst, (int)c->n_devices);
+  *links = NULL;
+  *n_links = 0;
+  if (src == dst)
+    return PSIM_OK;
+  psim_route_cache *r;
+  PSIM_CHECK(ensure_cache(c, &r));
+  uint64_t key = (uint64_t)(uint32_t)src << 32 | (uint32_t)dst;
+  remembered *m = &thread_routes[(key * 0x9e3779b97f4a7c15ULL) >> 54];
+  if (m->cache_id == r->id && m->key == key) {
+    *links = m->links;
+    *n_links = m->n;
+    return PSIM_OK;
+  }
+  pthread_mutex_lock(&r->mu);
+  entry e = {0, NULL, 0};
+  psim_status s = lookup(c, r, src, dst, &e);
+  pthread_mutex_unlock(&r->mu);
+  if (s == PSIM_OK)
+    *m = (remembered){r->id, key, e.links, e.n};
+  *links = e.links;
+  *n_links = e.n;
+  return s;
+}
+
+void psim_cluster_route_cost(const psim_cluster *c, const int32_t *links, int32_t n_links,
+                             double *bw, double *latency_s) {
+  *bw = INFINITY;
+  *latency_s = 0;
+  for (int32_t i = 0; i < n_links; i++) {
+    const psim_link *l = &c->links[links[i]];
+    *bw = fmin(*bw, l->bw / l->slowdown);
+    *latency_s += l->latency_s;
+  }
+}

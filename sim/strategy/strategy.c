@@ -1,0 +1,500 @@
+/* strategy.c - the explicit strategy: lifetime, copies, names, the
+ * mesh+layout expansion of one op, and the invariants of the explicit form. */
+#include "sim/strategy/strategy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/core/alloc.h"
+
+/* PyTorch DistributedDataParallel's default bucket_cap_mb = 25 (MiB)
+ * (torch.nn.parallel.DistributedDataParallel documentation). */
+#define DEFAULT_BUCKET_BYTES (25.0 * 1048576.0)
+
+void psim_strategy_init(psim_strategy *s) {
+  memset(s, 0, sizeof *s);
+  s->n_stages = 1;
+  s->virtual_stages = 1;
+  s->n_micro = 1;
+  s->micro_batch = 1;
+  s->schedule = PSIM_SCHED_1F1B;
+  s->bucket_bytes = DEFAULT_BUCKET_BYTES;
+  s->ps.replicas = 1;
+}
+
+void psim_op_config_destroy(psim_op_config *cfg) {
+  psim_free(cfg->devices);
+  cfg->devices = NULL;
+  cfg->n_devices = 0;
+}
+
+void psim_strategy_destroy(psim_strategy *s) {
+  for (int32_t i = 0; i < s->n_ops; i++)
+    psim_op_config_destroy(&s->ops[i]);
+  psim_free(s->ops);
+  int32_t n = s->n_stages * s->virtual_stages;
+  for (int32_t i = 0; s->stages && i < n; i++)
+    psim_free(s->stages[i].devices);
+  psim_free(s->stages);
+  psim_free(s->ps.servers);
+  psim_strategy_init(s);
+}
+
+int64_t psim_shard_size(int64_t n, int32_t d, int32_t j) {
+  if (d <= 1)
+    return n;
+  int64_t base = n / d, rest = n % d;
+  return j < rest ? base + 1 : base;
+}
+
+int64_t psim_shard_max(int64_t n, int32_t d) {
+  return d <= 1 ? n : (n + d - 1) / d;
+}
+
+static psim_status dup_ints(const int32_t *src, int32_t n, int32_t **out) {
+  *out = NULL;
+  if (n <= 0)
+    return PSIM_OK;
+  *out = psim_malloc((size_t)n * sizeof **out);
+  if (!*out)
+    return psim_error(PSIM_ENOMEM, "out of memory copying a strategy");
+  memcpy(*out, src, (size_t)n * sizeof **out);
+  return PSIM_OK;
+}
+
+static psim_status copy_ops(const psim_strategy *src, psim_strategy *dst) {
+  if (src->n_ops == 0)
+    return PSIM_OK;
+  dst->ops = psim_calloc((size_t)src->n_ops, sizeof *dst->ops);
+  if (!dst->ops)
+    return psim_error(PSIM_ENOMEM, "out of memory copying a strategy");
+  dst->n_ops = src->n_ops;
+  for (int32_t i = 0; i < src->n_ops; i++) {
+    dst->ops[i] = src->ops[i];
+    dst->ops[i].devices = NULL;
+    PSIM_CHECK(dup_ints(src->ops[i].devices, src->ops[i].n_devices, &dst->ops[i].devices));
+  }
+  return PSIM_OK;
+}
+
+static psim_status copy_stages(const psim_strategy *src, psim_strategy *dst) {
+  int32_t n = src->n_stages * src->virtual_stages;
+  if (!src->stages || n == 0)
+    return PSIM_OK;
+  dst->stages = psim_calloc((size_t)n, sizeof *dst->stages);
+  if (!dst->stages)
+    return psim_error(PSIM_ENOMEM, "out of memory copying a strategy");
+  for (int32_t i = 0; i < n; i++) {
+    dst->stages[i] = src->stages[i];
+    dst->stages[i].devices = NULL;
+    PSIM_CHECK(dup_ints(src->stages[i].devices, src->stages[i].n_devices, &dst->stages[i].devices));
+  }
+  return PSIM_OK;
+}
+
+psim_status psim_strategy_copy(const psim_strategy *src, psim_strategy *dst) {
+  *dst = *src;
+  dst->ops = NULL;
+  dst->n_ops = 0;
+  dst->stages = NULL;
+  dst->ps.servers = NULL;
+  psim_status s = copy_ops(src, dst);
+  if (s == PSIM_OK)
+    s = copy_stages(src, dst);
+  if (s == PSIM_OK)
+    s = dup_ints(src->ps.servers, src->ps.n_servers, &dst->ps.servers);
+  if (s != PSIM_OK)
+    psim_strategy_destroy(dst);
+  return s;
+}
+
+/* ---- names ---- */
+
+static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved", NULL};
+static const char *const recompute_names[] = {"none", "selective", "full", NULL};
+static const char *const allreduce_names[] = {"auto",         "ring", "tree", "halving_doubling",
+                                              "hierarchical", NULL};
+static const char *const ps_mode_names[] = {"sync", "async", "backup", NULL};
+
+static const char *name_of(const char *const *names, int n, int v) {
+  return v >= 0 && v < n ? names[v] : "?";
+}
+
+const char *psim_schedule_name(psim_schedule s) {
+  return name_of(schedule_names, 3, (int)s);
+}
+const char *psim_recompute_name(psim_recompute r) {
+  return name_of(recompute_names, 3, (int)r);
+}
+const char *psim_allreduce_algo_name(psim_allreduce_algo a) {
+  return name_of(allreduce_names, 5, (int)a);
+}
+const char *psim_ps_mode_name(psim_ps_mode m) {
+  return name_of(ps_mode_names, 3, (int)m);
+}
+
+static psim_status parse_name(const char *what, const char *const *names, const char *name,
+                              int *out) {
+  char list[256] = "";
+  for (int i = 0; names[i]; i++) {
+    if (name && strcmp(names[i], name) == 0) {
+      *out = i;
+      return PSIM_OK;
+    }
+    strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+    strncat(list, names[i], sizeof list - strlen(list) - 1);
+  }
+  return psim_error(PSIM_EINPUT, "unknown %s '%.80s'; expected one of: %s", what, name ? name : "",
+                    list);
+}
+
+psim_status psim_schedule_parse(const char *name, psim_schedule *out) {
+  int v = 0;
+  PSIM_CHECK(parse_name("schedule", schedule_names, name, &v));
+  *out = (psim_schedule)v;
+  return PSIM_OK;
+}
+
+psim_status psim_recompute_parse(const char *name, psim_recompute *out) {
+  int v = 0;
+  PSIM_CHECK(parse_name("recompute mode", recompute_names, name, &v));
+  *out = (psim_recompute)v;
+  return PSIM_OK;
+}
+
+psim_status psim_allreduce_algo_parse(const char *name, psim_allreduce_algo *out) {
+  int v = 0;
+  PSIM_CHECK(parse_name("all-reduce algorithm", allreduce_names, name, &v));
+  *out = (psim_allreduce_algo)v;
+  return PSIM_OK;
+}
+
+psim_status psim_ps_mode_parse(const char *name, psim_ps_mode *out) {
+  int v = 0;
+  PSIM_CHECK(parse_name("parameter-server mode", ps_mode_names, name, &v));
+  *out = (psim_ps_mode)v;
+  return PSIM_OK;
+}
+
+/* ---- mesh + layout ---- */
+
+int32_t psim_mesh_size(const psim_mesh *mesh) {
+  int32_t n = mesh->n_axes > 0 ? 1 : 0;
+  for (int32_t a = 0; a < mesh->n_axes; a++)
+    n *= mesh->size[a];
+  return n;
+}
+
+/* Axis a key (dim name, else role name) maps to, or -1. */
+static int32_t layout_axis_of(const psim_mesh *mesh, const psim_model *m, int32_t dim) {
+  const char *role = psim_role_name(m->dims[dim].role);
+  for (int32_t k = 0; k < mesh->n_layout; k++)
+    if (strcmp(mesh->layout_key[k], m->dims[dim].name) == 0)
+      return mesh->layout_axis[k];
+  if (m->dims[dim].role == PSIM_ROLE_NONE)
+    return -1;
+  for (int32_t k = 0; k < mesh->n_layout; k++)
+    if (strcmp(mesh->layout_key[k], role) == 0)
+      return mesh->layout_axis[k];
+  return -1;
+}
+
+static bool dim_matches(const psim_model *m, int32_t dim, const char *key) {
+  return strcmp(m->dims[dim].name, key) == 0 ||
+         (m->dims[dim].role != PSIM_ROLE_NONE &&
+          strcmp(psim_role_name(m->dims[dim].role), key) == 0);
+}
+
+/* dim_of_axis[a]: the op dim index (into op->dims) split over axis a, or -1. */
+void psim_mesh_map_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *op,
+                        int32_t *dim_of_axis) {
+  for (int32_t a = 0; a < mesh->n_axes; a++)
+    dim_of_axis[a] = -1;
+  for (int32_t i = 0; i < op->n_dims; i++) {
+    int32_t a = layout_axis_of(mesh, m, op->dims[i].dim);
+    if (a >= 0 && a < mesh->n_axes && dim_of_axis[a] < 0)
+      dim_of_axis[a] = i;
+  }
+  for (int32_t a = 0; a < mesh->n_axes; a++) {
+    if (dim_of_axis[a] >= 0 || mesh->fallback[a][0] == '\0')
+      continue;
+    for (int32_t i = 0; i < op->n_dims && dim_of_axis[a] < 0; i++) {
+      bool taken = false;
+      for (int32_t b = 0; b < mesh->n_axes; b++)
+        taken = taken || dim_of_axis[b] == i;
+      if (!taken && dim_matches(m, op->dims[i].dim, mesh->fallback[a]))
+        dim_of_axis[a] = i;
+    }
+  }
+}
+
+/* Mesh coordinates of (shard s, replica r) -> linear mesh index. */
+static int32_t mesh_index(const psim_mesh *mesh, const psim_op_config *cfg, int32_t n_dims,
+                          const int32_t *dim_of_axis, int32_t s, int32_t r) {
+  int32_t coord_of_dim[PSIM_MAX_OP_DIMS];
+  for (int32_t i = n_dims - 1; i >= 0; i--) {
+    coord_of_dim[i] = s % cfg->degree[i];
+    s /= cfg->degree[i];
+  }
+  int32_t coord[PSIM_MESH_MAX_AXES];
+  for (int32_t a = mesh->n_axes - 1; a >= 0; a--) {
+    if (dim_of_axis[a] >= 0) {
+      coord[a] = coord_of_dim[dim_of_axis[a]];
+    } else {
+      coord[a] = r % mesh->size[a];
+      r /= mesh->size[a];
+    }
+  }
+  int32_t idx = 0;
+  for (int32_t a = 0; a < mesh->n_axes; a++)
+    idx = idx * mesh->size[a] + coord[a];
+  return idx;
+}
+
+psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int32_t op,
+                                const int32_t *stage_devices, int32_t n_stage_devices,
+                                psim_op_config *cfg) {
+  const psim_op *o = &m->ops[op];
+  memset(cfg, 0, sizeof *cfg);
+  for (int32_t i = 0; i < PSIM_MAX_OP_DIMS; i++)
+    cfg->degree[i] = 1;
+  cfg->replicas = n_stage_devices;
+  if (mesh->n_axes > 0 && psim_mesh_size(mesh) != n_stage_devices)
+    return psim_error(PSIM_EINPUT, "the mesh has %d devices but the stage of op '%s' has %d",
+                      (int)psim_mesh_size(mesh), o->name, (int)n_stage_devices);
+  int32_t dim_of_axis[PSIM_MESH_MAX_AXES];
+  psim_mesh_map_axes(mesh, m, o, dim_of_axis);
+  for (int32_t a = 0; a < mesh->n_axes; a++) {
+    if (dim_of_axis[a] < 0)
+      continue;
+    cfg->degree[dim_of_axis[a]] = mesh->size[a];
+    cfg->replicas /= mesh->size[a];
+  }
+  cfg->devices = psim_malloc((size_t)(n_stage_devices > 0 ? n_stage_devices : 1) * sizeof(int32_t));
+  if (!cfg->devices)
+    return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
+  cfg->n_devices = n_stage_devices;
+  int32_t n_shards = cfg->replicas > 0 ? n_stage_devices / cfg->replicas : 0;
+  for (int32_t sh = 0; sh < n_shards; sh++)
+    for (int32_t r = 0; r < cfg->replicas; r++) {
+      int32_t idx = mesh->n_axes > 0 ? mesh_index(mesh, cfg, o->n_dims, dim_of_axis, sh, r) : r;
+      cfg->devices[sh * cfg->replicas + r] = stage_devices[idx];
+    }
+  return PSIM_OK;
+}
+
+/* ---- invariants ---- */
+
+int64_t psim_strategy_dim_extent(const psim_strategy *s, const psim_model *m, int32_t dim) {
+  int64_t n = m->dims[dim].size;
+  if (m->dims[dim].role == PSIM_ROLE_BATCH && s->n_micro > 1)
+    n /= s->n_micro;
+  return n;
+}
+
+int32_t psim_strategy_layer_stage(const psim_strategy *s, int32_t layer) {
+  int32_t n = s->n_stages * s->virtual_stages;
+  for (int32_t i = 0; s->stages && i < n; i++)
+    if (layer >= s->stages[i].first_layer && layer <= s->stages[i].last_layer)
+      return i;
+  return -1;
+}
+
+/* Validation state: mark[d] == stamp when device d is already in the list
+ * being checked, so duplicate checks are O(n) rather than O(n^2). */
+typedef struct vctx {
+  const psim_strategy *s;
+  const psim_model *m;
+  const psim_cluster *c;
+  const char *file;
+  int32_t *mark;
+  int32_t stamp;
+} vctx;
+
+static psim_status check_device_list(vctx *v, const int32_t *devs, int32_t n, const char *where) {
+  v->stamp++;
+  for (int32_t i = 0; i < n; i++) {
+    if (devs[i] < 0 || devs[i] >= v->c->n_devices)
+      return psim_error(PSIM_EINPUT, "%s: %s: device %d out of range; the cluster has %d devices",
+                        v->file, where, (int)devs[i], (int)v->c->n_devices);
+    if (v->mark[devs[i]] == v->stamp)
+      return psim_error(PSIM_EINPUT, "%s: %s: device %d listed twice", v->file, where,
+                        (int)devs[i]);
+    v->mark[devs[i]] = v->stamp;
+  }
+  return PSIM_OK;
+}
+
+static psim_status check_op_degrees(const vctx *v, int32_t i, int64_t *prod) {
+  const psim_op *o = &v->m->ops[i];
+  const psim_op_config *cfg = &v->s->ops[i];
+  *prod = 1;
+  for (int32_t d = 0; d < o->n_dims; d++) {
+    int64_t ext = psim_strategy_dim_extent(v->s, v->m, o->dims[d].dim);
+    if (cfg->degree[d] < 1 || cfg->degree[d] > ext)
+      return psim_error(PSIM_EINPUT,
+                        "%s: ops.%s.split.%s: dim split %d ways but it has %lld per "
+                        "micro-batch (from the layout or an override)",
+                        v->file, o->name, v->m->dims[o->dims[d].dim].name, (int)cfg->degree[d],
+                        (long long)ext);
+    *prod *= cfg->degree[d];
+    if (*prod > INT32_MAX)
+      return psim_error(PSIM_EINPUT, "%s: ops.%s.split: more than %d shards", v->file, o->name,
+                        INT32_MAX);
+  }
+  return PSIM_OK;
+}
+
+static psim_status check_op(vctx *v, int32_t i) {
+  const psim_op *o = &v->m->ops[i];
+  const psim_op_config *cfg = &v->s->ops[i];
+  int64_t prod = 1;
+  PSIM_CHECK(check_op_degrees(v, i, &prod));
+  if (cfg->replicas < 1 || prod * cfg->replicas != cfg->n_devices || !cfg->devices)
+    return psim_error(PSIM_EINPUT,
+                      "%s: ops.%s: %d devices but the split gives %lld shards x %d replicas",
+                      v->file, o->name, (int)cfg->n_devices, (long long)prod, (int)cfg->replicas);
+  char where[320];
+  snprintf(where, sizeof where, "ops.%.200s.devices", o->name);
+  PSIM_CHECK(check_device_list(v, cfg->devices, cfg->n_devices, where));
+  int32_t want = psim_strategy_layer_stage(v->s, o->layer);
+  if (cfg->stage != want)
+    return psim_error(PSIM_EINPUT, "%s: ops.%s: stage %d, but its layer %d is in stage %d", v->file,
+                      o->name, (int)cfg->stage, (int)o->layer, (int)want);
+  return PSIM_OK;
+}
+
+static bool sets_equal(const psim_stage *a, const psim_stage *b) {
+  return a->n_devices == b->n_devices &&
+         memcmp(a->devices, b->devices, (size_t)a->n_devices * sizeof *a->devices) == 0;
+}
+
+/* Chunks of one physical stage share a device set; physical stages are
+ * disjoint (mark[d] holds the physical stage owning d, + 1). O(devices). */
+static psim_status check_stage_sets(vctx *v) {
+  const psim_strategy *s = v->s;
+  int32_t n = s->n_stages * s->virtual_stages;
+  for (int32_t d = 0; d < v->c->n_devices; d++)
+    v->mark[d] = 0;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t phys = i % s->n_stages;
+    if (i >= s->n_stages) {
+      if (!sets_equal(&s->stages[i], &s->stages[phys]))
+        return psim_error(PSIM_EINPUT,
+                          "%s: pipeline.stages[%d]: chunks %d and %d run on the same physical "
+                          "stage and need the same devices",
+                          v->file, (int)i, (int)phys, (int)i);
+      continue;
+    }
+    for (int32_t k = 0; k < s->stages[i].n_devices; k++) {
+      int32_t d = s->stages[i].devices[k];
+      if (v->mark[d] != 0)
+        return psim_error(PSIM_EINPUT,
+                          "%s: pipeline.stages[%d]: its devices overlap those of stage %d", v->file,
+                          (int)i, (int)v->mark[d] - 1);
+      v->mark[d] = phys + 1;
+    }
+  }
+  v->stamp = 0;
+  for (int32_t d = 0; d < v->c->n_devices; d++)
+    v->mark[d] = 0;
+  return PSIM_OK;
+}
+
+static psim_status check_stages(vctx *v) {
+  const psim_strategy *s = v->s;
+  int32_t n = s->n_stages * s->virtual_stages;
+  if (n < 1 || !s->stages || s->virtual_stages < 1)
+    return psim_error(PSIM_EINPUT, "%s: pipeline: no stages", v->file);
+  int32_t next = 0;
+  for (int32_t i = 0; i < n; i++) {
+    const psim_stage *st = &s->stages[i];
+    if (st->first_layer != next || st->last_layer < st->first_layer)
+      return psim_error(PSIM_EINPUT,
+                        "%s: pipeline.stages[%d].layers: [%d, %d] must start at layer %d (stages "
+                        "cover the layers in order, each exactly once)",
+                        v->file, (int)i, (int)st->first_layer, (int)st->last_layer, (int)next);
+    next = st->last_layer + 1;
+    char where[64];
+    snprintf(where, sizeof where, "pipeline.stages[%d].devices", (int)i);
+    if (st->n_devices < 1)
+      return psim_error(PSIM_EINPUT, "%s: %s: empty device set", v->file, where);
+    PSIM_CHECK(check_device_list(v, st->devices, st->n_devices, where));
+  }
+  if (next != v->m->n_layers)
+    return psim_error(PSIM_EINPUT, "%s: pipeline.stages: cover layers 0..%d but the model has %d",
+                      v->file, (int)next - 1, (int)v->m->n_layers);
+  return check_stage_sets(v);
+}
+
+static psim_status validate(vctx *v) {
+  const psim_strategy *s = v->s;
+  if (s->n_ops != v->m->n_ops)
+    return psim_error(PSIM_EINPUT, "%s: the strategy has %d ops but the model has %d", v->file,
+                      (int)s->n_ops, (int)v->m->n_ops);
+  if (s->n_micro < 1 || s->micro_batch < 1 || s->zero_stage < 0 || s->zero_stage > 3)
+    return psim_error(PSIM_EINPUT, "%s: micro-batches, micro-batch size or ZeRO stage invalid",
+                      v->file);
+  PSIM_CHECK(check_stages(v));
+  for (int32_t i = 0; i < s->n_ops; i++)
+    PSIM_CHECK(check_op(v, i));
+  if (s->sync == PSIM_SYNC_PS)
+    PSIM_CHECK(check_device_list(v, s->ps.servers, s->ps.n_servers,
+                                 "gradient_sync.parameter_server.servers"));
+  return PSIM_OK;
+}
+
+psim_status psim_strategy_validate(const psim_strategy *s, const psim_model *m,
+                                   const psim_cluster *c, const char *file) {
+  vctx v = {s, m, c, file, NULL, 0};
+  v.mark = psim_calloc((size_t)(c->n_devices > 0 ? c->n_devices : 1), sizeof *v.mark);
+  if (!v.mark)
+    return psim_error(PSIM_ENOMEM, "out of memory validating a strategy");
+  psim_status st = validate(&v);
+  psim_free(v.mark);
+  return st;
+}
+
+/* ---- equality ---- */
+
+static bool ints_equal(const int32_t *a, const int32_t *b, int32_t n) {
+  return n <= 0 || memcmp(a, b, (size_t)n * sizeof *a) == 0;
+}
+
+static bool op_equal(const psim_op_config *a, const psim_op_config *b) {
+  return memcmp(a->degree, b->degree, sizeof a->degree) == 0 && a->replicas == b->replicas &&
+         a->n_devices == b->n_devices && a->stage == b->stage &&
+         ints_equal(a->devices, b->devices, a->n_devices);
+}
+
+static bool scalars_equal(const psim_strategy *a, const psim_strategy *b) {
+  return a->n_ops == b->n_ops && a->n_stages == b->n_stages &&
+         a->virtual_stages == b->virtual_stages && a->n_micro == b->n_micro &&
+         a->micro_batch == b->micro_batch && a->schedule == b->schedule &&
+         a->recompute == b->recompute && a->sequence_parallel == b->sequence_parallel &&
+         a->zero_stage == b->zero_stage && a->overlap_grad_reduce == b->overlap_grad_reduce &&
+         a->bucket_bytes == b->bucket_bytes && a->allreduce == b->allreduce && a->sync == b->sync &&
+         strcmp(a->tmpl.name, b->tmpl.name) == 0 && a->tmpl.tp == b->tmpl.tp &&
+         a->tmpl.pp == b->tmpl.pp && a->tmpl.dp == b->tmpl.dp &&
+         a->tmpl.micro_batch == b->tmpl.micro_batch &&
+         a->tmpl.virtual_stages == b->tmpl.virtual_stages;
+}
+
+static bool ps_equal(const psim_ps_config *a, const psim_ps_config *b) {
+  return a->n_servers == b->n_servers && a->mode == b->mode && a->backup_k == b->backup_k &&
+         a->replicas == b->replicas && ints_equal(a->servers, b->servers, a->n_servers);
+}
+
+bool psim_strategy_equal(const psim_strategy *a, const psim_strategy *b) {
+  if (!scalars_equal(a, b) || !ps_equal(&a->ps, &b->ps))
+    return false;
+  for (int32_t i = 0; i < a->n_ops; i++)
+    if (!op_equal(&a->ops[i], &b->ops[i]))
+      return false;
+  for (int32_t i = 0; i < a->n_stages * a->virtual_stages; i++) {
+    const psim_stage *x = &a->stages[i], *y = &b->stages[i];
+    if (x->first_layer != y->first_layer || x->last_layer != y->last_layer || !sets_equal(x, y))
+      return false;
+  }
+  return true;
+}

@@ -1,0 +1,237 @@
+/* strategy.h - a parallel strategy (plansim.strategy/1), always held in its
+ * explicit, expanded form: a split degree per op dim and a device list per op,
+ * pipeline stages, micro-batches, schedule, gradient synchronisation and
+ * memory options. Templates (megatron, data_parallel, zero) and the
+ * Mesh-TensorFlow mesh+layout form expand into this at load time; the
+ * template's parameters are kept for exporters.
+ *
+ * Shards of an op. An op config with degrees d_0..d_{k-1} (over op->dims) has
+ * P = prod(d_i) shards, each computed by `replicas` devices (replicated
+ * compute, e.g. a LayerNorm inside a tensor-parallel group). devices holds
+ * P * replicas entries: entry s * replicas + r is replica r of shard s, and
+ * shards are numbered in row-major order of op->dims (first dim slowest).
+ * Uneven splits are allowed: shard j of a dim of size n split d ways has size
+ * ceil(n/d) for j < n % d, else floor(n/d) (psim_shard_size), so the largest
+ * shard sets the time. n_devices == P * replicas.
+ *
+ * Micro-batches. Every op runs once per micro-batch on a 1/n_micro slice of
+ * the batch-role dim; degrees apply within a micro-batch. */
+#ifndef PSIM_STRATEGY_H
+#define PSIM_STRATEGY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim/core/status.h"
+#include "sim/ir/cluster.h"
+#include "sim/ir/model.h"
+
+typedef enum psim_schedule {
+  PSIM_SCHED_GPIPE = 0,
+  PSIM_SCHED_1F1B,
+  PSIM_SCHED_INTERLEAVED /* 1F1B with virtual_stages chunks per device */
+} psim_schedule;
+
+typedef enum psim_recompute {
+  PSIM_RECOMPUTE_NONE = 0,
+  PSIM_RECOMPUTE_SELECTIVE, /* attention core (softmax, dropout, QK^T, AV) recomputed */
+  PSIM_RECOMPUTE_FULL       /* every layer's forward recomputed in backward */
+} psim_recompute;
+
+typedef enum psim_allreduce_algo {
+  PSIM_AR_AUTO = 0, /* hierarchical across nodes, ring inside (NCCL's usual choice) */
+  PSIM_AR_RING,
+  PSIM_AR_TREE,
+  PSIM_AR_HALVING_DOUBLING,
+  PSIM_AR_HIERARCHICAL
+} psim_allreduce_algo;
+
+typedef enum psim_grad_sync {
+  PSIM_SYNC_ALLREDUCE = 0,
+  PSIM_SYNC_PS /* parameter servers */
+} psim_grad_sync;
+
+typedef enum psim_ps_mode { PSIM_PS_SYNC = 0, PSIM_PS_ASYNC, PSIM_PS_BACKUP } psim_ps_mode;
+
+typedef struct psim_op_config {
+  int32_t degree[PSIM_MAX_OP_DIMS]; /* per op->dims[i]; 1 = not split */
+  int32_t replicas;                 /* devices computing each shard, >= 1 */
+  int32_t *devices;                 /* n_devices device indices, owned */
+  int32_t n_devices;                /* == product of degrees * replicas */
+  int32_t stage;                    /* pipeline stage (virtual stage when interleaved) */
+} psim_op_config;
+
+typedef struct psim_stage {
+  int32_t first_layer, last_layer; /* inclusive layer range */
+  int32_t *devices;                /* the stage's device set, owned */
+  int32_t n_devices;
+} psim_stage;
+
+/* Parameters a template was given (kept for exporters); tp/pp/dp are 0 when
+ * the strategy is not a template. */
+typedef struct psim_template_info {
+  char name[32]; /* "megatron", "data_parallel", "zero", "" */
+  int32_t tp, pp, dp, micro_batch, virtual_stages;
+} psim_template_info;
+
+typedef struct psim_ps_config {
+  int32_t n_servers;
+  int32_t *servers; /* device indices of the servers (may be workers too) */
+  psim_ps_mode mode;
+  int32_t backup_k; /* backup mode: proceed after k of n pushes */
+  int32_t replicas; /* copies of each server shard, 1 = none */
+} psim_ps_config;
+
+/* A logical device mesh and a Mesh-TensorFlow layout (the explicit form's
+ * "mesh" and "layout"). Axes are ordered first slowest; a stage's devices are
+ * laid out on the mesh row-major. An op dim whose name, or else whose role
+ * name, is a layout key gets degree = that axis's size (only the first of an
+ * op's dims mapped to an axis); axes no dim of the op maps to replicate it.
+ * fallback[a] (a dim or role name, "" for none) is mapped to axis a by ops
+ * that map no dim to a: Megatron's sequence parallelism. n_axes == 0 means
+ * one implicit axis over the stage's devices with nothing mapped. */
+#define PSIM_MESH_MAX_AXES   8
+#define PSIM_MESH_MAX_LAYOUT 16
+#define PSIM_MESH_NAME       64
+typedef struct psim_mesh {
+  int32_t n_axes;
+  char axis[PSIM_MESH_MAX_AXES][PSIM_MESH_NAME];
+  int32_t size[PSIM_MESH_MAX_AXES];
+  int32_t n_layout;
+  char layout_key[PSIM_MESH_MAX_LAYOUT][PSIM_MESH_NAME]; /* dim name or role name */
+  int32_t layout_axis[PSIM_MESH_MAX_LAYOUT];
+  char fallback[PSIM_MESH_MAX_AXES][PSIM_MESH_NAME];
+} psim_mesh;
+
+/* Checkpointing of the job (the recovery model of sim/faults.h restarts from
+ * the last checkpoint); 0 = unset: the fault options' defaults apply. */
+typedef struct psim_checkpoint {
+  int32_t every;   /* iterations between checkpoints */
+  double write_bw; /* aggregate checkpoint write bandwidth, bytes/s */
+  double read_bw;  /* aggregate checkpoint read bandwidth, bytes/s */
+} psim_checkpoint;
+
+typedef struct psim_strategy {
+  psim_op_config *ops; /* one per model op, same order */
+  int32_t n_ops;
+  psim_stage *stages; /* n_stages * virtual_stages entries, in pipeline order */
+  int32_t n_stages;   /* physical stages (pipeline-parallel degree) */
+  int32_t virtual_stages;
+  int32_t n_micro;     /* micro-batches per iteration */
+  int64_t micro_batch; /* samples per micro-batch (batch dim / n_micro) */
+  psim_schedule schedule;
+  psim_recompute recompute;
+  bool sequence_parallel;
+  int32_t zero_stage; /* 0-3 */
+  bool overlap_grad_reduce;
+  double bucket_bytes; /* gradient bucket, bytes (default 25 MiB, PyTorch DDP's bucket_cap_mb) */
+  psim_allreduce_algo allreduce;
+  psim_grad_sync sync;
+  psim_ps_config ps;
+  psim_template_info tmpl;
+  psim_mesh mesh; /* the mesh + layout the per-op configs default to (to_json) */
+  psim_checkpoint checkpoint;
+} psim_strategy;
+
+void psim_strategy_init(psim_strategy *s);
+void psim_strategy_destroy(psim_strategy *s);
+
+/* Loads a strategy file (any form) and expands it against model and cluster;
+ * errors name the file, the field and why it does not fit. */
+psim_status psim_strategy_load(const char *file, const psim_model *m, psim_cluster *c,
+                               psim_strategy *s);
+struct cJSON;
+psim_status psim_strategy_from_json(const char *file, const struct cJSON *root, const psim_model *m,
+                                    psim_cluster *c, psim_strategy *s);
+/* The explicit form as JSON (what `plansim expand` prints and plans embed). */
+psim_status psim_strategy_to_json(const psim_strategy *s, const psim_model *m,
+                                  const psim_cluster *c, struct cJSON **out);
+
+/* Builds the Megatron-LM strategy tp x pp x dp (the template's expansion). */
+typedef struct psim_megatron_opts {
+  int32_t tp, pp, dp;       /* required; tp*pp*dp <= devices */
+  int32_t micro_batch;      /* samples per micro-batch per data-parallel rank; default 1 */
+  int32_t virtual_stages;   /* default 1 */
+  psim_schedule schedule;   /* default 1f1b (interleaved when virtual_stages > 1) */
+  psim_recompute recompute; /* default none */
+  bool sequence_parallel;   /* default false */
+  int32_t zero_stage;       /* default 0 */
+  bool overlap_grad_reduce; /* default false */
+} psim_megatron_opts;
+void psim_megatron_opts_init(psim_megatron_opts *o);
+psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,
+                                   const psim_megatron_opts *o, psim_strategy *s);
+/* Pure data parallelism over the first n devices (batch split n ways). */
+psim_status psim_strategy_data_parallel(const psim_model *m, psim_cluster *c, int32_t n,
+                                        int32_t micro_batches, psim_strategy *s);
+
+/* The Mesh-TensorFlow rule: dim_of_axis[a] (PSIM_MESH_MAX_AXES entries) is the
+ * index into op->dims of the dim split over mesh axis a (the layout first,
+ * then the axis fallbacks), or -1. */
+void psim_mesh_map_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *op,
+                        int32_t *dim_of_axis);
+
+/* Size of shard j (0-based) of a dim of size n split d ways (uneven allowed). */
+int64_t psim_shard_size(int64_t n, int32_t d, int32_t j);
+/* Largest shard size: ceil(n / d). */
+int64_t psim_shard_max(int64_t n, int32_t d);
+
+/* Deep copy (searchers mutate copies). */
+psim_status psim_strategy_copy(const psim_strategy *src, psim_strategy *dst);
+
+const char *psim_schedule_name(psim_schedule s);
+const char *psim_recompute_name(psim_recompute r);
+const char *psim_allreduce_algo_name(psim_allreduce_algo a);
+const char *psim_ps_mode_name(psim_ps_mode m);
+/* Parsers for the names above; PSIM_EINPUT (message lists the valid names). */
+psim_status psim_schedule_parse(const char *name, psim_schedule *out);
+psim_status psim_recompute_parse(const char *name, psim_recompute *out);
+psim_status psim_allreduce_algo_parse(const char *name, psim_allreduce_algo *out);
+psim_status psim_ps_mode_parse(const char *name, psim_ps_mode *out);
+
+/* Validates a strategy document's structure (keys, types, value ranges,
+ * template parameters) without a model or cluster: what `plansim check` runs
+ * on a plansim.strategy/1 file. O(size of the document). */
+psim_status psim_strategy_check_json(const char *file, const struct cJSON *root);
+
+/* Devices of the mesh (product of axis sizes; 0 when n_axes == 0). */
+int32_t psim_mesh_size(const psim_mesh *mesh);
+/* The config op `op` gets from mesh+layout over a stage's devices (stage not
+ * set; cfg->devices allocated, release with psim_op_config_destroy).
+ * O(n_devices * n_dims). */
+psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int32_t op,
+                                const int32_t *stage_devices, int32_t n_stage_devices,
+                                psim_op_config *cfg);
+void psim_op_config_destroy(psim_op_config *cfg);
+/* Extent of op dim i within one micro-batch: the model dim size, divided by
+ * n_micro for the batch-role dim. */
+int64_t psim_strategy_dim_extent(const psim_strategy *s, const psim_model *m, int32_t dim);
+/* Checks every invariant of the explicit form (degrees in [1, extent],
+ * n_devices == prod(degree) * replicas, devices distinct and in range, stages
+ * covering every layer once, op stages consistent with their layers, stage
+ * device sets disjoint). file names the source in messages. O(ops * devices). */
+psim_status psim_strategy_validate(const psim_strategy *s, const psim_model *m,
+                                   const psim_cluster *c, const char *file);
+/* Pipeline-order stage holding layer (-1 when none). O(stages). */
+int32_t psim_strategy_layer_stage(const psim_strategy *s, int32_t layer);
+/* True when a and b are the same strategy (every field). */
+bool psim_strategy_equal(const psim_strategy *a, const psim_strategy *b);
+/* Splits the model's layers into n chunks in order, writing first_layer and
+ * last_layer of stages[0..n-1]. The layers of repeated blocks (the
+ * transformer layers) are divided: earlier chunks get one more when n does
+ * not divide them (require_even: that is an error); layers before the first
+ * block go to chunk 0 and layers after the last to chunk n-1 (Megatron puts
+ * the embedding on the first stage and the head on the last). A model without
+ * blocks splits all its layers. O(ops). */
+psim_status psim_strategy_split_layers(const psim_model *m, int32_t n, bool require_even,
+                                       psim_stage *stages);
+/* Sets every op's config from s->mesh over the devices of the stage holding
+ * the op's layer (s->stages, n_stages, virtual_stages set; s->ops allocated
+ * here). O(ops * devices per stage). */
+psim_status psim_strategy_apply_mesh(psim_strategy *s, const psim_model *m);
+/* A "zero" template: data parallel over n devices with ZeRO stage `stage`. */
+psim_status psim_strategy_zero(const psim_model *m, psim_cluster *c, int32_t n, int32_t stage,
+                               psim_strategy *s);
+
+#endif

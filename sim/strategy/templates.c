@@ -1,0 +1,270 @@
+/* templates.c - strategy templates: Megatron-LM tp x pp x dp, data parallel
+ * and ZeRO, expanded to the explicit form through a mesh + layout. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/core/alloc.h"
+#include "sim/strategy/strategy.h"
+
+void psim_megatron_opts_init(psim_megatron_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->tp = o->pp = o->dp = 1;
+  o->micro_batch = 1;
+  o->virtual_stages = 1;
+  o->schedule = PSIM_SCHED_1F1B;
+  o->recompute = PSIM_RECOMPUTE_NONE;
+}
+
+/* Range [lo, hi] of the layers that hold ops of repeated blocks. */
+static void block_layers(const psim_model *m, int32_t *lo, int32_t *hi) {
+  *lo = -1;
+  *hi = -1;
+  for (int32_t i = 0; i < m->n_ops; i++) {
+    if (m->ops[i].block < 0)
+      continue;
+    if (*lo < 0 || m->ops[i].layer < *lo)
+      *lo = m->ops[i].layer;
+    if (m->ops[i].layer > *hi)
+      *hi = m->ops[i].layer;
+  }
+  if (*lo < 0) {
+    *lo = 0;
+    *hi = m->n_layers - 1;
+  }
+}
+
+psim_status psim_strategy_split_layers(const psim_model *m, int32_t n, bool require_even,
+                                       psim_stage *stages) {
+  int32_t lo, hi;
+  block_layers(m, &lo, &hi);
+  int32_t count = hi - lo + 1;
+  if (n < 1 || n > count)
+    return psim_error(PSIM_EINPUT, "%d pipeline chunks but the model has %d layers to split",
+                      (int)n, (int)count);
+  if (require_even && count % n != 0)
+    return psim_error(PSIM_EINPUT,
+                      "the model's %d layers do not divide into %d chunks (interleaving needs "
+                      "an even split)",
+                      (int)count, (int)n);
+  int32_t next = lo;
+  for (int32_t c = 0; c < n; c++) {
+    int32_t len = count / n + (c < count % n ? 1 : 0);
+    stages[c].first_layer = c == 0 ? 0 : next;
+    stages[c].last_layer = c == n - 1 ? m->n_layers - 1 : next + len - 1;
+    next += len;
+  }
+  return PSIM_OK;
+}
+
+psim_status psim_strategy_apply_mesh(psim_strategy *s, const psim_model *m) {
+  s->ops = psim_calloc((size_t)(m->n_ops > 0 ? m->n_ops : 1), sizeof *s->ops);
+  if (!s->ops)
+    return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
+  s->n_ops = m->n_ops;
+  for (int32_t i = 0; i < m->n_ops; i++) {
+    int32_t st = psim_strategy_layer_stage(s, m->ops[i].layer);
+    if (st < 0)
+      return psim_error(PSIM_EINPUT, "pipeline: layer %d of op '%s' is in no stage",
+                        (int)m->ops[i].layer, m->ops[i].name);
+    PSIM_CHECK(psim_mesh_op_config(&s->mesh, m, i, s->stages[st].devices, s->stages[st].n_devices,
+                                   &s->ops[i]));
+    s->ops[i].stage = st;
+  }
+  return PSIM_OK;
+}
+
+/* pp * v stages in pipeline order; chunk c runs on physical stage c % pp whose
+ * devices are first + (c % pp) * per_stage + [0, per_stage). */
+static psim_status make_stages(psim_strategy *s, const psim_model *m, int32_t pp, int32_t v,
+                               int32_t per_stage) {
+  int32_t n = pp * v;
+  s->stages = psim_calloc((size_t)n, sizeof *s->stages);
+  if (!s->stages)
+    return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
+  s->n_stages = pp;
+  s->virtual_stages = v;
+  PSIM_CHECK(psim_strategy_split_layers(m, n, v > 1, s->stages));
+  for (int32_t c = 0; c < n; c++) {
+    psim_stage *st = &s->stages[c];
+    st->devices = psim_malloc((size_t)per_stage * sizeof *st->devices);
+    if (!st->devices)
+      return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
+    st->n_devices = per_stage;
+    for (int32_t d = 0; d < per_stage; d++)
+      st->devices[d] = (c % pp) * per_stage + d;
+  }
+  return PSIM_OK;
+}
+
+static void mesh_axis(psim_mesh *mesh, const char *name, int32_t size) {
+  snprintf(mesh->axis[mesh->n_axes], PSIM_MESH_NAME, "%s", name);
+  mesh->size[mesh->n_axes++] = size;
+}
+
+static void mesh_layout(psim_mesh *mesh, const char *key, int32_t axis) {
+  snprintf(mesh->layout_key[mesh->n_layout], PSIM_MESH_NAME, "%s", key);
+  mesh->layout_axis[mesh->n_layout++] = axis;
+}
+
+/* ---- Megatron-LM ---- */
+
+static psim_status check_megatron_opts(const psim_megatron_opts *o, const psim_cluster *c) {
+  if (o->tp < 1 || o->pp < 1 || o->dp < 1)
+    return psim_error(PSIM_EINPUT, "tp, pp and dp must be >= 1 (got %d, %d, %d)", (int)o->tp,
+                      (int)o->pp, (int)o->dp);
+  int64_t n = (int64_t)o->tp * o->pp * o->dp;
+  if (n > c->n_devices)
+    return psim_error(PSIM_EINPUT, "tp*pp*dp = %lld devices but the cluster has %d", (long long)n,
+                      (int)c->n_devices);
+  if (o->micro_batch < 1 || o->virtual_stages < 1)
+    return psim_error(PSIM_EINPUT, "micro_batch and virtual_stages must be >= 1");
+  if (o->zero_stage < 0 || o->zero_stage > 3)
+    return psim_error(PSIM_EINPUT, "zero: stage %d; expected 0, 1, 2 or 3", (int)o->zero_stage);
+  if (o->virtual_stages > 1 && o->schedule == PSIM_SCHED_GPIPE)
+    return psim_error(PSIM_EINPUT, "schedule: gpipe cannot run virtual_stages > 1; use "
+                                   "interleaved");
+  if (o->virtual_stages == 1 && o->schedule == PSIM_SCHED_INTERLEAVED)
+    return psim_error(PSIM_EINPUT, "schedule: interleaved needs virtual_stages > 1");
+  return PSIM_OK;
+}
+
+/* tp must divide every heads-role dim (Megatron asserts num_attention_heads
+ * and num_query_groups % tp == 0) and every ffn-role dim (ColumnParallelLinear
+ * divides the output size); the vocab is padded by Megatron, so uneven is
+ * allowed there. */
+static psim_status check_tp_divides(const psim_model *m, int32_t tp) {
+  for (int32_t d = 0; d < m->n_dims; d++) {
+    psim_role r = m->dims[d].role;
+    if ((r == PSIM_ROLE_HEADS || r == PSIM_ROLE_FFN) && m->dims[d].size % tp != 0)
+      return psim_error(PSIM_EINPUT, "tp: %d does not divide the %lld %s of dim '%s'", (int)tp,
+                        (long long)m->dims[d].size, psim_role_name(r), m->dims[d].name);
+  }
+  return PSIM_OK;
+}
+
+static psim_status megatron_micro(const psim_model *m, const psim_megatron_opts *o,
+                                  int32_t *n_micro) {
+  int32_t b = m->role_dim[PSIM_ROLE_BATCH];
+  if (b < 0)
+    return psim_error(PSIM_EINPUT, "the model has no dim with role 'batch' to split dp ways");
+  int64_t batch = m->dims[b].size, per = (int64_t)o->micro_batch * o->dp;
+  if (batch % per != 0)
+    return psim_error(PSIM_EINPUT,
+                      "micro_batch: the global batch %lld is not a multiple of micro_batch * dp "
+                      "= %lld",
+                      (long long)batch, (long long)per);
+  if (batch / per > INT32_MAX)
+    return psim_error(PSIM_EINPUT, "micro_batch: too many micro-batches");
+  *n_micro = (int32_t)(batch / per);
+  if (o->virtual_stages > 1 && *n_micro % o->pp != 0)
+    return psim_error(PSIM_EINPUT,
+                      "schedule: interleaved needs the %d micro-batches to be a multiple of pp = "
+                      "%d (Megatron-LM's rule)",
+                      (int)*n_micro, (int)o->pp);
+  return PSIM_OK;
+}
+
+static void megatron_mesh(psim_mesh *mesh, const psim_megatron_opts *o) {
+  memset(mesh, 0, sizeof *mesh);
+  mesh_axis(mesh, "dp", o->dp); /* tp fastest: Megatron-LM's default rank order */
+  mesh_axis(mesh, "tp", o->tp);
+  mesh_layout(mesh, "batch", 0);
+  mesh_layout(mesh, "heads", 1);
+  mesh_layout(mesh, "ffn", 1);
+  mesh_layout(mesh, "vocab", 1);
+  if (o->sequence_parallel)
+    snprintf(mesh->fallback[1], PSIM_MESH_NAME, "sequence");
+}
+
+static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *o, int32_t n_micro,
+                                 psim_strategy *s) {
+  megatron_mesh(&s->mesh, o);
+  s->n_micro = n_micro;
+  s->micro_batch = (int64_t)o->micro_batch * o->dp;
+  s->schedule = o->virtual_stages > 1 ? PSIM_SCHED_INTERLEAVED : o->schedule;
+  s->recompute = o->recompute;
+  s->sequence_parallel = o->sequence_parallel;
+  s->zero_stage = o->zero_stage;
+  s->overlap_grad_reduce = o->overlap_grad_reduce;
+  snprintf(s->tmpl.name, sizeof s->tmpl.name, "megatron");
+  s->tmpl.tp = o->tp;
+  s->tmpl.pp = o->pp;
+  s->tmpl.dp = o->dp;
+  s->tmpl.micro_batch = o->micro_batch;
+  s->tmpl.virtual_stages = o->virtual_stages;
+  PSIM_CHECK(make_stages(s, m, o->pp, o->virtual_stages, o->dp * o->tp));
+  return psim_strategy_apply_mesh(s, m);
+}
+
+psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,
+                                   const psim_megatron_opts *o, psim_strategy *s) {
+  psim_strategy_init(s);
+  PSIM_CHECK(check_megatron_opts(o, c));
+  PSIM_CHECK(check_tp_divides(m, o->tp));
+  int32_t n_micro = 0;
+  PSIM_CHECK(megatron_micro(m, o, &n_micro));
+  psim_status st = megatron_fill(m, o, n_micro, s);
+  if (st == PSIM_OK)
+    st = psim_strategy_validate(s, m, c, "megatron");
+  if (st != PSIM_OK)
+    psim_strategy_destroy(s);
+  return st;
+}
+
+/* ---- data parallel and ZeRO ---- */
+
+static psim_status dp_check(const psim_model *m, const psim_cluster *c, int32_t n,
+                            int32_t micro_batches) {
+  if (n < 1 || n > c->n_devices)
+    return psim_error(PSIM_EINPUT, "dp: %d devices; expected 1..%d (the cluster's devices)", (int)n,
+                      (int)c->n_devices);
+  int32_t b = m->role_dim[PSIM_ROLE_BATCH];
+  if (b < 0)
+    return psim_error(PSIM_EINPUT, "the model has no dim with role 'batch' to split dp ways");
+  if (micro_batches < 1 || m->dims[b].size % micro_batches != 0)
+    return psim_error(PSIM_EINPUT,
+                      "micro_batches: %d does not divide the global batch of %lld samples",
+                      (int)micro_batches, (long long)m->dims[b].size);
+  if (m->dims[b].size / micro_batches < n)
+    return psim_error(PSIM_EINPUT, "dp: %d ranks but a micro-batch has only %lld samples", (int)n,
+                      (long long)(m->dims[b].size / micro_batches));
+  return PSIM_OK;
+}
+
+static psim_status dp_fill(const psim_model *m, int32_t n, int32_t micro_batches,
+                           psim_strategy *s) {
+  mesh_axis(&s->mesh, "dp", n);
+  mesh_layout(&s->mesh, "batch", 0);
+  s->n_micro = micro_batches;
+  s->micro_batch = m->dims[m->role_dim[PSIM_ROLE_BATCH]].size / micro_batches;
+  snprintf(s->tmpl.name, sizeof s->tmpl.name, "data_parallel");
+  s->tmpl.tp = s->tmpl.pp = s->tmpl.virtual_stages = 1;
+  s->tmpl.dp = n;
+  s->tmpl.micro_batch = (int32_t)(s->micro_batch / n);
+  PSIM_CHECK(make_stages(s, m, 1, 1, n));
+  return psim_strategy_apply_mesh(s, m);
+}
+
+psim_status psim_strategy_data_parallel(const psim_model *m, psim_cluster *c, int32_t n,
+                                        int32_t micro_batches, psim_strategy *s) {
+  psim_strategy_init(s);
+  if (n <= 0)
+    n = c->n_devices;
+  PSIM_CHECK(dp_check(m, c, n, micro_batches));
+  psim_status st = dp_fill(m, n, micro_batches, s);
+  if (st == PSIM_OK)
+    st = psim_strategy_validate(s, m, c, "data_parallel");
+  if (st != PSIM_OK)
+    psim_strategy_destroy(s);
+  return st;
+}
+
+psim_status psim_strategy_zero(const psim_model *m, psim_cluster *c, int32_t n, int32_t stage,
+                               psim_strategy *s) {
+  if (stage < 0 || stage > 3)
+    return psim_error(PSIM_EINPUT, "stage: %d; expected a ZeRO stage 0, 1, 2 or 3", (int)stage);
+  PSIM_CHECK(psim_strategy_data_parallel(m, c, n, 1, s));
+  s->zero_stage = stage;
+  snprintf(s->tmpl.name, sizeof s->tmpl.name, "zero");
+  return PSIM_OK;
+}
