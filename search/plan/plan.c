@@ -171,3 +171,27 @@ const cJSON *psim_plan_strategy_json(const cJSON *root) {
   }
   return root;
 }
+
+/* A plan without "strategy" would be read as a strategy itself and fail on its plan keys
+ * with a confusing message; say what is missing instead. */
+static psim_status plan_has_strategy(const char *file, const cJSON *root) {
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+  if (!cJSON_IsString(f) || strcmp(f->valuestring, "plansim.plan/1") != 0 ||
+      cJSON_GetObjectItemCaseSensitive(root, "strategy"))
+    return PSIM_OK;
+  return psim_error(PSIM_EINPUT,
+                    "%s: strategy: missing (expected an object: a plan holds its "
+                    "strategy under \"strategy\")",
+                    file);
+}
+
+psim_status psim_plan_load_strategy(const char *file, const psim_model *m, psim_cluster *c,
+                                    psim_strategy *out) {
+  cJSON *root = NULL;
+  PSIM_CHECK(psim_json_load_file(file, &root));
+  psim_status s = plan_has_strategy(file, root);
+  if (s == PSIM_OK)
+    s = psim_strategy_from_json(file, psim_plan_strategy_json(root), m, c, out);
+  cJSON_Delete(root);
+  return s;
+}

@@ -10,16 +10,9 @@
 
 #include <stdarg.h>
 
-typedef enum psim_status {
-  PSIM_OK = 0,
-  PSIM_ENOMEM,        /* an allocation failed */
-  PSIM_EINPUT,        /* bad input or usage: the file, path and expectation are in the message */
-  PSIM_EIO,           /* reading or writing a file failed */
-  PSIM_EFAILED,       /* the work itself failed (infeasible, solver error) */
-  PSIM_EINTERRUPTED,  /* SIGINT/SIGTERM or an interrupt hook asked to stop */
-  PSIM_ELIMIT,        /* a limit of the tool itself (tasks, memory) would be exceeded */
-  PSIM_EUNIMPLEMENTED /* the capability is not built yet */
-} psim_status;
+/* psim_status (PSIM_OK, PSIM_ENOMEM, ...) is declared by the public API header, whose
+ * declarations the library is compiled against. */
+#include "include/plansim/plansim.h"
 
 /* Propagates a failing status to the caller. The only propagation macro. */
 #define PSIM_CHECK(expr)                                                                           \
@@ -36,12 +29,7 @@ psim_status psim_verror(psim_status s, const char *fmt, va_list ap);
 /* Prepends "prefix" to the current message (adds context while unwinding). */
 void psim_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The last message recorded on this thread ("" when none). */
-const char *psim_error_message(void);
 void psim_error_clear(void);
-
-/* Short name of a status ("out of memory", "bad input", ...). */
-const char *psim_status_name(psim_status s);
 
 /* Exit code for a status: 0 ok, 2 bad input or usage, 130 interrupted, else 1. */
 int psim_status_exit_code(psim_status s);

@@ -1,6 +1,6 @@
 """Normalises one corpus case's output (tests/corpus/run): OUT ERR STATUS -> JSON on stdout.
 
-Keeps every prediction to the last bit and drops only what varies between runs of the same
+Keeps every prediction at the precision plansim prints it and drops only what varies between runs of the same
 build: the wall-clock fields of a simulation (sim.build_s, sim.simulate_s). A failed case is
 recorded as its exit status and standard error."""
 import json
