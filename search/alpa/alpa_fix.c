@@ -1,20 +1,25 @@
-/* alpa_fix.c - partial strategies (--fix) for the Alpa optimizer: parsing
- * and the constraints they put on sharding strategies and DP choices
+/* alpa_fix.c - partial strategies (--fix) for the Alpa optimizer: Alpa's
+ * reading of the constraints (sim/strategy/constraints.h) and the
+ * constraints they put on sharding strategies and DP choices
  * (docs/strategy.md, "Partial strategies"). */
+#include "search/alpa/alpa_fix.h"
+
+#include <assert.h>
 #include <cjson/cJSON.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "search/alpa/alpa_fix.h"
 #include "sim/core/alloc.h"
 
 void psim_alpa_fix_init(psim_alpa_fix *f) {
   memset(f, 0, sizeof *f);
+  psim_constraints_init(&f->k);
 }
 
 void psim_alpa_fix_destroy(psim_alpa_fix *f) {
   psim_free(f->stage_last);
+  psim_free(f->layout_axis);
+  psim_constraints_destroy(&f->k);
   memset(f, 0, sizeof *f);
 }
 
@@ -22,53 +27,47 @@ static const char *fname(const psim_alpa_fix *f) {
   return f->file ? f->file : "--fix";
 }
 
-static psim_status parse_split(psim_alpa_fix *f, int32_t e, const cJSON *split) {
-  psim_alpa_fix_op *op = &f->ops[e];
-  if (!cJSON_IsObject(split))
+static psim_status check_split(const psim_alpa_fix *f, const psim_constraint_op *op) {
+  if (!cJSON_IsObject(op->split.json))
     return psim_error(PSIM_EINPUT, "%s: ops.%s.split: expected an object of dim -> degree",
                       fname(f), op->pattern);
-  const cJSON *d;
-  cJSON_ArrayForEach(d, split) {
-    if (op->n_split >= PSIM_MAX_OP_DIMS || !cJSON_IsNumber(d) || d->valuedouble < 1)
+  for (int32_t d = 0; d < op->split.n; d++) {
+    const psim_constraint_entry *e = &op->split.entry[d];
+    if (!e->is_number || e->number < 1)
       return psim_error(PSIM_EINPUT, "%s: ops.%s.split.%s: expected a degree >= 1", fname(f),
-                        op->pattern, d->string);
-    snprintf(op->split_key[op->n_split], sizeof op->split_key[0], "%s", d->string);
-    op->split_degree[op->n_split++] = (int32_t)d->valuedouble;
+                        op->pattern, e->key);
   }
   return PSIM_OK;
 }
 
-static psim_status parse_ops(psim_alpa_fix *f, const cJSON *ops) {
-  const cJSON *o;
-  cJSON_ArrayForEach(o, ops) {
-    if (f->n_ops >= PSIM_ALPA_FIX_MAX_OPS)
-      return psim_error(PSIM_EINPUT, "%s: ops: more than %d entries", fname(f),
-                        PSIM_ALPA_FIX_MAX_OPS);
-    psim_alpa_fix_op *op = &f->ops[f->n_ops];
-    snprintf(op->pattern, sizeof op->pattern, "%s", o->string);
-    const cJSON *k;
-    cJSON_ArrayForEach(k, o) {
-      if (strcmp(k->string, "devices") == 0)
-        return psim_error(PSIM_EINPUT,
-                          "%s: ops.%s.devices: placements are constraints of --search mcmc and "
-                          "exhaustive; --search alpa or auto fixes an op's 'split' only",
-                          fname(f), op->pattern);
-      if (strcmp(k->string, "split") != 0)
-        return psim_error(PSIM_EINPUT,
-                          "%s: ops.%s.%s: a partial strategy fixes an op's 'split' only", fname(f),
-                          op->pattern, k->string);
-    }
-    const cJSON *split = cJSON_GetObjectItemCaseSensitive(o, "split");
-    if (!split)
-      return psim_error(PSIM_EINPUT, "%s: ops.%s: expected {\"split\": {...}}", fname(f),
-                        op->pattern);
-    PSIM_CHECK(parse_split(f, f->n_ops++, split));
+/* Alpa fixes an op's split only: devices and any other key are refused. */
+static psim_status check_op(const psim_alpa_fix *f, const psim_constraint_op *op) {
+  const cJSON *k;
+  cJSON_ArrayForEach(k, op->json) {
+    if (strcmp(k->string, "devices") == 0)
+      return psim_error(PSIM_EINPUT,
+                        "%s: ops.%s.devices: placements are constraints of --search mcmc and "
+                        "exhaustive; --search alpa or auto fixes an op's 'split' only",
+                        fname(f), op->pattern);
+    if (strcmp(k->string, "split") != 0)
+      return psim_error(PSIM_EINPUT, "%s: ops.%s.%s: a partial strategy fixes an op's 'split' only",
+                        fname(f), op->pattern, k->string);
   }
+  if (!op->split.json)
+    return psim_error(PSIM_EINPUT, "%s: ops.%s: expected {\"split\": {...}}", fname(f),
+                      op->pattern);
+  return check_split(f, op);
+}
+
+static psim_status check_ops(const psim_alpa_fix *f) {
+  for (int32_t e = 0; e < f->k.n_ops; e++)
+    PSIM_CHECK(check_op(f, &f->k.ops[e]));
   return PSIM_OK;
 }
 
 static psim_status parse_stages(psim_alpa_fix *f, const cJSON *stages, const psim_model *m) {
   int32_t n = cJSON_GetArraySize(stages);
+  psim_free(f->stage_last);
   f->stage_last = psim_malloc((size_t)(n > 0 ? n : 1) * sizeof *f->stage_last);
   if (!f->stage_last)
     return psim_error(PSIM_ENOMEM, "out of memory (--fix)");
@@ -110,16 +109,15 @@ static psim_status parse_pipeline(psim_alpa_fix *f, const cJSON *p, const psim_m
   return PSIM_OK;
 }
 
-static psim_status parse_mesh(psim_alpa_fix *f, const cJSON *mesh) {
-  const cJSON *axes = cJSON_GetObjectItemCaseSensitive(mesh, "axes"), *a;
-  int32_t n = cJSON_GetArraySize(axes);
-  if (!cJSON_IsObject(axes) || n < 1 || n > 2)
+static psim_status parse_mesh(psim_alpa_fix *f) {
+  const psim_constraint_map *axes = &f->k.mesh_axes;
+  if (!cJSON_IsObject(axes->json) || axes->n < 1 || axes->n > 2)
     return psim_error(PSIM_EINPUT, "%s: mesh.axes: expected one or two axes", fname(f));
   f->mesh[0] = f->mesh[1] = 1;
-  int32_t i = 0;
-  cJSON_ArrayForEach(a, axes) {
-    snprintf(f->axis_name[i], sizeof f->axis_name[0], "%s", a->string);
-    f->mesh[i++] = cJSON_IsNumber(a) ? (int32_t)a->valuedouble : 0;
+  f->axis_name[0] = f->axis_name[1] = "";
+  for (int32_t i = 0; i < axes->n; i++) {
+    f->axis_name[i] = axes->entry[i].key;
+    f->mesh[i] = axes->entry[i].is_number ? (int32_t)axes->entry[i].number : 0;
   }
   if (f->mesh[0] < 1 || f->mesh[1] < 1)
     return psim_error(PSIM_EINPUT, "%s: mesh.axes: sizes must be integers >= 1", fname(f));
@@ -127,20 +125,22 @@ static psim_status parse_mesh(psim_alpa_fix *f, const cJSON *mesh) {
   return PSIM_OK;
 }
 
-static psim_status parse_layout(psim_alpa_fix *f, const cJSON *layout) {
-  const cJSON *k;
+static psim_status parse_layout(psim_alpa_fix *f) {
+  const psim_constraint_map *layout = &f->k.layout;
   if (!f->has_mesh)
     return psim_error(PSIM_EINPUT, "%s: layout: needs \"mesh\" to name its axes", fname(f));
-  cJSON_ArrayForEach(k, layout) {
+  f->layout_axis = psim_calloc((size_t)(layout->n > 0 ? layout->n : 1), sizeof *f->layout_axis);
+  if (!f->layout_axis)
+    return psim_error(PSIM_ENOMEM, "out of memory (--fix)");
+  for (int32_t e = 0; e < layout->n; e++) {
     int32_t axis = -1;
-    for (int a = 0; a < 2 && cJSON_IsString(k); a++)
-      if (strcmp(f->axis_name[a], k->valuestring) == 0)
+    for (int a = 0; a < 2 && layout->entry[e].string; a++)
+      if (strcmp(f->axis_name[a], layout->entry[e].string) == 0)
         axis = a;
-    if (axis < 0 || f->n_layout >= PSIM_ALPA_FIX_MAX_OPS)
+    if (axis < 0)
       return psim_error(PSIM_EINPUT, "%s: layout.%s: expected an axis of mesh.axes", fname(f),
-                        k->string);
-    snprintf(f->layout_key[f->n_layout], sizeof f->layout_key[0], "%s", k->string);
-    f->layout_axis[f->n_layout++] = axis;
+                        layout->entry[e].key);
+    f->layout_axis[e] = axis;
   }
   return PSIM_OK;
 }
@@ -150,11 +150,11 @@ static psim_status parse_key(psim_alpa_fix *f, const cJSON *k, const psim_model 
       strcmp(k->string, "description") == 0)
     return PSIM_OK;
   if (strcmp(k->string, "ops") == 0 && cJSON_IsObject(k))
-    return parse_ops(f, k);
+    return check_ops(f);
   if (strcmp(k->string, "pipeline") == 0 && cJSON_IsObject(k))
     return parse_pipeline(f, k, m);
   if (strcmp(k->string, "mesh") == 0 && cJSON_IsObject(k))
-    return parse_mesh(f, k);
+    return parse_mesh(f);
   if (strcmp(k->string, "layout") == 0 && cJSON_IsObject(k))
     return PSIM_OK; /* after the mesh */
   if (strcmp(k->string, "recompute") == 0 && cJSON_IsString(k)) {
@@ -175,13 +175,13 @@ static psim_status parse_key(psim_alpa_fix *f, const cJSON *k, const psim_model 
 
 /* Checks that every op pattern matches an op. */
 static psim_status check_patterns(const psim_alpa_fix *f, const psim_model *m) {
-  for (int32_t e = 0; e < f->n_ops; e++) {
+  for (int32_t e = 0; e < f->k.n_ops; e++) {
     bool hit = false;
     for (int32_t i = 0; i < m->n_ops && !hit; i++)
-      hit = fnmatch(f->ops[e].pattern, m->ops[i].name, 0) == 0;
+      hit = psim_constraint_op_matches(&f->k.ops[e], m->ops[i].name);
     if (!hit)
-      return psim_error(PSIM_EINPUT, "%s: ops.%s: matches no op of %s", fname(f), f->ops[e].pattern,
-                        m->name);
+      return psim_error(PSIM_EINPUT, "%s: ops.%s: matches no op of %s", fname(f),
+                        f->k.ops[e].pattern, m->name);
   }
   return PSIM_OK;
 }
@@ -199,12 +199,16 @@ psim_status psim_alpa_fix_parse(const cJSON *root, const char *file, const psim_
   if (cJSON_GetObjectItemCaseSensitive(root, "template"))
     return psim_error(PSIM_EINPUT, "%s: template: a partial strategy is in the explicit form",
                       fname(f));
+  PSIM_CHECK(psim_constraints_read(root, file, &f->k));
   const cJSON *k;
   cJSON_ArrayForEach(k, root) PSIM_CHECK(parse_key(f, k, m));
-  const cJSON *layout = cJSON_GetObjectItemCaseSensitive(root, "layout");
-  if (layout)
-    PSIM_CHECK(parse_layout(f, layout));
+  if (f->k.layout.json)
+    PSIM_CHECK(parse_layout(f));
   return check_patterns(f, m);
+}
+
+int32_t psim_alpa_fix_entries(const psim_alpa_fix *f) {
+  return f->k.n_ops + (f->layout_axis ? f->k.layout.n : 0);
 }
 
 /* Op dim index of op matching key by dim name, else by role name; -1. */
@@ -219,50 +223,62 @@ static int32_t key_dim(const psim_model *m, const psim_op *op, const char *key) 
 }
 
 psim_status psim_alpa_fix_degrees(const psim_alpa_fix *f, const psim_model *m, int32_t op,
-                                  int32_t *degree, uint64_t *entries) {
+                                  int32_t *degree, uint8_t *hit) {
+  assert(op >= 0 && op < m->n_ops);
   const psim_op *o = &m->ops[op];
-  *entries = 0;
   for (int32_t i = 0; i < o->n_dims; i++)
     degree[i] = 0; /* free */
-  for (int32_t e = 0; e < f->n_ops; e++) {
-    if (fnmatch(f->ops[e].pattern, o->name, 0) != 0)
+  for (int32_t e = 0; e < f->k.n_ops; e++) {
+    const psim_constraint_op *c = &f->k.ops[e];
+    if (!psim_constraint_op_matches(c, o->name))
       continue;
-    *entries |= 1ull << (e & 63);
+    if (hit)
+      hit[e] = 1;
     for (int32_t i = 0; i < o->n_dims; i++)
       degree[i] = 1;
-    for (int32_t k = 0; k < f->ops[e].n_split; k++) {
-      int32_t i = key_dim(m, o, f->ops[e].split_key[k]);
+    for (int32_t k = 0; k < c->split.n; k++) {
+      const char *key = c->split.entry[k].key;
+      int32_t i = key_dim(m, o, key);
       if (i < 0)
         return psim_error(PSIM_EINPUT, "%s: ops.%s.split.%s: op '%s' has no dim '%s'", fname(f),
-                          f->ops[e].pattern, f->ops[e].split_key[k], o->name,
-                          f->ops[e].split_key[k]);
-      degree[i] = f->ops[e].split_degree[k];
+                          c->pattern, key, o->name, key);
+      degree[i] = (int32_t)c->split.entry[k].number;
     }
   }
   return PSIM_OK;
 }
 
+bool psim_alpa_fix_same_entries(const psim_alpa_fix *f, const psim_model *m, int32_t a, int32_t b) {
+  for (int32_t e = 0; e < f->k.n_ops; e++)
+    if (psim_constraint_op_matches(&f->k.ops[e], m->ops[a].name) !=
+        psim_constraint_op_matches(&f->k.ops[e], m->ops[b].name))
+      return false;
+  return true;
+}
+
 int32_t psim_alpa_fix_layout_dim(const psim_alpa_fix *f, const psim_model *m, int32_t op, int axis,
-                                 uint64_t *entries) {
-  for (int32_t e = 0; e < f->n_layout; e++) {
+                                 uint8_t *hit) {
+  assert(axis == 0 || axis == 1);
+  for (int32_t e = 0; f->layout_axis && e < f->k.layout.n; e++) {
     if (f->layout_axis[e] != axis)
       continue;
-    int32_t i = key_dim(m, &m->ops[op], f->layout_key[e]);
+    int32_t i = key_dim(m, &m->ops[op], f->k.layout.entry[e].key);
     if (i >= 0) {
-      *entries |= 1ull << ((PSIM_ALPA_FIX_MAX_OPS + e) & 63);
+      hit[f->k.n_ops + e] = 1;
       return i;
     }
   }
   return -1;
 }
 
-void psim_alpa_fix_describe(const psim_alpa_fix *f, uint64_t entries, char *buf, size_t size) {
+void psim_alpa_fix_describe(const psim_alpa_fix *f, const uint8_t *blame, char *buf, size_t size) {
   size_t n = 0;
   buf[0] = '\0';
-  for (int32_t e = 0; e < f->n_ops && n < size; e++)
-    if (entries & (1ull << (e & 63)))
-      n += (size_t)snprintf(buf + n, size - n, "%sops.%s", n ? ", " : "", f->ops[e].pattern);
-  for (int32_t e = 0; e < f->n_layout && n < size; e++)
-    if (entries & (1ull << ((PSIM_ALPA_FIX_MAX_OPS + e) & 63)))
-      n += (size_t)snprintf(buf + n, size - n, "%slayout.%s", n ? ", " : "", f->layout_key[e]);
+  for (int32_t e = 0; e < f->k.n_ops && n < size; e++)
+    if (blame[e])
+      n += (size_t)snprintf(buf + n, size - n, "%sops.%s", n ? ", " : "", f->k.ops[e].pattern);
+  for (int32_t e = 0; f->layout_axis && e < f->k.layout.n && n < size; e++)
+    if (blame[f->k.n_ops + e])
+      n += (size_t)snprintf(buf + n, size - n, "%slayout.%s", n ? ", " : "",
+                            f->k.layout.entry[e].key);
 }

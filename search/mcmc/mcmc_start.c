@@ -4,12 +4,14 @@
 #define _POSIX_C_SOURCE 200809L
 #include "search/mcmc/mcmc.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
-#include <fnmatch.h>
 #include <math.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
+#include "sim/strategy/constraints.h"
+
 /* ---- start strategy and --fix ---------------------------------------------- */
 
 /* Data parallel over as many devices as the batch allows (all when it can). */
@@ -104,24 +106,21 @@ static psim_status fix_check_keys(const psim_search_options *o, const cJSON *obj
 }
 
 /* The structure of the whole file, before anything is applied. */
-static psim_status fix_check(const psim_search_options *o) {
-  const cJSON *f = o->fix, *it;
-  PSIM_CHECK(fix_check_keys(o, f, fix_keys, ""));
-  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(f, "format");
+static psim_status fix_check(const psim_search_options *o, const psim_constraints *k) {
+  PSIM_CHECK(fix_check_keys(o, k->root, fix_keys, ""));
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(k->root, "format");
   if (fmt && !(cJSON_IsString(fmt) && strcmp(fmt->valuestring, "plansim.strategy/1") == 0))
     return fix_error(o, "format", "expected \"plansim.strategy/1\"");
-  const cJSON *ops = cJSON_GetObjectItemCaseSensitive(f, "ops");
-  if (ops && !cJSON_IsObject(ops))
+  if (k->ops_json && !cJSON_IsObject(k->ops_json))
     return fix_error(o, "ops", "expected an object of op name or glob -> constraints");
-  cJSON_ArrayForEach(it, ops) {
+  for (int32_t e = 0; e < k->n_ops; e++) {
     char p[256];
-    snprintf(p, sizeof p, "ops.%s", it->string);
-    PSIM_CHECK(fix_check_keys(o, it, fix_op_keys, p));
+    snprintf(p, sizeof p, "ops.%s", k->ops[e].pattern);
+    PSIM_CHECK(fix_check_keys(o, k->ops[e].json, fix_op_keys, p));
   }
-  const cJSON *mesh = cJSON_GetObjectItemCaseSensitive(f, "mesh");
-  if (mesh)
-    PSIM_CHECK(fix_check_keys(o, mesh, fix_mesh_keys, "mesh"));
-  if (mesh && !cJSON_GetObjectItemCaseSensitive(f, "layout"))
+  if (k->mesh)
+    PSIM_CHECK(fix_check_keys(o, k->mesh, fix_mesh_keys, "mesh"));
+  if (k->mesh && !k->layout.json)
     return fix_error(o, "mesh", "is read only for the axis sizes of a layout; add \"layout\"");
   return PSIM_OK;
 }
@@ -134,66 +133,60 @@ static psim_status fix_start_config(psim_space *sp, int32_t o, psim_strategy *s)
   return psim_space_op_config(sp, o, 0, &s->ops[o]);
 }
 
-/* A degree from a JSON number: an integer >= 1. */
-static psim_status fix_degree(const psim_search_options *o, const cJSON *v, const char *path,
-                              int32_t *out) {
-  if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e6 ||
-      v->valuedouble != (double)(int32_t)v->valuedouble)
+/* A degree: an integer >= 1 (at most a million). */
+static psim_status fix_degree(const psim_search_options *o, const psim_constraint_entry *v,
+                              const char *path, int32_t *out) {
+  if (!v->is_number || v->number < 1 || v->number > 1e6 || v->number != (double)(int32_t)v->number)
     return fix_error(o, path, "expected a degree (an integer >= 1)");
-  *out = (int32_t)v->valuedouble;
+  *out = (int32_t)v->number;
   return PSIM_OK;
 }
 
 /* Degrees of op o's "split" object into degree[] (dims not listed: 1). */
-static psim_status fix_split(const psim_model *m, int32_t o, const cJSON *split,
+static psim_status fix_split(const psim_model *m, int32_t o, const psim_constraint_map *split,
                              const psim_search_options *so, const char *path,
                              int32_t degree[PSIM_MAX_OP_DIMS]) {
   char p[512];
   for (int32_t i = 0; i < PSIM_MAX_OP_DIMS; i++)
     degree[i] = 1;
-  if (!cJSON_IsObject(split))
+  if (!cJSON_IsObject(split->json))
     return fix_error(so, path, "expected an object of dim or role -> degree");
-  const cJSON *it;
-  cJSON_ArrayForEach(it, split) {
-    snprintf(p, sizeof p, "%s.%s", path, it->string);
-    int32_t i = op_dim_named(m, o, it->string);
+  for (int32_t e = 0; e < split->n; e++) {
+    snprintf(p, sizeof p, "%s.%s", path, split->entry[e].key);
+    int32_t i = op_dim_named(m, o, split->entry[e].key);
     if (i < 0)
       return fix_error(so, p, "not a dim or role of this op");
-    PSIM_CHECK(fix_degree(so, it, p, &degree[i]));
+    assert(i < PSIM_MAX_OP_DIMS);
+    PSIM_CHECK(fix_degree(so, &split->entry[e], p, &degree[i]));
   }
   return PSIM_OK;
 }
 
-/* Device indices of a "devices" array into *out (n entries, malloc'd). */
-static psim_status fix_devices(const psim_search_options *so, const cJSON *devs, const char *path,
-                               int32_t **out, int32_t *n) {
-  *n = cJSON_GetArraySize(devs);
-  if (!cJSON_IsArray(devs) || *n < 1)
+/* The op's "devices" as indices into *out (n entries, malloc'd). */
+static psim_status fix_devices(const psim_search_options *so, const psim_constraint_op *e,
+                               const char *path, int32_t **out, int32_t *n) {
+  if (!cJSON_IsArray(e->devices) || cJSON_GetArraySize(e->devices) < 1)
     return fix_error(so, path, "expected a non-empty array of device indices");
+  if (!e->indices)
+    return fix_error(so, path, "expected device indices (integers >= 0)");
+  *n = e->n_indices;
   *out = psim_malloc(sizeof **out * (size_t)*n);
   if (!*out)
     return psim_error(PSIM_ENOMEM, "out of memory");
-  for (int32_t i = 0; i < *n; i++) {
-    const cJSON *x = cJSON_GetArrayItem(devs, i);
-    if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble != (int32_t)x->valuedouble) {
-      psim_free(*out);
-      *out = NULL;
-      return fix_error(so, path, "expected device indices (integers >= 0)");
-    }
-    (*out)[i] = (int32_t)x->valuedouble;
-  }
+  memcpy(*out, e->indices, sizeof **out * (size_t)*n);
   return PSIM_OK;
 }
 
 /* An op given split and devices: fixed whole (replicas = devices / shards). */
-static psim_status fix_whole(const psim_model *m, int32_t o, const cJSON *spec, const char *path,
-                             const psim_search_options *so, psim_strategy *s, psim_space *sp) {
+static psim_status fix_whole(const psim_model *m, int32_t o, const psim_constraint_op *e,
+                             const char *path, const psim_search_options *so, psim_strategy *s,
+                             psim_space *sp) {
   char p[512];
   int32_t degree[PSIM_MAX_OP_DIMS], *d, n, shards = 1;
   snprintf(p, sizeof p, "%s.split", path);
-  PSIM_CHECK(fix_split(m, o, cJSON_GetObjectItemCaseSensitive(spec, "split"), so, p, degree));
+  PSIM_CHECK(fix_split(m, o, &e->split, so, p, degree));
   snprintf(p, sizeof p, "%s.devices", path);
-  PSIM_CHECK(fix_devices(so, cJSON_GetObjectItemCaseSensitive(spec, "devices"), p, &d, &n));
+  PSIM_CHECK(fix_devices(so, e, p, &d, &n));
   for (int32_t i = 0; i < m->ops[o].n_dims; i++)
     shards *= degree[i];
   if (n % shards != 0) {
@@ -211,10 +204,10 @@ static psim_status fix_whole(const psim_model *m, int32_t o, const cJSON *spec, 
 }
 
 /* An op given devices alone: its placement is fixed, its split searched. */
-static psim_status fix_placement(int32_t o, const cJSON *devs, const char *path,
+static psim_status fix_placement(int32_t o, const psim_constraint_op *e, const char *path,
                                  const psim_search_options *so, psim_strategy *s, psim_space *sp) {
   int32_t *d, n;
-  PSIM_CHECK(fix_devices(so, devs, path, &d, &n));
+  PSIM_CHECK(fix_devices(so, e, path, &d, &n));
   psim_status st = psim_space_fix_devices(sp, o, d, n);
   psim_free(d);
   if (st != PSIM_OK) {
@@ -237,40 +230,39 @@ static psim_status fix_dim(int32_t o, int32_t i, int32_t degree, const char *pat
 }
 
 /* An op given split alone: those dims' degrees fixed, the rest searched. */
-static psim_status fix_op_dims(const psim_model *m, int32_t o, const cJSON *split, const char *path,
-                               const psim_search_options *so, psim_strategy *s, psim_space *sp) {
+static psim_status fix_op_dims(const psim_model *m, int32_t o, const psim_constraint_map *split,
+                               const char *path, const psim_search_options *so, psim_strategy *s,
+                               psim_space *sp) {
   char p[512];
   int32_t degree[PSIM_MAX_OP_DIMS];
   snprintf(p, sizeof p, "%s.split", path);
   PSIM_CHECK(fix_split(m, o, split, so, p, degree));
-  const cJSON *it;
-  cJSON_ArrayForEach(it, split) {
-    int32_t i = op_dim_named(m, o, it->string);
+  for (int32_t e = 0; e < split->n; e++) {
+    int32_t i = op_dim_named(m, o, split->entry[e].key);
+    assert(i >= 0); /* fix_split checked every key */
     PSIM_CHECK(fix_dim(o, i, degree[i], p, so, s, sp));
   }
   return PSIM_OK;
 }
 
-static psim_status fix_ops(const psim_model *m, const psim_search_options *o, psim_strategy *s,
-                           psim_space *sp) {
-  const cJSON *it;
-  cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o->fix, "ops")) {
+static psim_status fix_ops(const psim_model *m, const psim_search_options *o,
+                           const psim_constraints *k, psim_strategy *s, psim_space *sp) {
+  for (int32_t e = 0; e < k->n_ops; e++) {
+    const psim_constraint_op *c = &k->ops[e];
     char path[256], dpath[300];
-    snprintf(path, sizeof path, "ops.%s", it->string);
+    snprintf(path, sizeof path, "ops.%s", c->pattern);
     snprintf(dpath, sizeof dpath, "%s.devices", path);
-    const cJSON *devs = cJSON_GetObjectItemCaseSensitive(it, "devices");
-    const cJSON *split = cJSON_GetObjectItemCaseSensitive(it, "split");
     int32_t hits = 0;
-    for (int32_t k = 0; k < m->n_ops; k++) {
-      if (fnmatch(it->string, m->ops[k].name, 0) != 0)
+    for (int32_t i = 0; i < m->n_ops; i++) {
+      if (!psim_constraint_op_matches(c, m->ops[i].name))
         continue;
       hits++;
-      if (devs && split)
-        PSIM_CHECK(fix_whole(m, k, it, path, o, s, sp));
-      else if (devs)
-        PSIM_CHECK(fix_placement(k, devs, dpath, o, s, sp));
-      else if (split)
-        PSIM_CHECK(fix_op_dims(m, k, split, path, o, s, sp));
+      if (c->devices && c->split.json)
+        PSIM_CHECK(fix_whole(m, i, c, path, o, s, sp));
+      else if (c->devices)
+        PSIM_CHECK(fix_placement(i, c, dpath, o, s, sp));
+      else if (c->split.json)
+        PSIM_CHECK(fix_op_dims(m, i, &c->split, path, o, s, sp));
     }
     if (!hits)
       return fix_error(o, path, "matches no op of the model");
@@ -291,51 +283,80 @@ static bool model_dim_or_role(const psim_model *m, const char *name) {
 
 /* Top-level split: the dim (or role) keeps its degree in every op that has it. */
 static psim_status fix_global_split(const psim_model *m, const psim_search_options *o,
-                                    psim_strategy *s, psim_space *sp) {
-  const cJSON *split = cJSON_GetObjectItemCaseSensitive(o->fix, "split"), *it;
-  if (split && !cJSON_IsObject(split))
+                                    const psim_constraints *k, psim_strategy *s, psim_space *sp) {
+  if (k->split.json && !cJSON_IsObject(k->split.json))
     return fix_error(o, "split", "expected an object of dim or role -> degree");
-  cJSON_ArrayForEach(it, split) {
+  for (int32_t e = 0; e < k->split.n; e++) {
+    const psim_constraint_entry *v = &k->split.entry[e];
     char path[256];
-    snprintf(path, sizeof path, "split.%s", it->string);
+    snprintf(path, sizeof path, "split.%s", v->key);
     int32_t degree = 1;
-    PSIM_CHECK(fix_degree(o, it, path, &degree));
-    if (!model_dim_or_role(m, it->string))
+    PSIM_CHECK(fix_degree(o, v, path, &degree));
+    if (!model_dim_or_role(m, v->key))
       return fix_error(o, path, "not a dim or role name of the model");
-    for (int32_t k = 0; k < m->n_ops; k++) {
-      int32_t i = op_dim_named(m, k, it->string);
-      if (i >= 0 && !sp->ops[k].fixed)
-        PSIM_CHECK(fix_dim(k, i, degree, path, o, s, sp));
+    for (int32_t i = 0; i < m->n_ops; i++) {
+      int32_t d = op_dim_named(m, i, v->key);
+      if (d >= 0 && !sp->ops[i].fixed)
+        PSIM_CHECK(fix_dim(i, d, degree, path, o, s, sp));
     }
   }
   return PSIM_OK;
 }
 
+/* Index of axis `name` in mesh.axes (fix_layout checked that it is there). */
+static int32_t axis_index(const psim_constraints *k, const char *name) {
+  int32_t a = 0;
+  while (strcmp(k->mesh_axes.entry[a].key, name) != 0)
+    a++;
+  assert(a < k->mesh_axes.n);
+  return a;
+}
+
 /* The layout's degrees for op o's dims. */
-static psim_status fix_layout_op(const psim_model *m, int32_t o, const cJSON *layout,
-                                 const cJSON *axes, const psim_search_options *so, psim_strategy *s,
-                                 psim_space *sp) {
+static psim_status fix_layout_op(const psim_model *m, int32_t o, const psim_constraints *k,
+                                 const psim_search_options *so, psim_strategy *s, psim_space *sp) {
   uint32_t used = 0; /* axes already given to a dim of this op */
   const psim_op *op = &m->ops[o];
   for (int32_t i = 0; i < op->n_dims; i++) {
     const psim_dim *d = &m->dims[op->dims[i].dim];
-    const cJSON *key = cJSON_GetObjectItemCaseSensitive(layout, d->name);
+    const psim_constraint_entry *key = psim_constraint_map_find(&k->layout, d->name);
     if (!key && d->role != PSIM_ROLE_NONE)
-      key = cJSON_GetObjectItemCaseSensitive(layout, psim_role_name(d->role));
+      key = psim_constraint_map_find(&k->layout, psim_role_name(d->role));
     if (!key)
       continue;
-    int32_t a = 0;
-    const cJSON *axis = axes->child;
-    while (strcmp(axis->string, key->valuestring) != 0) {
-      axis = axis->next;
-      a++;
-    }
+    int32_t a = axis_index(k, key->string);
     if (used >> a & 1u)
       continue;
     used |= 1u << a;
     char path[256];
-    snprintf(path, sizeof path, "layout.%s", key->string);
-    PSIM_CHECK(fix_dim(o, i, (int32_t)axis->valuedouble, path, so, s, sp));
+    snprintf(path, sizeof path, "layout.%s", key->key);
+    PSIM_CHECK(fix_dim(o, i, (int32_t)k->mesh_axes.entry[a].number, path, so, s, sp));
+  }
+  return PSIM_OK;
+}
+
+/* The layout's structure: axes of up to 32 sizes, keys naming dims or roles
+ * of the model and values naming axes. */
+static psim_status fix_layout_check(const psim_model *m, const psim_search_options *o,
+                                    const psim_constraints *k) {
+  if (!cJSON_IsObject(k->layout.json))
+    return fix_error(o, "layout", "expected an object of dim or role -> mesh axis");
+  if (!cJSON_IsObject(k->mesh_axes.json) || k->mesh_axes.n > 32)
+    return fix_error(o, "layout", "needs mesh.axes: an object of up to 32 axis name -> size");
+  for (int32_t a = 0; a < k->mesh_axes.n; a++) {
+    char path[256];
+    int32_t size = 1;
+    snprintf(path, sizeof path, "mesh.axes.%s", k->mesh_axes.entry[a].key);
+    PSIM_CHECK(fix_degree(o, &k->mesh_axes.entry[a], path, &size));
+  }
+  for (int32_t e = 0; e < k->layout.n; e++) {
+    const psim_constraint_entry *v = &k->layout.entry[e];
+    char path[256];
+    snprintf(path, sizeof path, "layout.%s", v->key);
+    if (!model_dim_or_role(m, v->key))
+      return fix_error(o, path, "not a dim or role name of the model");
+    if (!v->string || !psim_constraint_map_find(&k->mesh_axes, v->string))
+      return fix_error(o, path, "expected the name of an axis of mesh.axes");
   }
   return PSIM_OK;
 }
@@ -343,39 +364,20 @@ static psim_status fix_layout_op(const psim_model *m, int32_t o, const cJSON *la
 /* Layout (Mesh-TensorFlow): every op dim whose name, or else whose role, is
  * a layout key gets the size of that key's mesh axis as its degree; only an
  * op's first dim mapped to an axis takes it (docs/strategy.md). */
-static psim_status fix_layout(const psim_model *m, const psim_search_options *o, psim_strategy *s,
-                              psim_space *sp) {
-  const cJSON *layout = cJSON_GetObjectItemCaseSensitive(o->fix, "layout"), *it;
-  if (!layout)
+static psim_status fix_layout(const psim_model *m, const psim_search_options *o,
+                              const psim_constraints *k, psim_strategy *s, psim_space *sp) {
+  if (!k->layout.json)
     return PSIM_OK;
-  const cJSON *mesh = cJSON_GetObjectItemCaseSensitive(o->fix, "mesh");
-  const cJSON *axes = cJSON_GetObjectItemCaseSensitive(mesh, "axes");
-  if (!cJSON_IsObject(layout))
-    return fix_error(o, "layout", "expected an object of dim or role -> mesh axis");
-  if (!cJSON_IsObject(axes) || cJSON_GetArraySize(axes) > 32)
-    return fix_error(o, "layout", "needs mesh.axes: an object of up to 32 axis name -> size");
-  cJSON_ArrayForEach(it, axes) {
-    char path[256];
-    int32_t size = 1;
-    snprintf(path, sizeof path, "mesh.axes.%s", it->string);
-    PSIM_CHECK(fix_degree(o, it, path, &size));
-  }
-  cJSON_ArrayForEach(it, layout) {
-    char path[256];
-    snprintf(path, sizeof path, "layout.%s", it->string);
-    if (!model_dim_or_role(m, it->string))
-      return fix_error(o, path, "not a dim or role name of the model");
-    if (!cJSON_IsString(it) || !cJSON_GetObjectItemCaseSensitive(axes, it->valuestring))
-      return fix_error(o, path, "expected the name of an axis of mesh.axes");
-  }
-  for (int32_t k = 0; k < m->n_ops; k++)
-    if (!sp->ops[k].fixed)
-      PSIM_CHECK(fix_layout_op(m, k, layout, axes, o, s, sp));
+  PSIM_CHECK(fix_layout_check(m, o, k));
+  for (int32_t i = 0; i < m->n_ops; i++)
+    if (!sp->ops[i].fixed)
+      PSIM_CHECK(fix_layout_op(m, i, k, o, s, sp));
   return PSIM_OK;
 }
 
-static psim_status fix_recompute(const psim_search_options *o, psim_strategy *s) {
-  const cJSON *r = cJSON_GetObjectItemCaseSensitive(o->fix, "recompute");
+static psim_status fix_recompute(const psim_search_options *o, const psim_constraints *k,
+                                 psim_strategy *s) {
+  const cJSON *r = k->recompute;
   if (!r)
     return PSIM_OK;
   if (!cJSON_IsString(r) || psim_recompute_parse(r->valuestring, &s->recompute) != PSIM_OK) {
@@ -385,15 +387,25 @@ static psim_status fix_recompute(const psim_search_options *o, psim_strategy *s)
   return PSIM_OK;
 }
 
+/* --fix read once (sim/strategy/constraints.h), then kept by MCMC's rules. */
 static psim_status apply_fix(const psim_model *m, const psim_search_options *o, psim_strategy *s,
                              psim_space *sp) {
   if (!o->fix)
     return PSIM_OK;
-  PSIM_CHECK(fix_check(o));
-  PSIM_CHECK(fix_recompute(o, s));
-  PSIM_CHECK(fix_ops(m, o, s, sp));
-  PSIM_CHECK(fix_global_split(m, o, s, sp));
-  return fix_layout(m, o, s, sp);
+  psim_constraints k;
+  psim_status st = psim_constraints_read(o->fix, o->fix_file, &k);
+  if (st == PSIM_OK)
+    st = fix_check(o, &k);
+  if (st == PSIM_OK)
+    st = fix_recompute(o, &k, s);
+  if (st == PSIM_OK)
+    st = fix_ops(m, o, &k, s, sp);
+  if (st == PSIM_OK)
+    st = fix_global_split(m, o, &k, s, sp);
+  if (st == PSIM_OK)
+    st = fix_layout(m, o, &k, s, sp);
+  psim_constraints_destroy(&k);
+  return st;
 }
 
 /* Bytes of op o's weight inputs. */

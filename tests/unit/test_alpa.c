@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/generators.h"
@@ -269,6 +270,45 @@ START_TEST(fix_contradictions_are_errors) {
 }
 END_TEST
 
+/* A partial strategy has no fixed number of entries: 40 spellings of one
+ * pin are kept, and a contradiction after 40 entries is blamed by its name. */
+static char *many_entries(int n, const char *split, const char *last) {
+  size_t size = 4096 + (size_t)n * 128;
+  char *buf = malloc(size);
+  ck_assert_ptr_nonnull(buf);
+  size_t at = (size_t)snprintf(buf, size, "{\"format\": \"plansim.strategy/1\", \"ops\": {");
+  for (int i = 0; i < n; i++) /* "layer.*.qkv", "*layer.*.qkv", "**layer.*.qkv", ... */
+    at += (size_t)snprintf(buf + at, size - at, "%s\"%.*slayer.*.qkv\": {\"split\": {%s}}",
+                           i ? ", " : "", i, "****************************************", split);
+  snprintf(buf + at, size - at, "%s}}", last);
+  return buf;
+}
+
+START_TEST(fix_has_no_entry_limit) {
+  psim_model m;
+  psim_cluster c;
+  gpt(&m, 2, 512, 8, 512, 16);
+  cluster(&c, TOPO "dgx-a100-x1.json");
+  psim_search_result r;
+  char *fix = many_entries(40, "\"batch\": 2", "");
+  ck_assert_msg(plan(&m, &c, fix, &r) == PSIM_OK, "%s", psim_error_message());
+  for (int32_t i = 0; i < m.n_ops; i++)
+    for (int32_t d = 0; ends_with(m.ops[i].name, ".qkv") && d < m.ops[i].n_dims; d++)
+      ck_assert_int_eq(r.best.ops[i].degree[d],
+                       m.dims[m.ops[i].dims[d].dim].role == PSIM_ROLE_BATCH ? 2 : 1);
+  psim_search_result_destroy(&r);
+  free(fix);
+  fix = many_entries(40, "", ", \"layer.*.fc1\": {\"split\": {\"ffn\": 3}}"); /* qkv replicated */
+  ck_assert_int_eq(plan(&m, &c, fix, &r), PSIM_EINPUT);
+  ck_assert_msg(strstr(psim_error_message(), "ops.layer.*.fc1"), "%s", psim_error_message());
+  psim_search_result_destroy(&r);
+  free(fix);
+  psim_error_clear();
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 /* Quality on a small case the grid covers: alpa >= grid - 1% in throughput,
  * every figure from the full simulator; ILP statistics are reported. */
 START_TEST(alpa_vs_grid) {
@@ -313,6 +353,7 @@ int main(void) {
   tcase_add_test(t, clustering_equals_brute_force);
   tcase_add_test(t, fix_is_kept_and_never_faster);
   tcase_add_test(t, fix_contradictions_are_errors);
+  tcase_add_test(t, fix_has_no_entry_limit);
   tcase_add_test(t, alpa_vs_grid);
   tcase_add_test(t, slow_stage_gets_fewer_layers);
   suite_add_tcase(s, t);

@@ -13,6 +13,7 @@
 
 #include "sim/core/alloc.h"
 #include "sim/core/json.h"
+#include "sim/strategy/constraints.h"
 #include "sim/strategy/strategy.h"
 
 /* ---- a tiny GPT: embedding (layer 0), L blocks (layers 1..L), head (L+1) ---- */
@@ -637,6 +638,63 @@ START_TEST(alloc_failures_are_clean) {
 }
 END_TEST
 
+/* ---- the one reader of overrides and partial strategies ---- */
+
+/* Every key a user reads comes back typed, in document order; what a user
+ * refuses is read all the same (each user refuses it with its own message). */
+START_TEST(constraints_read_once) {
+  cJSON *j = cJSON_Parse("{\"ops\": {\"layer.*.fc1\": {\"split\": {\"ffn\": 4, \"b\": 2.5}, "
+                         "\"devices\": [3, 1]}, \"head\": {\"devices\": [\"gpu0\"], "
+                         "\"replicas\": 2, \"other\": 1}, \"x\": 7}, "
+                         "\"split\": {\"batch\": 2}, \"layout\": {\"heads\": \"tp\"}, "
+                         "\"mesh\": {\"axes\": {\"dp\": 2, \"tp\": 4}}, \"recompute\": \"full\"}");
+  ck_assert_ptr_nonnull(j);
+  psim_constraints k;
+  ck_assert_int_eq(psim_constraints_read(j, "f.json", &k), PSIM_OK);
+  ck_assert_int_eq(k.n_ops, 3);
+  const psim_constraint_op *fc1 = &k.ops[0], *head = &k.ops[1];
+  ck_assert_str_eq(fc1->pattern, "layer.*.fc1");
+  ck_assert(fc1->star && !head->star);
+  ck_assert(psim_constraint_op_matches(fc1, "layer.3.fc1"));
+  ck_assert(!psim_constraint_op_matches(fc1, "layer.3.fc2"));
+  ck_assert_int_eq(fc1->split.n, 2);
+  ck_assert_str_eq(fc1->split.entry[0].key, "ffn");
+  ck_assert(fc1->split.entry[0].is_number && fc1->split.entry[0].number == 4);
+  ck_assert(fc1->split.entry[1].number == 2.5); /* as written: each user checks */
+  ck_assert_int_eq(fc1->n_indices, 2);
+  ck_assert_int_eq(fc1->indices[0], 3);
+  ck_assert_ptr_null(fc1->replicas);
+  ck_assert_ptr_null(head->indices); /* names are not indices */
+  ck_assert_ptr_nonnull(head->devices);
+  ck_assert_ptr_nonnull(head->replicas);
+  ck_assert_ptr_null(head->split.json);
+  ck_assert_ptr_null(k.ops[2].split.json); /* not an object: read, not refused */
+  ck_assert_int_eq(k.split.n, 1);
+  ck_assert_str_eq(psim_constraint_map_find(&k.layout, "heads")->string, "tp");
+  ck_assert_ptr_null(psim_constraint_map_find(&k.layout, "batch"));
+  ck_assert_int_eq(k.mesh_axes.n, 2);
+  ck_assert(k.mesh_axes.entry[1].number == 4);
+  ck_assert_str_eq(k.recompute->valuestring, "full");
+  psim_constraints_destroy(&k);
+  /* no document, or one that is not an object: nothing to read */
+  ck_assert_int_eq(psim_constraints_read(NULL, NULL, &k), PSIM_OK);
+  ck_assert_int_eq(k.n_ops, 0);
+  psim_constraints_destroy(&k);
+  /* out of memory at every allocation: PSIM_ENOMEM, and destroy frees the rest */
+  for (long n = 1; n < 100; n++) {
+    psim_alloc_fail_at(n);
+    psim_status st = psim_constraints_read(j, "f.json", &k);
+    psim_alloc_fail_at(0);
+    psim_constraints_destroy(&k);
+    if (st == PSIM_OK)
+      break;
+    ck_assert_int_eq(st, PSIM_ENOMEM);
+  }
+  psim_error_clear();
+  cJSON_Delete(j);
+}
+END_TEST
+
 /* ---- structure check of files ---- */
 
 static int check_dir(const char *dir, const char *prefix, psim_status want) {
@@ -772,6 +830,7 @@ static Suite *suite(void) {
   tcase_add_test(t, to_json_round_trip);
   tcase_add_test(t, to_json_compresses_devices);
   tcase_add_test(t, alloc_failures_are_clean);
+  tcase_add_test(t, constraints_read_once);
   tcase_add_test(t, megatron_1t_scale);
   tcase_add_test(t, megatron_on_loaded_model);
   tcase_add_test(t, shipped_files_pass_check);

@@ -1,0 +1,104 @@
+/* alpa_search_impl.h - the Alpa optimizer's search state, shared by its
+ * driver (alpa.c), the memoised ILP points (alpa_points.c), the stage DP
+ * (alpa_dp.c) and the explicit strategy of a plan (alpa_plan.c). */
+#ifndef PSIM_ALPA_SEARCH_IMPL_H
+#define PSIM_ALPA_SEARCH_IMPL_H
+
+#include <pthread.h>
+#include <time.h>
+
+#include "search/alpa/alpa_fix.h"
+#include "search/alpa/alpa_impl.h"
+#include "search/search.h"
+
+#define TOP_K      5     /* DP plans re-simulated (the issue allows a handful) */
+#define EPS_TMAX   0.002 /* Alpa's second pruning: relative step of the bound */
+#define MEM_USE    1.0   /* share of device memory the DP plans for (workspace, fragmentation) */
+#define MAX_MESHES 8
+/* ILP levels per (layer class, mesh, micro-batch): 0 minimises time; 1 and 2
+ * add memory to the objective at LEVEL_MEM_WEIGHT[level] times level 0's
+ * time per byte, for stages that would not fit otherwise (2 is memory first,
+ * time breaking ties: what a 1T model on 80 GB devices needs). */
+#define LEVELS  3
+#define MAX_MBS 128 /* micro-batch sizes considered (divisors of the batch) */
+
+static inline double psim_alpa_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ILP result of one (layer class, logical mesh, micro-batch size, level). */
+typedef struct alpa_point {
+  bool solved, ok;
+  double time, fwd, fwd_attn, sync, wmem, act, act_sel, act_full;
+  int8_t (*op_dim)[2]; /* per local op: op dim per axis */
+  bool seq_parallel;   /* some partial sums are reduce-scattered along the sequence */
+} alpa_point;
+
+typedef struct alpa_mesh {
+  int32_t n, a0, a1;
+  psim_sh_mesh *sh; /* fitted lazily */
+} alpa_mesh;
+
+typedef struct alpa_cand {
+  double estimate;
+  int32_t n, S, mb_id, rc;
+  int32_t *last; /* S entries: last layer of each stage */
+  int32_t *ml;   /* S entries: mesh * LEVELS + level */
+} alpa_cand;
+
+typedef struct alpa {
+  const psim_model *m;
+  psim_cluster *c;
+  const psim_search_options *o;
+  psim_alpa_fix fix;
+  int64_t batch;
+  double mem_bytes;
+  int32_t n_classes, *class_of, *class_layer; /* per layer; per class: its first layer */
+  int32_t n_meshes;
+  alpa_mesh meshes[64];
+  int32_t n_mbs;
+  int64_t mbs[MAX_MBS];
+  alpa_point *memo; /* [class][mesh][mb][level] */
+  uint8_t *blame;   /* per --fix entry (alpa_fix.h): it made some ILP infeasible */
+  bool blamed;      /* some entry of blame is set */
+  int64_t ilp_count, memo_lookups, memo_hits, timeouts;
+  double ilp_s, dp_s, max_gap, mesh_s, sim_s;
+  alpa_cand top[TOP_K];
+  int32_t n_top;
+  pthread_mutex_t mu; /* guards the counters and blame when ILPs run on worker threads */
+} alpa;
+
+static inline void alpa_lock(alpa *A) {
+  pthread_mutex_lock(&A->mu);
+}
+
+static inline void alpa_unlock(alpa *A) {
+  pthread_mutex_unlock(&A->mu);
+}
+
+/* One ILP point to solve: (layer class, mesh, micro-batch size, level). */
+typedef struct psim_alpa_ilp_job {
+  int32_t cls, mesh, mb;
+  int level;
+} psim_alpa_ilp_job;
+
+/* alpa.c: whether micro-batch size mb is worth trying on mesh me. */
+bool psim_alpa_mb_wanted(const alpa *A, const alpa_mesh *me, int64_t mb);
+/* alpa_points.c: the memo's entry of a point; the mesh fitted on first use;
+ * the memoised point (solved on first use); points solved on worker threads;
+ * fn(arg) run on up to want threads. */
+alpa_point *psim_alpa_memo_at(alpa *A, int32_t cls, int32_t mesh, int32_t mb, int level);
+psim_status psim_alpa_mesh_of(alpa *A, int32_t mesh, const psim_sh_mesh **out);
+psim_status psim_alpa_point(alpa *A, int32_t cls, int32_t mesh, int32_t mb, int level,
+                            const alpa_point **out);
+psim_status psim_alpa_solve_jobs(alpa *A, const psim_alpa_ilp_job *jobs, int32_t n);
+void psim_alpa_run_workers(int32_t want, void *(*fn)(void *), void *arg);
+/* alpa_dp.c: the stage DP over every stage size, micro-batch size and
+ * recomputation mode, keeping the best TOP_K candidates in A->top. */
+psim_status psim_alpa_search_all(alpa *A);
+/* alpa_plan.c: the candidates' explicit strategies simulated; the best into r. */
+psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0);
+
+#endif

@@ -1,0 +1,467 @@
+/* strategy_read.c - the structure of plansim.strategy/1 files, checked
+ * before any model or cluster is known: the template forms and the explicit
+ * form (mesh, layout, pipeline, gradient sync, options); docs/strategy.md. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "sim/strategy/strategy_impl.h"
+
+/* ---------------- named options ---------------- */
+
+static psim_status enum_key(psim_jctx *c, const cJSON *obj, const char *key,
+                            psim_status (*parse)(const char *, void *), void *out, bool *given) {
+  const char *name = NULL;
+  PSIM_CHECK(psim_json_string(c, obj, key, false, &name));
+  if (given)
+    *given = name != NULL;
+  if (!name)
+    return PSIM_OK;
+  if (parse(name, out) != PSIM_OK) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s", psim_error_message());
+    size_t sv = psim_jctx_key(c, key);
+    psim_status s = psim_jerr(c, "%s", msg);
+    psim_jctx_pop(c, sv);
+    return s;
+  }
+  return PSIM_OK;
+}
+
+static psim_status p_sched(const char *n, void *o) {
+  return psim_schedule_parse(n, o);
+}
+static psim_status p_recomp(const char *n, void *o) {
+  return psim_recompute_parse(n, o);
+}
+static psim_status p_ar(const char *n, void *o) {
+  return psim_allreduce_algo_parse(n, o);
+}
+static psim_status p_ps(const char *n, void *o) {
+  return psim_ps_mode_parse(n, o);
+}
+
+psim_status psim_strategy_int32_key(psim_jctx *c, const cJSON *obj, const char *key, bool required,
+                                    int64_t min, int64_t max, int32_t *out) {
+  int64_t v = *out;
+  PSIM_CHECK(psim_json_int(c, obj, key, required, min, max, &v));
+  *out = (int32_t)v;
+  return PSIM_OK;
+}
+
+/* "checkpoint": {"every": N, "write_bandwidth": Q, "read_bandwidth": Q}. */
+static psim_status read_checkpoint(psim_jctx *c, const cJSON *root, psim_checkpoint *ck) {
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "checkpoint");
+  if (!o)
+    return PSIM_OK;
+  static const char *const keys[] = {"every", "write_bandwidth", "read_bandwidth", NULL};
+  size_t sv = psim_jctx_key(c, "checkpoint");
+  int64_t every = 0;
+  psim_status s = psim_json_check_keys(c, o, keys);
+  if (s == PSIM_OK)
+    s = psim_json_int(c, o, "every", false, 0, 1000000000, &every);
+  if (s == PSIM_OK)
+    s = psim_json_quantity(c, o, "write_bandwidth", false, PSIM_UNIT_BANDWIDTH, &ck->write_bw);
+  if (s == PSIM_OK)
+    s = psim_json_quantity(c, o, "read_bandwidth", false, PSIM_UNIT_BANDWIDTH, &ck->read_bw);
+  ck->every = (int32_t)every;
+  psim_jctx_pop(c, sv);
+  return s;
+}
+
+/* Options every form accepts. */
+static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  PSIM_CHECK(read_checkpoint(c, root, &sp->checkpoint));
+  PSIM_CHECK(enum_key(c, root, "recompute", p_recomp, &sp->recompute, NULL));
+  PSIM_CHECK(psim_json_bool(c, root, "sequence_parallel", false, &sp->sequence_parallel));
+  PSIM_CHECK(psim_json_bool(c, root, "overlap_grad_reduce", false, &sp->overlap_grad_reduce));
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "zero", false, 0, 3, &sp->zero_stage));
+  PSIM_CHECK(psim_json_quantity(c, root, "bucket_size", false, PSIM_UNIT_BYTES, &sp->bucket_bytes));
+  if (sp->bucket_bytes < 1) {
+    size_t sv = psim_jctx_key(c, "bucket_size");
+    psim_status s = psim_jerr(c, "a gradient bucket must hold at least 1 byte");
+    psim_jctx_pop(c, sv);
+    return s;
+  }
+  return enum_key(c, root, "allreduce", p_ar, &sp->allreduce, NULL);
+}
+
+/* ---------------- template form ---------------- */
+
+static const char *const megatron_keys[] = {"format",
+                                            "name",
+                                            "description",
+                                            "template",
+                                            "tp",
+                                            "pp",
+                                            "dp",
+                                            "micro_batch",
+                                            "virtual_stages",
+                                            "schedule",
+                                            "recompute",
+                                            "sequence_parallel",
+                                            "zero",
+                                            "overlap_grad_reduce",
+                                            "allreduce",
+                                            "bucket_size",
+                                            "checkpoint",
+                                            NULL};
+static const char *const dp_keys[] = {
+    "format",    "name", "description",         "template",  "dp",          "micro_batches",
+    "recompute", "zero", "overlap_grad_reduce", "allreduce", "bucket_size", "checkpoint",
+    NULL};
+static const char *const zero_keys[] = {"format",
+                                        "name",
+                                        "description",
+                                        "template",
+                                        "stage",
+                                        "dp",
+                                        "micro_batches",
+                                        "recompute",
+                                        "overlap_grad_reduce",
+                                        "allreduce",
+                                        "bucket_size",
+                                        "checkpoint",
+                                        NULL};
+
+static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  psim_megatron_opts *o = &sp->mo;
+  PSIM_CHECK(psim_json_check_keys(c, root, megatron_keys));
+  o->dp = 0;
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "tp", false, 1, MAX_DEGREE, &o->tp));
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "pp", false, 1, MAX_DEGREE, &o->pp));
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "dp", false, 1, MAX_DEGREE, &o->dp));
+  PSIM_CHECK(
+      psim_strategy_int32_key(c, root, "micro_batch", false, 1, MAX_DEGREE, &o->micro_batch));
+  PSIM_CHECK(
+      psim_strategy_int32_key(c, root, "virtual_stages", false, 1, 4096, &o->virtual_stages));
+  PSIM_CHECK(enum_key(c, root, "schedule", p_sched, &o->schedule, &sp->schedule_given));
+  PSIM_CHECK(read_common(c, root, sp));
+  if (!sp->schedule_given && o->virtual_stages > 1)
+    o->schedule = PSIM_SCHED_INTERLEAVED;
+  size_t sv = psim_jctx_key(c, "schedule");
+  psim_status s = PSIM_OK;
+  if (o->virtual_stages > 1 && o->schedule != PSIM_SCHED_INTERLEAVED)
+    s = psim_jerr(c, "'%s' with virtual_stages = %d; virtual stages need 'interleaved'",
+                  psim_schedule_name(o->schedule), (int)o->virtual_stages);
+  else if (o->virtual_stages == 1 && o->schedule == PSIM_SCHED_INTERLEAVED)
+    s = psim_jerr(c, "'interleaved' needs virtual_stages > 1");
+  psim_jctx_pop(c, sv);
+  return s;
+}
+
+static psim_status read_template(psim_jctx *c, const cJSON *root, const char *name,
+                                 psim_strategy_spec *sp) {
+  sp->micro_batches = 1;
+  if (strcmp(name, "megatron") == 0) {
+    sp->form = FORM_MEGATRON;
+    return read_megatron(c, root, sp);
+  }
+  bool zero = strcmp(name, "zero") == 0;
+  if (!zero && strcmp(name, "data_parallel") != 0) {
+    size_t sv = psim_jctx_key(c, "template");
+    psim_status s = psim_jerr(c,
+                              "unknown template '%.80s'; expected megatron, data_parallel "
+                              "or zero",
+                              name);
+    psim_jctx_pop(c, sv);
+    return s;
+  }
+  sp->form = zero ? FORM_ZERO : FORM_DATA_PARALLEL;
+  PSIM_CHECK(psim_json_check_keys(c, root, zero ? zero_keys : dp_keys));
+  if (zero)
+    PSIM_CHECK(psim_strategy_int32_key(c, root, "stage", true, 0, 3, &sp->zero_stage));
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "dp", false, 1, MAX_DEGREE, &sp->dp_n));
+  PSIM_CHECK(
+      psim_strategy_int32_key(c, root, "micro_batches", false, 1, MAX_DEGREE, &sp->micro_batches));
+  return read_common(c, root, sp);
+}
+
+/* ---------------- explicit form: structure ---------------- */
+
+static const char *const explicit_keys[] = {
+    "format",      "name",          "description",       "mesh",
+    "layout",      "ops",           "pipeline",          "gradient_sync",
+    "zero",        "recompute",     "sequence_parallel", "overlap_grad_reduce",
+    "bucket_size", "template_info", "checkpoint",        NULL};
+
+static int32_t axis_find(const psim_mesh *mesh, const char *name) {
+  for (int32_t a = 0; a < mesh->n_axes; a++)
+    if (strcmp(mesh->axis[a], name) == 0)
+      return a;
+  return -1;
+}
+
+static psim_status name_fits(psim_jctx *c, const char *name) {
+  if (strlen(name) >= PSIM_MESH_NAME || name[0] == '\0')
+    return psim_jerr(c, "name '%.80s' must have 1 to %d characters", name, PSIM_MESH_NAME - 1);
+  return PSIM_OK;
+}
+
+static psim_status read_axes(psim_jctx *c, const cJSON *axes, psim_mesh *mesh) {
+  PSIM_CHECK(psim_json_expect_object(c, axes));
+  int64_t total = 1;
+  for (const cJSON *it = axes->child; it; it = it->next) {
+    size_t sv = psim_jctx_key(c, it->string);
+    if (mesh->n_axes == PSIM_MESH_MAX_AXES)
+      return psim_jerr(c, "more than %d mesh axes", PSIM_MESH_MAX_AXES);
+    PSIM_CHECK(name_fits(c, it->string));
+    if (axis_find(mesh, it->string) >= 0)
+      return psim_jerr(c, "duplicate axis '%.80s'", it->string);
+    int64_t n = 0;
+    PSIM_CHECK(psim_json_value_int(c, it, 1, MAX_DEVICES, &n));
+    total *= n;
+    if (total > MAX_DEVICES)
+      return psim_jerr(c, "the mesh has more than %d devices", MAX_DEVICES);
+    snprintf(mesh->axis[mesh->n_axes], PSIM_MESH_NAME, "%s", it->string);
+    mesh->size[mesh->n_axes++] = (int32_t)n;
+    psim_jctx_pop(c, sv);
+  }
+  return PSIM_OK;
+}
+
+/* A {key: axis name} object; fallback == true fills mesh->fallback. */
+static psim_status read_axis_map(psim_jctx *c, const cJSON *obj, psim_mesh *mesh, bool fallback) {
+  PSIM_CHECK(psim_json_expect_object(c, obj));
+  for (const cJSON *it = obj->child; it; it = it->next) {
+    size_t sv = psim_jctx_key(c, it->string);
+    PSIM_CHECK(name_fits(c, it->string));
+    if (!cJSON_IsString(it))
+      return psim_jerr(c, "expected the name of a mesh axis (a string)");
+    const char *axis = fallback ? it->string : it->valuestring;
+    const char *key = fallback ? it->valuestring : it->string;
+    PSIM_CHECK(name_fits(c, key));
+    int32_t a = axis_find(mesh, axis);
+    if (a < 0)
+      return psim_jerr(c, "'%.80s' is not an axis of the mesh", axis);
+    if (fallback) {
+      snprintf(mesh->fallback[a], PSIM_MESH_NAME, "%s", key);
+    } else {
+      for (int32_t k = 0; k < mesh->n_layout; k++)
+        if (strcmp(mesh->layout_key[k], key) == 0)
+          return psim_jerr(c, "duplicate layout key '%.80s'", key);
+      if (mesh->n_layout == PSIM_MESH_MAX_LAYOUT)
+        return psim_jerr(c, "more than %d layout entries", PSIM_MESH_MAX_LAYOUT);
+      snprintf(mesh->layout_key[mesh->n_layout], PSIM_MESH_NAME, "%s", key);
+      mesh->layout_axis[mesh->n_layout++] = a;
+    }
+    psim_jctx_pop(c, sv);
+  }
+  return PSIM_OK;
+}
+
+static psim_status read_mesh(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  static const char *const keys[] = {"axes", "devices", "fallback", NULL};
+  const cJSON *mesh = cJSON_GetObjectItemCaseSensitive(root, "mesh");
+  const cJSON *layout = cJSON_GetObjectItemCaseSensitive(root, "layout");
+  if (!mesh) {
+    if (layout)
+      return psim_jerr(c, "'layout' needs a 'mesh' with axes");
+    return PSIM_OK;
+  }
+  size_t sv = psim_jctx_key(c, "mesh");
+  PSIM_CHECK(psim_json_check_keys(c, mesh, keys));
+  const cJSON *axes = cJSON_GetObjectItemCaseSensitive(mesh, "axes");
+  const cJSON *fb = cJSON_GetObjectItemCaseSensitive(mesh, "fallback");
+  size_t s2 = psim_jctx_key(c, "axes");
+  if (axes)
+    PSIM_CHECK(read_axes(c, axes, &sp->mesh));
+  psim_jctx_pop(c, s2);
+  PSIM_CHECK(psim_strategy_check_devices_key(c, mesh, "devices", &sp->mesh_devices));
+  s2 = psim_jctx_key(c, "fallback");
+  if (fb)
+    PSIM_CHECK(read_axis_map(c, fb, &sp->mesh, true));
+  psim_jctx_pop(c, sv);
+  sp->layout = layout;
+  if (!layout)
+    return PSIM_OK;
+  sv = psim_jctx_key(c, "layout");
+  PSIM_CHECK(read_axis_map(c, layout, &sp->mesh, false));
+  psim_jctx_pop(c, sv);
+  return PSIM_OK;
+}
+
+static psim_status read_stage(psim_jctx *c, const cJSON *st) {
+  static const char *const keys[] = {"layers", "devices", NULL};
+  PSIM_CHECK(psim_json_check_keys(c, st, keys));
+  const cJSON *layers = cJSON_GetObjectItemCaseSensitive(st, "layers"), *d = NULL;
+  size_t sv = psim_jctx_key(c, "layers");
+  if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) != 2)
+    return psim_jerr(c, "expected [first, last]: the stage's inclusive layer range");
+  int64_t a = 0, b = 0;
+  size_t s2 = psim_jctx_index(c, 0);
+  PSIM_CHECK(psim_json_value_int(c, layers->child, 0, INT32_MAX, &a));
+  psim_jctx_pop(c, s2);
+  s2 = psim_jctx_index(c, 1);
+  PSIM_CHECK(psim_json_value_int(c, layers->child->next, a, INT32_MAX, &b));
+  psim_jctx_pop(c, sv);
+  if (!cJSON_GetObjectItemCaseSensitive(st, "devices"))
+    return psim_jerr(c, "missing required key 'devices'");
+  return psim_strategy_check_devices_key(c, st, "devices", &d);
+}
+
+static psim_status read_stages(psim_jctx *c, const cJSON *stages, psim_strategy_spec *sp) {
+  size_t sv = psim_jctx_key(c, "stages");
+  PSIM_CHECK(psim_json_expect_array(c, stages));
+  int n = cJSON_GetArraySize(stages);
+  if (n < 1)
+    return psim_jerr(c, "no stages");
+  size_t i = 0;
+  for (const cJSON *it = stages->child; it; it = it->next, i++) {
+    size_t s2 = psim_jctx_index(c, i);
+    PSIM_CHECK(read_stage(c, it));
+    psim_jctx_pop(c, s2);
+  }
+  if (n % sp->virtual_stages != 0)
+    return psim_jerr(c, "%d entries is not a multiple of virtual_stages = %d", n,
+                     (int)sp->virtual_stages);
+  psim_jctx_pop(c, sv);
+  sp->stages = stages;
+  return PSIM_OK;
+}
+
+static psim_status read_pipeline(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  static const char *const keys[] = {"stages", "micro_batches", "schedule", "virtual_stages", NULL};
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "pipeline");
+  sp->micro_batches = 1;
+  sp->virtual_stages = 1;
+  if (!p)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(c, "pipeline");
+  PSIM_CHECK(psim_json_check_keys(c, p, keys));
+  PSIM_CHECK(
+      psim_strategy_int32_key(c, p, "micro_batches", false, 1, MAX_DEGREE, &sp->micro_batches));
+  PSIM_CHECK(psim_strategy_int32_key(c, p, "virtual_stages", false, 1, 4096, &sp->virtual_stages));
+  bool given = false;
+  PSIM_CHECK(enum_key(c, p, "schedule", p_sched, &sp->schedule, &given));
+  if (!given)
+    sp->schedule = sp->virtual_stages > 1 ? PSIM_SCHED_INTERLEAVED : PSIM_SCHED_1F1B;
+  if ((sp->virtual_stages > 1) != (sp->schedule == PSIM_SCHED_INTERLEAVED))
+    return psim_jerr(c,
+                     "schedule '%s' with virtual_stages = %d: 'interleaved' goes with "
+                     "virtual_stages > 1 and only with it",
+                     psim_schedule_name(sp->schedule), (int)sp->virtual_stages);
+  const cJSON *stages = cJSON_GetObjectItemCaseSensitive(p, "stages");
+  if (stages)
+    PSIM_CHECK(read_stages(c, stages, sp));
+  else if (sp->virtual_stages > 1)
+    return psim_jerr(c, "virtual_stages needs explicit 'stages'");
+  psim_jctx_pop(c, sv);
+  return PSIM_OK;
+}
+
+static psim_status read_ps(psim_jctx *c, const cJSON *ps, psim_strategy_spec *sp) {
+  static const char *const keys[] = {"servers", "mode", "backup_k", "replicas", NULL};
+  PSIM_CHECK(psim_json_check_keys(c, ps, keys));
+  if (!cJSON_GetObjectItemCaseSensitive(ps, "servers"))
+    return psim_jerr(c, "missing required key 'servers'");
+  PSIM_CHECK(psim_strategy_check_devices_key(c, ps, "servers", &sp->ps_servers));
+  PSIM_CHECK(enum_key(c, ps, "mode", p_ps, &sp->ps_mode, NULL));
+  PSIM_CHECK(psim_strategy_int32_key(c, ps, "replicas", false, 1, 64, &sp->ps_replicas));
+  PSIM_CHECK(psim_strategy_int32_key(c, ps, "backup_k", sp->ps_mode == PSIM_PS_BACKUP, 1,
+                                     MAX_DEVICES, &sp->ps_backup_k));
+  return PSIM_OK;
+}
+
+static psim_status read_sync(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  static const char *const keys[] = {"allreduce", "parameter_server", NULL};
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gradient_sync");
+  if (!g)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(c, "gradient_sync");
+  PSIM_CHECK(psim_json_check_keys(c, g, keys));
+  const cJSON *ps = cJSON_GetObjectItemCaseSensitive(g, "parameter_server");
+  if (ps && cJSON_GetObjectItemCaseSensitive(g, "allreduce"))
+    return psim_jerr(c, "give either 'allreduce' or 'parameter_server', not both");
+  PSIM_CHECK(enum_key(c, g, "allreduce", p_ar, &sp->allreduce, NULL));
+  if (ps) {
+    sp->sync = PSIM_SYNC_PS;
+    size_t s2 = psim_jctx_key(c, "parameter_server");
+    PSIM_CHECK(read_ps(c, ps, sp));
+    psim_jctx_pop(c, s2);
+  }
+  psim_jctx_pop(c, sv);
+  return PSIM_OK;
+}
+
+static psim_status read_tmpl_info(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  static const char *const keys[] = {"name",           "tp", "pp", "dp", "micro_batch",
+                                     "virtual_stages", NULL};
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "template_info");
+  if (!t)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(c, "template_info");
+  PSIM_CHECK(psim_json_check_keys(c, t, keys));
+  const char *name = "";
+  PSIM_CHECK(psim_json_string(c, t, "name", true, &name));
+  if (strlen(name) >= sizeof sp->tmpl.name)
+    return psim_jerr(c, "name '%.80s' too long", name);
+  snprintf(sp->tmpl.name, sizeof sp->tmpl.name, "%s", name);
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "tp", false, 0, MAX_DEGREE, &sp->tmpl.tp));
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "pp", false, 0, MAX_DEGREE, &sp->tmpl.pp));
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "dp", false, 0, MAX_DEGREE, &sp->tmpl.dp));
+  PSIM_CHECK(
+      psim_strategy_int32_key(c, t, "micro_batch", false, 0, MAX_DEGREE, &sp->tmpl.micro_batch));
+  PSIM_CHECK(
+      psim_strategy_int32_key(c, t, "virtual_stages", false, 0, 4096, &sp->tmpl.virtual_stages));
+  psim_jctx_pop(c, sv);
+  return PSIM_OK;
+}
+
+static psim_status read_explicit(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  sp->form = FORM_EXPLICIT;
+  PSIM_CHECK(psim_json_check_keys(c, root, explicit_keys));
+  PSIM_CHECK(read_mesh(c, root, sp));
+  PSIM_CHECK(psim_strategy_read_overrides(c, root, sp));
+  PSIM_CHECK(read_pipeline(c, root, sp));
+  PSIM_CHECK(read_sync(c, root, sp));
+  PSIM_CHECK(read_tmpl_info(c, root, sp));
+  PSIM_CHECK(read_common(c, root, sp));
+  if (sp->stages && sp->mesh_devices)
+    return psim_jerr(c, "mesh.devices: not allowed with pipeline.stages (each stage names its "
+                        "devices)");
+  return PSIM_OK;
+}
+
+static void spec_init(psim_strategy_spec *sp) {
+  memset(sp, 0, sizeof *sp);
+  psim_megatron_opts_init(&sp->mo);
+  sp->bucket_bytes = 25.0 * 1048576.0; /* PyTorch DDP bucket_cap_mb = 25 */
+  sp->ps_replicas = 1;
+  sp->micro_batches = 1;
+  sp->virtual_stages = 1;
+  sp->schedule = PSIM_SCHED_1F1B;
+}
+
+psim_status psim_strategy_read_spec(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  spec_init(sp);
+  PSIM_CHECK(psim_json_expect_object(c, root));
+  const char *fmt = NULL, *tmpl = NULL, *name = NULL;
+  PSIM_CHECK(psim_json_string(c, root, "format", true, &fmt));
+  if (strcmp(fmt, FORMAT) != 0) {
+    size_t sv = psim_jctx_key(c, "format");
+    psim_status s = psim_jerr(c, "'%.80s'; expected \"" FORMAT "\"", fmt);
+    psim_jctx_pop(c, sv);
+    return s;
+  }
+  PSIM_CHECK(psim_json_string(c, root, "name", false, &name));
+  PSIM_CHECK(psim_json_string(c, root, "description", false, &name));
+  PSIM_CHECK(psim_json_string(c, root, "template", false, &tmpl));
+  return tmpl ? read_template(c, root, tmpl, sp) : read_explicit(c, root, sp);
+}
+
+void psim_strategy_spec_destroy(psim_strategy_spec *sp) {
+  psim_constraints_destroy(&sp->overrides);
+}
+
+psim_status psim_strategy_check_json(const char *file, const cJSON *root) {
+  psim_jctx c;
+  psim_jctx_init(&c, file);
+  psim_strategy_spec sp;
+  psim_status st = psim_strategy_read_spec(&c, root, &sp);
+  psim_strategy_spec_destroy(&sp);
+  return st;
+}

@@ -1,0 +1,210 @@
+/* strategy_write.c - a strategy written back as the explicit form of
+ * plansim.strategy/1 (docs/strategy.md). */
+#include <assert.h>
+#include <string.h>
+
+#include "sim/core/json.h"
+#include "sim/strategy/strategy_impl.h"
+
+/* ---------------- writing the explicit form ---------------- */
+
+static psim_status enomem(void) {
+  return psim_error(PSIM_ENOMEM, "out of memory writing a strategy");
+}
+
+static psim_status add_item(cJSON *parent, const char *key, cJSON *item) {
+  if (!item)
+    return enomem();
+  if (key)
+    cJSON_AddItemToObject(parent, key, item);
+  else
+    cJSON_AddItemToArray(parent, item);
+  return PSIM_OK;
+}
+
+/* A device list: {"first","count","stride"} when it is an arithmetic
+ * progression of 3 or more entries, else an array of indices. */
+static psim_status devices_json(const int32_t *d, int32_t n, cJSON *parent, const char *key) {
+  assert(n == 0 || d);
+  bool arith = n >= 3;
+  int32_t stride = n >= 2 ? d[1] - d[0] : 1;
+  for (int32_t i = 1; arith && i < n; i++)
+    arith = d[i] - d[i - 1] == stride;
+  if (arith && stride >= 1) {
+    cJSON *o = cJSON_CreateObject();
+    PSIM_CHECK(add_item(parent, key, o));
+    PSIM_CHECK(psim_json_add_number(o, "first", d[0]));
+    PSIM_CHECK(psim_json_add_number(o, "count", n));
+    return stride == 1 ? PSIM_OK : psim_json_add_number(o, "stride", stride);
+  }
+  cJSON *a = cJSON_CreateArray();
+  PSIM_CHECK(add_item(parent, key, a));
+  for (int32_t i = 0; i < n; i++)
+    PSIM_CHECK(add_item(a, NULL, cJSON_CreateNumber(d[i])));
+  return PSIM_OK;
+}
+
+static psim_status mesh_json(const psim_strategy *s, cJSON *root) {
+  cJSON *mesh = NULL, *axes = NULL, *fb = NULL;
+  PSIM_CHECK(psim_json_add_object(root, "mesh", &mesh));
+  if (s->mesh.n_axes > 0) {
+    PSIM_CHECK(psim_json_add_object(mesh, "axes", &axes));
+    for (int32_t a = 0; a < s->mesh.n_axes; a++)
+      PSIM_CHECK(psim_json_add_number(axes, s->mesh.axis[a], s->mesh.size[a]));
+  }
+  if (s->n_stages * s->virtual_stages == 1)
+    PSIM_CHECK(devices_json(s->stages[0].devices, s->stages[0].n_devices, mesh, "devices"));
+  for (int32_t a = 0; a < s->mesh.n_axes; a++) {
+    if (s->mesh.fallback[a][0] == '\0')
+      continue;
+    if (!fb)
+      PSIM_CHECK(psim_json_add_object(mesh, "fallback", &fb));
+    PSIM_CHECK(psim_json_add_string(fb, s->mesh.axis[a], s->mesh.fallback[a]));
+  }
+  if (s->mesh.n_layout == 0)
+    return PSIM_OK;
+  cJSON *layout = NULL;
+  PSIM_CHECK(psim_json_add_object(root, "layout", &layout));
+  for (int32_t k = 0; k < s->mesh.n_layout; k++)
+    PSIM_CHECK(
+        psim_json_add_string(layout, s->mesh.layout_key[k], s->mesh.axis[s->mesh.layout_axis[k]]));
+  return PSIM_OK;
+}
+
+static psim_status pipeline_json(const psim_strategy *s, cJSON *root) {
+  cJSON *p = NULL, *stages = NULL;
+  PSIM_CHECK(psim_json_add_object(root, "pipeline", &p));
+  PSIM_CHECK(psim_json_add_number(p, "micro_batches", s->n_micro));
+  PSIM_CHECK(psim_json_add_string(p, "schedule", psim_schedule_name(s->schedule)));
+  PSIM_CHECK(psim_json_add_number(p, "virtual_stages", s->virtual_stages));
+  int32_t n = s->n_stages * s->virtual_stages;
+  if (n == 1)
+    return PSIM_OK;
+  PSIM_CHECK(psim_json_add_array(p, "stages", &stages));
+  for (int32_t i = 0; i < n; i++) {
+    cJSON *st = cJSON_CreateObject(), *layers = NULL;
+    PSIM_CHECK(add_item(stages, NULL, st));
+    PSIM_CHECK(psim_json_add_array(st, "layers", &layers));
+    PSIM_CHECK(add_item(layers, NULL, cJSON_CreateNumber(s->stages[i].first_layer)));
+    PSIM_CHECK(add_item(layers, NULL, cJSON_CreateNumber(s->stages[i].last_layer)));
+    PSIM_CHECK(devices_json(s->stages[i].devices, s->stages[i].n_devices, st, "devices"));
+  }
+  return PSIM_OK;
+}
+
+static psim_status op_json(const psim_model *m, int32_t i, const psim_op_config *cfg, cJSON *ops) {
+  cJSON *o = NULL, *split = NULL;
+  PSIM_CHECK(psim_json_add_object(ops, m->ops[i].name, &o));
+  PSIM_CHECK(psim_json_add_object(o, "split", &split));
+  for (int32_t j = 0; j < m->ops[i].n_dims; j++)
+    if (cfg->degree[j] > 1)
+      PSIM_CHECK(psim_json_add_number(split, m->dims[m->ops[i].dims[j].dim].name, cfg->degree[j]));
+  PSIM_CHECK(psim_json_add_number(o, "replicas", cfg->replicas));
+  return devices_json(cfg->devices, cfg->n_devices, o, "devices");
+}
+
+static bool config_same(const psim_op_config *a, const psim_op_config *b, int32_t n_dims) {
+  if (a->replicas != b->replicas || a->n_devices != b->n_devices)
+    return false;
+  for (int32_t j = 0; j < n_dims; j++)
+    if (a->degree[j] != b->degree[j])
+      return false;
+  return memcmp(a->devices, b->devices, (size_t)a->n_devices * sizeof *a->devices) == 0;
+}
+
+/* Ops whose config differs from what mesh+layout give them. */
+static psim_status ops_json(const psim_strategy *s, const psim_model *m, cJSON *root) {
+  cJSON *ops = NULL;
+  for (int32_t i = 0; i < s->n_ops; i++) {
+    if (s->ops[i].stage < 0 || s->ops[i].stage >= s->n_stages * s->virtual_stages)
+      return psim_error(PSIM_EINPUT, "op '%s' has no valid pipeline stage (%d)", m->ops[i].name,
+                        (int)s->ops[i].stage);
+    const psim_stage *st = &s->stages[s->ops[i].stage];
+    psim_op_config def;
+    psim_status rc = psim_mesh_op_config(&s->mesh, m, i, st->devices, st->n_devices, &def);
+    if (rc == PSIM_ENOMEM)
+      return rc;
+    bool same = rc == PSIM_OK && config_same(&def, &s->ops[i], m->ops[i].n_dims);
+    psim_op_config_destroy(&def);
+    if (same)
+      continue;
+    if (!ops)
+      PSIM_CHECK(psim_json_add_object(root, "ops", &ops));
+    PSIM_CHECK(op_json(m, i, &s->ops[i], ops));
+  }
+  psim_error_clear();
+  return PSIM_OK;
+}
+
+static psim_status sync_json(const psim_strategy *s, cJSON *root) {
+  cJSON *g = NULL, *ps = NULL;
+  PSIM_CHECK(psim_json_add_object(root, "gradient_sync", &g));
+  if (s->sync != PSIM_SYNC_PS)
+    return psim_json_add_string(g, "allreduce", psim_allreduce_algo_name(s->allreduce));
+  PSIM_CHECK(psim_json_add_object(g, "parameter_server", &ps));
+  PSIM_CHECK(devices_json(s->ps.servers, s->ps.n_servers, ps, "servers"));
+  PSIM_CHECK(psim_json_add_string(ps, "mode", psim_ps_mode_name(s->ps.mode)));
+  if (s->ps.mode == PSIM_PS_BACKUP)
+    PSIM_CHECK(psim_json_add_number(ps, "backup_k", s->ps.backup_k));
+  return psim_json_add_number(ps, "replicas", s->ps.replicas);
+}
+
+static psim_status tmpl_json(const psim_strategy *s, cJSON *root) {
+  if (s->tmpl.name[0] == '\0')
+    return PSIM_OK;
+  cJSON *t = NULL;
+  PSIM_CHECK(psim_json_add_object(root, "template_info", &t));
+  PSIM_CHECK(psim_json_add_string(t, "name", s->tmpl.name));
+  PSIM_CHECK(psim_json_add_number(t, "tp", s->tmpl.tp));
+  PSIM_CHECK(psim_json_add_number(t, "pp", s->tmpl.pp));
+  PSIM_CHECK(psim_json_add_number(t, "dp", s->tmpl.dp));
+  PSIM_CHECK(psim_json_add_number(t, "micro_batch", s->tmpl.micro_batch));
+  return psim_json_add_number(t, "virtual_stages", s->tmpl.virtual_stages);
+}
+
+static psim_status options_json(const psim_strategy *s, cJSON *root) {
+  PSIM_CHECK(psim_json_add_number(root, "zero", s->zero_stage));
+  PSIM_CHECK(psim_json_add_string(root, "recompute", psim_recompute_name(s->recompute)));
+  PSIM_CHECK(psim_json_add_bool(root, "sequence_parallel", s->sequence_parallel));
+  PSIM_CHECK(psim_json_add_bool(root, "overlap_grad_reduce", s->overlap_grad_reduce));
+  if (s->checkpoint.every > 0 || s->checkpoint.write_bw > 0 || s->checkpoint.read_bw > 0) {
+    cJSON *ck;
+    PSIM_CHECK(psim_json_add_object(root, "checkpoint", &ck));
+    if (s->checkpoint.every > 0)
+      PSIM_CHECK(psim_json_add_number(ck, "every", s->checkpoint.every));
+    if (s->checkpoint.write_bw > 0)
+      PSIM_CHECK(psim_json_add_number(ck, "write_bandwidth", s->checkpoint.write_bw));
+    if (s->checkpoint.read_bw > 0)
+      PSIM_CHECK(psim_json_add_number(ck, "read_bandwidth", s->checkpoint.read_bw));
+  }
+  return psim_json_add_number(root, "bucket_size", s->bucket_bytes);
+}
+
+static psim_status to_json(const psim_strategy *s, const psim_model *m, cJSON *root) {
+  PSIM_CHECK(psim_json_add_string(root, "format", FORMAT));
+  PSIM_CHECK(tmpl_json(s, root));
+  PSIM_CHECK(mesh_json(s, root));
+  PSIM_CHECK(pipeline_json(s, root));
+  PSIM_CHECK(ops_json(s, m, root));
+  PSIM_CHECK(sync_json(s, root));
+  return options_json(s, root);
+}
+
+psim_status psim_strategy_to_json(const psim_strategy *s, const psim_model *m,
+                                  const psim_cluster *c, cJSON **out) {
+  (void)c;
+  psim_json_init_hooks();
+  *out = NULL;
+  if (!s->stages || s->n_ops != m->n_ops)
+    return psim_error(PSIM_EINPUT, "the strategy does not belong to model '%s'", m->name);
+  cJSON *root = cJSON_CreateObject();
+  if (!root)
+    return enomem();
+  psim_status st = to_json(s, m, root);
+  if (st != PSIM_OK) {
+    cJSON_Delete(root);
+    return st;
+  }
+  *out = root;
+  return PSIM_OK;
+}
