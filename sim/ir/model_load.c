@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "sim/core/alloc.h"
-#include "sim/ir/model_priv.h"
+#include "sim/ir/model_impl.h"
 
 enum { NAME_MAX_LEN = 1000 };
 #define MAX_TENSORS (3 * PSIM_MODEL_MAX_OPS) /* tensors after expansion */
