@@ -12,10 +12,21 @@
  * hundred entries, which stay in L1/L2. The ready time of a task that is not
  * yet taken is kept in start_s, which the pop overwrites with the start time.
  * No allocation happens per task; scratch is kept in the result for reuse. */
+#include <assert.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
 #include "sim/engine/taskgraph.h"
+
+/* The invariants of the inner loop, asserted per task and per edge in the
+ * sanitizer build (scripts/test's second pass) or with -DPSIM_ENGINE_DEBUG:
+ * in the default build they cost about 7% of the engine's instructions
+ * (tests/bench/mcmc_instructions.sh), the engine being the search's hot loop. */
+#if defined(PSIM_ENGINE_DEBUG) || defined(__SANITIZE_ADDRESS__)
+#define ENGINE_ASSERT(x) assert(x)
+#else
+#define ENGINE_ASSERT(x) ((void)0)
+#endif
 
 /* Per-task scratch: the two fields a release touches, in one cache line. */
 typedef struct task_state {
@@ -177,6 +188,7 @@ static psim_status seed(const psim_taskgraph *g, psim_schedule_result *r, size_t
     PSIM_CHECK(heap_room(r, *hn));
     heap_push(r->heap_, hn, key_of(0.0, i));
   }
+  assert(*hn <= (size_t)n); /* the sources, each once */
   return PSIM_OK;
 }
 
@@ -227,6 +239,7 @@ static inline psim_status release(const psim_taskgraph *g, psim_schedule_result 
   next->id = -1;
   for (int32_t k = g->index_[u][1], e = g->index_[u + 1][1]; k < e; k++) {
     int32_t v = g->succ[k];
+    ENGINE_ASSERT(v >= 0 && v < g->n_tasks && ts[v].left > 0); /* one release per edge */
     ts[v].ready = ts[v].ready < end ? end : ts[v].ready;
     if (--ts[v].left != 0)
       continue;
@@ -257,6 +270,7 @@ static inline psim_status choose_next(psim_schedule_result *r, size_t *hn, heap_
     if (*hn == 0 || k < h[0])
       return PSIM_OK;
     *next = entry_of(heap_replace_top(h, *hn, k));
+    ENGINE_ASSERT(key_of(next->t, next->id) <= h[0]); /* the heap gave its minimum */
     return PSIM_OK;
   }
   if (*hn == 0) {
@@ -264,6 +278,7 @@ static inline psim_status choose_next(psim_schedule_result *r, size_t *hn, heap_
     return PSIM_OK;
   }
   *next = entry_of(heap_pop(r->heap_, hn));
+  ENGINE_ASSERT(*hn == 0 || key_of(next->t, next->id) <= h[0]); /* the heap gave its minimum */
   return PSIM_OK;
 }
 
@@ -282,6 +297,7 @@ psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
   PSIM_CHECK(choose_next(r, &hn, &cur));
   while (cur.id >= 0) {
     int32_t u = cur.id;
+    ENGINE_ASSERT(u < g->n_tasks);
     double end = run_task(g, r->res_free_, u, cur.t, &r->start_s[u], issue_end);
     r->end_s[u] = end;
     if (end > makespan)

@@ -89,33 +89,40 @@ void psim_tg_clear(psim_taskgraph *g, int32_t n_resources) {
   g->finalized = 0;
 }
 
-/* Grows the per-task arrays together to hold need tasks (+1 for res_first). */
-static psim_status grow_tasks_to(psim_taskgraph *g, size_t need) {
+/* The doubled capacity (from 64) that holds need entries; PSIM_ELIMIT naming
+ * what ("tasks", "edges") past TG_MAX_COUNT. */
+static psim_status doubled(size_t cap, size_t need, const char *what, size_t *out) {
   if (need > TG_MAX_COUNT)
-    return psim_error(PSIM_ELIMIT, "task graph: more than %zu tasks", TG_MAX_COUNT);
-  size_t cap = g->cap_tasks ? g->cap_tasks : 64;
+    return psim_error(PSIM_ELIMIT, "task graph: more than %zu %s", TG_MAX_COUNT, what);
+  cap = cap ? cap : 64;
   while (cap < need)
     cap *= 2;
-  double *d = psim_realloc(g->duration_s, cap * sizeof *d);
-  if (!d)
-    return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu tasks", cap);
-  g->duration_s = d;
-  psim_task_info *in = psim_realloc(g->info, cap * sizeof *in);
-  if (!in)
-    return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu tasks", cap);
-  g->info = in;
-  int32_t *rf = psim_realloc(g->res_first, (cap + 1) * sizeof *rf);
-  if (!rf)
-    return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu tasks", cap);
-  if (!g->res_first)
-    rf[0] = 0;
-  g->res_first = rf;
-  if (g->issue) {
-    psim_task_issue *is = psim_realloc(g->issue, cap * sizeof *is);
-    if (!is)
-      return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu tasks", cap);
-    g->issue = is;
-  }
+  *out = cap;
+  return PSIM_OK;
+}
+
+/* Reallocates *p to n elements of elem bytes; on failure *p is unchanged and
+ * the message names cap entries of what. */
+static psim_status regrow(void **p, size_t n, size_t elem, size_t cap, const char *what) {
+  void *q = psim_realloc(*p, n * elem);
+  if (!q)
+    return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu %s", cap, what);
+  *p = q;
+  return PSIM_OK;
+}
+
+/* Grows the per-task arrays together to hold need tasks (+1 for res_first). */
+static psim_status grow_tasks_to(psim_taskgraph *g, size_t need) {
+  size_t cap = 0;
+  PSIM_CHECK(doubled(g->cap_tasks, need, "tasks", &cap));
+  PSIM_CHECK(regrow((void **)&g->duration_s, cap, sizeof *g->duration_s, cap, "tasks"));
+  PSIM_CHECK(regrow((void **)&g->info, cap, sizeof *g->info, cap, "tasks"));
+  bool fresh = !g->res_first;
+  PSIM_CHECK(regrow((void **)&g->res_first, cap + 1, sizeof *g->res_first, cap, "tasks"));
+  if (fresh)
+    g->res_first[0] = 0;
+  if (g->issue)
+    PSIM_CHECK(regrow((void **)&g->issue, cap, sizeof *g->issue, cap, "tasks"));
   g->cap_tasks = cap;
   return PSIM_OK;
 }
@@ -126,19 +133,10 @@ static inline psim_status grow_tasks(psim_taskgraph *g, size_t need) {
 
 /* Grows both edge arrays to the same capacity (doubling). */
 static psim_status grow_edges_to(psim_taskgraph *g, size_t need) {
-  if (need > TG_MAX_COUNT)
-    return psim_error(PSIM_ELIMIT, "task graph: more than %zu edges", TG_MAX_COUNT);
-  size_t cap = g->cap_edges ? g->cap_edges : 64;
-  while (cap < need)
-    cap *= 2;
-  int32_t *f = psim_realloc(g->edge_from, cap * sizeof *f);
-  if (!f)
-    return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu edges", cap);
-  g->edge_from = f;
-  int32_t *t = psim_realloc(g->edge_to, cap * sizeof *t);
-  if (!t)
-    return psim_error(PSIM_ENOMEM, "task graph: out of memory for %zu edges", cap);
-  g->edge_to = t;
+  size_t cap = 0;
+  PSIM_CHECK(doubled(g->cap_edges, need, "edges", &cap));
+  PSIM_CHECK(regrow((void **)&g->edge_from, cap, sizeof *g->edge_from, cap, "edges"));
+  PSIM_CHECK(regrow((void **)&g->edge_to, cap, sizeof *g->edge_to, cap, "edges"));
   g->cap_edges = cap;
   return PSIM_OK;
 }

@@ -1,5 +1,6 @@
 /* cluster.c - the psim_cluster object: construction helpers, lookups, the
  * igraph graph and its connectivity check, and writing the explicit form. */
+#include <assert.h>
 #include <igraph/igraph.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,6 +86,7 @@ psim_status psim_cb_device(psim_cbuild *b, const char *name, int32_t type, int32
 psim_status psim_cb_link(psim_cbuild *b, int32_t a, int32_t bv, psim_link_kind kind, double bw,
                          double latency_s, bool duplex) {
   psim_cluster *c = b->c;
+  assert(a >= 0 && a < c->n_vertices && bv >= 0 && bv < c->n_vertices); /* ends resolved */
   if (PSIM_VEC_RESERVE(c->links, b->lcap, (size_t)c->n_links + 2) != PSIM_OK)
     return oom();
   c->links[c->n_links++] = (psim_link){a, bv, kind, bw, latency_s, 1.0};
@@ -254,12 +256,20 @@ const char *psim_link_kind_name(psim_link_kind k) {
   return k >= 0 && k < PSIM_LINK_KIND_COUNT ? link_kind_names[k] : "?";
 }
 
+/* Index of s in names[0..n), -1 when absent. */
+static int name_index(const char *const *names, int n, const char *s) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(s, names[i]) == 0)
+      return i;
+  return -1;
+}
+
 psim_status psim_link_kind_parse(const char *s, psim_link_kind *out) {
-  for (int i = 0; i < PSIM_LINK_KIND_COUNT; i++)
-    if (strcmp(s, link_kind_names[i]) == 0) {
-      *out = (psim_link_kind)i;
-      return PSIM_OK;
-    }
+  int i = name_index(link_kind_names, PSIM_LINK_KIND_COUNT, s);
+  if (i >= 0) {
+    *out = (psim_link_kind)i;
+    return PSIM_OK;
+  }
   return psim_error(PSIM_EINPUT,
                     "unknown link kind '%.80s'; expected nvlink, pcie, nic, fabric, "
                     "memory or other",
@@ -271,11 +281,11 @@ const char *psim_coll_kind_name(psim_coll_kind k) {
 }
 
 psim_status psim_coll_kind_parse(const char *s, psim_coll_kind *out) {
-  for (int i = 0; i < PSIM_COLL_KIND_COUNT; i++)
-    if (strcmp(s, coll_kind_names[i]) == 0) {
-      *out = (psim_coll_kind)i;
-      return PSIM_OK;
-    }
+  int i = name_index(coll_kind_names, PSIM_COLL_KIND_COUNT, s);
+  if (i >= 0) {
+    *out = (psim_coll_kind)i;
+    return PSIM_OK;
+  }
   return psim_error(PSIM_EINPUT,
                     "unknown collective '%.80s'; expected all_reduce, all_gather, "
                     "reduce_scatter, all_to_all, broadcast, reduce, gather or scatter",

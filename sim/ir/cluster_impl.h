@@ -1,5 +1,9 @@
 /* cluster_impl.h - private to the cluster module (cluster.c, cluster_load.c,
- * cluster_hier.c, route.c): building a psim_cluster vertex by vertex. */
+ * cluster_types.c, cluster_hier.c, route.c): building a psim_cluster vertex
+ * by vertex.
+ *
+ * Dependencies go one way: cluster_load.c -> cluster_hier.c ->
+ * cluster_types.c -> cluster.c, device_types.c; cluster.c -> route.c. */
 #ifndef PSIM_CLUSTER_IMPL_H
 #define PSIM_CLUSTER_IMPL_H
 
@@ -36,11 +40,19 @@ psim_status psim_cluster_build_graph(psim_cluster *c, bool *ok, int32_t *dev_a, 
 /* Fills n_nodes, devices_per_node and n_racks from the devices. */
 void psim_cluster_count_nodes(psim_cluster *c);
 
-/* The hierarchical form (cluster_hier.c). The device types are loaded. */
-psim_status psim_cluster_load_hier(psim_jctx *j, const cJSON *root, psim_cbuild *b);
+/* The device types (cluster_types.c), which both forms name. */
+/* Reads "device_types" of root into b (none when absent). */
+psim_status psim_cluster_load_types(psim_jctx *j, const cJSON *root, psim_cbuild *b);
 /* Finds a device type by name among the loaded ones, or adds the built-in
  * one of that name. The error names the current JSON path. */
 psim_status psim_cluster_resolve_type(psim_jctx *j, psim_cbuild *b, const char *name, int32_t *out);
+/* A quantity of the given unit that must be > 0 (bandwidths, memory sizes);
+ * *out keeps its value when the key is absent and not required. */
+psim_status psim_cluster_positive(psim_jctx *j, const cJSON *o, const char *key, bool required,
+                                  psim_unit_kind kind, double *out);
+
+/* The hierarchical form (cluster_hier.c). The device types are loaded. */
+psim_status psim_cluster_load_hier(psim_jctx *j, const cJSON *root, psim_cbuild *b);
 
 /* The route cache (route.c). */
 void psim_route_cache_free(psim_route_cache *r);
