@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim/core/hashmap.h"
 #include "sim/core/status.h"
 #include "sim/ir/cluster.h"
 #include "sim/ir/model.h"
@@ -76,15 +77,13 @@ typedef struct psim_costdb_fingerprint {
   char library[256]; /* openblas_get_config(), or "cuBLAS N, driver M" */
 } psim_costdb_fingerprint;
 
-typedef struct psim_costdb_index psim_costdb_index; /* private hash index */
-
 typedef struct psim_costdb {
   psim_costdb_fingerprint fp;
   psim_cost_entry *entries;
   size_t n_entries, cap_entries;
   psim_coll_table *colls; /* measured collective tables, owned */
   int32_t n_colls;
-  psim_costdb_index *index;
+  psim_hmap index; /* key hash -> entry index */
 } psim_costdb;
 
 /* Merge policy when an entry's key is already present. */

@@ -8,9 +8,7 @@
 
 enum { FIRST_CAP = 16 };
 
-/* Finaliser of a 64-bit hash (MurmurHash3's fmix64): spreads every input
- * bit over the low bits the mask keeps. */
-static uint64_t mix64(uint64_t x) {
+uint64_t psim_hmap_mix64(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdULL;
   x ^= x >> 33;
@@ -20,7 +18,7 @@ static uint64_t mix64(uint64_t x) {
 
 static size_t home(const psim_hmap *m, psim_hmap_key k) {
   assert(m->cap > 0 && (m->cap & (m->cap - 1)) == 0);
-  return (size_t)mix64(k.a ^ mix64(k.b)) & (m->cap - 1);
+  return (size_t)psim_hmap_mix64(k.a ^ psim_hmap_mix64(k.b)) & (m->cap - 1);
 }
 
 static bool key_eq(psim_hmap_key x, psim_hmap_key y) {
@@ -153,8 +151,8 @@ psim_status psim_hmap_add(psim_hmap *m, uint64_t hash, int32_t value) {
 
 uint64_t psim_hmap_hash_bytes(const void *p, size_t n, uint64_t seed) {
   const unsigned char *c = p;
-  uint64_t h = 1469598103934665603ULL ^ mix64(seed);
+  uint64_t h = 1469598103934665603ULL ^ psim_hmap_mix64(seed);
   for (size_t i = 0; i < n; i++)
     h = (h ^ c[i]) * 1099511628211ULL;
-  return mix64(h);
+  return psim_hmap_mix64(h);
 }
