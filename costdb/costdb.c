@@ -16,8 +16,8 @@ static const char *const kind_sigs[PSIM_COSTDB_KIND_COUNT] = {
     "bmnk",     "ob", "o",  "ra", "ra", "ra", "bqkd", "thv", "ra",
     "bchwoxys", "io", "io", "io", "io", "io", "io",   "io",  "p"};
 
-static const char *const source_names[PSIM_COST_SOURCE_COUNT] = {"measured", "interpolated",
-                                                                 "estimated"};
+static const char *const origin_names[PSIM_ORIGIN_COUNT] = {"measured", "interpolated",
+                                                            "estimated"};
 
 const char *psim_costdb_signature(int32_t kind) {
   return kind >= 0 && kind < PSIM_COSTDB_KIND_COUNT ? kind_sigs[kind] : NULL;
@@ -40,8 +40,8 @@ psim_status psim_costdb_kind_parse(const char *s, int32_t *out) {
   return psim_error(PSIM_EINPUT, "unknown kind '%.40s'", s);
 }
 
-const char *psim_cost_source_name(psim_cost_source s) {
-  return s < PSIM_COST_SOURCE_COUNT ? source_names[s] : "?";
+const char *psim_cost_origin_name(psim_cost_origin o) {
+  return o < PSIM_ORIGIN_COUNT ? origin_names[o] : "?";
 }
 
 void psim_costdb_init(psim_costdb *db) {
