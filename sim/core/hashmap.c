@@ -151,8 +151,14 @@ psim_status psim_hmap_add(psim_hmap *m, uint64_t hash, int32_t value) {
 
 uint64_t psim_hmap_hash_bytes(const void *p, size_t n, uint64_t seed) {
   const unsigned char *c = p;
-  uint64_t h = 1469598103934665603ULL ^ psim_hmap_mix64(seed);
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ c[i]) * 1099511628211ULL;
-  return psim_hmap_mix64(h);
+  uint64_t h = psim_hmap_mix64(seed ^ n) ^ 0x9e3779b97f4a7c15ULL;
+  for (; n >= 8; n -= 8, c += 8) { /* a word at a time: keys are mostly int64 fields */
+    uint64_t w;
+    memcpy(&w, c, 8);
+    h = (h ^ w) * 0x9e3779b97f4a7c15ULL;
+    h ^= h >> 29;
+  }
+  uint64_t tail = 0;
+  memcpy(&tail, c, n);
+  return psim_hmap_mix64(h ^ tail);
 }

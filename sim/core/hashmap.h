@@ -66,8 +66,9 @@ psim_status psim_hmap_add(psim_hmap *m, uint64_t hash, int32_t value);
 /* Finaliser of a 64-bit hash (MurmurHash3's fmix64): spreads every input
  * bit over every output bit; for hashing integer fields. */
 uint64_t psim_hmap_mix64(uint64_t x);
-/* 64-bit hash of n bytes (FNV-1a, then a finalising mix), chained through
- * seed (0 to start) so that a key of several fields hashes field by field. */
+/* 64-bit hash of n bytes (a word at a time, then a finalising mix),
+ * chained through seed (0 to start) so that a key of several fields hashes
+ * field by field. */
 uint64_t psim_hmap_hash_bytes(const void *p, size_t n, uint64_t seed);
 
 #endif
