@@ -187,8 +187,10 @@ static void child_saver(const char *path, int c, int n) {
   for (int i = 0; i < n; i++) {
     psim_cost_entry e = gemm_entry(1000 + c, 1 + i, 7, 1.0 + c + 0.001 * i);
     if (psim_costdb_add(&db, &e, PSIM_MERGE_REPLACE) != PSIM_OK ||
-        psim_costdb_save(&db, path) != PSIM_OK)
+        psim_costdb_save(&db, path) != PSIM_OK) {
+      fprintf(stderr, "child %d: %s\n", c, psim_error_message());
       _exit(1);
+    }
   }
   _exit(0);
 }
