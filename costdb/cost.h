@@ -1,34 +1,37 @@
-/* cost.h - the time of one compute task: measured (cost database), else the
- * calibrated roofline of DESIGN.md 5:
+/* cost.h - the time of one compute task: measured or interpolated from the
+ * cost database passed in (psim_sim_options.costdb; costdb/costdb.h), else
+ * the calibrated roofline of DESIGN.md 5, the one roofline of the project:
  *   t = max(flops / (peak * eff(flops)), bytes / (mem_bw * eff_mem)) + launch
- * where eff is the device type's GEMM efficiency curve for GEMM-like kernels
- * (matmul, attention, conv2d) and the vector peak applies to the others. */
+ * where, for GEMM-like kernels (matmul, attention, conv2d), peak is the
+ * dtype's tensor peak and eff the device type's GEMM efficiency curve
+ * eff(f) = gemm_max f / (f + gemm_half_flops); for the others the vector
+ * (fp32) peak applies at full efficiency. */
 #ifndef PSIM_COST_H
 #define PSIM_COST_H
 
+#include "costdb/costdb.h"
 #include "sim/ir/cluster.h"
 #include "sim/ir/model.h"
-
-struct psim_costdb;
-
-typedef enum psim_cost_origin {
-  PSIM_ORIGIN_MEASURED = 0,
-  PSIM_ORIGIN_INTERPOLATED,
-  PSIM_ORIGIN_ESTIMATED,
-  PSIM_ORIGIN_COUNT
-} psim_cost_origin;
 
 /* True for kinds whose kernels are GEMMs (tensor cores). */
 bool psim_cost_is_gemm(psim_op_kind k);
 
-/* Roofline time of a kernel on one device of type t, in s. */
-double psim_cost_roofline(const psim_device_type *t, psim_dtype dt, bool gemm, double flops,
-                          double bytes);
+/* Peak FLOP/s of device type t for a kernel of dtype dt: the dtype's peak
+ * (fp32's when the type lists none) for GEMMs, the fp32 vector peak for
+ * other kernels (tensor cores do not help element-wise ones). */
+double psim_cost_peak_flops(const psim_device_type *t, psim_dtype dt, bool gemm);
 
-/* Time of one shard of op for a pass on device dev, in s; *origin says where
- * the figure came from. shard[i] is the extent of op->dims[i]. */
+/* Roofline time of a kernel on one device of type t, in s, with efficiency
+ * curves eff (NULL: the type's own, t->eff; a fitted set from
+ * psim_costdb_fit_efficiency otherwise). */
+double psim_cost_roofline(const psim_device_type *t, const psim_efficiency *eff, psim_dtype dt,
+                          bool gemm, double flops, double bytes);
+
+/* Time of one shard of op for a pass on device dev, in s: db's measured or
+ * interpolated time when it has one (db may be NULL), else the roofline;
+ * *origin says which. shard[i] is the extent of op->dims[i]. */
 double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m, const psim_op *op,
-                         const int64_t *shard, psim_pass pass, const struct psim_costdb *db,
+                         const int64_t *shard, psim_pass pass, const psim_costdb *db,
                          psim_cost_origin *origin);
 
 /* Kernels a pass of op launches: one forward; a GEMM-like backward one per
@@ -38,8 +41,8 @@ int32_t psim_cost_kernels(const psim_model *m, const psim_op *op, psim_pass pass
 
 /* Time of the optimizer update of n_params parameters on device dev, in s
  * (mixed-precision Adam: a memory-bound pass over weights, fp32 master
- * weights, gradients and both moments). */
+ * weights, gradients and both moments); db's measurement when it has one. */
 double psim_cost_optimizer(const psim_cluster *c, int32_t dev, double n_params,
-                           const struct psim_costdb *db);
+                           const psim_costdb *db);
 
 #endif

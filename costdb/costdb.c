@@ -1,16 +1,11 @@
 /* costdb.c - the cost database: entries, hash index, merge, names, keys. */
 #include "costdb/costdb.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
-
-/* Open-addressing hash index: slots hold entry index + 1 (0 = empty). */
-struct psim_costdb_index {
-  size_t *slots;
-  size_t cap; /* power of two, >= 2 * entries */
-};
 
 static const char *const kind_names[PSIM_COSTDB_KIND_COUNT] = {
     "matmul",    "elementwise", "dropout",       "softmax",  "layernorm", "rmsnorm",
@@ -21,8 +16,8 @@ static const char *const kind_sigs[PSIM_COSTDB_KIND_COUNT] = {
     "bmnk",     "ob", "o",  "ra", "ra", "ra", "bqkd", "thv", "ra",
     "bchwoxys", "io", "io", "io", "io", "io", "io",   "io",  "p"};
 
-static const char *const source_names[PSIM_COST_SOURCE_COUNT] = {"measured", "interpolated",
-                                                                 "estimated"};
+static const char *const origin_names[PSIM_ORIGIN_COUNT] = {"measured", "interpolated",
+                                                            "estimated"};
 
 const char *psim_costdb_signature(int32_t kind) {
   return kind >= 0 && kind < PSIM_COSTDB_KIND_COUNT ? kind_sigs[kind] : NULL;
@@ -45,8 +40,8 @@ psim_status psim_costdb_kind_parse(const char *s, int32_t *out) {
   return psim_error(PSIM_EINPUT, "unknown kind '%.40s'", s);
 }
 
-const char *psim_cost_source_name(psim_cost_source s) {
-  return s < PSIM_COST_SOURCE_COUNT ? source_names[s] : "?";
+const char *psim_cost_origin_name(psim_cost_origin o) {
+  return o < PSIM_ORIGIN_COUNT ? origin_names[o] : "?";
 }
 
 void psim_costdb_init(psim_costdb *db) {
@@ -60,9 +55,7 @@ static void coll_table_free(psim_coll_table *t) {
 }
 
 void psim_costdb_destroy(psim_costdb *db) {
-  if (db->index)
-    psim_free(db->index->slots);
-  psim_free(db->index);
+  psim_hmap_destroy(&db->index);
   psim_free(db->entries);
   for (int32_t i = 0; i < db->n_colls; i++)
     coll_table_free(&db->colls[i]);
@@ -78,49 +71,41 @@ bool psim_cost_key_equal(const psim_cost_key *a, const psim_cost_key *b) {
   return memcmp(a->shape, b->shape, (size_t)a->n * sizeof a->shape[0]) == 0;
 }
 
-/* FNV-1a over the key's fields (shape up to n only). */
-static size_t key_hash(const psim_cost_key *k) {
-  uint64_t h = 1469598103934665603ULL;
+/* Hash of the key's fields (fn up to its end, shape up to n only), as
+ * psim_cost_key_equal compares them. */
+static uint64_t key_hash(const psim_cost_key *k) {
   int64_t head[4] = {k->kind, k->dtype, k->pass, k->n};
-  const unsigned char *p = (const unsigned char *)head;
-  for (size_t i = 0; i < sizeof head; i++)
-    h = (h ^ p[i]) * 1099511628211ULL;
-  for (const char *c = k->fn; *c && c < k->fn + PSIM_COSTDB_FN_LEN; c++)
-    h = (h ^ (unsigned char)*c) * 1099511628211ULL;
-  p = (const unsigned char *)k->shape;
-  for (size_t i = 0; i < (size_t)k->n * sizeof k->shape[0]; i++)
-    h = (h ^ p[i]) * 1099511628211ULL;
-  return (size_t)h;
+  assert(k->n >= 0 && k->n <= PSIM_COSTDB_MAX_SHAPE);
+  uint64_t h = psim_hmap_hash_bytes(head, sizeof head, 0);
+  h = psim_hmap_hash_bytes(k->fn, strnlen(k->fn, PSIM_COSTDB_FN_LEN), h);
+  return psim_hmap_hash_bytes(k->shape, (size_t)k->n * sizeof k->shape[0], h);
 }
 
-static size_t *index_probe(const psim_costdb *db, const psim_cost_key *k) {
-  size_t mask = db->index->cap - 1;
-  for (size_t i = key_hash(k) & mask;; i = (i + 1) & mask) {
-    size_t *slot = &db->index->slots[i];
-    if (*slot == 0 || psim_cost_key_equal(&db->entries[*slot - 1].key, k))
-      return slot;
-  }
+typedef struct key_query {
+  const psim_costdb *db;
+  const psim_cost_key *key;
+} key_query;
+
+static bool entry_has_key(const void *ctx, int32_t e) {
+  const key_query *q = ctx;
+  assert(e >= 0 && (size_t)e < q->db->n_entries);
+  return psim_cost_key_equal(&q->db->entries[e].key, q->key);
 }
 
-static psim_status index_rebuild(psim_costdb *db, size_t cap) {
-  if (!db->index && !(db->index = psim_calloc(1, sizeof *db->index)))
-    return psim_error(PSIM_ENOMEM, "out of memory for the cost database index");
-  size_t *slots = psim_calloc(cap, sizeof *slots);
-  if (!slots)
-    return psim_error(PSIM_ENOMEM, "out of memory for the cost database index");
-  psim_free(db->index->slots);
-  db->index->slots = slots;
-  db->index->cap = cap;
-  for (size_t e = 0; e < db->n_entries; e++)
-    *index_probe(db, &db->entries[e].key) = e + 1;
-  return PSIM_OK;
+/* Index of the entry with this key, or -1. */
+static int32_t find_index(const psim_costdb *db, const psim_cost_key *key) {
+  key_query q = {db, key};
+  int32_t e = -1;
+  if (!psim_hmap_find_eq(&db->index, key_hash(key), entry_has_key, &q, &e))
+    return -1;
+  return e;
 }
 
 const psim_cost_entry *psim_costdb_find(const psim_costdb *db, const psim_cost_key *key) {
-  if (!db || !db->index || db->n_entries == 0)
+  if (!db || db->n_entries == 0 || key->n < 0 || key->n > PSIM_COSTDB_MAX_SHAPE)
     return NULL;
-  size_t slot = *index_probe(db, key);
-  return slot ? &db->entries[slot - 1] : NULL;
+  int32_t e = find_index(db, key);
+  return e >= 0 ? &db->entries[e] : NULL;
 }
 
 static void combine(psim_cost_entry *old, const psim_cost_entry *e) {
@@ -134,26 +119,23 @@ static void combine(psim_cost_entry *old, const psim_cost_entry *e) {
 
 psim_status psim_costdb_add(psim_costdb *db, const psim_cost_entry *e,
                             psim_costdb_merge_mode mode) {
-  if (db->index) {
-    size_t slot = *index_probe(db, &e->key);
-    if (slot) {
-      if (mode == PSIM_MERGE_REPLACE)
-        db->entries[slot - 1] = *e;
-      else
-        combine(&db->entries[slot - 1], e);
-      return PSIM_OK;
-    }
+  assert(db->index.count == db->n_entries);
+  if (e->key.n < 0 || e->key.n > PSIM_COSTDB_MAX_SHAPE)
+    return psim_error(PSIM_EINPUT, "cost entry with %d shape dims (at most %d)", (int)e->key.n,
+                      PSIM_COSTDB_MAX_SHAPE);
+  int32_t at = find_index(db, &e->key);
+  if (at >= 0) {
+    if (mode == PSIM_MERGE_REPLACE)
+      db->entries[at] = *e;
+    else
+      combine(&db->entries[at], e);
+    return PSIM_OK;
   }
+  if (db->n_entries >= INT32_MAX)
+    return psim_error(PSIM_EINPUT, "a cost database holds at most %d entries", INT32_MAX);
   PSIM_CHECK(PSIM_VEC_RESERVE(db->entries, db->cap_entries, db->n_entries + 1));
+  PSIM_CHECK(psim_hmap_add(&db->index, key_hash(&e->key), (int32_t)db->n_entries));
   db->entries[db->n_entries++] = *e;
-  if (!db->index || 2 * db->n_entries > db->index->cap) {
-    size_t cap = db->index ? db->index->cap * 2 : 64;
-    psim_status s = index_rebuild(db, cap);
-    if (s != PSIM_OK)
-      db->n_entries--;
-    return s;
-  }
-  *index_probe(db, &e->key) = db->n_entries;
   return PSIM_OK;
 }
 

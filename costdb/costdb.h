@@ -30,17 +30,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim/core/hashmap.h"
 #include "sim/core/status.h"
 #include "sim/ir/cluster.h"
 #include "sim/ir/model.h"
 
-/* Where a simulated compute time came from. */
-typedef enum psim_cost_source {
-  PSIM_COST_MEASURED = 0, /* an exact entry of the cost database */
-  PSIM_COST_INTERPOLATED, /* from measured neighbours of the same kind and dtype */
-  PSIM_COST_ESTIMATED,    /* roofline with (fitted) efficiency curves */
-  PSIM_COST_SOURCE_COUNT
-} psim_cost_source;
+/* Where a compute time came from: the database's lookup gives the first
+ * two, the roofline (costdb/cost.h) the third; the simulator counts compute
+ * seconds by origin. */
+typedef enum psim_cost_origin {
+  PSIM_ORIGIN_MEASURED = 0, /* an exact entry of the cost database */
+  PSIM_ORIGIN_INTERPOLATED, /* from measured neighbours of the same kind and dtype,
+                               or an entry measured on a slice and scaled */
+  PSIM_ORIGIN_ESTIMATED,    /* the roofline with the device type's efficiency curves */
+  PSIM_ORIGIN_COUNT
+} psim_cost_origin;
 
 /* Kind code of the optimizer update (Adam), which is not a model op kind. */
 #define PSIM_COSTDB_KIND_ADAM  ((int32_t)PSIM_OP_KIND_COUNT)
@@ -76,15 +80,13 @@ typedef struct psim_costdb_fingerprint {
   char library[256]; /* openblas_get_config(), or "cuBLAS N, driver M" */
 } psim_costdb_fingerprint;
 
-typedef struct psim_costdb_index psim_costdb_index; /* private hash index */
-
 typedef struct psim_costdb {
   psim_costdb_fingerprint fp;
   psim_cost_entry *entries;
   size_t n_entries, cap_entries;
   psim_coll_table *colls; /* measured collective tables, owned */
   int32_t n_colls;
-  psim_costdb_index *index;
+  psim_hmap index; /* key hash -> entry index */
 } psim_costdb;
 
 /* Merge policy when an entry's key is already present. */
@@ -128,7 +130,8 @@ const char *psim_costdb_signature(int32_t kind);
 /* Name of a key's kind ("matmul", ..., "adam"). */
 const char *psim_costdb_kind_name(int32_t kind);
 psim_status psim_costdb_kind_parse(const char *s, int32_t *out);
-const char *psim_cost_source_name(psim_cost_source s);
+/* "measured", "interpolated" or "estimated". */
+const char *psim_cost_origin_name(psim_cost_origin o);
 /* dtype names as in models (fp32, fp16, bf16, ...); kept here so the database
  * does not depend on the model loader. */
 const char *psim_costdb_dtype_name(psim_dtype dt);
@@ -154,16 +157,16 @@ typedef struct psim_costdb_interp_opts {
 } psim_costdb_interp_opts;
 void psim_costdb_interp_opts_init(psim_costdb_interp_opts *o);
 
-/* Cost of a kernel: the exact entry (PSIM_COST_MEASURED; O(1)), else an
+/* Cost of a kernel: the exact entry (PSIM_ORIGIN_MEASURED; O(1)), else an
  * interpolation of log(time/work) in log2(shape) from measured entries with
- * the same kind, fn, dtype and pass (PSIM_COST_INTERPOLATED; O(entries of
+ * the same kind, fn, dtype and pass (PSIM_ORIGIN_INTERPOLATED; O(entries of
  * that group)): multilinear over the enclosing grid cell when all its corners
  * are measured, else a local linear (LOESS) fit over the nearest entries. Returns false when
- * neither applies, so the caller falls back to the roofline estimate (psim_costdb_roofline). opts
+ * neither applies, so the caller falls back to the roofline (psim_cost_roofline). opts
  * may be NULL. Never allocates; thread-safe for concurrent readers. */
 bool psim_costdb_lookup(const psim_costdb *db, const psim_cost_key *key,
                         const psim_costdb_interp_opts *opts, double *seconds,
-                        psim_cost_source *src);
+                        psim_cost_origin *origin);
 
 /* Fits the efficiency curves of dt to the database's measurements of dtype
  * dtype: GEMM entries give gemm_max and gemm_half_flops by least squares on
@@ -171,8 +174,5 @@ bool psim_costdb_lookup(const psim_costdb *db, const psim_cost_key *key,
  * give mem. Fields with too few measurements (< 3) keep dt's values. */
 psim_status psim_costdb_fit_efficiency(const psim_costdb *db, const psim_device_type *dt,
                                        psim_dtype dtype, psim_efficiency *out);
-/* Roofline: max(flops / (peak * eff(flops)), bytes / (mem_bw * mem)) + launch_s. */
-double psim_costdb_roofline(const psim_device_type *dt, const psim_efficiency *eff,
-                            psim_dtype dtype, bool gemm, double flops, double bytes);
 
 #endif

@@ -1,8 +1,10 @@
-/* lookup.c - exact lookup, interpolation between measured entries, fitted
- * efficiency curves and the roofline fallback (DESIGN.md section 5). */
+/* lookup.c - exact lookup, interpolation between measured entries and
+ * fitted efficiency curves for the roofline (costdb/cost.h; DESIGN.md 5). */
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
+#include "costdb/cost.h"
 #include "costdb/costdb.h"
 
 /* Most neighbours a local fit may use (a fixed stack buffer: no allocation). */
@@ -26,8 +28,9 @@ static bool same_group(const psim_cost_key *a, const psim_cost_key *b) {
          strncmp(a->fn, b->fn, PSIM_COSTDB_FN_LEN) == 0;
 }
 
+/* GEMM-like kinds scale with FLOPs (the Adam kind is none of them). */
 static bool compute_bound(int32_t kind) {
-  return kind == PSIM_OP_MATMUL || kind == PSIM_OP_ATTENTION || kind == PSIM_OP_CONV2D;
+  return kind >= 0 && kind < PSIM_OP_KIND_COUNT && psim_cost_is_gemm((psim_op_kind)kind);
 }
 
 /* The quantity time scales with: FLOPs for compute-bound kinds, else bytes. */
@@ -50,6 +53,7 @@ typedef struct neighbour {
 
 /* Keeps the k nearest in nb[0..*n) sorted by distance (insertion). */
 static void keep_nearest(neighbour *nb, int *n, int k, double d2, size_t e) {
+  assert(k >= 1 && k <= MAX_NEIGHBOURS && *n <= k);
   if (*n == k && d2 >= nb[k - 1].d2)
     return;
   int i = *n < k ? (*n)++ : k - 1;
@@ -136,6 +140,7 @@ static bool solve(double a[MAX_TERMS][MAX_TERMS], double *b, int p) {
 /* LOESS-style local linear fit at xq with tricube weights. */
 static bool local_fit(const psim_costdb *db, const psim_cost_key *key, const double *xq,
                       const neighbour *nb, int n, double *y_out) {
+  assert(n >= 2 && n <= MAX_NEIGHBOURS && key->n >= 1 && key->n <= PSIM_COSTDB_MAX_SHAPE);
   int p = key->n + 1;
   double a[MAX_TERMS][MAX_TERMS] = {{0}}, rhs[MAX_TERMS] = {0}, x[PSIM_COSTDB_MAX_SHAPE];
   double h = sqrt(nb[n - 1].d2) * 1.1 + 1e-9, ylo = INFINITY, yhi = -INFINITY, wsum = 0;
@@ -168,6 +173,7 @@ static bool local_fit(const psim_costdb *db, const psim_cost_key *key, const dou
 static bool cell_fit(const psim_costdb *db, const psim_cost_key *key, const bracket *br,
                      double *y_out) {
   int32_t n = key->n;
+  assert(n >= 1 && n <= PSIM_COSTDB_MAX_SHAPE);
   double t[PSIM_COSTDB_MAX_SHAPE], y = 0;
   for (int32_t i = 0; i < n; i++) {
     if (br->below[i] < 0 || br->above[i] < 0)
@@ -198,11 +204,11 @@ static bool cell_fit(const psim_costdb *db, const psim_cost_key *key, const brac
 
 bool psim_costdb_lookup(const psim_costdb *db, const psim_cost_key *key,
                         const psim_costdb_interp_opts *opts, double *seconds,
-                        psim_cost_source *src) {
+                        psim_cost_origin *origin) {
   const psim_cost_entry *e = psim_costdb_find(db, key);
   if (e) {
     *seconds = e->median_s;
-    *src = e->scale > 1 ? PSIM_COST_INTERPOLATED : PSIM_COST_MEASURED;
+    *origin = e->scale > 1 ? PSIM_ORIGIN_INTERPOLATED : PSIM_ORIGIN_MEASURED;
     return true;
   }
   if (!db || key->n < 1 || key->n > PSIM_COSTDB_MAX_SHAPE)
@@ -223,16 +229,11 @@ bool psim_costdb_lookup(const psim_costdb *db, const psim_cost_key *key,
   if (!cell_fit(db, key, &br, &y) && !local_fit(db, key, xq, nb, n, &y))
     return false;
   *seconds = exp(y) * key_scale(key);
-  *src = PSIM_COST_INTERPOLATED;
+  *origin = PSIM_ORIGIN_INTERPOLATED;
   return true;
 }
 
 /* ---- efficiency fitting ----------------------------------------------- */
-
-static double peak_of(const psim_device_type *dt, psim_dtype dtype) {
-  double p = dtype < PSIM_DTYPE_COUNT ? dt->peak_flops[dtype] : 0;
-  return p > 0 ? p : dt->peak_flops[PSIM_DTYPE_FP32];
-}
 
 /* t = alpha f + beta minimising relative errors: rows (f/t, 1/t) -> 1. */
 static int fit_gemm(const psim_costdb *db, psim_dtype dtype, double *alpha, double *beta) {
@@ -281,7 +282,7 @@ static int fit_mem(const psim_costdb *db, psim_dtype dtype, double *c) {
 psim_status psim_costdb_fit_efficiency(const psim_costdb *db, const psim_device_type *dt,
                                        psim_dtype dtype, psim_efficiency *out) {
   *out = dt->eff;
-  double alpha = 0, beta = 0, c = 0, peak = peak_of(dt, dtype);
+  double alpha = 0, beta = 0, c = 0, peak = psim_cost_peak_flops(dt, dtype, true);
   if (peak <= 0 || dt->mem_bw <= 0)
     return psim_error(PSIM_EINPUT, "device type '%s' has no peak FLOP/s or memory bandwidth",
                       dt->name ? dt->name : "?");
@@ -292,15 +293,4 @@ psim_status psim_costdb_fit_efficiency(const psim_costdb *db, const psim_device_
   if (fit_mem(db, dtype, &c))
     out->mem = fmin(1.0, 1.0 / (c * dt->mem_bw));
   return PSIM_OK;
-}
-
-double psim_costdb_roofline(const psim_device_type *dt, const psim_efficiency *eff,
-                            psim_dtype dtype, bool gemm, double flops, double bytes) {
-  double peak = peak_of(dt, dtype), e = eff->gemm_max > 0 ? eff->gemm_max : 1;
-  if (gemm && flops > 0)
-    e *= flops / (flops + eff->gemm_half_flops);
-  double t_flops = peak > 0 && e > 0 ? flops / (peak * e) : 0;
-  double mem = eff->mem > 0 ? eff->mem : 1;
-  double t_bytes = dt->mem_bw > 0 ? bytes / (dt->mem_bw * mem) : 0;
-  return fmax(t_flops, t_bytes) + dt->launch_s;
 }

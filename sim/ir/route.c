@@ -22,6 +22,7 @@
  * is kept and resumed, so routes from one source to many destinations cost
  * one search in all); O(1) amortised per cached pair. One mutex guards the
  * cache. */
+#include <assert.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,13 +30,13 @@
 #include <string.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/hashmap.h"
 #include "sim/ir/cluster_impl.h"
 
 #define CHUNK_INTS 65536
-#define EMPTY_KEY  UINT64_MAX
 
+/* A cached route: n links from links[0]. */
 typedef struct entry {
-  uint64_t key;
   const int32_t *links;
   int32_t n;
 } entry;
@@ -43,8 +44,9 @@ typedef struct entry {
 struct psim_route_cache {
   uint64_t id; /* unique over the process: names this cache in the threads' memories */
   pthread_mutex_t mu;
-  entry *table;
-  size_t cap, count;
+  psim_hmap index; /* (src, dst) -> routes[i] */
+  entry *routes;
+  size_t n_routes, cap_routes;
   int32_t **chunks; /* route storage; never moved, so returned pointers stay valid */
   size_t n_chunks, chunks_cap, chunk_used;
   int32_t *adj_start, *adj; /* out-links of each vertex (CSR) */
@@ -76,7 +78,8 @@ void psim_route_cache_free(psim_route_cache *r) {
   for (size_t i = 0; i < r->n_chunks; i++)
     psim_free(r->chunks[i]);
   psim_free(r->chunks);
-  psim_free(r->table);
+  psim_hmap_destroy(&r->index);
+  psim_free(r->routes);
   psim_free(r->adj_start);
   psim_free(r->adj);
   psim_free(r->hops);
@@ -104,6 +107,7 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
     return psim_error(PSIM_ENOMEM, "out of memory creating the route cache");
   size_t nv = (size_t)c->n_vertices + 1;
   r->last_src = -1;
+  psim_hmap_init(&r->index);
   r->id = atomic_fetch_add(&next_cache_id, 1) + 1;
   r->adj_start = psim_calloc(nv, sizeof(int32_t));
   r->adj = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
@@ -186,30 +190,6 @@ static void search(const psim_cluster *c, psim_route_cache *r, int32_t src, int3
 
 /* ---- cache ---------------------------------------------------------------------- */
 
-static size_t slot(const psim_route_cache *r, uint64_t key) {
-  uint64_t h = key * 0x9E3779B97F4A7C15ull;
-  size_t i = (size_t)(h >> 17) & (r->cap - 1);
-  while (r->table[i].key != EMPTY_KEY && r->table[i].key != key)
-    i = (i + 1) & (r->cap - 1);
-  return i;
-}
-
-static psim_status rehash(psim_route_cache *r) {
-  size_t old_cap = r->cap, cap = old_cap ? old_cap * 2 : 1024;
-  entry *old = r->table, *t = psim_malloc(sizeof(entry) * cap);
-  if (!t)
-    return psim_error(PSIM_ENOMEM, "out of memory growing the route cache");
-  for (size_t i = 0; i < cap; i++)
-    t[i].key = EMPTY_KEY;
-  r->table = t;
-  r->cap = cap;
-  for (size_t i = 0; i < old_cap; i++)
-    if (old[i].key != EMPTY_KEY)
-      r->table[slot(r, old[i].key)] = old[i];
-  psim_free(old);
-  return PSIM_OK;
-}
-
 /* Room for n ints that will never move. */
 static psim_status storage(psim_route_cache *r, int32_t n, int32_t **out) {
   size_t need = (size_t)n;
@@ -246,19 +226,25 @@ static psim_status compute(const psim_cluster *c, psim_route_cache *r, int32_t s
   return PSIM_OK;
 }
 
+/* The cached route from src to dst, found and added on a miss. Caller
+ * holds r->mu. */
 static psim_status lookup(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst,
                           entry *out) {
-  uint64_t key = ((uint64_t)(uint32_t)src << 32) | (uint32_t)dst;
-  if (r->count * 2 >= r->cap)
-    PSIM_CHECK(rehash(r));
-  size_t i = slot(r, key);
-  if (r->table[i].key == EMPTY_KEY) {
-    entry e = {key, NULL, 0};
+  assert(src != dst && src >= 0 && dst >= 0 && src < c->n_devices && dst < c->n_devices);
+  psim_hmap_key key = {(uint64_t)(uint32_t)src, (uint64_t)(uint32_t)dst};
+  int32_t i = -1;
+  if (!psim_hmap_find(&r->index, key, &i)) {
+    if (r->n_routes >= INT32_MAX)
+      return psim_error(PSIM_ENOMEM, "route cache full");
+    PSIM_CHECK(PSIM_VEC_RESERVE(r->routes, r->cap_routes, r->n_routes + 1));
+    entry e = {NULL, 0};
     PSIM_CHECK(compute(c, r, src, dst, &e));
-    r->table[i] = e;
-    r->count++;
+    PSIM_CHECK(psim_hmap_put(&r->index, key, (int32_t)r->n_routes));
+    i = (int32_t)r->n_routes;
+    r->routes[r->n_routes++] = e;
   }
-  *out = r->table[i];
+  assert(i >= 0 && (size_t)i < r->n_routes);
+  *out = r->routes[i];
   return PSIM_OK;
 }
 
@@ -300,7 +286,7 @@ psim_status psim_cluster_route(psim_cluster *c, int32_t src, int32_t dst, const 
     return PSIM_OK;
   }
   pthread_mutex_lock(&r->mu);
-  entry e = {0, NULL, 0};
+  entry e = {NULL, 0};
   psim_status s = lookup(c, r, src, dst, &e);
   pthread_mutex_unlock(&r->mu);
   if (s == PSIM_OK)

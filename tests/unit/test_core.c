@@ -1,4 +1,4 @@
-/* test_core.c - statuses, allocation wrapper, units, JSON errors. */
+/* test_core.c - statuses, allocation wrapper, units, JSON errors, the hash map. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/hashmap.h"
 #include "sim/core/json.h"
 #include "sim/core/units.h"
 
@@ -131,6 +132,168 @@ START_TEST(atomic_write_replaces_file) {
 }
 END_TEST
 
+/* ---- hash map: random operations against a brute-force map ------------- */
+
+enum { HM_A = 97, HM_B = 3, HM_OPS = 100000 };
+
+/* Brute force over the key space {word[a], b} (a < na <= HM_A, b < nb <=
+ * HM_B): present flag and value. Many small key spaces of random words keep
+ * the table small and about half full, with probe chains that wrap around
+ * its end. */
+typedef struct hm_brute {
+  bool in[HM_A][HM_B];
+  int32_t val[HM_A][HM_B];
+  uint64_t word[HM_A];
+  size_t count;
+  uint64_t na, nb;
+} hm_brute;
+
+static void hm_check_all(const psim_hmap *m, const hm_brute *bf) {
+  ck_assert_uint_eq(m->count, bf->count);
+  for (uint64_t a = 0; a < bf->na; a++)
+    for (uint64_t b = 0; b < bf->nb; b++) {
+      int32_t v = -12345;
+      bool found = psim_hmap_find(m, (psim_hmap_key){bf->word[a], b}, &v);
+      ck_assert_int_eq(found, bf->in[a][b]);
+      if (found)
+        ck_assert_int_eq(v, bf->val[a][b]);
+    }
+}
+
+/* One random operation: put (insert or overwrite), remove, find or clear. */
+static void hm_step(psim_hmap *m, hm_brute *bf, unsigned *seed) {
+  uint64_t a = (uint64_t)rand_r(seed) % bf->na, b = (uint64_t)rand_r(seed) % bf->nb;
+  psim_hmap_key k = {bf->word[a], b};
+  int op = rand_r(seed) % 100;
+  if (op < 50) {
+    int32_t v = rand_r(seed) - RAND_MAX / 2;
+    ck_assert_int_eq(psim_hmap_put(m, k, v), PSIM_OK);
+    bf->count += !bf->in[a][b];
+    bf->in[a][b] = true;
+    bf->val[a][b] = v;
+  } else if (op < 85) {
+    ck_assert_int_eq(psim_hmap_remove(m, k), bf->in[a][b]);
+    bf->count -= bf->in[a][b];
+    bf->in[a][b] = false;
+  } else if (op < 99) {
+    int32_t v = 0;
+    ck_assert_int_eq(psim_hmap_find(m, k, &v), bf->in[a][b]);
+    if (bf->in[a][b])
+      ck_assert_int_eq(v, bf->val[a][b]);
+  } else if (rand_r(seed) % 20 == 0) {
+    psim_hmap_clear(m);
+    memset(bf->in, 0, sizeof bf->in);
+    bf->count = 0;
+  }
+  ck_assert_uint_le(2 * m->count, m->cap);
+}
+
+START_TEST(hashmap_matches_brute_force) {
+  static hm_brute bf;
+  unsigned seed = 17;
+  for (int sp = 0; sp < 64; sp++) { /* one large key space, then small ones */
+    psim_hmap m;
+    psim_hmap_init(&m);
+    ck_assert(!psim_hmap_find(&m, (psim_hmap_key){1, 2}, NULL));
+    ck_assert(!psim_hmap_remove(&m, (psim_hmap_key){1, 2}));
+    memset(&bf, 0, sizeof bf);
+    bf.na = sp == 0 ? HM_A : 8 + (uint64_t)sp % 24, bf.nb = sp == 0 ? HM_B : 1 + (uint64_t)sp % 2;
+    for (uint64_t a = 0; a < bf.na; a++)
+      bf.word[a] = (uint64_t)rand_r(&seed) << 32 ^ (uint64_t)rand_r(&seed);
+    for (int i = 0; i < (sp == 0 ? HM_OPS : HM_OPS / 20); i++) {
+      hm_step(&m, &bf, &seed);
+      if (i % 997 == 0)
+        hm_check_all(&m, &bf);
+    }
+    hm_check_all(&m, &bf);
+    psim_hmap_destroy(&m);
+  }
+}
+END_TEST
+
+START_TEST(hashmap_growth_and_reserve) {
+  psim_hmap m;
+  psim_hmap_init(&m);
+  ck_assert_int_eq(psim_hmap_reserve(&m, 1000), PSIM_OK);
+  size_t cap = m.cap;
+  ck_assert_uint_ge(cap, 2000);
+  long allocs = psim_alloc_count();
+  for (int32_t i = 0; i < 1000; i++) /* no allocation below the reserved size */
+    ck_assert_int_eq(psim_hmap_put(&m, (psim_hmap_key){(uint64_t)i * 7919, 0}, i), PSIM_OK);
+  ck_assert_int_eq(psim_alloc_count(), allocs);
+  ck_assert_uint_eq(m.cap, cap);
+  for (int32_t i = 1000; i < 100000; i++) /* grows, keeps every entry */
+    ck_assert_int_eq(psim_hmap_put(&m, (psim_hmap_key){(uint64_t)i * 7919, 0}, i), PSIM_OK);
+  ck_assert_uint_eq(m.count, 100000);
+  for (int32_t i = 0; i < 100000; i++) {
+    int32_t v = -1;
+    ck_assert(psim_hmap_find(&m, (psim_hmap_key){(uint64_t)i * 7919, 0}, &v));
+    ck_assert_int_eq(v, i);
+  }
+  psim_alloc_fail_at(1); /* a failed growth leaves the map as it was */
+  size_t before = m.count;
+  psim_status st = PSIM_OK;
+  for (int32_t i = 0; st == PSIM_OK; i++) {
+    before = m.count;
+    st = psim_hmap_put(&m, (psim_hmap_key){(uint64_t)i, 1}, i);
+  }
+  psim_alloc_fail_at(0);
+  ck_assert_int_eq(st, PSIM_ENOMEM);
+  ck_assert_uint_eq(m.count, before);
+  ck_assert(psim_hmap_find(&m, (psim_hmap_key){7919, 0}, NULL));
+  psim_hmap_destroy(&m);
+}
+END_TEST
+
+/* Variable keys: short strings kept by the caller, with a deliberately weak
+ * hash (length mod 3) so that many distinct keys share a hash. */
+typedef struct hm_strings {
+  char keys[800][8];
+  int32_t n;
+  const char *want;
+} hm_strings;
+
+static bool hm_str_eq(const void *ctx, int32_t value) {
+  const hm_strings *s = ctx;
+  ck_assert(value >= 0 && value < s->n);
+  return strcmp(s->keys[value], s->want) == 0;
+}
+
+START_TEST(hashmap_variable_keys) {
+  static hm_strings s;
+  psim_hmap m, strong;
+  psim_hmap_init(&m);
+  psim_hmap_init(&strong);
+  s.n = 0;
+  unsigned seed = 5;
+  for (int i = 0; i < 4000; i++) {
+    char k[8];
+    snprintf(k, sizeof k, "%d", rand_r(&seed) % 700);
+    s.want = k;
+    int32_t v = -1, brute = -1;
+    for (int32_t j = 0; j < s.n && brute < 0; j++)
+      brute = strcmp(s.keys[j], k) == 0 ? j : -1;
+    bool found = psim_hmap_find_eq(&m, strlen(k) % 3, hm_str_eq, &s, &v);
+    ck_assert_int_eq(found, brute >= 0);
+    ck_assert(psim_hmap_find_eq(&strong, psim_hmap_hash_bytes(k, strlen(k), 0), hm_str_eq, &s,
+                                &v) == found);
+    if (found) {
+      ck_assert_int_eq(v, brute);
+      continue;
+    }
+    ck_assert_int_lt(s.n, 800);
+    strcpy(s.keys[s.n], k);
+    ck_assert_int_eq(psim_hmap_add(&m, strlen(k) % 3, s.n), PSIM_OK);
+    ck_assert_int_eq(psim_hmap_add(&strong, psim_hmap_hash_bytes(k, strlen(k), 0), s.n), PSIM_OK);
+    s.n++;
+  }
+  ck_assert_uint_eq(m.count, (size_t)s.n);
+  ck_assert_uint_ne(psim_hmap_hash_bytes("ab", 2, 0), psim_hmap_hash_bytes("ab", 2, 1));
+  psim_hmap_destroy(&m);
+  psim_hmap_destroy(&strong);
+}
+END_TEST
+
 int main(void) {
   psim_json_init_hooks();
   Suite *s = suite_create("core");
@@ -143,6 +306,9 @@ int main(void) {
   tcase_add_test(tc, json_unknown_and_duplicate_keys);
   tcase_add_test(tc, alloc_failure_injection);
   tcase_add_test(tc, atomic_write_replaces_file);
+  tcase_add_test(tc, hashmap_matches_brute_force);
+  tcase_add_test(tc, hashmap_growth_and_reserve);
+  tcase_add_test(tc, hashmap_variable_keys);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

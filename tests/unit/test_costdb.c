@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "costdb/cost.h"
 #include "costdb/costdb.h"
 #include "sim/core/alloc.h"
 #include "sim/core/json.h"
@@ -63,6 +64,10 @@ START_TEST(add_find_and_hash_growth) {
   miss = gemm_entry(5, 10, 3, 0);
   miss.key.pass = PSIM_PASS_BWD; /* same shape, other pass: another key */
   ck_assert_ptr_null(psim_costdb_find(&db, &miss.key));
+  miss.key.n = PSIM_COSTDB_MAX_SHAPE + 1; /* a malformed key: refused, never found */
+  ck_assert_ptr_null(psim_costdb_find(&db, &miss.key));
+  ck_assert_int_eq(psim_costdb_add(&db, &miss, PSIM_MERGE_REPLACE), PSIM_EINPUT);
+  ck_assert_uint_eq(db.n_entries, 1000);
   psim_costdb_destroy(&db);
 }
 END_TEST
@@ -182,8 +187,10 @@ static void child_saver(const char *path, int c, int n) {
   for (int i = 0; i < n; i++) {
     psim_cost_entry e = gemm_entry(1000 + c, 1 + i, 7, 1.0 + c + 0.001 * i);
     if (psim_costdb_add(&db, &e, PSIM_MERGE_REPLACE) != PSIM_OK ||
-        psim_costdb_save(&db, path) != PSIM_OK)
+        psim_costdb_save(&db, path) != PSIM_OK) {
+      fprintf(stderr, "child %d: %s\n", c, psim_error_message());
       _exit(1);
+    }
   }
   _exit(0);
 }
@@ -286,14 +293,14 @@ START_TEST(lookup_exact_interpolated_and_not_found) {
         psim_costdb_add(&db, &e, PSIM_MERGE_REPLACE);
       }
   double t = 0;
-  psim_cost_source src;
+  psim_cost_origin src;
   psim_cost_entry q = gemm_entry(256, 512, 128, 0);
   ck_assert(psim_costdb_lookup(&db, &q.key, NULL, &t, &src));
-  ck_assert_int_eq(src, PSIM_COST_MEASURED);
+  ck_assert_int_eq(src, PSIM_ORIGIN_MEASURED);
   ck_assert_double_eq_tol(t, 2.0 * 256 * 512 * 128 / 1e11, 1e-15);
   q = gemm_entry(300, 700, 100, 0);
   ck_assert(psim_costdb_lookup(&db, &q.key, NULL, &t, &src));
-  ck_assert_int_eq(src, PSIM_COST_INTERPOLATED);
+  ck_assert_int_eq(src, PSIM_ORIGIN_INTERPOLATED);
   ck_assert_double_eq_tol(t / (2.0 * 300 * 700 * 100 / 1e11), 1.0, 1e-6);
   q = gemm_entry(300, 700, 100000, 0); /* far outside the measured range */
   ck_assert(!psim_costdb_lookup(&db, &q.key, NULL, &t, &src));
@@ -362,6 +369,81 @@ START_TEST(key_from_op_maps_to_bmnk) {
   double f = 0, b = 0;
   psim_costdb_key_work(&k, &f, &b);
   ck_assert_double_eq(f, 2.0 * 2 * 16 * 128 * 128 * 64); /* backward = two GEMMs */
+}
+END_TEST
+
+/* A device type with distinct fp32 (vector) and bf16 (tensor) peaks. */
+static psim_device_type roof_type(void) {
+  psim_device_type t;
+  memset(&t, 0, sizeof t);
+  t.name = "roof";
+  t.peak_flops[PSIM_DTYPE_FP32] = 1e12;
+  t.peak_flops[PSIM_DTYPE_BF16] = 8e12;
+  t.mem_bw = 1e11;
+  t.launch_s = 1e-6;
+  t.eff = (psim_efficiency){.gemm_max = 0.5, .gemm_half_flops = 1e6, .mem = 0.8};
+  return t;
+}
+
+/* The one roofline (cost.h): GEMMs at the dtype's tensor peak times the
+ * GEMM curve, other kernels at the fp32 vector peak at full efficiency,
+ * bytes at mem_bw * mem; eff NULL is the type's own curve, a fitted set
+ * (psim_costdb_fit_efficiency) replaces it. The former costdb roofline
+ * applied the dtype peak and gemm_max to non-GEMM kernels too. */
+START_TEST(one_roofline) {
+  psim_device_type t = roof_type();
+  double f = 1e9, tol = 1e-18;
+  double gemm = f / (8e12 * 0.5 * f / (f + 1e6)) + 1e-6;
+  ck_assert_double_eq_tol(psim_cost_roofline(&t, NULL, PSIM_DTYPE_BF16, true, f, 0), gemm, tol);
+  ck_assert_double_eq_tol(psim_cost_roofline(&t, NULL, PSIM_DTYPE_BF16, false, f, 0),
+                          f / 1e12 + 1e-6, tol);
+  ck_assert_double_eq_tol(psim_cost_roofline(&t, NULL, PSIM_DTYPE_BF16, false, 0, 1e9),
+                          1e9 / (1e11 * 0.8) + 1e-6, tol);
+  ck_assert_double_eq(psim_cost_roofline(&t, &t.eff, PSIM_DTYPE_BF16, true, f, 3e8),
+                      psim_cost_roofline(&t, NULL, PSIM_DTYPE_BF16, true, f, 3e8));
+  psim_efficiency fitted = {.gemm_max = 1, .gemm_half_flops = 0, .mem = 1};
+  ck_assert_double_eq_tol(psim_cost_roofline(&t, &fitted, PSIM_DTYPE_BF16, true, f, 0),
+                          f / 8e12 + 1e-6, tol);
+  ck_assert_double_eq_tol(psim_cost_roofline(&t, &fitted, PSIM_DTYPE_BF16, false, f, 0),
+                          f / 1e12 + 1e-6, tol);
+  ck_assert_double_eq(psim_cost_peak_flops(&t, PSIM_DTYPE_FP16, true), 1e12); /* none listed */
+  ck_assert_double_eq(psim_cost_peak_flops(&t, PSIM_DTYPE_BF16, false), 1e12);
+}
+END_TEST
+
+/* psim_cost_compute and psim_cost_optimizer take the database from the
+ * caller (psim_sim_options.costdb): measured with it, roofline without. */
+START_TEST(compute_takes_db_from_caller) {
+  psim_model m;
+  psim_dim dims[7];
+  psim_tensor ts[6];
+  psim_op ops[2];
+  tiny_model(&m, dims, ts, ops);
+  ops[0].flops[PSIM_PASS_FWD] = 1; /* not a free view */
+  psim_device_type t = roof_type();
+  psim_device dev = {.name = "d0", .type = 0, .slowdown = 2};
+  psim_cluster c;
+  memset(&c, 0, sizeof c);
+  c.types = &t, c.n_types = 1, c.devices = &dev, c.n_devices = 1;
+  int64_t shard[] = {8, 128, 256, 512};
+  psim_costdb db;
+  psim_costdb_init(&db);
+  psim_cost_entry e = gemm_entry(8 * 128, 512, 256, 3e-3), adam = e;
+  psim_costdb_key_adam(1000, PSIM_DTYPE_FP32, &adam.key);
+  adam.median_s = 5e-4;
+  ck_assert_int_eq(psim_costdb_add(&db, &e, PSIM_MERGE_REPLACE), PSIM_OK);
+  ck_assert_int_eq(psim_costdb_add(&db, &adam, PSIM_MERGE_REPLACE), PSIM_OK);
+  psim_cost_origin o = PSIM_ORIGIN_COUNT;
+  ck_assert_double_eq(psim_cost_compute(&c, 0, &m, &ops[0], shard, PSIM_PASS_FWD, &db, &o), 6e-3);
+  ck_assert_int_eq(o, PSIM_ORIGIN_MEASURED);
+  double est = psim_cost_compute(&c, 0, &m, &ops[0], shard, PSIM_PASS_FWD, NULL, &o);
+  ck_assert_int_eq(o, PSIM_ORIGIN_ESTIMATED);
+  ck_assert_double_eq_tol(est, 2 * 1e-6, 1e-18); /* no work terms: one launch, slowed 2x */
+  ck_assert_double_eq(psim_cost_optimizer(&c, 0, 1000, &db), 1e-3);
+  ck_assert_double_eq(psim_cost_optimizer(&c, 0, 1000, NULL),
+                      2 * psim_cost_roofline(&t, NULL, PSIM_DTYPE_FP32, false, 1e4, 46e3));
+  ck_assert_str_eq(psim_cost_origin_name(PSIM_ORIGIN_INTERPOLATED), "interpolated");
+  psim_costdb_destroy(&db);
 }
 END_TEST
 
@@ -438,6 +520,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, sigkill_never_leaves_half_written_file);
   tcase_add_test(tc, lookup_exact_interpolated_and_not_found);
   tcase_add_test(tc, key_from_op_maps_to_bmnk);
+  tcase_add_test(tc, one_roofline);
+  tcase_add_test(tc, compute_takes_db_from_caller);
   tcase_add_test(tc, corrupt_files_give_einput_with_path);
   tcase_add_test(tc, error_messages_name_the_json_path);
   tcase_add_test(tc, allocation_failures_are_clean);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "costdb/cost.h"
 #include "costdb/costdb.h"
 #include "costdb/profile/profile.h"
 #include "sim/core/alloc.h"
@@ -60,7 +61,7 @@ START_TEST(synthetic_smooth_gemm) {
         add(&db, gemm_key(m, n, k), synthetic(m, n, k));
   unsigned seed = 7;
   double err[30], t = 0;
-  psim_cost_source src;
+  psim_cost_origin src;
   for (int i = 0; i < 30; i++) {
     int64_t m = log_uniform(64, 4096, &seed), n = log_uniform(64, 4096, &seed);
     int64_t k = log_uniform(64, 4096, &seed);
@@ -93,7 +94,7 @@ START_TEST(synthetic_rows_kernel) {
     }
   k.shape[0] = 3000, k.shape[1] = 1000;
   double t = 0;
-  psim_cost_source src;
+  psim_cost_origin src;
   ck_assert(psim_costdb_lookup(&db, &k, NULL, &t, &src));
   ck_assert_double_eq_tol(t / (8.0 * 3e6 / 2e10 + 1e-6), 1.0, 0.02);
   psim_costdb_destroy(&db);
@@ -126,7 +127,7 @@ START_TEST(fit_efficiency_recovers_closed_form) {
   ck_assert_double_eq_tol(eff.mem, mem, 1e-6);
   /* and the roofline with the fitted curve reproduces an unmeasured shape */
   double f = 2.0 * 300 * 500 * 700;
-  ck_assert_double_eq_tol(psim_costdb_roofline(&dt, &eff, PSIM_DTYPE_FP32, true, f, 0) /
+  ck_assert_double_eq_tol(psim_cost_roofline(&dt, &eff, PSIM_DTYPE_FP32, true, f, 0) /
                               ((f + half) / (peak * gmax)),
                           1.0, 1e-6);
   psim_costdb_destroy(&db);
@@ -188,7 +189,7 @@ static void heldout(const heldout_cfg *c, double *med, double *worst) {
       measure_into(&held, keys[i], c, &o);
   }
   double *err = psim_calloc((size_t)c->n, sizeof *err), t = 0;
-  psim_cost_source src;
+  psim_cost_origin src;
   for (int i = 0; i < c->n; i++) {
     double measured = psim_costdb_find(&held, &keys[i])->median_s;
     ck_assert(psim_costdb_lookup(&grid, &keys[i], NULL, &t, &src));
