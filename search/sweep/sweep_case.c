@@ -1,0 +1,266 @@
+/* sweep_case.c - running one case of a sweep: its generated inputs, the search,
+ * the plan file and the row (sweep.h). */
+#include "search/sweep/sweep.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "models/generators.h"
+#include "search/plan/plan.h"
+#include "search/policy/searchers.h"
+#include "search/search.h"
+#include "sim/core/alloc.h"
+#include "sim/core/json.h"
+#include "topologies/presets.h"
+
+static psim_status parse_budget(const char *text, double *seconds, int64_t *evals) {
+  *seconds = 0;
+  *evals = 0;
+  if (!*text)
+    return PSIM_OK;
+  const char *why = psim_search_budget_problem(text, seconds, evals);
+  return why ? psim_error(PSIM_EINPUT, "budget '%s': %s", text, why) : PSIM_OK;
+}
+
+/* ---- generated inputs ---- */
+
+typedef struct gen_field {
+  const char *key;
+  size_t offset;
+  char type; /* 'i' int64, 's' string, 'b' bool, 'd' double */
+} gen_field;
+
+#define TF(f, t)                                                                                   \
+  { #f, offsetof(psim_gen_tf_opts, f), t }
+#define NET(f, t)                                                                                  \
+  { #f, offsetof(psim_gen_net_opts, f), t }
+static const gen_field tf_fields[] = {TF(name, 's'),  TF(layers, 'i'),          TF(hidden, 'i'),
+                                      TF(heads, 'i'), TF(kv_heads, 'i'),        TF(seq, 'i'),
+                                      TF(vocab, 'i'), TF(batch, 'i'),           TF(ffn, 'i'),
+                                      TF(dtype, 's'), TF(flash, 'b'),           TF(experts, 'i'),
+                                      TF(top_k, 'i'), TF(capacity_factor, 'd'), {NULL, 0, 0}};
+static const gen_field net_fields[] = {NET(name, 's'),   NET(batch, 'i'),   NET(layers, 'i'),
+                                       NET(hidden, 'i'), NET(classes, 'i'), NET(depth, 'i'),
+                                       NET(tables, 'i'), NET(rows, 'i'),    NET(emb_dim, 'i'),
+                                       NET(dtype, 's'),  {NULL, 0, 0}};
+
+/* Generator numbers are counts and factors: 0 would read as "the default"
+ * (ffn, kv_heads), so only positive numbers pass. */
+static psim_status set_field(const gen_field *f, const cJSON *v, void *opts, const char *what) {
+  char *p = (char *)opts + f->offset;
+  if ((f->type == 'i' || f->type == 'd') && cJSON_IsNumber(v) && !(v->valuedouble > 0))
+    return psim_error(PSIM_EINPUT, "%s: option '%s' must be positive, not %g", what, f->key,
+                      v->valuedouble);
+  if (f->type == 's' && cJSON_IsString(v))
+    *(const char **)p = v->valuestring;
+  else if (f->type == 'b' && cJSON_IsBool(v))
+    *(bool *)p = cJSON_IsTrue(v);
+  else if (f->type == 'd' && cJSON_IsNumber(v))
+    *(double *)p = v->valuedouble;
+  else if (f->type == 'i' && cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
+           fabs(v->valuedouble) < 9e15)
+    *(int64_t *)p = (int64_t)v->valuedouble;
+  else
+    return psim_error(PSIM_EINPUT, "%s: option '%s' has the wrong type", what, f->key);
+  return PSIM_OK;
+}
+
+static psim_status set_fields(const gen_field *fields, const cJSON *gen, void *opts,
+                              const char *what) {
+  for (const cJSON *v = gen ? gen->child : NULL; v; v = v->next) {
+    const gen_field *f = fields;
+    while (f->key && strcmp(f->key, v->string) != 0)
+      f++;
+    if (!f->key)
+      return psim_error(PSIM_EINPUT, "%s: unknown generator option '%s'", what, v->string);
+    PSIM_CHECK(set_field(f, v, opts, what));
+  }
+  return PSIM_OK;
+}
+
+static psim_status generate(const psim_sweep_model *sm, cJSON **doc) {
+  const char *f = sm->family;
+  if (!strcmp(f, "gpt") || !strcmp(f, "llama") || !strcmp(f, "bert") || !strcmp(f, "moe")) {
+    psim_gen_tf_opts o;
+    (!strcmp(f, "gpt")     ? psim_gen_gpt_opts_init
+     : !strcmp(f, "llama") ? psim_gen_llama_opts_init
+     : !strcmp(f, "bert")  ? psim_gen_bert_opts_init
+                           : psim_gen_moe_opts_init)(&o);
+    if (!o.name)
+      o.name = sm->label;
+    PSIM_CHECK(set_fields(tf_fields, sm->gen, &o, sm->label));
+    return (!strcmp(f, "gpt")     ? psim_gen_gpt
+            : !strcmp(f, "llama") ? psim_gen_llama
+            : !strcmp(f, "bert")  ? psim_gen_bert
+                                  : psim_gen_moe)(&o, doc);
+  }
+  psim_gen_net_opts o;
+  psim_gen_net_opts_init(&o, f);
+  o.name = sm->label;
+  PSIM_CHECK(set_fields(net_fields, sm->gen, &o, sm->label));
+  return (!strcmp(f, "mlp")         ? psim_gen_mlp
+          : !strcmp(f, "alexnet")   ? psim_gen_alexnet
+          : !strcmp(f, "resnet")    ? psim_gen_resnet
+          : !strcmp(f, "inception") ? psim_gen_inception
+                                    : psim_gen_dlrm)(&o, doc);
+}
+
+static void make_dir(const char *path) {
+  if (mkdir(path, 0777) != 0 && errno != EEXIST)
+    errno = 0; /* reported when the file inside fails to write */
+}
+
+/* dir/sub/label.json ('/' and spaces in labels become '_'). */
+static void generated_path(const char *dir, const char *sub, const char *label, char *buf,
+                           size_t size) {
+  snprintf(buf, size, "%s/%s", dir, sub);
+  make_dir(buf);
+  size_t n = strlen(buf);
+  snprintf(buf + n, size - n, "/%s.json", label);
+  for (char *p = buf + n + 1; *p; p++)
+    if (*p == '/' || *p == ' ')
+      *p = '_';
+}
+
+static psim_status case_model(const psim_sweep_model *sm, const char *dir, psim_model *m) {
+  if (sm->file)
+    return psim_model_load(sm->file, m);
+  char path[1024];
+  cJSON *doc = NULL;
+  generated_path(dir, "models", sm->label, path, sizeof path);
+  psim_status st = generate(sm, &doc);
+  if (st == PSIM_OK)
+    st = psim_json_write_file(path, doc);
+  cJSON_Delete(doc);
+  return st == PSIM_OK ? psim_model_load(path, m) : st;
+}
+
+static psim_status case_cluster(const psim_sweep_cluster *sc, const char *dir, psim_cluster *c) {
+  if (sc->file)
+    return psim_cluster_load(sc->file, c);
+  psim_preset_opts o;
+  psim_preset_opts_init(&o);
+  o.preset = sc->preset;
+  o.nodes = sc->nodes;
+  o.name = sc->label;
+  char path[1024];
+  cJSON *doc = NULL;
+  generated_path(dir, "clusters", sc->label, path, sizeof path);
+  psim_status st = psim_preset_cluster(&o, &doc);
+  if (st == PSIM_OK)
+    st = psim_json_write_file(path, doc);
+  cJSON_Delete(doc);
+  return st == PSIM_OK ? psim_cluster_load(path, c) : st;
+}
+
+/* ---- running a case ---- */
+
+void psim_sweep_row_for_case(const psim_sweep *s, int32_t i, psim_sweep_row *row) {
+  const psim_sweep_case *k = &s->cases[i];
+  memset(row, 0, sizeof *row);
+  row->index = i;
+  snprintf(row->key, sizeof row->key, "%s", k->key);
+  snprintf(row->model, sizeof row->model, "%s", s->models[k->model].label);
+  snprintf(row->cluster, sizeof row->cluster, "%s", s->clusters[k->cluster].label);
+  snprintf(row->searcher, sizeof row->searcher, "%s", s->searchers[k->searcher]);
+  snprintf(row->budget, sizeof row->budget, "%s", s->budgets[k->budget]);
+  row->seed = s->seeds[k->seed];
+  snprintf(row->status, sizeof row->status, "failed");
+  row->iteration_time_s = row->samples_per_s = row->tokens_per_s = NAN; /* empty until it runs */
+  row->mfu = row->peak_memory_bytes = row->search_wall_s = NAN;
+}
+
+static const char *searcher_name(const char *name) {
+  if (strcmp(name, "auto") != 0)
+    return name;
+  const psim_searcher *a = psim_searcher_find("alpa");
+  return a && a->run ? "alpa" : "grid";
+}
+
+static psim_status write_plan(const psim_model *m, const psim_cluster *c,
+                              const psim_search_result *r, const psim_sweep_row *row,
+                              const char *dir, const char *name) {
+  psim_plan_info info = {name,           row->seed,      *row->budget ? row->budget : NULL,
+                         r->evaluations, r->wall_s,      r->curve,
+                         r->n_curve,     NULL,           NULL,
+                         r->stats,       r->description, NULL};
+  cJSON *doc = NULL;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/plans", dir);
+  make_dir(path);
+  snprintf(path, sizeof path, "%s/%s", dir, row->plan);
+  psim_status st = psim_plan_to_json(m, c, &r->best, &r->best_sim, &info, &doc);
+  if (st == PSIM_OK)
+    st = psim_json_write_file(path, doc);
+  cJSON_Delete(doc);
+  return st;
+}
+
+static psim_status search_case(const psim_sweep *s, int32_t i, const char *dir, psim_model *m,
+                               psim_cluster *c, psim_sweep_row *row) {
+  const psim_sweep_case *k = &s->cases[i];
+  PSIM_CHECK(case_model(&s->models[k->model], dir, m));
+  PSIM_CHECK(case_cluster(&s->clusters[k->cluster], dir, c));
+  row->devices = c->n_devices;
+  const char *name = searcher_name(s->searchers[k->searcher]);
+  const psim_searcher *se = psim_searcher_find(name);
+  if (!se || !se->run)
+    return psim_error(PSIM_EUNIMPLEMENTED, "searcher '%s' is not built yet", name);
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.seed = row->seed;
+  PSIM_CHECK(parse_budget(row->budget, &o.budget_s, &o.budget_evals));
+  psim_search_result r;
+  psim_search_result_init(&r);
+  psim_status st = se->run(m, c, &o, &r);
+  if (st == PSIM_OK && !r.found)
+    st = psim_error(PSIM_EFAILED, "no strategy found");
+  if (st == PSIM_OK) {
+    snprintf(row->plan, sizeof row->plan, "plans/case%04d.json", i);
+    st = write_plan(m, c, &r, row, dir, name);
+  }
+  if (st == PSIM_OK) {
+    const psim_sim_result *b = &r.best_sim;
+    row->iteration_time_s = b->iteration_time_s;
+    row->samples_per_s = b->samples_per_s;
+    row->tokens_per_s = b->tokens_per_s;
+    row->mfu = b->mfu;
+    row->peak_memory_bytes = b->peak_memory_bytes;
+    row->fits = b->fits;
+    row->evaluations = r.evaluations;
+    row->search_wall_s = r.wall_s;
+  }
+  psim_search_result_destroy(&r);
+  return st;
+}
+
+psim_status psim_sweep_run_case(const psim_sweep *s, int32_t i, const char *dir,
+                                psim_sweep_row *row) {
+  psim_sweep_row_for_case(s, i, row);
+  psim_model m;
+  psim_cluster c;
+  psim_model_init(&m);
+  psim_cluster_init(&c);
+  psim_error_clear();
+  psim_status st = search_case(s, i, dir, &m, &c, row);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+  if (st == PSIM_EINTERRUPTED)
+    return st;
+  if (st == PSIM_OK) {
+    snprintf(row->status, sizeof row->status, "ok");
+  } else {
+    snprintf(row->error, sizeof row->error, "%s",
+             *psim_error_message() ? psim_error_message() : psim_status_name(st));
+    row->plan[0] = '\0';
+  }
+  psim_error_clear();
+  return PSIM_OK;
+}
