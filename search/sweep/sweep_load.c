@@ -2,6 +2,7 @@
  * (sweep.h, docs/sweep.md). */
 #include "search/sweep/sweep.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -47,6 +48,8 @@ void psim_sweep_destroy(psim_sweep *s) {
   free_strings(s->searchers, s->n_searchers);
   free_strings(s->budgets, s->n_budgets);
   psim_free(s->seeds);
+  for (int32_t i = 0; s->cases && i < s->n_cases; i++)
+    psim_free(s->cases[i].key);
   psim_free(s->cases);
   psim_free(s->file);
   psim_free(s->name);
@@ -124,7 +127,7 @@ static psim_status load_model(psim_jctx *c, const psim_sweep *s, const cJSON *v,
 
 static psim_status add_cluster(psim_sweep *s, const char *label, const char *file,
                                const char *preset, int32_t nodes) {
-  psim_sweep_cluster *c = &s->clusters[s->n_clusters++];
+  psim_sweep_cluster *c = &s->clusters[s->n_clusters++]; /* slots counted by cluster_slots */
   memset(c, 0, sizeof *c);
   c->nodes = nodes;
   c->file = file ? resolve(s->file, file) : NULL;
@@ -136,6 +139,25 @@ static psim_status add_cluster(psim_sweep *s, const char *label, const char *fil
   if (!c->label || (file && !c->file) || (preset && !c->preset))
     return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
   return PSIM_OK;
+}
+
+/* One node count of a preset (at index k of "nodes", or -1 for a single count
+ * or none: 1 node). */
+static psim_status preset_nodes(psim_jctx *c, psim_sweep *s, const cJSON *v, int32_t k,
+                                const char *name, const char *preset) {
+  int64_t count = 1;
+  size_t saved = psim_jctx_key(c, "nodes");
+  psim_status st = PSIM_OK;
+  if (k >= 0) {
+    size_t at = psim_jctx_index(c, (size_t)k);
+    st = psim_json_value_int(c, v, 1, 65536, &count);
+    psim_jctx_pop(c, at);
+  } else if (v) {
+    st = psim_json_value_int(c, v, 1, 65536, &count);
+  }
+  psim_jctx_pop(c, saved);
+  PSIM_CHECK(st);
+  return add_cluster(s, name, NULL, preset, (int32_t)count);
 }
 
 static psim_status load_preset(psim_jctx *c, psim_sweep *s, const cJSON *v, const char *name,
@@ -151,21 +173,11 @@ static psim_status load_preset(psim_jctx *c, psim_sweep *s, const cJSON *v, cons
     return psim_jerr(c, "nodes: expected a node count or a non-empty list of them");
   if (cJSON_IsArray(nodes) && n > 1 && name)
     return psim_jerr(c, "name: a preset with several node counts takes no single name");
-  for (int32_t k = 0; k < n; k++) {
-    int64_t count = 1;
-    size_t saved = psim_jctx_key(c, "nodes");
-    psim_status st = PSIM_OK;
-    if (cJSON_IsArray(nodes)) {
-      size_t at = psim_jctx_index(c, (size_t)k);
-      st = psim_json_value_int(c, cJSON_GetArrayItem(nodes, k), 1, 65536, &count);
-      psim_jctx_pop(c, at);
-    } else if (nodes) {
-      st = psim_json_value_int(c, nodes, 1, 65536, &count);
-    }
-    psim_jctx_pop(c, saved);
-    PSIM_CHECK(st);
-    PSIM_CHECK(add_cluster(s, name, NULL, preset, (int32_t)count));
-  }
+  if (!cJSON_IsArray(nodes))
+    return preset_nodes(c, s, nodes, -1, name, preset);
+  int32_t k = 0;
+  const cJSON *x = NULL;
+  cJSON_ArrayForEach(x, nodes) PSIM_CHECK(preset_nodes(c, s, x, k++, name, preset));
   return PSIM_OK;
 }
 
@@ -204,36 +216,74 @@ static psim_status check_budgets(psim_jctx *c, const psim_sweep *s) {
   return PSIM_OK;
 }
 
-/* An array member of strings (numbers allowed when numbers_ok); default when absent. */
+/* One member of a string list: strings, numbers too when numbers_ok. */
+static psim_status list_text(psim_jctx *c, const cJSON *x, size_t i, bool numbers_ok, char **out) {
+  char num[64];
+  const char *text = NULL;
+  if (cJSON_IsString(x)) {
+    text = x->valuestring;
+  } else if (numbers_ok && cJSON_IsNumber(x)) {
+    snprintf(num, sizeof num, "%.17g", x->valuedouble);
+    text = num;
+  } else {
+    size_t at = psim_jctx_index(c, i);
+    psim_status st = psim_jerr(c, "expected a string");
+    psim_jctx_pop(c, at);
+    return st;
+  }
+  return (*out = psim_strdup(text)) ? PSIM_OK
+                                    : psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
+}
+
+/* An array member of strings (numbers allowed when numbers_ok); def when absent.
+ * O(n): the array is walked once (cJSON_GetArrayItem per index was quadratic). */
 static psim_status string_list(psim_jctx *c, const cJSON *root, const char *key, const char *def,
                                bool numbers_ok, char ***out, int32_t *n) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
   size_t saved = psim_jctx_key(c, key);
   psim_status st = v ? psim_json_expect_array(c, v) : PSIM_OK;
-  int32_t count = v ? cJSON_GetArraySize(v) : 1;
+  int32_t count = v && st == PSIM_OK ? cJSON_GetArraySize(v) : 1;
   if (st == PSIM_OK && count < 1)
     st = psim_jerr(c, "expected a non-empty list");
   if (st == PSIM_OK && !(*out = psim_calloc((size_t)count, sizeof **out)))
     st = psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
-  for (int32_t i = 0; st == PSIM_OK && i < count; i++) {
-    const cJSON *x = v ? cJSON_GetArrayItem(v, i) : NULL;
-    char num[64];
-    const char *text = def;
-    if (x && cJSON_IsString(x)) {
-      text = x->valuestring;
-    } else if (x && numbers_ok && cJSON_IsNumber(x)) {
-      snprintf(num, sizeof num, "%.17g", x->valuedouble);
-      text = num;
-    } else if (x) {
-      size_t at = psim_jctx_index(c, (size_t)i);
-      st = psim_jerr(c, "expected a string");
-      psim_jctx_pop(c, at);
+  if (st == PSIM_OK && !v && !((*out)[(*n)++] = psim_strdup(def)))
+    st = psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
+  const cJSON *x = NULL;
+  if (v && st == PSIM_OK)
+    cJSON_ArrayForEach(x, v) {
+      assert(*n < count);
+      st = list_text(c, x, (size_t)*n, numbers_ok, &(*out)[*n]);
+      if (st != PSIM_OK)
+        break;
+      (*n)++;
     }
-    if (st == PSIM_OK && !((*out)[(*n)++] = psim_strdup(text)))
-      st = psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
-  }
   psim_jctx_pop(c, saved);
   return st;
+}
+
+/* The seeds (default: one seed, 1), each an integer >= 0. O(n). */
+static psim_status load_seeds(psim_jctx *c, psim_sweep *s, const cJSON *root) {
+  const cJSON *seeds = cJSON_GetObjectItemCaseSensitive(root, "seeds");
+  int32_t n = cJSON_IsArray(seeds) ? cJSON_GetArraySize(seeds) : 1;
+  size_t saved = psim_jctx_key(c, "seeds");
+  if (seeds && (!cJSON_IsArray(seeds) || n < 1))
+    return psim_jerr(c, "expected a non-empty list of seeds");
+  if (!(s->seeds = psim_calloc((size_t)n, sizeof *s->seeds)))
+    return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
+  if (!seeds)
+    s->seeds[s->n_seeds++] = 1;
+  const cJSON *x = NULL;
+  cJSON_ArrayForEach(x, seeds) {
+    int64_t v = 1;
+    assert(s->n_seeds < n);
+    size_t at = psim_jctx_index(c, (size_t)s->n_seeds);
+    PSIM_CHECK(psim_json_value_int(c, x, 0, INT64_MAX, &v));
+    psim_jctx_pop(c, at);
+    s->seeds[s->n_seeds++] = (uint64_t)v;
+  }
+  psim_jctx_pop(c, saved);
+  return PSIM_OK;
 }
 
 static psim_status load_lists(psim_jctx *c, psim_sweep *s, const cJSON *root) {
@@ -246,87 +296,160 @@ static psim_status load_lists(psim_jctx *c, psim_sweep *s, const cJSON *root) {
                        i, s->searchers[i]);
   PSIM_CHECK(string_list(c, root, "budgets", "", true, &s->budgets, &s->n_budgets));
   PSIM_CHECK(check_budgets(c, s));
-  const cJSON *seeds = cJSON_GetObjectItemCaseSensitive(root, "seeds");
-  int32_t n = seeds ? cJSON_GetArraySize(seeds) : 1;
-  size_t saved = psim_jctx_key(c, "seeds");
-  if (seeds && (!cJSON_IsArray(seeds) || n < 1))
-    return psim_jerr(c, "expected a non-empty list of seeds");
-  if (!(s->seeds = psim_calloc((size_t)n, sizeof *s->seeds)))
+  return load_seeds(c, s, root);
+}
+
+static psim_status load_models(psim_jctx *c, psim_sweep *s, const cJSON *models) {
+  size_t saved = psim_jctx_key(c, "models");
+  int32_t n = cJSON_IsArray(models) ? cJSON_GetArraySize(models) : 0;
+  if (n < 1)
+    return psim_jerr(c, "expected a non-empty list of model files or generators");
+  if (!(s->models = psim_calloc((size_t)n, sizeof *s->models)))
     return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
-  for (int32_t i = 0; i < n; i++) {
-    int64_t v = 1;
-    size_t at = psim_jctx_index(c, (size_t)i);
-    if (seeds)
-      PSIM_CHECK(psim_json_value_int(c, cJSON_GetArrayItem(seeds, i), 0, INT64_MAX, &v));
+  const cJSON *x = NULL;
+  cJSON_ArrayForEach(x, models) {
+    assert(s->n_models < n);
+    size_t at = psim_jctx_index(c, (size_t)s->n_models);
+    PSIM_CHECK(load_model(c, s, x, &s->models[s->n_models++]));
     psim_jctx_pop(c, at);
-    s->seeds[s->n_seeds++] = (uint64_t)v;
   }
+  psim_jctx_pop(c, saved);
+  return PSIM_OK;
+}
+
+/* Clusters a member of "clusters" stands for: a preset with a list of node
+ * counts is one cluster per count. */
+static size_t cluster_slots(const cJSON *x) {
+  const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(x, "nodes");
+  int32_t n = cJSON_IsArray(nodes) ? cJSON_GetArraySize(nodes) : 1;
+  return n > 1 ? (size_t)n : 1;
+}
+
+static psim_status load_clusters(psim_jctx *c, psim_sweep *s, const cJSON *clusters) {
+  size_t saved = psim_jctx_key(c, "clusters");
+  if (!cJSON_IsArray(clusters) || !clusters->child)
+    return psim_jerr(c, "expected a non-empty list of cluster files or presets");
+  size_t slots = 0;
+  const cJSON *x = NULL;
+  cJSON_ArrayForEach(x, clusters) slots += cluster_slots(x);
+  if (!(s->clusters = psim_calloc(slots, sizeof *s->clusters)))
+    return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
+  size_t i = 0;
+  cJSON_ArrayForEach(x, clusters) {
+    size_t at = psim_jctx_index(c, i++);
+    PSIM_CHECK(load_cluster(c, s, x));
+    psim_jctx_pop(c, at);
+  }
+  assert((size_t)s->n_clusters <= slots);
   psim_jctx_pop(c, saved);
   return PSIM_OK;
 }
 
 static psim_status load_inputs(psim_jctx *c, psim_sweep *s, const cJSON *root) {
-  const cJSON *models = cJSON_GetObjectItemCaseSensitive(root, "models");
-  const cJSON *clusters = cJSON_GetObjectItemCaseSensitive(root, "clusters");
-  size_t saved = psim_jctx_key(c, "models");
-  if (!cJSON_IsArray(models) || cJSON_GetArraySize(models) < 1)
-    return psim_jerr(c, "expected a non-empty list of model files or generators");
-  s->models = psim_calloc((size_t)cJSON_GetArraySize(models), sizeof *s->models);
-  if (!s->models)
-    return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
-  for (int32_t i = 0; i < cJSON_GetArraySize(models); i++) {
-    size_t at = psim_jctx_index(c, (size_t)i);
-    PSIM_CHECK(load_model(c, s, cJSON_GetArrayItem(models, i), &s->models[s->n_models++]));
-    psim_jctx_pop(c, at);
+  PSIM_CHECK(load_models(c, s, cJSON_GetObjectItemCaseSensitive(root, "models")));
+  return load_clusters(c, s, cJSON_GetObjectItemCaseSensitive(root, "clusters"));
+}
+
+/* The product of the list sizes in checked 64-bit arithmetic: refused (before
+ * any allocation) once it passes PSIM_SWEEP_MAX_CASES, so it cannot overflow
+ * (8,192 entries in each of five lists is 2^65 cases). */
+static psim_status count_cases(const char *file, const int64_t sizes[5], int32_t *out) {
+  uint64_t n = 1;
+  bool over = false;
+  for (int k = 0; k < 5; k++) {
+    assert(sizes[k] >= 0);
+    over = over || __builtin_mul_overflow(n, (uint64_t)sizes[k], &n) || n > PSIM_SWEEP_MAX_CASES;
   }
-  psim_jctx_pop(c, saved);
-  saved = psim_jctx_key(c, "clusters");
-  if (!cJSON_IsArray(clusters) || cJSON_GetArraySize(clusters) < 1)
-    return psim_jerr(c, "expected a non-empty list of cluster files or presets");
-  size_t slots = 0; /* a preset with a list of node counts is one cluster per count */
-  for (const cJSON *x = clusters->child; x; x = x->next) {
-    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(x, "nodes");
-    slots += cJSON_IsArray(nodes) && cJSON_GetArraySize(nodes) > 1
-                 ? (size_t)cJSON_GetArraySize(nodes)
-                 : 1;
-  }
-  if (!(s->clusters = psim_calloc(slots, sizeof *s->clusters)))
-    return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
-  for (int32_t i = 0; i < cJSON_GetArraySize(clusters); i++) {
-    size_t at = psim_jctx_index(c, (size_t)i);
-    PSIM_CHECK(load_cluster(c, s, cJSON_GetArrayItem(clusters, i)));
-    psim_jctx_pop(c, at);
-  }
-  psim_jctx_pop(c, saved);
+  if (over)
+    return psim_error(PSIM_EINPUT,
+                      "%s: models x clusters x searchers x seeds x budgets = %lld x %lld x %lld x "
+                      "%lld x %lld cases, more than the limit of %d; split the sweep",
+                      file, (long long)sizes[0], (long long)sizes[1], (long long)sizes[2],
+                      (long long)sizes[3], (long long)sizes[4], PSIM_SWEEP_MAX_CASES);
+  *out = (int32_t)n;
   return PSIM_OK;
 }
 
-static psim_status make_cases(psim_sweep *s) {
-  int64_t n = (int64_t)s->n_models * s->n_clusters * s->n_searchers * s->n_seeds * s->n_budgets;
-  if (n > 1000000)
-    return psim_error(PSIM_EINPUT, "%s: %lld cases (more than 1,000,000)", s->file, (long long)n);
-  s->cases = psim_calloc((size_t)n, sizeof *s->cases);
-  if (!s->cases)
+static int cmp_case_key(const void *a, const void *b) {
+  const psim_sweep_case *x = *(const psim_sweep_case *const *)a;
+  const psim_sweep_case *y = *(const psim_sweep_case *const *)b;
+  int d = strcmp(x->key, y->key);
+  return d ? d : (x > y) - (x < y); /* equal keys in case order */
+}
+
+/* Refuses two cases with one key, naming the key the first repeat has (the
+ * smallest case index whose key an earlier case has). O(n log n): sorted
+ * pointers, not the all-pairs comparison that hung on 10^6 seeds. */
+static psim_status check_unique_keys(const psim_sweep *s) {
+  const psim_sweep_case **by_key = psim_calloc((size_t)s->n_cases + 1, sizeof *by_key);
+  if (!by_key)
     return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
-  for (int32_t a = 0; a < s->n_models; a++)
-    for (int32_t b = 0; b < s->n_clusters; b++)
-      for (int32_t c = 0; c < s->n_searchers; c++)
-        for (int32_t d = 0; d < s->n_seeds; d++)
-          for (int32_t e = 0; e < s->n_budgets; e++) {
-            psim_sweep_case *k = &s->cases[s->n_cases++];
-            *k = (psim_sweep_case){a, b, c, d, e, ""};
-            snprintf(k->key, sizeof k->key, "model=%s cluster=%s search=%s seed=%llu budget=%s",
-                     s->models[a].label, s->clusters[b].label, s->searchers[c],
-                     (unsigned long long)s->seeds[d], *s->budgets[e] ? s->budgets[e] : "default");
-          }
   for (int32_t i = 0; i < s->n_cases; i++)
-    for (int32_t j = 0; j < i; j++)
-      if (strcmp(s->cases[i].key, s->cases[j].key) == 0)
-        return psim_error(PSIM_EINPUT,
-                          "%s: two cases have the key '%s' (give the models or "
-                          "clusters distinct names)",
-                          s->file, s->cases[i].key);
+    by_key[i] = &s->cases[i];
+  qsort(by_key, (size_t)s->n_cases, sizeof *by_key, cmp_case_key);
+  const psim_sweep_case *repeat = NULL;
+  for (int32_t i = 1; i < s->n_cases; i++)
+    if (strcmp(by_key[i]->key, by_key[i - 1]->key) == 0 && (!repeat || by_key[i] < repeat) &&
+        (i < 2 || strcmp(by_key[i]->key, by_key[i - 2]->key) != 0))
+      repeat = by_key[i]; /* the second of its group: the first repeat of that key */
+  psim_free(by_key);
+  if (repeat)
+    return psim_error(PSIM_EINPUT,
+                      "%s: two cases have the key '%s' (give the models or "
+                      "clusters distinct names)",
+                      s->file, repeat->key);
   return PSIM_OK;
+}
+
+/* Case k's key, cut at PSIM_SWEEP_KEY_MAX - 1 bytes as rows keep it. */
+static psim_status case_key(const psim_sweep *s, psim_sweep_case *k) {
+  char key[PSIM_SWEEP_KEY_MAX];
+  snprintf(key, sizeof key, "model=%s cluster=%s search=%s seed=%llu budget=%s",
+           s->models[k->model].label, s->clusters[k->cluster].label, s->searchers[k->searcher],
+           (unsigned long long)s->seeds[k->seed],
+           *s->budgets[k->budget] ? s->budgets[k->budget] : "default");
+  return (k->key = psim_strdup(key)) ? PSIM_OK
+                                     : psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
+}
+
+/* The length of list KEY of a sweep document (def when absent or not a list). */
+static int64_t json_list_size(const cJSON *root, const char *key, int64_t def) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+  return cJSON_IsArray(v) ? cJSON_GetArraySize(v) : def;
+}
+
+psim_status psim_sweep_check_size(const char *file, const cJSON *root) {
+  const cJSON *clusters = cJSON_GetObjectItemCaseSensitive(root, "clusters");
+  int64_t n_clusters = 0;
+  const cJSON *x = NULL;
+  if (cJSON_IsArray(clusters))
+    cJSON_ArrayForEach(x, clusters) n_clusters += (int64_t)cluster_slots(x);
+  const int64_t sizes[5] = {json_list_size(root, "models", 0), n_clusters,
+                            json_list_size(root, "searchers", 1), json_list_size(root, "seeds", 1),
+                            json_list_size(root, "budgets", 1)};
+  int32_t n = 0;
+  return count_cases(file, sizes, &n);
+}
+
+/* The product, models slowest and budgets fastest. */
+static psim_status make_cases(psim_sweep *s) {
+  const int64_t sizes[5] = {s->n_models, s->n_clusters, s->n_searchers, s->n_seeds, s->n_budgets};
+  int32_t n = 0;
+  PSIM_CHECK(count_cases(s->file, sizes, &n));
+  if (!(s->cases = psim_calloc((size_t)n, sizeof *s->cases)))
+    return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
+  for (int32_t i = 0; i < n; i++) {
+    psim_sweep_case *k = &s->cases[s->n_cases++];
+    int32_t r = i;
+    k->budget = r % s->n_budgets, r /= s->n_budgets;
+    k->seed = r % s->n_seeds, r /= s->n_seeds;
+    k->searcher = r % s->n_searchers, r /= s->n_searchers;
+    k->cluster = r % s->n_clusters, r /= s->n_clusters;
+    k->model = r;
+    assert(k->model < s->n_models);
+    PSIM_CHECK(case_key(s, k));
+  }
+  return check_unique_keys(s);
 }
 
 static psim_status load_doc(psim_sweep *s, const cJSON *root) {
