@@ -14,7 +14,7 @@
 
 #include "models/generators.h"
 #include "search/plan/plan.h"
-#include "search/policy/searchers.h"
+#include "search/policy/policy.h"
 #include "search/search.h"
 #include "sim/core/alloc.h"
 #include "sim/core/json.h"
@@ -177,13 +177,6 @@ void psim_sweep_row_for_case(const psim_sweep *s, int32_t i, psim_sweep_row *row
   row->mfu = row->peak_memory_bytes = row->search_wall_s = NAN;
 }
 
-static const char *searcher_name(const char *name) {
-  if (strcmp(name, "auto") != 0)
-    return name;
-  const psim_searcher *a = psim_searcher_find("alpa");
-  return a && a->run ? "alpa" : "grid";
-}
-
 static psim_status write_plan(const psim_model *m, const psim_cluster *c,
                               const psim_search_result *r, const psim_sweep_row *row,
                               const char *dir, const char *name) {
@@ -203,41 +196,45 @@ static psim_status write_plan(const psim_model *m, const psim_cluster *c,
   return st;
 }
 
+/* The row's figures from a search's plan. */
+static void fill_row(const psim_search_result *r, psim_sweep_row *row) {
+  const psim_sim_result *b = &r->best_sim;
+  row->iteration_time_s = b->iteration_time_s;
+  row->samples_per_s = b->samples_per_s;
+  row->tokens_per_s = b->tokens_per_s;
+  row->mfu = b->mfu;
+  row->peak_memory_bytes = b->peak_memory_bytes;
+  row->fits = b->fits;
+  row->evaluations = r->evaluations;
+  row->search_wall_s = r->wall_s;
+}
+
+/* The case's search: the search policy that `plansim plan` runs (`auto` is
+ * Alpa then MCMC refinement there and here), without the baselines. */
 static psim_status search_case(const psim_sweep *s, int32_t i, const char *dir, psim_model *m,
                                psim_cluster *c, psim_sweep_row *row) {
   const psim_sweep_case *k = &s->cases[i];
   PSIM_CHECK(case_model(&s->models[k->model], dir, m));
   PSIM_CHECK(case_cluster(&s->clusters[k->cluster], dir, c));
   row->devices = c->n_devices;
-  const char *name = searcher_name(s->searchers[k->searcher]);
-  const psim_searcher *se = psim_searcher_find(name);
-  if (!se || !se->run)
-    return psim_error(PSIM_EUNIMPLEMENTED, "searcher '%s' is not built yet", name);
   psim_search_options o;
   psim_search_options_init(&o);
   o.seed = row->seed;
   PSIM_CHECK(parse_budget(row->budget, &o.budget_s, &o.budget_evals));
-  psim_search_result r;
-  psim_search_result_init(&r);
-  psim_status st = se->run(m, c, &o, &r);
-  if (st == PSIM_OK && !r.found)
+  psim_policy_result pol;
+  psim_policy_result_init(&pol);
+  psim_status st = psim_policy_plan(m, c, s->searchers[k->searcher], &o, false, &pol);
+  if (st == PSIM_OK && pol.stopped) /* not the case's result: a resumed sweep reruns it */
+    st = psim_error(PSIM_EINTERRUPTED, "interrupted");
+  if (st == PSIM_OK && !pol.result.found)
     st = psim_error(PSIM_EFAILED, "no strategy found");
   if (st == PSIM_OK) {
     snprintf(row->plan, sizeof row->plan, "plans/case%04d.json", i);
-    st = write_plan(m, c, &r, row, dir, name);
+    st = write_plan(m, c, &pol.result, row, dir, pol.searcher);
   }
-  if (st == PSIM_OK) {
-    const psim_sim_result *b = &r.best_sim;
-    row->iteration_time_s = b->iteration_time_s;
-    row->samples_per_s = b->samples_per_s;
-    row->tokens_per_s = b->tokens_per_s;
-    row->mfu = b->mfu;
-    row->peak_memory_bytes = b->peak_memory_bytes;
-    row->fits = b->fits;
-    row->evaluations = r.evaluations;
-    row->search_wall_s = r.wall_s;
-  }
-  psim_search_result_destroy(&r);
+  if (st == PSIM_OK)
+    fill_row(&pol.result, row);
+  psim_policy_result_destroy(&pol);
   return st;
 }
 
