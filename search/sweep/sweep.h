@@ -17,15 +17,18 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "models/registry.h"
 #include "sim/core/status.h"
 
 struct cJSON;
 
 typedef struct psim_sweep_model {
-  char *label;       /* name in case keys */
-  char *file;        /* model file (resolved), or NULL for a generator */
-  char *family;      /* generator family ("gpt", ...) or NULL */
-  struct cJSON *gen; /* generator options (owned copy) or NULL */
+  char *label;                /* name in case keys */
+  char *file;                 /* model file (resolved), or NULL for a generator */
+  char *family;               /* generator family ("gpt", ...) or NULL */
+  const psim_gen_family *def; /* the family in models/registry.h, or NULL */
+  struct cJSON *gen;          /* generator options (owned copy) or NULL */
+  psim_gen_opts opts;         /* the options read from gen (strings point into gen) */
 } psim_sweep_model;
 
 typedef struct psim_sweep_cluster {

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/generators.h"
+#include "models/registry.h"
 #include "search/plan/plan.h"
 #include "search/policy/policy.h"
 #include "search/search.h"
@@ -30,87 +30,6 @@ static psim_status parse_budget(const char *text, double *seconds, int64_t *eval
 }
 
 /* ---- generated inputs ---- */
-
-typedef struct gen_field {
-  const char *key;
-  size_t offset;
-  char type; /* 'i' int64, 's' string, 'b' bool, 'd' double */
-} gen_field;
-
-#define TF(f, t)                                                                                   \
-  { #f, offsetof(psim_gen_tf_opts, f), t }
-#define NET(f, t)                                                                                  \
-  { #f, offsetof(psim_gen_net_opts, f), t }
-static const gen_field tf_fields[] = {TF(name, 's'),  TF(layers, 'i'),          TF(hidden, 'i'),
-                                      TF(heads, 'i'), TF(kv_heads, 'i'),        TF(seq, 'i'),
-                                      TF(vocab, 'i'), TF(batch, 'i'),           TF(ffn, 'i'),
-                                      TF(dtype, 's'), TF(flash, 'b'),           TF(experts, 'i'),
-                                      TF(top_k, 'i'), TF(capacity_factor, 'd'), {NULL, 0, 0}};
-static const gen_field net_fields[] = {NET(name, 's'),   NET(batch, 'i'),   NET(layers, 'i'),
-                                       NET(hidden, 'i'), NET(classes, 'i'), NET(depth, 'i'),
-                                       NET(tables, 'i'), NET(rows, 'i'),    NET(emb_dim, 'i'),
-                                       NET(dtype, 's'),  {NULL, 0, 0}};
-
-/* Generator numbers are counts and factors: 0 would read as "the default"
- * (ffn, kv_heads), so only positive numbers pass. */
-static psim_status set_field(const gen_field *f, const cJSON *v, void *opts, const char *what) {
-  char *p = (char *)opts + f->offset;
-  if ((f->type == 'i' || f->type == 'd') && cJSON_IsNumber(v) && !(v->valuedouble > 0))
-    return psim_error(PSIM_EINPUT, "%s: option '%s' must be positive, not %g", what, f->key,
-                      v->valuedouble);
-  if (f->type == 's' && cJSON_IsString(v))
-    *(const char **)p = v->valuestring;
-  else if (f->type == 'b' && cJSON_IsBool(v))
-    *(bool *)p = cJSON_IsTrue(v);
-  else if (f->type == 'd' && cJSON_IsNumber(v))
-    *(double *)p = v->valuedouble;
-  else if (f->type == 'i' && cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) &&
-           fabs(v->valuedouble) < 9e15)
-    *(int64_t *)p = (int64_t)v->valuedouble;
-  else
-    return psim_error(PSIM_EINPUT, "%s: option '%s' has the wrong type", what, f->key);
-  return PSIM_OK;
-}
-
-static psim_status set_fields(const gen_field *fields, const cJSON *gen, void *opts,
-                              const char *what) {
-  for (const cJSON *v = gen ? gen->child : NULL; v; v = v->next) {
-    const gen_field *f = fields;
-    while (f->key && strcmp(f->key, v->string) != 0)
-      f++;
-    if (!f->key)
-      return psim_error(PSIM_EINPUT, "%s: unknown generator option '%s'", what, v->string);
-    PSIM_CHECK(set_field(f, v, opts, what));
-  }
-  return PSIM_OK;
-}
-
-static psim_status generate(const psim_sweep_model *sm, cJSON **doc) {
-  const char *f = sm->family;
-  if (!strcmp(f, "gpt") || !strcmp(f, "llama") || !strcmp(f, "bert") || !strcmp(f, "moe")) {
-    psim_gen_tf_opts o;
-    (!strcmp(f, "gpt")     ? psim_gen_gpt_opts_init
-     : !strcmp(f, "llama") ? psim_gen_llama_opts_init
-     : !strcmp(f, "bert")  ? psim_gen_bert_opts_init
-                           : psim_gen_moe_opts_init)(&o);
-    if (!o.name)
-      o.name = sm->label;
-    PSIM_CHECK(set_fields(tf_fields, sm->gen, &o, sm->label));
-    return (!strcmp(f, "gpt")     ? psim_gen_gpt
-            : !strcmp(f, "llama") ? psim_gen_llama
-            : !strcmp(f, "bert")  ? psim_gen_bert
-                                  : psim_gen_moe)(&o, doc);
-  }
-  psim_gen_net_opts o;
-  psim_gen_net_opts_init(&o, f);
-  o.name = sm->label;
-  PSIM_CHECK(set_fields(net_fields, sm->gen, &o, sm->label));
-  return (!strcmp(f, "mlp")         ? psim_gen_mlp
-          : !strcmp(f, "alexnet")   ? psim_gen_alexnet
-          : !strcmp(f, "resnet")    ? psim_gen_resnet
-          : !strcmp(f, "inception") ? psim_gen_inception
-                                    : psim_gen_dlrm)(&o, doc);
-}
 
 static void make_dir(const char *path) {
   if (mkdir(path, 0777) != 0 && errno != EEXIST)
@@ -135,7 +54,7 @@ static psim_status case_model(const psim_sweep_model *sm, const char *dir, psim_
   char path[1024];
   cJSON *doc = NULL;
   generated_path(dir, "models", sm->label, path, sizeof path);
-  psim_status st = generate(sm, &doc);
+  psim_status st = psim_gen_generate(sm->def, &sm->opts, &doc);
   if (st == PSIM_OK)
     st = psim_json_write_file(path, doc);
   cJSON_Delete(doc);

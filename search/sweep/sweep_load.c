@@ -1,6 +1,7 @@
 /* sweep_load.c - plansim.sweep/1: loading a sweep file into its lists and cases
  * (sweep.h, docs/sweep.md). */
 #include "search/sweep/sweep.h"
+#include "search/sweep/sweep_impl.h"
 
 #include <assert.h>
 #include <cjson/cJSON.h>
@@ -84,9 +85,6 @@ static char *basename_label(const char *path) {
   return out;
 }
 
-static const char *const gen_families[] = {"gpt",     "llama",  "bert",      "moe",  "mlp",
-                                           "alexnet", "resnet", "inception", "dlrm", NULL};
-
 static psim_status load_model(psim_jctx *c, const psim_sweep *s, const cJSON *v,
                               psim_sweep_model *out) {
   static const char *const keys[] = {"name", "file", "generator", "options", NULL};
@@ -102,14 +100,8 @@ static psim_status load_model(psim_jctx *c, const psim_sweep *s, const cJSON *v,
       return psim_jerr(c, "give either \"file\" or \"generator\"");
   }
   if (gen) {
-    bool known = false;
-    for (const char *const *f = gen_families; *f; f++)
-      known = known || strcmp(*f, gen) == 0;
-    if (!known)
-      return psim_jerr(c,
-                       "generator: unknown family '%s' (gpt, llama, bert, moe, mlp, alexnet, "
-                       "resnet, inception, dlrm)",
-                       gen);
+    if (!(out->def = psim_gen_family_find(gen)))
+      return psim_jerr(c, "generator: unknown family '%s' (%s)", gen, psim_gen_family_list());
     const cJSON *opts = cJSON_GetObjectItemCaseSensitive(v, "options");
     if (opts && !cJSON_IsObject(opts))
       return psim_jerr(c, "options: expected an object of generator options");
@@ -122,7 +114,7 @@ static psim_status load_model(psim_jctx *c, const psim_sweep *s, const cJSON *v,
   }
   if (!out->label || (gen && (!out->family || !out->gen)) || (!gen && !out->file))
     return psim_error(PSIM_ENOMEM, "out of memory loading a sweep");
-  return PSIM_OK;
+  return gen ? psim_sweep_gen_options(c, out) : PSIM_OK;
 }
 
 static psim_status add_cluster(psim_sweep *s, const char *label, const char *file,
