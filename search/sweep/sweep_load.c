@@ -85,20 +85,28 @@ static char *basename_label(const char *path) {
   return out;
 }
 
+/* A list member: a file path, or an object with "name" and either "file" or
+ * the key alt (a generator, a preset) in *other. */
+static psim_status file_or(psim_jctx *c, const cJSON *v, const char *const *keys, const char *alt,
+                           const char **file, const char **name, const char **other) {
+  if (cJSON_IsString(v)) {
+    *file = v->valuestring;
+    return PSIM_OK;
+  }
+  PSIM_CHECK(psim_json_check_keys(c, v, keys));
+  PSIM_CHECK(psim_json_string(c, v, "name", false, name));
+  PSIM_CHECK(psim_json_string(c, v, "file", false, file));
+  PSIM_CHECK(psim_json_string(c, v, alt, false, other));
+  if (!*file == !*other)
+    return psim_jerr(c, "give either \"file\" or \"%s\"", alt);
+  return PSIM_OK;
+}
+
 static psim_status load_model(psim_jctx *c, const psim_sweep *s, const cJSON *v,
                               psim_sweep_model *out) {
   static const char *const keys[] = {"name", "file", "generator", "options", NULL};
   const char *file = NULL, *name = NULL, *gen = NULL;
-  if (cJSON_IsString(v)) {
-    file = v->valuestring;
-  } else {
-    PSIM_CHECK(psim_json_check_keys(c, v, keys));
-    PSIM_CHECK(psim_json_string(c, v, "name", false, &name));
-    PSIM_CHECK(psim_json_string(c, v, "file", false, &file));
-    PSIM_CHECK(psim_json_string(c, v, "generator", false, &gen));
-    if (!file == !gen)
-      return psim_jerr(c, "give either \"file\" or \"generator\"");
-  }
+  PSIM_CHECK(file_or(c, v, keys, "generator", &file, &name, &gen));
   if (gen) {
     if (!(out->def = psim_gen_family_find(gen)))
       return psim_jerr(c, "generator: unknown family '%s' (%s)", gen, psim_gen_family_list());
@@ -176,19 +184,8 @@ static psim_status load_preset(psim_jctx *c, psim_sweep *s, const cJSON *v, cons
 static psim_status load_cluster(psim_jctx *c, psim_sweep *s, const cJSON *v) {
   static const char *const keys[] = {"name", "file", "preset", "nodes", NULL};
   const char *file = NULL, *name = NULL, *preset = NULL;
-  if (cJSON_IsString(v)) {
-    file = v->valuestring;
-  } else {
-    PSIM_CHECK(psim_json_check_keys(c, v, keys));
-    PSIM_CHECK(psim_json_string(c, v, "name", false, &name));
-    PSIM_CHECK(psim_json_string(c, v, "file", false, &file));
-    PSIM_CHECK(psim_json_string(c, v, "preset", false, &preset));
-    if (!file == !preset)
-      return psim_jerr(c, "give either \"file\" or \"preset\"");
-    if (preset)
-      return load_preset(c, s, v, name, preset);
-  }
-  return add_cluster(s, name, file, NULL, 0);
+  PSIM_CHECK(file_or(c, v, keys, "preset", &file, &name, &preset));
+  return preset ? load_preset(c, s, v, name, preset) : add_cluster(s, name, file, NULL, 0);
 }
 
 /* Every budget of the list, with its JSON path in errors. */
