@@ -2,6 +2,7 @@
  * the plan file and the row (sweep.h). */
 #include "search/sweep/sweep.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +52,7 @@ static void generated_path(const char *dir, const char *sub, const char *label, 
 static psim_status case_model(const psim_sweep_model *sm, const char *dir, psim_model *m) {
   if (sm->file)
     return psim_model_load(sm->file, m);
+  assert(sm->def); /* a generated model's family was found at load */
   char path[1024];
   cJSON *doc = NULL;
   generated_path(dir, "models", sm->label, path, sizeof path);
@@ -82,7 +84,10 @@ static psim_status case_cluster(const psim_sweep_cluster *sc, const char *dir, p
 /* ---- running a case ---- */
 
 void psim_sweep_row_for_case(const psim_sweep *s, int32_t i, psim_sweep_row *row) {
+  assert(i >= 0 && i < s->n_cases);
   const psim_sweep_case *k = &s->cases[i];
+  assert(k->model < s->n_models && k->cluster < s->n_clusters && k->searcher < s->n_searchers &&
+         k->seed < s->n_seeds && k->budget < s->n_budgets);
   memset(row, 0, sizeof *row);
   row->index = i;
   snprintf(row->key, sizeof row->key, "%s", k->key);

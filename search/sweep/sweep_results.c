@@ -2,6 +2,7 @@
  * the comparison with a baseline (sweep.h). */
 #include "search/sweep/sweep.h"
 
+#include <assert.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 
 static psim_status add_row(psim_sweep_results *r, const psim_sweep_row *row) {
   PSIM_CHECK(PSIM_VEC_RESERVE(r->rows, r->cap_rows, (size_t)r->n_rows + 1));
+  assert(r->n_rows >= 0 && (size_t)r->n_rows < r->cap_rows);
   r->rows[r->n_rows++] = *row;
   if (row->index >= 0 && row->index < r->n_cases)
     r->done[row->index] = true;
