@@ -4,6 +4,7 @@
  * published formulas (Narayanan et al. 2021, eq. 2; LLaMA-2 7B = 6.74e9). */
 #include "models/generators.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 /* Appends a space (unless buf is empty) and word to buf of capacity cap. */
 void psim_gb_append(char *buf, size_t cap, const char *word) {
+  assert(buf && cap > 0 && word);
   size_t n = strlen(buf), w = strlen(word);
   if (n && n + 1 < cap)
     buf[n++] = ' ';

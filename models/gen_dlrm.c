@@ -1,6 +1,7 @@
 /* gen_dlrm.c - DLRM. */
 #include "models/generators.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -40,6 +41,7 @@ static void dlrm_features(psim_gb *g, const char *bottom, int64_t tables) {
     if (np == 8 || (t == tables && np)) {
       snprintf(fdim, sizeof fdim, "f%d", np);
       psim_gb_dim(g, fdim, np, NULL);
+      assert(ng < 8); /* tables <= 56: at most 8 groups of 8 pieces */
       snprintf(group[ng], 64, "group%d", ng);
       dlrm_concat(g, pieces, np, group[ng++], fdim);
       gsize += np;
