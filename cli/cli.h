@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sim/core/status.h"
 
@@ -34,6 +35,7 @@ const psim_cli_command *psim_cli_find(const char *name);
 
 psim_status psim_cmd_check(int argc, char **argv);
 psim_status psim_cmd_model(int argc, char **argv);
+void psim_cmd_model_help(FILE *out); /* the model families' options (cmd_model.c) */
 psim_status psim_cmd_cluster(int argc, char **argv);
 extern const char psim_cmd_cluster_help[]; /* cmd_cluster.c */
 extern const char psim_cmd_profile_help[]; /* cmd_profile.c */

@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "costdb/costdb.h"
+#include "search/sweep/sweep.h"
 #include "sim/core/alloc.h"
 #include "sim/core/json.h"
 #include "sim/ir/cluster.h"
@@ -85,7 +86,7 @@ static psim_status check_plan(const char *file, const cJSON *root, char *summary
 }
 
 static psim_status check_sweep(const char *file, const cJSON *root, char *summary) {
-  (void)file, (void)root;
+  PSIM_CHECK(psim_sweep_check_size(file, root)); /* issue 24: refuse what would overflow */
   snprintf(summary, SUMMARY_MAX, "sweep: format key only; deeper validation comes with sweeps");
   return PSIM_OK;
 }

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/cli_load.h"
 #include "search/plan/plan.h"
+#include "search/policy/policy.h"
 #include "search/policy/searchers.h"
 #include "search/search.h"
 #include "sim/core/json.h"
@@ -109,61 +110,9 @@ static psim_status parse_budget(const char *text, psim_search_options *o) {
   return why ? psim_cli_usage("plan", "--budget '%s': %s", text, why) : PSIM_OK;
 }
 
-/* The searcher that `--search auto` runs: Alpa, then MCMC refinement, once
- * they are built; the Megatron grid until then. */
-static const char *auto_searcher(void) {
-  const psim_searcher *a = psim_searcher_find("alpa");
-  return a && a->run ? "alpa" : "grid";
-}
-
-/* Issue 6: `--search auto` refines the Alpa plan with MCMC started from it
- * (when the "mcmc" entry is built) and keeps the faster of the two; the
- * statistics and description stay those of the Alpa search. */
-/* Evaluations of the MCMC refinement `--search auto` runs after the Alpa
- * optimizer when no --budget is given: enough for local moves around the
- * Alpa plan, short enough for an interactive first plan. */
-#define PSIM_AUTO_REFINE_EVALS 100
-
-static psim_status refine_mcmc(const psim_cli_inputs *in, psim_cluster *c,
-                               const psim_search_options *so, psim_search_result *r) {
-  const psim_searcher *mc = psim_searcher_find("mcmc");
-  if (!mc || !mc->run || !r->found || strcmp(auto_searcher(), "alpa") != 0)
-    return PSIM_OK;
-  psim_search_options o = *so;
-  o.init = &r->best;
-  o.fix = NULL; /* the Alpa plan already honours it */
-  /* without a --budget, a short refinement in evaluations (reproducible) */
-  if (o.budget_s <= 0 && o.budget_evals <= 0)
-    o.budget_evals = PSIM_AUTO_REFINE_EVALS;
-  psim_search_result m;
-  psim_search_result_init(&m);
-  psim_status st = mc->run(&in->model, c, &o, &m);
-  if (st == PSIM_OK && m.found && m.best_sim.fits &&
-      m.best_sim.iteration_time_s < r->best_sim.iteration_time_s) {
-    psim_strategy_destroy(&r->best);
-    psim_sim_result_destroy(&r->best_sim);
-    r->best = m.best;
-    r->best_sim = m.best_sim;
-    psim_strategy_init(&m.best);
-    psim_sim_result_init(&m.best_sim);
-    snprintf(r->description + strlen(r->description),
-             sizeof r->description - strlen(r->description), ", refined by MCMC");
-  } else if (st == PSIM_OK) {
-    snprintf(r->description + strlen(r->description),
-             sizeof r->description - strlen(r->description),
-             " (MCMC refinement: %lld evaluations, no faster plan)", (long long)m.evaluations);
-  }
-  if (st == PSIM_OK)
-    r->evaluations += m.evaluations;
-  psim_search_result_destroy(&m);
-  if (st != PSIM_OK && st != PSIM_ENOMEM)
-    psim_error_clear(); /* refinement is optional: keep the Alpa plan */
-  return st == PSIM_ENOMEM ? st : PSIM_OK;
-}
-
-/* The searcher that runs: auto resolved. */
+/* The searcher that runs: auto resolved (search/policy/policy.c). */
 static const char *searcher_name(const plan_args *a) {
-  return strcmp(a->search, "auto") == 0 ? auto_searcher() : a->search;
+  return psim_policy_searcher(a->search);
 }
 
 static void note(const char *opt, const char *searcher, const char *why) {
@@ -186,47 +135,6 @@ static void note_ignored(const plan_args *a, const psim_search_options *o) {
     note("--init", given, "only mcmc and exhaustive start from a strategy");
   if (a->fix && strcmp(s, "grid") == 0)
     note("--fix", given, "the Megatron grid does not take fixed choices; use alpa or mcmc");
-}
-
-static psim_status run_search(const plan_args *a, const psim_cli_inputs *in, psim_cluster *c,
-                              const psim_search_options *so, psim_search_result *r) {
-  const char *name = searcher_name(a);
-  const psim_searcher *s = psim_searcher_find(name);
-  if (!s->run)
-    return psim_error(PSIM_EUNIMPLEMENTED,
-                      "--search %s is not built yet in this version; use --search grid (the "
-                      "Megatron grid) or auto",
-                      name);
-  PSIM_CHECK(s->run(&in->model, c, so, r));
-  return strcmp(a->search, "auto") == 0 ? refine_mcmc(in, c, so, r) : PSIM_OK;
-}
-
-/* The data-parallel baseline over every device; false when it does not
- * apply (e.g. the batch does not split that many ways). */
-static bool data_parallel(const psim_cli_inputs *in, psim_cluster *c, const psim_sim_options *so,
-                          psim_sim_result *out) {
-  psim_strategy s;
-  psim_strategy_init(&s);
-  psim_status st = psim_strategy_data_parallel(&in->model, c, c->n_devices, 1, &s);
-  if (st == PSIM_OK)
-    st = psim_simulate(&in->model, c, &s, so, out);
-  psim_strategy_destroy(&s);
-  psim_error_clear();
-  return st == PSIM_OK;
-}
-
-/* The best Megatron grid plan as a baseline (when the searcher is another). */
-static bool grid_baseline(const plan_args *a, const psim_cli_inputs *in, psim_cluster *c,
-                          const psim_sim_options *sim, psim_search_result *out) {
-  if (strcmp(a->search, "grid") == 0 ||
-      (strcmp(a->search, "auto") == 0 && strcmp(auto_searcher(), "grid") == 0))
-    return false;
-  psim_search_options o;
-  psim_search_options_init(&o);
-  o.sim = sim;
-  bool ok = psim_search_grid(&in->model, c, &o, out) == PSIM_OK;
-  psim_error_clear();
-  return ok;
 }
 
 static void print_line(const char *label, const psim_sim_result *r) {
@@ -290,8 +198,7 @@ typedef struct plan_run {
   psim_cli_inputs in;
   psim_sim_options sim;
   psim_search_options so;
-  psim_search_result result, grid;
-  psim_sim_result dp;
+  psim_policy_result pol; /* the plan and its baselines */
   cJSON *fix;
   psim_strategy init;
 } plan_run;
@@ -330,6 +237,57 @@ static psim_status check_outputs(const plan_args *a) {
   return a->trace ? psim_file_check_output("--trace", a->trace) : PSIM_OK;
 }
 
+/* What the plan file and the summary say about the search and the baselines. */
+static psim_plan_info plan_info(const plan_args *a, const psim_policy_result *pol) {
+  const psim_search_result *r = &pol->result;
+  psim_plan_info info = {pol->searcher,
+                         a->seed,
+                         a->budget,
+                         r->evaluations,
+                         r->wall_s,
+                         r->curve,
+                         r->n_curve,
+                         pol->have_dp ? &pol->dp : NULL,
+                         pol->have_grid ? &pol->grid.best_sim : NULL,
+                         r->stats,
+                         r->description,
+                         pol->have_grid ? pol->grid.description : NULL};
+  return info;
+}
+
+/* The search and its baselines (search policy); the CLI's message for a
+ * searcher that is not built. */
+static psim_status run_policy(const plan_args *a, plan_run *p) {
+  if (!psim_policy_available(a->search))
+    return psim_error(PSIM_EUNIMPLEMENTED,
+                      "--search %s is not built yet in this version; use --search grid (the "
+                      "Megatron grid) or auto",
+                      searcher_name(a));
+  return psim_policy_plan(&p->in.model, &p->in.cluster, a->search, &p->so, !a->no_baselines,
+                          &p->pol);
+}
+
+/* Writes the trace, the plan and the summary of a finished (or stopped) search. */
+static psim_status report(const plan_args *a, plan_run *p) {
+  const psim_search_result *r = &p->pol.result;
+  psim_plan_info info = plan_info(a, &p->pol);
+  psim_status st = PSIM_OK;
+  /* the trace first: a trace that fails leaves no new plan behind */
+  if (a->trace && !p->pol.stopped)
+    st = trace_best(&p->in, &p->in.cluster, r, &p->sim, a->trace);
+  if (st == PSIM_OK)
+    st = write_plan(a, &p->in, &p->in.cluster, r, &info);
+  if (st == PSIM_OK && !a->json)
+    print_summary(a, &p->in, r, &info);
+  /* Interrupted (SIGINT/SIGTERM, issue 9): the best plan so far is written,
+   * and the command then ends with PSIM_EINTERRUPTED. */
+  if (st == PSIM_OK && p->pol.stopped)
+    st = psim_error(
+        PSIM_EINTERRUPTED, "interrupted after %lld evaluations; the best plan so far %s%s",
+        (long long)r->evaluations, a->out ? "was written to " : "is above", a->out ? a->out : "");
+  return st;
+}
+
 psim_status psim_cmd_plan(int argc, char **argv) {
   plan_args a;
   memset(&a, 0, sizeof a);
@@ -339,51 +297,16 @@ psim_status psim_cmd_plan(int argc, char **argv) {
   memset(&p, 0, sizeof p);
   psim_sim_options_init(&p.sim);
   psim_search_options_init(&p.so);
-  psim_search_result_init(&p.result);
-  psim_search_result_init(&p.grid);
-  psim_sim_result_init(&p.dp);
+  psim_policy_result_init(&p.pol);
   psim_strategy_init(&p.init);
   psim_status st = prepare(&a, &p);
   if (st == PSIM_OK)
-    st = run_search(&a, &p.in, &p.in.cluster, &p.so, &p.result);
-  /* Interrupted (SIGINT/SIGTERM, issue 9): a search that found a strategy
-   * still writes it as the plan (its figures are a full simulation), with no
-   * baselines and no trace; the command then ends with PSIM_EINTERRUPTED. */
-  bool stopped = psim_interrupted() && (st == PSIM_OK || st == PSIM_EINTERRUPTED) && p.result.found;
-  if (stopped)
-    st = PSIM_OK;
-  bool baselines = st == PSIM_OK && !stopped && !a.no_baselines;
-  bool have_dp = baselines && data_parallel(&p.in, &p.in.cluster, &p.sim, &p.dp);
-  bool have_grid = baselines && grid_baseline(&a, &p.in, &p.in.cluster, &p.sim, &p.grid);
-  psim_plan_info info = {searcher_name(&a),
-                         a.seed,
-                         a.budget,
-                         p.result.evaluations,
-                         p.result.wall_s,
-                         p.result.curve,
-                         p.result.n_curve,
-                         have_dp ? &p.dp : NULL,
-                         have_grid ? &p.grid.best_sim : NULL,
-                         p.result.stats,
-                         p.result.description,
-                         have_grid ? p.grid.description : NULL};
-  /* the trace first: a trace that fails leaves no new plan behind */
-  if (st == PSIM_OK && a.trace && !stopped)
-    st = trace_best(&p.in, &p.in.cluster, &p.result, &p.sim, a.trace);
+    st = run_policy(&a, &p);
   if (st == PSIM_OK)
-    st = write_plan(&a, &p.in, &p.in.cluster, &p.result, &info);
-  if (st == PSIM_OK && !a.json)
-    print_summary(&a, &p.in, &p.result, &info);
-  if (st == PSIM_OK && stopped)
-    st = psim_error(PSIM_EINTERRUPTED,
-                    "interrupted after %lld evaluations; the best plan so far %s%s",
-                    (long long)p.result.evaluations, a.out ? "was written to " : "is above",
-                    a.out ? a.out : "");
+    st = report(&a, &p);
   cJSON_Delete(p.fix);
   psim_strategy_destroy(&p.init);
-  psim_sim_result_destroy(&p.dp);
-  psim_search_result_destroy(&p.grid);
-  psim_search_result_destroy(&p.result);
+  psim_policy_result_destroy(&p.pol);
   psim_cli_inputs_destroy(&p.in);
   return st;
 }

@@ -25,8 +25,10 @@
 
 const char psim_cmd_sweep_help[] =
     "Runs every case of a plansim.sweep/1 file (docs/sweep.md): the cartesian product of\n"
-    "its models (files or generator parameters), clusters (files, or presets with node\n"
-    "counts), searchers, seeds and budgets. Each case searches a plan, writes it to\n"
+    "its models (files, or generators with the options of 'plansim model'), clusters\n"
+    "(files, or presets with node counts), searchers, seeds and budgets; at most\n"
+    "1,000,000 cases. Each case runs the search 'plansim plan --search NAME' runs (auto:\n"
+    "Alpa, then MCMC refinement), without the baselines, writes the plan to\n"
     "DIR/plans/caseNNNN.json and adds one row to DIR/results.csv and DIR/results.jsonl as\n"
     "soon as it finishes (case, key, model, cluster, devices, searcher, seed, budget,\n"
     "status, error, iteration time, throughput, MFU, peak memory, fits, evaluations, plan\n"

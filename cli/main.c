@@ -177,23 +177,9 @@ const psim_cli_command psim_cli_commands[] = {
     {"model", psim_cmd_model, "plansim model FAMILY [options] [-o FILE]",
      "generate a model file (gpt, llama, bert, moe, mlp, alexnet, resnet, inception, dlrm)",
      "Writes a plansim.model/1 file (docs/model.md) to FILE, or to standard output.\n\n"
-     "families and options (defaults in brackets):\n"
-     "  gpt    --layers [24] --hidden [2048] --heads [16] --seq [2048] --vocab [51200]\n"
-     "         --batch [512] --ffn [4*hidden] --dtype [bf16] --flash --name NAME\n"
-     "  llama  as gpt, defaults LLaMA-2 7B: --layers [32] --hidden [4096] --heads [32]\n"
-     "         --kv-heads [heads] --ffn [11008] --seq [4096] --vocab [32000] --batch [1024];\n"
-     "         always RMSNorm, SwiGLU, rotary positions (not modelled), untied output\n"
-     "  bert   as gpt, defaults BERT-large: --layers [24] --hidden [1024] --heads [16]\n"
-     "         --seq [512] --vocab [30522] --batch [256]\n"
-     "  moe    as gpt, plus --experts [8] --top-k [2] --capacity-factor [1.0]\n"
-     "  mlp    --layers [4] --hidden [1024] --batch [64] --classes [10] --dtype [fp32]\n"
-     "  alexnet   --batch [128] --classes [1000] --dtype [fp32]\n"
-     "  resnet    --depth [50] (50, 101, 152) --batch [256] --classes [1000] --dtype [fp32]\n"
-     "  inception --batch [256] --classes [1000] --dtype [fp32]   (Inception-v3)\n"
-     "  dlrm      --tables [26] --rows [1000000] --emb-dim [128] --batch [2048] --dtype [fp32]\n\n"
      "  -o FILE   write FILE atomically instead of standard output\n\n"
      "--flash replaces the attention core (scores matmul, softmax, dropout, context matmul,\n"
-     "tagged attn_core) with one fused attention op. Unknown families or options exit 2.\n"},
+     "tagged attn_core) with one fused attention op. Unknown families or options exit 2.\n\n"},
     {"cluster", psim_cmd_cluster, "plansim cluster PRESET [--nodes N] [options] [-o FILE]",
      "generate a cluster file from a preset", psim_cmd_cluster_help},
     {"expand", psim_cmd_expand, "plansim expand MODEL CLUSTER STRATEGY [-o FILE]",
@@ -228,6 +214,8 @@ static int print_help(const char *name) {
   printf("usage: %s\n\n%s.\n", c->synopsis, c->summary);
   if (c->help)
     printf("\n%s", c->help);
+  if (c->run == psim_cmd_model)
+    psim_cmd_model_help(stdout); /* the families' options, from models/registry.c */
   return 0;
 }
 

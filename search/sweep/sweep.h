@@ -17,15 +17,18 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "models/registry.h"
 #include "sim/core/status.h"
 
 struct cJSON;
 
 typedef struct psim_sweep_model {
-  char *label;       /* name in case keys */
-  char *file;        /* model file (resolved), or NULL for a generator */
-  char *family;      /* generator family ("gpt", ...) or NULL */
-  struct cJSON *gen; /* generator options (owned copy) or NULL */
+  char *label;                /* name in case keys */
+  char *file;                 /* model file (resolved), or NULL for a generator */
+  char *family;               /* generator family ("gpt", ...) or NULL */
+  const psim_gen_family *def; /* the family in models/registry.h, or NULL */
+  struct cJSON *gen;          /* generator options (owned copy) or NULL */
+  psim_gen_opts opts;         /* the options read from gen (strings point into gen) */
 } psim_sweep_model;
 
 typedef struct psim_sweep_cluster {
@@ -35,9 +38,14 @@ typedef struct psim_sweep_cluster {
   int32_t nodes;
 } psim_sweep_cluster;
 
+/* At most this many cases in a sweep (the product of its lists). */
+#define PSIM_SWEEP_MAX_CASES 1000000
+/* Keys are cut to PSIM_SWEEP_KEY_MAX - 1 bytes (a row's key holds as many). */
+#define PSIM_SWEEP_KEY_MAX 512
+
 typedef struct psim_sweep_case {
   int32_t model, cluster, searcher, seed, budget; /* indices into the sweep's lists */
-  char key[512];                                  /* "model=M cluster=C search=S seed=N budget=B" */
+  char *key; /* "model=M cluster=C search=S seed=N budget=B" (owned) */
 } psim_sweep_case;
 
 typedef struct psim_sweep {
@@ -63,11 +71,16 @@ void psim_sweep_destroy(psim_sweep *s);
  * folder. O(cases). */
 psim_status psim_sweep_load(const char *file, psim_sweep *s);
 
+/* The size check of psim_sweep_load alone, on a parsed document (for `plansim
+ * check`, which does not resolve the files a sweep names): PSIM_EINPUT naming
+ * file when its lists multiply past PSIM_SWEEP_MAX_CASES. O(lists). */
+psim_status psim_sweep_check_size(const char *file, const struct cJSON *root);
+
 /* One row of results. Numbers are printed with 9 significant digits. */
 #define PSIM_SWEEP_TEXT 512
 typedef struct psim_sweep_row {
   int32_t index;
-  char key[512];
+  char key[PSIM_SWEEP_KEY_MAX];
   char model[128], cluster[128], searcher[32], budget[32];
   uint64_t seed;
   int32_t devices;

@@ -135,14 +135,75 @@ for b in '"0.5"' '"1e99"' '0.5' '"infs"' '"nan"' '"0s"'; do
 done
 if [ ! -e "$TEST_TMP/badbudget" ]; then ok "no results folder for a refused sweep"
 else not_ok "no results folder for a refused sweep"; fi
-# A generator option of 0 is refused (it read as the default: ffn 0 gave 4*hidden); the
-# case fails with the reason, as every bad generated model does.
-printf '{"format": "plansim.sweep/1", "models": [{"name": "z", "generator": "gpt", "options": {"layers": 2, "hidden": 64, "heads": 4, "seq": 32, "vocab": 128, "batch": 8, "ffn": 0}}], "clusters": ["%s/topologies/dgx-a100-x1.json"]}\n' \
-  "$ROOT" >"$TEST_TMP/ffn0.json"
-run sweep "$TEST_TMP/ffn0.json" -o "$TEST_TMP/ffn0"
-if [ "$STATUS" -eq 0 ] && grep -q "option 'ffn' must be positive" "$TEST_TMP/ffn0/results.jsonl"; then
-  ok "generator option ffn 0: a failed case naming it"
-else not_ok "generator option ffn 0: a failed case naming it"; fi
+# Generator options are read through the model-family registry (models/registry.c), as
+# `plansim model` reads them: an option of 0 (it read as the default: ffn 0 gave 4*hidden),
+# an option the family does not take ("experts" on gpt ran and was ignored, while `model gpt
+# --experts 8` exits 2) and a wrong type are refused with their path before any case runs.
+gen_sweep() { # gen_sweep FAMILY OPTIONS-JSON
+  printf '{"format": "plansim.sweep/1", "models": [{"name": "z", "generator": "%s", "options": %s}], "clusters": ["%s/topologies/dgx-a100-x1.json"]}\n' \
+    "$1" "$2" "$ROOT" >"$TEST_TMP/gen.json"
+}
+gen_sweep gpt '{"layers": 2, "hidden": 64, "heads": 4, "seq": 32, "vocab": 128, "batch": 8, "ffn": 0}'
+run sweep "$TEST_TMP/gen.json" -o "$TEST_TMP/ffn0"
+expect "generator option ffn 0 is refused with its path" 2 stdout-empty stderr-nonempty "" \
+  "gen\.json: models\[0\]\.options\.ffn: option 'ffn' must be a positive integer"
+gen_sweep gpt '{"layers": 2, "experts": 8}'
+run sweep "$TEST_TMP/gen.json" -o "$TEST_TMP/experts"
+expect "experts on gpt: refused as 'plansim model gpt --experts 8' is" 2 stdout-empty stderr-nonempty "" \
+  "models\[0\]\.options\.experts: unknown option 'experts' for gpt"
+run model gpt --experts 8
+expect "plansim model gpt --experts 8: the same refusal" 2 stdout-empty stderr-nonempty "" \
+  "unknown option '--experts' for gpt"
+gen_sweep llama '{"kv_heads": "8"}'
+run sweep "$TEST_TMP/gen.json" -o "$TEST_TMP/kvh"
+expect "a string for a count is refused" 2 stdout-empty stderr-nonempty "" \
+  "options\.kv_heads: option 'kv_heads' must be a positive integer"
+gen_sweep moe '{"layers": 2, "hidden": 64, "heads": 4, "seq": 32, "vocab": 128, "batch": 8, "experts": 4, "top_k": 1, "capacity_factor": 1.5, "flash": true}'
+run sweep "$TEST_TMP/gen.json" -o "$TEST_TMP/moe"
+if [ "$STATUS" -eq 0 ] && [ -s "$TEST_TMP/moe/models/z.json" ]; then
+  "$PLANSIM" model moe --name z --layers 2 --hidden 64 --heads 4 --seq 32 --vocab 128 --batch 8 \
+    --experts 4 --top-k 1 --capacity-factor 1.5 --flash >"$TEST_TMP/moe-cli.json"
+  if cmp -s "$TEST_TMP/moe/models/z.json" "$TEST_TMP/moe-cli.json"; then
+    ok "a sweep's generated moe is the file plansim model writes"
+  else not_ok "a sweep's generated moe is the file plansim model writes"; fi
+else not_ok "a sweep's generated moe is the file plansim model writes" "status $STATUS"; fi
+# Issue 24 item 1: lists that multiply past the case limit, even past 2^64 (8,192 in each
+# of five lists is 2^65 cases: the old int64_t product wrapped to 2, then make_cases wrote
+# past its allocation), are refused before any allocation, naming the file; `check` too.
+python3 - "$TEST_TMP/huge.json" <<'PY'
+import json, sys
+n = 8192
+json.dump({"format": "plansim.sweep/1", "models": ["m%d.json" % i for i in range(n)],
+           "clusters": ["c%d.json" % i for i in range(n)], "searchers": ["grid"] * n,
+           "seeds": list(range(n)), "budgets": [str(i + 1) for i in range(n)]}, open(sys.argv[1], "w"))
+PY
+run sweep "$TEST_TMP/huge.json" -o "$TEST_TMP/huge"
+expect "2^65 cases: refused, no overflow" 2 stdout-empty stderr-nonempty "" \
+  "huge\.json: models x clusters x searchers x seeds x budgets = 8192 x 8192 x 8192 x 8192 x 8192 cases, more than the limit"
+run check "$TEST_TMP/huge.json"
+expect "check refuses the 2^65-case sweep" 2 stdout-empty stderr-nonempty "" "huge\.json: .*more than the limit"
+run sweep tests/data/bad/sweep-too-many-cases.json -o "$TEST_TMP/toomany"
+expect "16^5 cases: refused" 2 stdout-empty stderr-nonempty "" "sweep-too-many-cases\.json: .* = 16 x 16 x 16 x 16 x 16 cases"
+# Issue 24 item 5: a million cases load in seconds (the lists were read with
+# cJSON_GetArrayItem per index and keys compared all pairs: quadratic, 14 minutes and on).
+# Two models with one name make the load end with the duplicate-key error once every
+# case is built, so nothing runs; 10^6 + 1 seeds are one case over the limit.
+python3 - "$TEST_TMP" <<'PY'
+import json, sys
+d = sys.argv[1]
+dup = [{"name": "a", "file": "m.json"}, {"name": "a", "file": "m2.json"}]
+json.dump({"format": "plansim.sweep/1", "models": dup, "clusters": ["c.json"],
+           "seeds": list(range(500000))}, open(d + "/million.json", "w"))
+json.dump({"format": "plansim.sweep/1", "models": ["m.json"], "clusters": ["c.json"],
+           "seeds": list(range(1000001))}, open(d + "/over.json", "w"))
+PY
+start=$(date +%s)
+PSIM_CLI_TIMEOUT=60 run sweep "$TEST_TMP/million.json" -o "$TEST_TMP/million"
+took=$(($(date +%s) - start))
+expect "10^6 cases load in seconds ($took s), then the duplicate key" 2 stdout-empty stderr-nonempty "" \
+  "two cases have the key 'model=a cluster=c search=grid seed=0 budget=default'"
+PSIM_CLI_TIMEOUT=60 run sweep "$TEST_TMP/over.json" -o "$TEST_TMP/over"
+expect "10^6 + 1 cases: refused" 2 stdout-empty stderr-nonempty "" "over\.json: .* = 1 x 1 x 1 x 1000001 x 1 cases"
 # --check: a missing baseline is refused before the sweep runs.
 run sweep "$SWEEP" -o "$TEST_TMP/nocheck" --check "$TEST_TMP/no-such-baseline"
 expect "--check with a missing baseline: exit 2 at once" 2 stdout-empty stderr-nonempty "" \

@@ -1,4 +1,4 @@
-/* test_export.c - exporters (search/plan/export.c) and sweep rows (search/sweep/sweep.c).
+/* test_export.c - exporters (search/plan/export.c) and sweep rows (search/sweep/sweep_row.c).
  *
  * The Megatron matcher is checked against every Megatron layout of a small GPT on 8 GPUs: it
  * must recover tp, pp, dp and the micro-batch from the explicit strategy alone (template info
@@ -335,6 +335,34 @@ START_TEST(sweep_row_integer_out_of_range) {
 }
 END_TEST
 
+/* Issue 24 item 1: the case count of a sweep is checked before anything is
+ * allocated, in 64-bit arithmetic that cannot wrap (8,192^5 = 2^65 wrapped to 2). */
+static cJSON *lists_of(int n) {
+  cJSON *root = cJSON_CreateObject();
+  const char *keys[] = {"models", "clusters", "searchers", "seeds", "budgets"};
+  for (int k = 0; k < 5; k++) {
+    cJSON *a = cJSON_AddArrayToObject(root, keys[k]);
+    for (int i = 0; i < n; i++)
+      cJSON_AddItemToArray(a, cJSON_CreateNumber(i));
+  }
+  return root;
+}
+
+START_TEST(sweep_case_count_is_checked) {
+  cJSON *small = lists_of(15), *over = lists_of(16), *wraps = lists_of(8192);
+  ck_assert_int_eq(psim_sweep_check_size("small.json", small), PSIM_OK); /* 759,375 */
+  ck_assert_int_eq(psim_sweep_check_size("over.json", over), PSIM_EINPUT);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "over.json"));
+  psim_error_clear();
+  ck_assert_int_eq(psim_sweep_check_size("wraps.json", wraps), PSIM_EINPUT);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "8192 x 8192 x 8192 x 8192 x 8192"));
+  psim_error_clear();
+  cJSON_Delete(small);
+  cJSON_Delete(over);
+  cJSON_Delete(wraps);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("export");
   TCase *tc = tcase_create("export");
@@ -349,6 +377,7 @@ int main(void) {
   tcase_add_test(tc, format_names);
   tcase_add_test(tc, sweep_row_round_trip);
   tcase_add_test(tc, sweep_row_integer_out_of_range);
+  tcase_add_test(tc, sweep_case_count_is_checked);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "models/generators.h"
+#include "models/registry.h"
 #include "sim/core/alloc.h"
 #include "sim/core/json.h"
 #include "sim/ir/model.h"
@@ -416,6 +417,51 @@ START_TEST(generator_rejects_bad_options) {
 }
 END_TEST
 
+/* The family registry (models/registry.c) that `plansim model` and sweeps read:
+ * every family generates with its defaults; options apply only to the
+ * families that take them (experts: moe, not gpt); ranges refuse 0. */
+START_TEST(family_registry) {
+  int n = 0;
+  for (const psim_gen_family *f = psim_gen_families(); f->name; f++, n++) {
+    ck_assert_ptr_eq(psim_gen_family_find(f->name), f);
+    ck_assert_ptr_nonnull(strstr(psim_gen_family_list(), f->name));
+    ck_assert_ptr_nonnull(psim_gen_option_find(f, "name"));
+    ck_assert_ptr_nonnull(psim_gen_option_find(f, "batch"));
+    psim_gen_opts o;
+    psim_gen_opts_init(f, &o);
+    cJSON *doc = NULL;
+    if (strcmp(f->name, "dlrm") == 0) { /* 26 x 1e6 rows: fine, but keep the test quick */
+      const psim_gen_option *rows = psim_gen_option_find(f, "rows");
+      ck_assert_ptr_nonnull(rows);
+      psim_gen_set_int(&o, f, rows, 1000);
+    }
+    ck_assert_int_eq(psim_gen_generate(f, &o, &doc), PSIM_OK);
+    cJSON_Delete(doc);
+  }
+  ck_assert_int_eq(n, 9);
+  ck_assert_ptr_null(psim_gen_family_find("gpt2"));
+  const psim_gen_family *gpt = psim_gen_family_find("gpt"), *moe = psim_gen_family_find("moe");
+  ck_assert_ptr_null(psim_gen_option_find(gpt, "experts"));
+  ck_assert_ptr_null(psim_gen_option_find(gpt, "kv_heads"));
+  ck_assert_ptr_null(psim_gen_option_find(gpt, "kv-heads")); /* keys use '_' */
+  ck_assert_ptr_null(psim_gen_option_find(psim_gen_family_find("mlp"), "depth"));
+  const psim_gen_option *experts = psim_gen_option_find(moe, "experts");
+  const psim_gen_option *cf = psim_gen_option_find(moe, "capacity_factor");
+  ck_assert_ptr_nonnull(experts);
+  ck_assert(!psim_gen_in_range(experts, 0) && !psim_gen_in_range(experts, 2.5));
+  ck_assert(psim_gen_in_range(experts, 16));
+  ck_assert(!psim_gen_in_range(cf, 0) && !psim_gen_in_range(cf, INFINITY));
+  ck_assert(psim_gen_in_range(cf, 1.25));
+  psim_gen_opts o;
+  psim_gen_opts_init(moe, &o);
+  ck_assert_int_eq(o.tf.experts, 8);
+  psim_gen_set_int(&o, moe, experts, 4);
+  psim_gen_set_double(&o, moe, cf, 1.25);
+  ck_assert_int_eq(o.tf.experts, 4);
+  ck_assert(o.tf.capacity_factor == 1.25);
+}
+END_TEST
+
 START_TEST(shipped_models_load) {
   char pat[512];
   snprintf(pat, sizeof pat, "%s/models/*.json", PSIM_SOURCE_ROOT);
@@ -466,6 +512,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, llama_and_bert_parameter_counts);
   tcase_add_test(tc, vision_parameter_counts);
   tcase_add_test(tc, generator_rejects_bad_options);
+  tcase_add_test(tc, family_registry);
   tcase_add_test(tc, shipped_models_load);
   tcase_add_test(tc, allocation_failures);
   suite_add_tcase(s, tc);
