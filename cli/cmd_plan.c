@@ -13,6 +13,7 @@
 #include "search/search.h"
 #include "sim/core/json.h"
 #include "sim/core/units.h"
+#include "sim/strategy/constraints.h"
 #include "sim/trace_sim.h"
 
 typedef struct plan_args {
@@ -199,7 +200,8 @@ typedef struct plan_run {
   psim_sim_options sim;
   psim_search_options so;
   psim_policy_result pol; /* the plan and its baselines */
-  cJSON *fix;
+  cJSON *fix;             /* --fix as parsed; fix_k reads it once for every searcher */
+  psim_constraints fix_k;
   psim_strategy init;
 } plan_run;
 
@@ -219,8 +221,8 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
   p->so.progress = psim_cli_stderr_is_tty() ? stderr : NULL;
   if (a->fix) {
     PSIM_CHECK(psim_json_load_file(a->fix, &p->fix));
-    p->so.fix = p->fix;
-    p->so.fix_file = a->fix;
+    PSIM_CHECK(psim_constraints_read(p->fix, a->fix, &p->fix_k));
+    p->so.fix = &p->fix_k;
   }
   if (a->init) {
     PSIM_CHECK(psim_cli_load_strategy(a->init, &p->in.model, &p->in.cluster, &p->init));
@@ -304,6 +306,7 @@ psim_status psim_cmd_plan(int argc, char **argv) {
     st = run_policy(&a, &p);
   if (st == PSIM_OK)
     st = report(&a, &p);
+  psim_constraints_destroy(&p.fix_k);
   cJSON_Delete(p.fix);
   psim_strategy_destroy(&p.init);
   psim_policy_result_destroy(&p.pol);

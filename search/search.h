@@ -26,11 +26,12 @@ typedef struct psim_search_options {
   int64_t budget_evals; /* evaluation budget; 0 = none */
   int32_t threads;      /* search chains / worker threads; default 1 */
   const psim_strategy *init; /* start from this strategy (mcmc); NULL = searcher's choice */
-  const struct cJSON *fix;   /* partial strategy of fixed choices (--fix); NULL = none */
-  const char *fix_file;      /* its file name, for messages */
-  FILE *progress;            /* progress lines (a terminal) or NULL */
-  int64_t verify_every;      /* debug (mcmc, exhaustive): also run the full simulation every
-                                N evaluations, fail on any difference; 0 = never (default) */
+  /* partial strategy of fixed choices (--fix), read once by the one reader
+   * (sim/strategy/constraints.h; its file names it in messages); NULL = none */
+  const struct psim_constraints *fix;
+  FILE *progress;       /* progress lines (a terminal) or NULL */
+  int64_t verify_every; /* debug (mcmc, exhaustive): also run the full simulation every
+                           N evaluations, fail on any difference; 0 = never (default) */
 } psim_search_options;
 
 void psim_search_options_init(psim_search_options *o);

@@ -151,7 +151,7 @@ static psim_status setup(alpa *A, const psim_model *m, psim_cluster *c,
                       m->file ? m->file : m->name);
   A->batch = m->dims[b].size;
   A->mem_bytes = c->types[c->devices[0].type].mem_bytes;
-  PSIM_CHECK(psim_alpa_fix_parse(o->fix, o->fix_file, m, &A->fix));
+  PSIM_CHECK(psim_alpa_fix_parse(o->fix, m, &A->fix));
   int32_t n_entries = psim_alpa_fix_entries(&A->fix);
   A->blame = psim_calloc((size_t)(n_entries > 0 ? n_entries : 1), 1);
   if (!A->blame)
@@ -161,7 +161,7 @@ static psim_status setup(alpa *A, const psim_model *m, psim_cluster *c,
   enumerate_mbs(A);
   if (A->n_meshes == 0)
     return psim_error(PSIM_EINPUT, "%s: no stage shape divides the %d devices of %s%s",
-                      o->fix_file ? o->fix_file : m->name, (int)c->n_devices, c->name,
+                      o->fix && o->fix->file ? o->fix->file : m->name, (int)c->n_devices, c->name,
                       A->fix.active ? " under the fixed mesh and stages" : "");
   size_t n = (size_t)A->n_classes * (size_t)A->n_meshes * (size_t)A->n_mbs * LEVELS;
   A->memo = psim_calloc(n, sizeof *A->memo);

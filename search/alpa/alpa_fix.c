@@ -11,15 +11,17 @@
 
 #include "sim/core/alloc.h"
 
+/* The constraints of a search without --fix. */
+static const psim_constraints no_constraints;
+
 void psim_alpa_fix_init(psim_alpa_fix *f) {
   memset(f, 0, sizeof *f);
-  psim_constraints_init(&f->k);
+  f->k = &no_constraints;
 }
 
 void psim_alpa_fix_destroy(psim_alpa_fix *f) {
   psim_free(f->stage_last);
   psim_free(f->layout_axis);
-  psim_constraints_destroy(&f->k);
   memset(f, 0, sizeof *f);
 }
 
@@ -60,8 +62,8 @@ static psim_status check_op(const psim_alpa_fix *f, const psim_constraint_op *op
 }
 
 static psim_status check_ops(const psim_alpa_fix *f) {
-  for (int32_t e = 0; e < f->k.n_ops; e++)
-    PSIM_CHECK(check_op(f, &f->k.ops[e]));
+  for (int32_t e = 0; e < f->k->n_ops; e++)
+    PSIM_CHECK(check_op(f, &f->k->ops[e]));
   return PSIM_OK;
 }
 
@@ -110,7 +112,7 @@ static psim_status parse_pipeline(psim_alpa_fix *f, const cJSON *p, const psim_m
 }
 
 static psim_status parse_mesh(psim_alpa_fix *f) {
-  const psim_constraint_map *axes = &f->k.mesh_axes;
+  const psim_constraint_map *axes = &f->k->mesh_axes;
   if (!cJSON_IsObject(axes->json) || axes->n < 1 || axes->n > 2)
     return psim_error(PSIM_EINPUT, "%s: mesh.axes: expected one or two axes", fname(f));
   f->mesh[0] = f->mesh[1] = 1;
@@ -126,7 +128,7 @@ static psim_status parse_mesh(psim_alpa_fix *f) {
 }
 
 static psim_status parse_layout(psim_alpa_fix *f) {
-  const psim_constraint_map *layout = &f->k.layout;
+  const psim_constraint_map *layout = &f->k->layout;
   if (!f->has_mesh)
     return psim_error(PSIM_EINPUT, "%s: layout: needs \"mesh\" to name its axes", fname(f));
   f->layout_axis = psim_calloc((size_t)(layout->n > 0 ? layout->n : 1), sizeof *f->layout_axis);
@@ -175,23 +177,24 @@ static psim_status parse_key(psim_alpa_fix *f, const cJSON *k, const psim_model 
 
 /* Checks that every op pattern matches an op. */
 static psim_status check_patterns(const psim_alpa_fix *f, const psim_model *m) {
-  for (int32_t e = 0; e < f->k.n_ops; e++) {
+  for (int32_t e = 0; e < f->k->n_ops; e++) {
     bool hit = false;
     for (int32_t i = 0; i < m->n_ops && !hit; i++)
-      hit = psim_constraint_op_matches(&f->k.ops[e], m->ops[i].name);
+      hit = psim_constraint_op_matches(&f->k->ops[e], m->ops[i].name);
     if (!hit)
       return psim_error(PSIM_EINPUT, "%s: ops.%s: matches no op of %s", fname(f),
-                        f->k.ops[e].pattern, m->name);
+                        f->k->ops[e].pattern, m->name);
   }
   return PSIM_OK;
 }
 
-psim_status psim_alpa_fix_parse(const cJSON *root, const char *file, const psim_model *m,
-                                psim_alpa_fix *f) {
+psim_status psim_alpa_fix_parse(const psim_constraints *k, const psim_model *m, psim_alpa_fix *f) {
   psim_alpa_fix_init(f);
-  f->file = file;
-  if (!root)
+  if (!k || !k->root)
     return PSIM_OK;
+  f->file = k->file;
+  f->k = k;
+  const cJSON *root = k->root;
   f->active = true;
   const char *fmt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(root, "format"));
   if (!cJSON_IsObject(root) || !fmt || strcmp(fmt, "plansim.strategy/1") != 0)
@@ -199,16 +202,15 @@ psim_status psim_alpa_fix_parse(const cJSON *root, const char *file, const psim_
   if (cJSON_GetObjectItemCaseSensitive(root, "template"))
     return psim_error(PSIM_EINPUT, "%s: template: a partial strategy is in the explicit form",
                       fname(f));
-  PSIM_CHECK(psim_constraints_read(root, file, &f->k));
-  const cJSON *k;
-  cJSON_ArrayForEach(k, root) PSIM_CHECK(parse_key(f, k, m));
-  if (f->k.layout.json)
+  const cJSON *key;
+  cJSON_ArrayForEach(key, root) PSIM_CHECK(parse_key(f, key, m));
+  if (f->k->layout.json)
     PSIM_CHECK(parse_layout(f));
   return check_patterns(f, m);
 }
 
 int32_t psim_alpa_fix_entries(const psim_alpa_fix *f) {
-  return f->k.n_ops + (f->layout_axis ? f->k.layout.n : 0);
+  return f->k->n_ops + (f->layout_axis ? f->k->layout.n : 0);
 }
 
 /* Op dim index of op matching key by dim name, else by role name; -1. */
@@ -228,8 +230,8 @@ psim_status psim_alpa_fix_degrees(const psim_alpa_fix *f, const psim_model *m, i
   const psim_op *o = &m->ops[op];
   for (int32_t i = 0; i < o->n_dims; i++)
     degree[i] = 0; /* free */
-  for (int32_t e = 0; e < f->k.n_ops; e++) {
-    const psim_constraint_op *c = &f->k.ops[e];
+  for (int32_t e = 0; e < f->k->n_ops; e++) {
+    const psim_constraint_op *c = &f->k->ops[e];
     if (!psim_constraint_op_matches(c, o->name))
       continue;
     if (hit)
@@ -249,9 +251,9 @@ psim_status psim_alpa_fix_degrees(const psim_alpa_fix *f, const psim_model *m, i
 }
 
 bool psim_alpa_fix_same_entries(const psim_alpa_fix *f, const psim_model *m, int32_t a, int32_t b) {
-  for (int32_t e = 0; e < f->k.n_ops; e++)
-    if (psim_constraint_op_matches(&f->k.ops[e], m->ops[a].name) !=
-        psim_constraint_op_matches(&f->k.ops[e], m->ops[b].name))
+  for (int32_t e = 0; e < f->k->n_ops; e++)
+    if (psim_constraint_op_matches(&f->k->ops[e], m->ops[a].name) !=
+        psim_constraint_op_matches(&f->k->ops[e], m->ops[b].name))
       return false;
   return true;
 }
@@ -259,12 +261,12 @@ bool psim_alpa_fix_same_entries(const psim_alpa_fix *f, const psim_model *m, int
 int32_t psim_alpa_fix_layout_dim(const psim_alpa_fix *f, const psim_model *m, int32_t op, int axis,
                                  uint8_t *hit) {
   assert(axis == 0 || axis == 1);
-  for (int32_t e = 0; f->layout_axis && e < f->k.layout.n; e++) {
+  for (int32_t e = 0; f->layout_axis && e < f->k->layout.n; e++) {
     if (f->layout_axis[e] != axis)
       continue;
-    int32_t i = key_dim(m, &m->ops[op], f->k.layout.entry[e].key);
+    int32_t i = key_dim(m, &m->ops[op], f->k->layout.entry[e].key);
     if (i >= 0) {
-      hit[f->k.n_ops + e] = 1;
+      hit[f->k->n_ops + e] = 1;
       return i;
     }
   }
@@ -274,11 +276,11 @@ int32_t psim_alpa_fix_layout_dim(const psim_alpa_fix *f, const psim_model *m, in
 void psim_alpa_fix_describe(const psim_alpa_fix *f, const uint8_t *blame, char *buf, size_t size) {
   size_t n = 0;
   buf[0] = '\0';
-  for (int32_t e = 0; e < f->k.n_ops && n < size; e++)
+  for (int32_t e = 0; e < f->k->n_ops && n < size; e++)
     if (blame[e])
-      n += (size_t)snprintf(buf + n, size - n, "%sops.%s", n ? ", " : "", f->k.ops[e].pattern);
-  for (int32_t e = 0; f->layout_axis && e < f->k.layout.n && n < size; e++)
-    if (blame[f->k.n_ops + e])
+      n += (size_t)snprintf(buf + n, size - n, "%sops.%s", n ? ", " : "", f->k->ops[e].pattern);
+  for (int32_t e = 0; f->layout_axis && e < f->k->layout.n && n < size; e++)
+    if (blame[f->k->n_ops + e])
       n += (size_t)snprintf(buf + n, size - n, "%slayout.%s", n ? ", " : "",
-                            f->k.layout.entry[e].key);
+                            f->k->layout.entry[e].key);
 }

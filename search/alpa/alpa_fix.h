@@ -19,9 +19,9 @@
 typedef struct psim_alpa_fix {
   bool active;
   const char *file;
-  psim_constraints k; /* ops entries, the layout and the mesh axes as read */
-  int32_t n_micro;    /* 0 = free */
-  int32_t n_stages;   /* 0 = free; else stage_last[i] = last layer of stage i */
+  const psim_constraints *k; /* --fix as read once (never NULL; empty without --fix) */
+  int32_t n_micro;           /* 0 = free */
+  int32_t n_stages;          /* 0 = free; else stage_last[i] = last layer of stage i */
   int32_t *stage_last;
   bool has_recompute;
   psim_recompute recompute;
@@ -33,10 +33,9 @@ typedef struct psim_alpa_fix {
 
 void psim_alpa_fix_init(psim_alpa_fix *f);
 void psim_alpa_fix_destroy(psim_alpa_fix *f);
-struct cJSON;
-/* Parses a partial plansim.strategy/1 document (root may be NULL: no fix). */
-psim_status psim_alpa_fix_parse(const struct cJSON *root, const char *file, const psim_model *m,
-                                psim_alpa_fix *f);
+/* Takes a partial plansim.strategy/1 document as read (k may be NULL: no fix) by Alpa's
+ * rules; f keeps a pointer to k, which must outlive it. */
+psim_status psim_alpa_fix_parse(const psim_constraints *k, const psim_model *m, psim_alpa_fix *f);
 /* Entries that can be blamed (ops entries, then layout entries). */
 int32_t psim_alpa_fix_entries(const psim_alpa_fix *f);
 /* degree[i] for op dim i: 0 = free, else the fixed degree (unlisted dims of

@@ -74,7 +74,8 @@ static int32_t op_dim_named(const psim_model *m, int32_t o, const char *name) {
 }
 
 static psim_status fix_error(const psim_search_options *o, const char *path, const char *what) {
-  return psim_error(PSIM_EINPUT, "%s: %s: %s", o->fix_file ? o->fix_file : "--fix", path, what);
+  return psim_error(PSIM_EINPUT, "%s: %s: %s", o->fix && o->fix->file ? o->fix->file : "--fix",
+                    path, what);
 }
 
 /* What a --fix file may hold (docs/search.md). Anything else (op replicas,
@@ -392,20 +393,12 @@ static psim_status apply_fix(const psim_model *m, const psim_search_options *o, 
                              psim_space *sp) {
   if (!o->fix)
     return PSIM_OK;
-  psim_constraints k;
-  psim_status st = psim_constraints_read(o->fix, o->fix_file, &k);
-  if (st == PSIM_OK)
-    st = fix_check(o, &k);
-  if (st == PSIM_OK)
-    st = fix_recompute(o, &k, s);
-  if (st == PSIM_OK)
-    st = fix_ops(m, o, &k, s, sp);
-  if (st == PSIM_OK)
-    st = fix_global_split(m, o, &k, s, sp);
-  if (st == PSIM_OK)
-    st = fix_layout(m, o, &k, s, sp);
-  psim_constraints_destroy(&k);
-  return st;
+  const psim_constraints *k = o->fix;
+  PSIM_CHECK(fix_check(o, k));
+  PSIM_CHECK(fix_recompute(o, k, s));
+  PSIM_CHECK(fix_ops(m, o, k, s, sp));
+  PSIM_CHECK(fix_global_split(m, o, k, s, sp));
+  return fix_layout(m, o, k, s, sp);
 }
 
 /* Bytes of op o's weight inputs. */
@@ -493,7 +486,8 @@ psim_status psim_mcmc_start(const psim_model *m, psim_cluster *c, const psim_sea
   PSIM_CHECK(apply_fix(m, o, start, sp));
   if (!o->init)
     PSIM_CHECK(fit_start(m, c, o, start, sp));
-  return psim_strategy_validate(start, m, c, o->fix_file ? o->fix_file : "the start strategy");
+  return psim_strategy_validate(start, m, c,
+                                o->fix && o->fix->file ? o->fix->file : "the start strategy");
 }
 
 void psim_mcmc_describe(const psim_model *m, const psim_strategy *s, const char *searcher,

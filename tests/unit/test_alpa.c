@@ -15,6 +15,7 @@
 #include "search/alpa/alpa.h"
 #include "search/alpa/alpa_impl.h"
 #include "sim/core/alloc.h"
+#include "sim/strategy/constraints.h"
 
 #define TOPO PSIM_SOURCE_ROOT "/topologies/"
 
@@ -156,10 +157,13 @@ static psim_status plan(const psim_model *m, psim_cluster *c, const char *fix,
   psim_search_options_init(&o);
   o.threads = plan_threads;
   cJSON *j = fix ? cJSON_Parse(fix) : NULL;
-  o.fix = j;
-  o.fix_file = "fix.json";
+  psim_constraints k;
+  psim_constraints_init(&k);
+  ck_assert_int_eq(psim_constraints_read(j, "fix.json", &k), PSIM_OK);
+  o.fix = j ? &k : NULL;
   psim_search_result_init(r);
   psim_status s = psim_search_alpa(m, c, &o, r);
+  psim_constraints_destroy(&k);
   cJSON_Delete(j);
   return s;
 }

@@ -10,6 +10,7 @@
 #include "search/mcmc/mcmc.h"
 #include "search/mcmc/space.h"
 #include "sim/core/alloc.h"
+#include "sim/strategy/constraints.h"
 #include "topologies/presets.h"
 
 typedef struct fixture {
@@ -417,7 +418,9 @@ START_TEST(fix_is_kept) {
   psim_search_options o;
   psim_search_options_init(&o);
   o.budget_evals = 500;
-  o.fix = fix;
+  psim_constraints k;
+  ck_assert_int_eq(psim_constraints_read(fix, "fix.json", &k), PSIM_OK);
+  o.fix = &k;
   psim_search_result r;
   psim_search_result_init(&r);
   ck_assert_msg(psim_search_mcmc(&f.m, &f.c, &o, &r) == PSIM_OK, "%s", psim_error_message());
@@ -430,6 +433,7 @@ START_TEST(fix_is_kept) {
   int bd = psim_model_find_dim(&f.m, "b");
   for (int o2 = 0; o2 < f.m.n_ops; o2++)
     ck_assert_int_eq(r.best.ops[o2].degree[psim_op_dim_index(&f.m.ops[o2], bd)], 1);
+  psim_constraints_destroy(&k);
   cJSON_Delete(fix);
   psim_search_result_destroy(&r);
   unload(&f);
