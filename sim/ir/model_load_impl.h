@@ -11,15 +11,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sim/core/hashmap.h"
 #include "sim/ir/model_impl.h"
 
 enum { NAME_MAX_LEN = 1000 };
 #define MAX_TENSORS (3 * PSIM_MODEL_MAX_OPS) /* tensors after expansion */
 
-/* String -> index map (open addressing, keys owned; model_load_names.c). */
+/* String -> index map (model_load_names.c): entries in insertion order, found through the
+ * core hash map. Zero-initialised is empty. */
 typedef struct psim_name_map {
-  char **key; /* owned */
-  int32_t *val;
+  psim_hmap index; /* hash of a name -> its entry */
+  char **key;      /* per entry: the name (owned) */
+  int32_t *val;    /* per entry: its value */
   size_t cap, n;
 } psim_name_map;
 
@@ -52,11 +55,12 @@ typedef struct psim_model_scope {
 /* ---- names (model_load_names.c) ---- */
 
 /* Slot of key k: where it is, or the empty slot where it would go. */
-size_t psim_name_map_slot(const psim_name_map *m, const char *k);
 /* Value of k, -1 when absent. */
 int32_t psim_name_map_get(const psim_name_map *m, const char *k);
 /* Inserts k (absent) with value v. */
 psim_status psim_name_map_put(psim_name_map *m, const char *k, int32_t v);
+/* The stored copy of name k (lives as long as the map), or NULL. */
+const char *psim_name_map_key(const psim_name_map *m, const char *k);
 void psim_name_map_destroy(psim_name_map *m);
 /* out = a + b; false when that does not fit in NAME_MAX_LEN. */
 bool psim_mload_join(char *out, const char *a, const char *b);

@@ -1,5 +1,5 @@
-/* model_load_names.c - the loader's names: a string -> index hash map (open
- * addressing, FNV-1a), the JSON paths where things are defined, and tensor
+/* model_load_names.c - the loader's names: a string -> index map (on the core hash
+ * map, sim/core/hashmap.h), the JSON paths where things are defined, and tensor
  * names resolved through the block scopes. */
 #include <assert.h>
 #include <stdio.h>
@@ -10,75 +10,61 @@
 
 /* ------------------------------------------------------------ string map */
 
-typedef struct smap {
-  char **key; /* owned */
-  int32_t *val;
-  size_t cap, n;
-} smap;
+/* A name being looked up, for the hash map's equality test. */
+typedef struct name_probe {
+  const psim_name_map *m;
+  const char *name;
+} name_probe;
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-  for (; *s; s++)
-    h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-  return h;
+static bool same_name(const void *ctx, int32_t entry) {
+  const name_probe *p = ctx;
+  return strcmp(p->m->key[entry], p->name) == 0;
 }
 
-size_t psim_name_map_slot(const psim_name_map *m, const char *k) {
-  size_t i = (size_t)hash_str(k) & (m->cap - 1);
-  while (m->key[i] && strcmp(m->key[i], k) != 0)
-    i = (i + 1) & (m->cap - 1);
-  return i;
+static uint64_t name_hash(const char *k) {
+  return psim_hmap_hash_bytes(k, strlen(k), 0);
+}
+
+/* The entry of name k, or -1. */
+static int32_t name_entry(const psim_name_map *m, const char *k) {
+  name_probe p = {m, k};
+  int32_t e;
+  return psim_hmap_find_eq(&m->index, name_hash(k), same_name, &p, &e) ? e : -1;
 }
 
 int32_t psim_name_map_get(const psim_name_map *m, const char *k) {
-  if (!m->cap)
-    return -1;
-  size_t i = psim_name_map_slot(m, k);
-  return m->key[i] ? m->val[i] : -1;
-}
-
-static psim_status name_map_rehash(psim_name_map *m) {
-  psim_name_map n = {0};
-  n.cap = m->cap ? m->cap * 2 : 64;
-  n.key = psim_calloc(n.cap, sizeof *n.key);
-  n.val = psim_calloc(n.cap, sizeof *n.val);
-  if (!n.key || !n.val) {
-    psim_free(n.key);
-    psim_free(n.val);
-    return psim_error(PSIM_ENOMEM, "out of memory growing a name table");
-  }
-  for (size_t i = 0; i < m->cap; i++)
-    if (m->key[i]) {
-      size_t j = psim_name_map_slot(&n, m->key[i]);
-      n.key[j] = m->key[i];
-      n.val[j] = m->val[i];
-    }
-  n.n = m->n;
-  psim_free(m->key);
-  psim_free(m->val);
-  *m = n;
-  return PSIM_OK;
+  int32_t e = name_entry(m, k);
+  return e < 0 ? -1 : m->val[e];
 }
 
 /* Inserts k (absent) with value v. */
 psim_status psim_name_map_put(psim_name_map *m, const char *k, int32_t v) {
-  if (2 * (m->n + 1) > m->cap)
-    PSIM_CHECK(name_map_rehash(m));
-  size_t i = psim_name_map_slot(m, k);
-  assert(!m->key[i]); /* callers look k up first: a name is defined once */
-  m->key[i] = psim_strdup(k);
-  if (!m->key[i])
+  assert(name_entry(m, k) < 0); /* callers look k up first: a name is defined once */
+  size_t cap = m->cap;
+  PSIM_CHECK(psim_grow((void **)&m->key, &cap, m->n + 1, sizeof *m->key));
+  PSIM_CHECK(psim_grow((void **)&m->val, &m->cap, m->n + 1, sizeof *m->val));
+  assert(cap == m->cap);
+  char *copy = psim_strdup(k);
+  if (!copy)
     return psim_error(PSIM_ENOMEM, "out of memory");
-  m->val[i] = v;
-  m->n++;
+  PSIM_CHECK(psim_hmap_add(&m->index, name_hash(k), (int32_t)m->n));
+  m->key[m->n] = copy;
+  m->val[m->n++] = v;
   return PSIM_OK;
 }
 
+const char *psim_name_map_key(const psim_name_map *m, const char *k) {
+  int32_t e = name_entry(m, k);
+  return e < 0 ? NULL : m->key[e];
+}
+
 void psim_name_map_destroy(psim_name_map *m) {
-  for (size_t i = 0; i < m->cap; i++)
+  for (size_t i = 0; i < m->n; i++)
     psim_free(m->key[i]);
   psim_free(m->key);
   psim_free(m->val);
+  psim_hmap_destroy(&m->index);
+  memset(m, 0, sizeof *m);
 }
 
 bool psim_mload_join(char *out, const char *a, const char *b) {
@@ -92,7 +78,7 @@ psim_status psim_mload_def_here(psim_model_loader *L, int32_t *out) {
     d = L->n_defs;
     PSIM_CHECK(psim_name_map_put(&L->defmap, L->c.path, d));
     PSIM_CHECK(psim_grow((void **)&L->defs, &L->cap_defs, (size_t)d + 1, sizeof *L->defs));
-    L->defs[L->n_defs++] = L->defmap.key[psim_name_map_slot(&L->defmap, L->c.path)];
+    L->defs[L->n_defs++] = psim_name_map_key(&L->defmap, L->c.path);
   }
   *out = d;
   return PSIM_OK;
