@@ -10,6 +10,7 @@
 #include "sim/build/build.h"
 #include "sim/build/ps.h"
 #include "sim/core/alloc.h"
+#include "sim/simulate_impl.h"
 
 void psim_sim_options_init(psim_sim_options *o) {
   memset(o, 0, sizeof *o);
@@ -195,28 +196,61 @@ static psim_status keep(psim_build *b, psim_schedule_result *sched, psim_sim_res
   return PSIM_OK;
 }
 
-static psim_status run(psim_build *b, const psim_sim_options *o, psim_sim_result *r) {
-  psim_schedule_result sched;
-  psim_schedule_result_init(&sched);
-  sched.record_issue = o->keep_graph; /* the trace's host track */
+/* Build the graph: in full, or reusing the previous build (reuse->prev). */
+static psim_status build(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                         const psim_sim_options *o, const psim_sim_reuse *reuse, psim_build *b) {
+  if (reuse && reuse->prev)
+    return psim_build_graph_reusing(b, m, c, s, o, reuse->prev, reuse->changed, reuse->spare);
+  if (reuse) /* no previous build: in full, recording segments for the next one */
+    return psim_build_graph_reusing(b, m, c, s, o, NULL, reuse->changed, reuse->spare);
+  return psim_build_graph(b, m, c, s, o);
+}
+
+/* Schedule, iteration end and memory peak: what every caller reads. */
+static psim_status schedule(psim_build *b, const psim_sim_options *o, psim_schedule_result *sched,
+                            psim_sim_result *r) {
+  sched->record_issue = o->keep_graph; /* the trace's host track */
   double t1 = now_s();
-  psim_status st = psim_tg_simulate(&b->g, &sched);
+  psim_status st = psim_tg_simulate(&b->g, sched);
   r->simulate_s = now_s() - t1;
-  if (st == PSIM_OK) {
-    r->iteration_time_s = sched.makespan_s;
-    if (b->ps) /* issue 8: parameter servers end with their pulls (ps.c) */
-      r->iteration_time_s = psim_ps_iteration_end(b, &sched);
-    r->n_tasks = b->g.n_tasks;
-    r->n_edges = (int64_t)b->g.n_edges;
-    st = psim_memory_peak(b, &sched, r);
-  }
+  PSIM_CHECK(st);
+  r->iteration_time_s = sched->makespan_s;
+  if (b->ps) /* issue 8: parameter servers end with their pulls (ps.c) */
+    r->iteration_time_s = psim_ps_iteration_end(b, sched);
+  r->n_tasks = b->g.n_tasks;
+  r->n_edges = (int64_t)b->g.n_edges;
+  r->folded = b->folded;
+  r->simulated_devices = b->n_simulated;
+  return psim_memory_peak(b, sched, r);
+}
+
+/* The figures a search does not read: breakdown, servers, throughput, graph. */
+static psim_status all_figures(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                               const psim_sim_options *o, psim_build *b,
+                               psim_schedule_result *sched, psim_sim_result *r) {
+  PSIM_CHECK(breakdown(&b->g, sched, critical_device(&b->g, b->c->n_devices), r));
+  if (b->ps) /* issue 8 */
+    PSIM_CHECK(psim_ps_collect(b, sched, &r->ps));
+  if (o->keep_graph)
+    PSIM_CHECK(keep(b, sched, r));
+  throughput(m, c, s, b, r);
+  return PSIM_OK;
+}
+
+psim_status psim_sim_pipeline(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                              const psim_sim_options *o, const psim_sim_reuse *reuse,
+                              psim_sim_figures figures, psim_build *b, psim_schedule_result *sched,
+                              psim_sim_result *r) {
+  psim_sim_result_init(r);
+  double t0 = now_s();
+  psim_status st = build(m, c, s, o, reuse, b);
+  if (st == PSIM_OK && psim_ps_needs_rebuild(s)) /* issue 8: the k earliest pushes (ps.c) */
+    st = psim_ps_backup_rebuild(b);
+  r->build_s = now_s() - t0;
   if (st == PSIM_OK)
-    st = breakdown(&b->g, &sched, critical_device(&b->g, b->c->n_devices), r);
-  if (st == PSIM_OK && b->ps) /* issue 8 */
-    st = psim_ps_collect(b, &sched, &r->ps);
-  if (st == PSIM_OK && o->keep_graph)
-    st = keep(b, &sched, r);
-  psim_schedule_result_destroy(&sched);
+    st = schedule(b, o, sched, r);
+  if (st == PSIM_OK && figures == PSIM_FIGURES_ALL)
+    st = all_figures(m, c, s, o, b, sched, r);
   return st;
 }
 
@@ -232,22 +266,11 @@ psim_status psim_simulate(const psim_model *m, psim_cluster *c, const psim_strat
     return psim_error(PSIM_EINPUT, "the strategy has %d ops but the model has %d", (int)s->n_ops,
                       (int)m->n_ops);
   psim_build b;
-  double t0 = now_s();
-  psim_status st = psim_build_graph(&b, m, c, s, opts);
-  psim_sim_options o2; /* issue 8: backup_k rebuilds with the k earliest pushes (ps.c) */
-  uint8_t *dropped = NULL;
-  if (st == PSIM_OK && psim_ps_needs_rebuild(s))
-    st = psim_ps_backup_rebuild(&b, &o2, &dropped);
-  r->build_s = now_s() - t0;
-  if (st == PSIM_OK) {
-    r->folded = b.folded;
-    r->simulated_devices = b.n_simulated;
-    st = run(&b, opts, r);
-  }
-  if (st == PSIM_OK)
-    throughput(m, c, s, &b, r);
+  psim_schedule_result sched;
+  psim_schedule_result_init(&sched);
+  psim_status st = psim_sim_pipeline(m, c, s, opts, NULL, PSIM_FIGURES_ALL, &b, &sched, r);
+  psim_schedule_result_destroy(&sched);
   psim_build_destroy(&b);
-  psim_free(dropped);
   if (st != PSIM_OK)
     psim_sim_result_destroy(r);
   return st;

@@ -2016,6 +2016,8 @@ void psim_build_destroy(psim_build *b) {
   psim_free(b->seg_dirty);
   psim_free(b->key_read);
   coll_cache_free(b->colls);
+  psim_free(b->ps_opts);
+  psim_free(b->ps_dropped);
   for (int i = 0; i < 3; i++) {
     comm_cache *h = i == 0 ? b->cache : i == 1 ? b->memo : b->where;
     if (!h)

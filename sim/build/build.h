@@ -71,16 +71,18 @@ typedef struct psim_build {
   double *static_mem;         /* per device: weights, gradients, optimizer bytes (3 per device) */
   psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem */
   size_t n_wshares, cap_wshares;
-  size_t *wshare_first;     /* n_ops + 1: op o's shares are [wshare_first[o], ...[o + 1]) */
-  uint32_t *save_slots;     /* per op: bit i set when the op saves input i for backward */
-  void *cache;              /* communication of the current micro-batch (build.c) */
-  void *memo;               /* per-edge decisions kept for every micro-batch (build.c) */
-  void *where;              /* (op, device) -> entry / simulated shard, wide ops (build.c) */
-  struct coll_cache *colls; /* costed collective templates (build.c) */
-  int32_t direct_local;     /* scratch: connect() found a local dependency on this shard */
-  bool reduce_local;        /* scratch: ... or a reduction whose result stays local */
-  int32_t reduce_leader;    /* scratch: first device of the last reduction's group */
-  void *ps;                 /* issue 8: parameter-server tasks (ps.c), NULL unless sync == ps */
+  size_t *wshare_first;      /* n_ops + 1: op o's shares are [wshare_first[o], ...[o + 1]) */
+  uint32_t *save_slots;      /* per op: bit i set when the op saves input i for backward */
+  void *cache;               /* communication of the current micro-batch (build.c) */
+  void *memo;                /* per-edge decisions kept for every micro-batch (build.c) */
+  void *where;               /* (op, device) -> entry / simulated shard, wide ops (build.c) */
+  struct coll_cache *colls;  /* costed collective templates (build.c) */
+  int32_t direct_local;      /* scratch: connect() found a local dependency on this shard */
+  bool reduce_local;         /* scratch: ... or a reduction whose result stays local */
+  int32_t reduce_leader;     /* scratch: first device of the last reduction's group */
+  void *ps;                  /* issue 8: parameter-server tasks (ps.c), NULL unless sync == ps */
+  psim_sim_options *ps_opts; /* backup rebuilds (ps.c): the options b->o points to, owned */
+  uint8_t *ps_dropped;       /* ... and their ps_dropped, owned */
   /* Incremental builds (psim_build_graph_reusing). A connect segment is what
    * connect_inputs + connect_grads of one (micro-batch mu, op y) added: tasks
    * seg_task[i] .. seg_task[i + 1], edges and cache entries likewise, for
@@ -150,9 +152,9 @@ struct psim_ps_stats;
 psim_status psim_ps_collect(const psim_build *b, const psim_schedule_result *r,
                             struct psim_ps_stats **out);
 /* backup_k: simulates the sync graph, drops all but each server's k earliest
- * pushes and rebuilds b with *o2 (a copy of b's options with ps_dropped set
- * to *dropped, which the caller frees after b). */
+ * pushes and rebuilds b in full with a copy of b's options whose ps_dropped
+ * marks them (b owns both; psim_build_destroy frees them). */
 bool psim_ps_needs_rebuild(const psim_strategy *s);
-psim_status psim_ps_backup_rebuild(psim_build *b, psim_sim_options *o2, uint8_t **dropped);
+psim_status psim_ps_backup_rebuild(psim_build *b);
 
 #endif
