@@ -59,8 +59,7 @@ struct psim_delta {
   size_t memo_cap, memo_n;
   psim_delta_stats stats;
   /* the last graph built, and the strategy it was built for */
-  psim_build prev;
-  bool have_prev;
+  psim_build *prev;     /* NULL: none yet */
   psim_taskgraph spare; /* the graph before prev's: its buffers serve the next build */
   op_snapshot *seen;    /* per op: the configuration prev was built for */
   uint64_t seen_globals[2];
@@ -218,8 +217,7 @@ void psim_delta_free(psim_delta *d) {
   if (!d)
     return;
   psim_schedule_result_destroy(&d->sched);
-  if (d->have_prev)
-    psim_build_destroy(&d->prev);
+  psim_build_free(d->prev);
   psim_tg_destroy(&d->spare);
   for (int32_t o = 0; o < d->m->n_ops; o++)
     psim_free(d->seen[o].devices);
@@ -262,7 +260,7 @@ static psim_status snapshot(const psim_op_config *cfg, op_snapshot *snap) {
 static bool mark_changed(psim_delta *d, const psim_strategy *s) {
   uint64_t g[2];
   globals_fingerprint(s, g);
-  bool same = d->have_prev && g[0] == d->seen_globals[0] && g[1] == d->seen_globals[1];
+  bool same = d->prev && g[0] == d->seen_globals[0] && g[1] == d->seen_globals[1];
   for (int32_t o = 0; o < d->m->n_ops; o++)
     d->changed[o] = !same || !same_config(&s->ops[o], &d->seen[o]);
   return same;
@@ -280,14 +278,18 @@ static psim_status remember(psim_delta *d, const psim_strategy *s) {
 /* The simulate pipeline (simulate_impl.h) with a graph built incrementally
  * from the last one; only the figures a search reads. */
 static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_s, bool *fits) {
-  psim_build b;
+  psim_build *b = NULL;
   bool reuse = mark_changed(d, s);
-  psim_sim_reuse how = {reuse ? &d->prev : NULL, d->changed, &d->spare};
+  psim_sim_reuse how = {reuse ? d->prev : NULL, d->changed, &d->spare};
   psim_sim_result r;
   psim_status st =
       psim_sim_pipeline(d->m, d->c, s, &d->sim, &how, PSIM_FIGURES_SEARCH, &b, &d->sched, &r);
-  d->stats.segments_copied += b.segments_copied;
-  d->stats.segments_built += b.segments_built;
+  if (b) {
+    psim_build_summary sum;
+    psim_build_summarise(b, &sum);
+    d->stats.segments_copied += sum.segments_copied;
+    d->stats.segments_built += sum.segments_built;
+  }
   d->stats.engine_s += r.simulate_s;
   d->stats.tasks_simulated += r.n_tasks;
   *time_s = r.iteration_time_s;
@@ -296,17 +298,17 @@ static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_
   if (st == PSIM_OK)
     st = remember(d, s);
   if (st != PSIM_OK) { /* keep the last good graph: its seen[] still describe it */
-    psim_build_destroy(&b);
+    psim_build_free(b);
     return st;
   }
-  if (d->have_prev) { /* keep its graph's buffers for the next build */
+  if (d->prev) { /* keep its graph's buffers for the next build */
     psim_tg_destroy(&d->spare);
-    d->spare = d->prev.g;
-    psim_tg_init(&d->prev.g, 0);
-    psim_build_destroy(&d->prev);
+    psim_taskgraph *g = psim_build_taskgraph(d->prev);
+    d->spare = *g;
+    psim_tg_init(g, 0);
+    psim_build_free(d->prev);
   }
   d->prev = b;
-  d->have_prev = true;
   return PSIM_OK;
 }
 

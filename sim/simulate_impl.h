@@ -32,12 +32,12 @@ typedef enum psim_sim_figures {
 } psim_sim_figures;
 
 /* Runs the pipeline for s into r (initialised here). *b receives the build
- * (the caller destroys it, also on error); sched holds the schedule's buffers
- * (initialised by the caller, reusable between runs; under PSIM_FIGURES_ALL
- * with keep_graph it moves into r). */
+ * (the caller frees it with psim_build_free, also on error; may be NULL); sched holds the
+ * schedule's buffers (initialised by the caller, reusable between runs; under PSIM_FIGURES_ALL with
+ * keep_graph it moves into r). */
 psim_status psim_sim_pipeline(const psim_model *m, psim_cluster *c, const psim_strategy *s,
                               const psim_sim_options *o, const psim_sim_reuse *reuse,
-                              psim_sim_figures figures, psim_build *b, psim_schedule_result *sched,
+                              psim_sim_figures figures, psim_build **b, psim_schedule_result *sched,
                               psim_sim_result *r);
 
 #endif

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/build/build.h"
+#include "sim/build/build_impl.h"
 #include "sim/core/alloc.h"
 #include "sim/engine/collective.h"
 
 /* Builder state: task ids of the parameter-server tasks of one graph. */
-typedef struct ps_state {
+typedef struct psim_ps_state {
   int32_t nw, ns;
   int32_t *workers, *servers;
   double *shard_bytes;  /* per server */
@@ -381,7 +381,7 @@ psim_status psim_ps_backup_rebuild(psim_build *b) {
   *o2 = *b->o;
   o2->ps_dropped = dropped;
   psim_build_destroy(b);
-  st = psim_build_graph(b, m, c, s, o2);
+  st = psim_build_fill(b, m, c, s, o2, NULL, NULL, NULL);
   b->ps_opts = o2; /* b->o: the build owns it (and dropped) from here on */
   b->ps_dropped = dropped;
   return st;

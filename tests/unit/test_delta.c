@@ -8,7 +8,7 @@
 
 #include "models/generators.h"
 #include "search/mcmc/space.h"
-#include "sim/build/build.h"
+#include "sim/build/build_impl.h"
 #include "sim/core/alloc.h"
 #include "sim/delta.h"
 #include "topologies/presets.h"
@@ -203,10 +203,10 @@ START_TEST(incremental_graph_equals_full) {
   psim_sim_options_init(&so);
   uint8_t *changed = psim_malloc((size_t)m.n_ops);
   memset(changed, 1, (size_t)m.n_ops);
-  psim_build prev;
+  psim_build *prev;
   ck_assert_int_eq(psim_build_graph_reusing(&prev, &m, &c, &s, &so, NULL, NULL, NULL), PSIM_EINPUT);
+  ck_assert_ptr_null(prev);
   psim_error_clear();
-  psim_build_destroy(&prev);
   psim_taskgraph spare; /* recycled as delta.c does */
   psim_tg_init(&spare, 0);
   ck_assert_msg(psim_build_graph_reusing(&prev, &m, &c, &s, &so, NULL, changed, NULL) == PSIM_OK,
@@ -224,26 +224,26 @@ START_TEST(incremental_graph_equals_full) {
                    a->stage != b->stage || memcmp(a->degree, b->degree, sizeof a->degree) != 0 ||
                    memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) != 0;
     }
-    psim_build full, inc;
+    psim_build *full, *inc;
     psim_status sf = psim_build_graph(&full, &m, &c, &s, &so);
-    psim_status si = psim_build_graph_reusing(&inc, &m, &c, &s, &so, &prev, changed, &spare);
+    psim_status si = psim_build_graph_reusing(&inc, &m, &c, &s, &so, prev, changed, &spare);
     ck_assert_int_eq(sf, si);
     if (sf == PSIM_OK) {
-      same_graph(&full, &inc, which, step);
-      copied += inc.segments_copied;
-      built += inc.segments_built;
+      same_graph(full, inc, which, step);
+      copied += inc->inc.segments_copied;
+      built += inc->inc.segments_built;
       psim_tg_destroy(&spare);
-      spare = prev.g;
-      psim_tg_init(&prev.g, 0);
-      psim_build_destroy(&prev);
+      spare = prev->g;
+      psim_tg_init(&prev->g, 0);
+      psim_build_free(prev);
       prev = inc;
       for (int32_t k = 0; k < m.n_ops; k++)
         if (changed[k])
           ck_assert(psim_space_config_copy(&s.ops[k], &seen.ops[k]) == PSIM_OK);
     } else {
-      psim_build_destroy(&inc);
+      psim_build_free(inc);
     }
-    psim_build_destroy(&full);
+    psim_build_free(full);
     psim_error_clear();
     if (psim_space_rand_below(&rng, 3) == 0)
       ck_assert(psim_space_config_copy(&undo, &s.ops[o]) == PSIM_OK);
@@ -251,7 +251,7 @@ START_TEST(incremental_graph_equals_full) {
   /* the point of it: most segments were copied */
   ck_assert_msg(copied > built, "model %d: %lld segments copied, %lld built", which,
                 (long long)copied, (long long)built);
-  psim_build_destroy(&prev);
+  psim_build_free(prev);
   psim_tg_destroy(&spare);
   psim_free(changed);
   psim_free(undo.devices);
