@@ -109,7 +109,13 @@ static void hash_globals(hasher *x, const psim_strategy *s) {
   hash_double(x, s->bucket_bytes);
   hv(x, (uint64_t)s->allreduce);
   hv(x, (uint64_t)s->sync);
-  hv(x, (uint64_t)s->tmpl.dp); /* ZeRO's update sharding reads it */
+  hv(x, (uint64_t)s->tmpl.dp);   /* ZeRO's update sharding reads it */
+  if (s->sync == PSIM_SYNC_PS) { /* the servers (ps.c); other strategies hash as before */
+    hv(x, ((uint64_t)(uint32_t)s->ps.mode << 32) | (uint32_t)s->ps.backup_k);
+    hv(x, ((uint64_t)(uint32_t)s->ps.replicas << 32) | (uint32_t)s->ps.n_servers);
+    for (int32_t k = 0; k < s->ps.n_servers; k++)
+      hv(x, (uint64_t)s->ps.servers[k]);
+  }
   int32_t ns = s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
   for (int32_t st = 0; st < ns; st++) {
     hv(x,
