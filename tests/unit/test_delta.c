@@ -93,6 +93,20 @@ static void same_bits(double a, double b, int which, int step) {
                 step, a, b);
 }
 
+/* One evaluation: the delta simulation and the full one agree bit for bit. */
+static void eval_both(psim_delta *d, const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                      int32_t changed_op, int which, int step) {
+  double t;
+  bool fits;
+  ck_assert_msg(psim_delta_eval(d, s, changed_op, &t, &fits) == PSIM_OK, "%s",
+                psim_error_message());
+  psim_sim_result full;
+  ck_assert_msg(psim_simulate(m, c, s, NULL, &full) == PSIM_OK, "%s", psim_error_message());
+  same_bits(t, full.iteration_time_s, which, step);
+  ck_assert_int_eq(fits, full.fits);
+  psim_sim_result_destroy(&full);
+}
+
 START_TEST(delta_equals_full) {
   int which = _i;
   psim_model m;
@@ -111,14 +125,7 @@ START_TEST(delta_equals_full) {
     int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m.n_ops);
     ck_assert(psim_space_config_copy(&s.ops[o], &undo) == PSIM_OK);
     ck_assert(psim_space_sample(&sp, o, &rng, &s.ops[o]) == PSIM_OK);
-    double t;
-    bool fits;
-    ck_assert_msg(psim_delta_eval(d, &s, o, &t, &fits) == PSIM_OK, "%s", psim_error_message());
-    psim_sim_result full;
-    ck_assert_msg(psim_simulate(&m, &c, &s, NULL, &full) == PSIM_OK, "%s", psim_error_message());
-    same_bits(t, full.iteration_time_s, which, step);
-    ck_assert_int_eq(fits, full.fits);
-    psim_sim_result_destroy(&full);
+    eval_both(d, &m, &c, &s, o, which, step);
     if (psim_space_rand_below(&rng, 3) == 0) /* a rejected proposal: back to the old config */
       ck_assert(psim_space_config_copy(&undo, &s.ops[o]) == PSIM_OK);
   }
@@ -263,6 +270,13 @@ START_TEST(incremental_graph_equals_full) {
 }
 END_TEST
 
+/* mlp on one node of four P100s, data parallel. */
+static void mlp_one_node(psim_model *m, psim_cluster *c, psim_strategy *s) {
+  load_model(1, m);
+  cluster(c, 1);
+  start(1, m, c, s);
+}
+
 /* Parameter servers with backup workers (issue 8): the full simulation
  * rebuilds the graph with the k earliest pushes and ends the iteration at the
  * last pull; the delta simulation runs the same pipeline (#17 item 3: it
@@ -271,10 +285,8 @@ END_TEST
 START_TEST(delta_equals_full_ps_backup) {
   psim_model m;
   psim_cluster c;
-  load_model(1, &m);
-  cluster(&c, 1);
   psim_strategy s;
-  start(1, &m, &c, &s);
+  mlp_one_node(&m, &c, &s);
   ck_assert_int_ge(c.n_devices, 4);
   s.sync = PSIM_SYNC_PS;
   s.ps.n_servers = 2;
@@ -290,14 +302,7 @@ START_TEST(delta_equals_full_ps_backup) {
   ck_assert(psim_delta_create(&m, &c, NULL, &d) == PSIM_OK);
   uint64_t rng = 4321;
   for (int step = 0; step < 60; step++) {
-    double t;
-    bool fits;
-    ck_assert_msg(psim_delta_eval(d, &s, -1, &t, &fits) == PSIM_OK, "%s", psim_error_message());
-    psim_sim_result full;
-    ck_assert_msg(psim_simulate(&m, &c, &s, NULL, &full) == PSIM_OK, "%s", psim_error_message());
-    same_bits(t, full.iteration_time_s, 1, step);
-    ck_assert_int_eq(fits, full.fits);
-    psim_sim_result_destroy(&full);
+    eval_both(d, &m, &c, &s, -1, 1, step);
     int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m.n_ops);
     ck_assert(psim_space_sample(&sp, o, &rng, &s.ops[o]) == PSIM_OK);
   }
@@ -313,10 +318,8 @@ END_TEST
 START_TEST(verify_option_checks) {
   psim_model m;
   psim_cluster c;
-  load_model(1, &m);
-  cluster(&c, 1);
   psim_strategy s;
-  start(1, &m, &c, &s);
+  mlp_one_node(&m, &c, &s);
   psim_delta_options o;
   psim_delta_options_init(&o);
   o.verify_every = 1;
