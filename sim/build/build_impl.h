@@ -61,6 +61,7 @@ typedef struct psim_weight_share {
 
 /* ---- the communication cache (cache.c): (key1, key2) -> task -------------- */
 
+/* One slot of the open-addressing map; used = 0 marks it empty. */
 typedef struct psim_cache_entry {
   uint64_t k1, k2;
   int32_t value;
@@ -69,6 +70,7 @@ typedef struct psim_cache_entry {
 
 typedef struct psim_region psim_region;
 
+/* The map, plus scratch that comm.c keeps with the per-micro-batch cache. */
 typedef struct psim_comm_cache {
   psim_cache_entry *slots;
   size_t cap, n;
@@ -82,18 +84,26 @@ typedef struct psim_comm_cache {
   size_t cap_regs;
 } psim_comm_cache;
 
+/* A communication-cache entry as a connect segment added it (incremental
+ * builds replay them, reuse.c). */
 typedef struct psim_put_record {
   uint64_t k1, k2;
   int32_t value; /* a task of the segment, or (memo) an edge decision */
   uint8_t memo;  /* 1: b->memo, 0: b->cache */
 } psim_put_record;
 
+/* ---- shards, regions and groups -------------------------------------------- */
+
+/* A box of a tensor: [lo, hi) per dim, in elements. */
 struct psim_region {
   int64_t lo[PSIM_MAX_RANK], hi[PSIM_MAX_RANK];
 };
 
+/* Largest collective group the builder handles (devices). */
 #define PSIM_BUILD_MAX_GROUP 4096
 
+/* The devices of one collective (comm.c's partial-sum groups, gradsync.c's
+ * buckets); 32 KB, so heap-allocated by its users. */
 typedef struct psim_group {
   int32_t devices[PSIM_BUILD_MAX_GROUP];
   int32_t entries[PSIM_BUILD_MAX_GROUP]; /* each member's entry in the op's device list */
@@ -102,6 +112,8 @@ typedef struct psim_group {
   int32_t stride; /* device offset of the next concurrent group, 0 = unknown */
   int32_t n_groups;
 } psim_group;
+
+/* ---- the build ------------------------------------------------------------- */
 
 typedef struct psim_coll_cache psim_coll_cache; /* colls.c */
 typedef struct psim_ps_state psim_ps_state;     /* ps.c */
