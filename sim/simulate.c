@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "sim/simulate.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,6 +252,7 @@ psim_status psim_sim_pipeline(const psim_model *m, psim_cluster *c, const psim_s
   if (st == PSIM_OK && psim_ps_needs_rebuild(s)) /* issue 8: the k earliest pushes (ps.c) */
     st = psim_ps_backup_rebuild(*b);
   r->build_s = now_s() - t0;
+  assert(st != PSIM_OK || *b); /* a build that succeeded exists */
   if (st == PSIM_OK)
     st = schedule(*b, o, sched, r);
   if (st == PSIM_OK && figures == PSIM_FIGURES_ALL)

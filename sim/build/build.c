@@ -20,6 +20,7 @@
  * overlapped with the backward pass; then the optimizer update runs. */
 #include "sim/build/build_impl.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
@@ -89,6 +90,7 @@ static void end_reuse(psim_build *b) {
 psim_status psim_build_fill(psim_build *b, const psim_model *m, psim_cluster *c,
                             const psim_strategy *s, const psim_sim_options *o, psim_build *prev,
                             const uint8_t *changed, psim_taskgraph *spare) {
+  assert(m && c && s && o && s->n_ops == m->n_ops); /* psim_simulate checks the op count */
   begin(b, m, c, s, o, changed != NULL, spare);
   PSIM_CHECK(alloc_state(b));
   PSIM_CHECK(psim_build_choose_simulated(b));
@@ -106,6 +108,7 @@ psim_status psim_build_fill(psim_build *b, const psim_model *m, psim_cluster *c,
   if (b->inc.prev)
     PSIM_CHECK(psim_build_map_compute_tasks(b, changed));
   PSIM_CHECK(psim_build_connect_all(b));
+  assert(!b->inc.record || b->inc.seg_task[(size_t)b->n_micro * (size_t)m->n_ops] == b->g.n_tasks);
   end_reuse(b);
   PSIM_CHECK(psim_build_optimizer(b));
   /* an incremental graph is a full build's graph, acyclic when that is; a

@@ -2,6 +2,7 @@
  * group, bytes, contention) recurs for every layer and micro-batch. */
 #include "sim/build/build_impl.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -111,6 +112,7 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
 /* psim_coll_add with the template cache (aggregated fidelity). */
 psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
                                       const psim_task_info *info, int32_t *entry, int32_t *exit) {
+  assert(d->n >= 1 && d->n <= PSIM_BUILD_MAX_GROUP);
   if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2)
     return psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit);
   uint64_t h = coll_hash(d);

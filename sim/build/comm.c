@@ -3,6 +3,7 @@
  * the per-edge connect of producer to consumer shards (see build.c). */
 #include "sim/build/build_impl.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@ void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_
       k *= cfg->degree[i];
   g->wanted = k;
   g->n = k < PSIM_BUILD_MAX_GROUP ? k : PSIM_BUILD_MAX_GROUP;
+  assert(k >= 1 && cfg->n_devices % k == 0); /* the group's degrees divide the op's devices */
   if (splits_within(op, cfg, mask)) { /* member n is shard n (the grouping of data parallelism) */
     for (int32_t n = 0; n < g->n; n++)
       g->entries[n] = n * cfg->replicas + r;

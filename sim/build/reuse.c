@@ -3,6 +3,7 @@
  * leave valid. */
 #include "sim/build/build_impl.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -40,6 +41,7 @@ static void begin_segment(psim_build *b, size_t seg) {
  * adds nothing and sets *copied false (the segment is built instead). */
 static psim_status copy_segment(psim_build *b, size_t seg, bool *copied) {
   const psim_build *p = b->inc.prev;
+  assert(p && seg < (size_t)b->n_micro * (size_t)b->m->n_ops); /* can_reuse: the same count */
   int32_t t0 = p->inc.seg_task[seg], t1 = p->inc.seg_task[seg + 1];
   *copied = false;
   for (size_t i = p->inc.seg_put[seg]; i < p->inc.seg_put[seg + 1]; i++) {
@@ -214,6 +216,8 @@ psim_status psim_build_map_compute_tasks(psim_build *b, const uint8_t *changed) 
     size_t n = (size_t)(b->loc_first[o + 1] - b->loc_first[o]) * (size_t)b->n_micro;
     size_t at = (size_t)b->loc_first[o] * (size_t)b->n_micro;
     size_t at_p = (size_t)p->loc_first[o] * (size_t)b->n_micro;
+    /* an unchanged op has prev's locals: the same devices are simulated (can_reuse) */
+    assert(b->loc_first[o + 1] - b->loc_first[o] == p->loc_first[o + 1] - p->loc_first[o]);
     for (size_t i = 0; i < n; i++) {
       b->inc.old2new[p->fwd[at_p + i]] = b->fwd[at + i];
       b->inc.old2new[p->bwd[at_p + i]] = b->bwd[at + i];
