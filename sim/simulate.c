@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "sim/simulate.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "sim/build/build.h"
 #include "sim/build/ps.h"
 #include "sim/core/alloc.h"
+#include "sim/simulate_impl.h"
 
 void psim_sim_options_init(psim_sim_options *o) {
   memset(o, 0, sizeof *o);
@@ -151,7 +153,7 @@ static int32_t devices_used(const psim_strategy *s, int32_t n_devices) {
 }
 
 static void throughput(const psim_model *m, psim_cluster *c, const psim_strategy *s,
-                       const psim_build *b, psim_sim_result *r) {
+                       const psim_build_summary *b, psim_sim_result *r) {
   double t = r->iteration_time_s > 0 ? r->iteration_time_s : 1e-30;
   int32_t bd = m->role_dim[PSIM_ROLE_BATCH], sd = m->role_dim[PSIM_ROLE_SEQUENCE];
   double samples = bd >= 0 ? (double)m->dims[bd].size : 1;
@@ -177,7 +179,7 @@ static void throughput(const psim_model *m, psim_cluster *c, const psim_strategy
 }
 
 /* Moves the graph and schedule into the result (traces need them). */
-static psim_status keep(psim_build *b, psim_schedule_result *sched, psim_sim_result *r) {
+static psim_status keep(psim_taskgraph *g, psim_schedule_result *sched, psim_sim_result *r) {
   r->graph = psim_malloc(sizeof *r->graph);
   r->schedule = psim_malloc(sizeof *r->schedule);
   if (!r->graph || !r->schedule) {
@@ -188,35 +190,73 @@ static psim_status keep(psim_build *b, psim_schedule_result *sched, psim_sim_res
     r->schedule = NULL;
     return psim_error(PSIM_ENOMEM, "out of memory keeping the task graph");
   }
-  *r->graph = b->g;
+  *r->graph = *g;
   *r->schedule = *sched;
-  memset(&b->g, 0, sizeof b->g);
+  memset(g, 0, sizeof *g);
   psim_schedule_result_init(sched);
   return PSIM_OK;
 }
 
-static psim_status run(psim_build *b, const psim_sim_options *o, psim_sim_result *r) {
-  psim_schedule_result sched;
-  psim_schedule_result_init(&sched);
-  sched.record_issue = o->keep_graph; /* the trace's host track */
+/* Build the graph: in full, or reusing the previous build (reuse->prev). */
+static psim_status build(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                         const psim_sim_options *o, const psim_sim_reuse *reuse, psim_build **b) {
+  if (reuse) /* prev NULL: in full, recording segments for the next build */
+    return psim_build_graph_reusing(b, m, c, s, o, reuse->prev, reuse->changed, reuse->spare);
+  return psim_build_graph(b, m, c, s, o);
+}
+
+/* Schedule, iteration end and memory peak: what every caller reads. */
+static psim_status schedule(psim_build *b, const psim_sim_options *o, psim_schedule_result *sched,
+                            psim_sim_result *r) {
+  psim_taskgraph *g = psim_build_taskgraph(b);
+  psim_build_summary sum;
+  psim_build_summarise(b, &sum);
+  sched->record_issue = o->keep_graph; /* the trace's host track */
   double t1 = now_s();
-  psim_status st = psim_tg_simulate(&b->g, &sched);
+  psim_status st = psim_tg_simulate(g, sched);
   r->simulate_s = now_s() - t1;
-  if (st == PSIM_OK) {
-    r->iteration_time_s = sched.makespan_s;
-    if (b->ps) /* issue 8: parameter servers end with their pulls (ps.c) */
-      r->iteration_time_s = psim_ps_iteration_end(b, &sched);
-    r->n_tasks = b->g.n_tasks;
-    r->n_edges = (int64_t)b->g.n_edges;
-    st = psim_memory_peak(b, &sched, r);
-  }
+  PSIM_CHECK(st);
+  r->iteration_time_s = sched->makespan_s;
+  if (sum.parameter_servers) /* issue 8: parameter servers end with their pulls (ps.c) */
+    r->iteration_time_s = psim_ps_iteration_end(b, sched);
+  r->n_tasks = g->n_tasks;
+  r->n_edges = (int64_t)g->n_edges;
+  r->folded = sum.folded;
+  r->simulated_devices = sum.n_simulated;
+  return psim_memory_peak(b, sched, r);
+}
+
+/* The figures a search does not read: breakdown, servers, throughput, graph. */
+static psim_status all_figures(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                               const psim_sim_options *o, psim_build *b,
+                               psim_schedule_result *sched, psim_sim_result *r) {
+  psim_taskgraph *g = psim_build_taskgraph(b);
+  psim_build_summary sum;
+  psim_build_summarise(b, &sum);
+  PSIM_CHECK(breakdown(g, sched, critical_device(g, c->n_devices), r));
+  if (sum.parameter_servers) /* issue 8 */
+    PSIM_CHECK(psim_ps_collect(b, sched, &r->ps));
+  if (o->keep_graph)
+    PSIM_CHECK(keep(g, sched, r));
+  throughput(m, c, s, &sum, r);
+  return PSIM_OK;
+}
+
+psim_status psim_sim_pipeline(const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                              const psim_sim_options *o, const psim_sim_reuse *reuse,
+                              psim_sim_figures figures, psim_build **b, psim_schedule_result *sched,
+                              psim_sim_result *r) {
+  psim_sim_result_init(r);
+  double t0 = now_s();
+  psim_status st = build(m, c, s, o, reuse, b);
+  if (st == PSIM_OK && psim_ps_needs_rebuild(s)) /* issue 8: the k earliest pushes (ps.c) */
+    st = psim_ps_backup_rebuild(*b);
+  r->build_s = now_s() - t0;
+  assert(st != PSIM_OK || *b); /* a build that succeeded exists */
   if (st == PSIM_OK)
-    st = breakdown(&b->g, &sched, critical_device(&b->g, b->c->n_devices), r);
-  if (st == PSIM_OK && b->ps) /* issue 8 */
-    st = psim_ps_collect(b, &sched, &r->ps);
-  if (st == PSIM_OK && o->keep_graph)
-    st = keep(b, &sched, r);
-  psim_schedule_result_destroy(&sched);
+    st = schedule(*b, o, sched, r);
+  if (st == PSIM_OK && figures == PSIM_FIGURES_ALL)
+    st = all_figures(m, c, s, o, *b, sched, r);
   return st;
 }
 
@@ -231,23 +271,12 @@ psim_status psim_simulate(const psim_model *m, psim_cluster *c, const psim_strat
   if (s->n_ops != m->n_ops)
     return psim_error(PSIM_EINPUT, "the strategy has %d ops but the model has %d", (int)s->n_ops,
                       (int)m->n_ops);
-  psim_build b;
-  double t0 = now_s();
-  psim_status st = psim_build_graph(&b, m, c, s, opts);
-  psim_sim_options o2; /* issue 8: backup_k rebuilds with the k earliest pushes (ps.c) */
-  uint8_t *dropped = NULL;
-  if (st == PSIM_OK && psim_ps_needs_rebuild(s))
-    st = psim_ps_backup_rebuild(&b, &o2, &dropped);
-  r->build_s = now_s() - t0;
-  if (st == PSIM_OK) {
-    r->folded = b.folded;
-    r->simulated_devices = b.n_simulated;
-    st = run(&b, opts, r);
-  }
-  if (st == PSIM_OK)
-    throughput(m, c, s, &b, r);
-  psim_build_destroy(&b);
-  psim_free(dropped);
+  psim_build *b = NULL;
+  psim_schedule_result sched;
+  psim_schedule_result_init(&sched);
+  psim_status st = psim_sim_pipeline(m, c, s, opts, NULL, PSIM_FIGURES_ALL, &b, &sched, r);
+  psim_schedule_result_destroy(&sched);
+  psim_build_free(b);
   if (st != PSIM_OK)
     psim_sim_result_destroy(r);
   return st;

@@ -17,9 +17,9 @@
 
 #include "costdb/cost.h"
 #include "search/alpa/alpa_impl.h"
-#include "sim/build/memory.h"
 #include "sim/core/alloc.h"
 #include "sim/engine/collective.h"
+#include "sim/simulate.h"
 
 /* ---- mesh and collectives ---- */
 

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "search/mcmc/delta.h"
 #include "sim/core/alloc.h"
 #include "sim/core/json.h"
+#include "sim/delta.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "search/mcmc/delta.h"
 #include "sim/core/alloc.h"
 #include "sim/core/json.h"
+#include "sim/delta.h"
 
 void psim_mcmc_options_init(psim_mcmc_options *o) {
   memset(o, 0, sizeof *o);

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/build/build.h"
+#include "sim/build/build_impl.h"
 #include "sim/build/memory.h"
 #include "sim/core/alloc.h"
 
@@ -191,11 +191,11 @@ static psim_status op_weight_shares(psim_build *b, int32_t o) {
   return PSIM_OK;
 }
 
-/* Every op's weight shares; an incremental build (b->prev) copies those of
+/* Every op's weight shares; an incremental build (b->inc.prev) copies those of
  * the ops whose configuration is prev's (the ZeRO stage and dtype are
  * global, equal in both). */
 static psim_status weight_shares(psim_build *b) {
-  const psim_build *p = b->prev;
+  const psim_build *p = b->inc.prev;
   int32_t n_ops = b->m->n_ops;
   b->wshare_first = psim_malloc(sizeof *b->wshare_first * ((size_t)n_ops + 1));
   if (!b->wshare_first)
@@ -203,7 +203,7 @@ static psim_status weight_shares(psim_build *b) {
   b->n_wshares = 0;
   for (int32_t o = 0; o < n_ops; o++) {
     b->wshare_first[o] = b->n_wshares;
-    if (!p || !p->wshare_first || b->changed[o]) {
+    if (!p || !p->wshare_first || b->inc.changed[o]) {
       PSIM_CHECK(op_weight_shares(b, o));
       continue;
     }

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/build/build.h"
+#include "sim/build/build_impl.h"
 #include "sim/core/alloc.h"
 #include "sim/engine/collective.h"
 
 /* Builder state: task ids of the parameter-server tasks of one graph. */
-typedef struct ps_state {
+typedef struct psim_ps_state {
   int32_t nw, ns;
   int32_t *workers, *servers;
   double *shard_bytes;  /* per server */
@@ -355,7 +355,7 @@ bool psim_ps_needs_rebuild(const psim_strategy *s) {
   return s->sync == PSIM_SYNC_PS && s->ps.mode == PSIM_PS_BACKUP;
 }
 
-psim_status psim_ps_backup_rebuild(psim_build *b, psim_sim_options *o2, uint8_t **dropped) {
+psim_status psim_ps_backup_rebuild(psim_build *b) {
   const ps_state *p = b->ps;
   int32_t k = b->s->ps.backup_k;
   if (!p || k <= 0 || k >= p->nw)
@@ -363,21 +363,28 @@ psim_status psim_ps_backup_rebuild(psim_build *b, psim_sim_options *o2, uint8_t 
   psim_schedule_result sched;
   psim_schedule_result_init(&sched);
   psim_status st = psim_tg_simulate(&b->g, &sched);
-  *dropped = psim_calloc((size_t)p->nw * (size_t)p->ns, 1);
-  if (st == PSIM_OK && !*dropped)
+  uint8_t *dropped = psim_calloc((size_t)p->nw * (size_t)p->ns, 1);
+  psim_sim_options *o2 = psim_malloc(sizeof *o2);
+  if (st == PSIM_OK && (!dropped || !o2))
     st = psim_error(PSIM_ENOMEM, "out of memory");
   if (st == PSIM_OK)
-    st = choose_dropped(b, &sched, k, *dropped);
+    st = choose_dropped(b, &sched, k, dropped);
   psim_schedule_result_destroy(&sched);
-  if (st != PSIM_OK)
+  if (st != PSIM_OK) {
+    psim_free(dropped);
+    psim_free(o2);
     return st;
+  }
   const psim_model *m = b->m;
   psim_cluster *c = b->c;
   const psim_strategy *s = b->s;
   *o2 = *b->o;
-  o2->ps_dropped = *dropped;
+  o2->ps_dropped = dropped;
   psim_build_destroy(b);
-  return psim_build_graph(b, m, c, s, o2);
+  st = psim_build_fill(b, m, c, s, o2, NULL, NULL, NULL);
+  b->ps_opts = o2; /* b->o: the build owns it (and dropped) from here on */
+  b->ps_dropped = dropped;
+  return st;
 }
 
 /* ---- asynchronous servers over several iterations -------------------------------- */

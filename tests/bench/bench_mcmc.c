@@ -22,10 +22,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "search/mcmc/delta.h"
 #include "search/mcmc/mcmc.h"
 #include "search/mcmc/space.h"
 #include "sim/core/alloc.h"
+#include "sim/delta.h"
 #include "topologies/presets.h"
 
 #ifndef PSIM_SOURCE_ROOT

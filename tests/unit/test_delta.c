@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "models/generators.h"
-#include "search/mcmc/delta.h"
 #include "search/mcmc/space.h"
-#include "sim/build/build.h"
+#include "sim/build/build_impl.h"
 #include "sim/core/alloc.h"
+#include "sim/delta.h"
 #include "topologies/presets.h"
 
 #define DATA   PSIM_SOURCE_ROOT "/tests/data/"
@@ -93,6 +93,20 @@ static void same_bits(double a, double b, int which, int step) {
                 step, a, b);
 }
 
+/* One evaluation: the delta simulation and the full one agree bit for bit. */
+static void eval_both(psim_delta *d, const psim_model *m, psim_cluster *c, const psim_strategy *s,
+                      int32_t changed_op, int which, int step) {
+  double t;
+  bool fits;
+  ck_assert_msg(psim_delta_eval(d, s, changed_op, &t, &fits) == PSIM_OK, "%s",
+                psim_error_message());
+  psim_sim_result full;
+  ck_assert_msg(psim_simulate(m, c, s, NULL, &full) == PSIM_OK, "%s", psim_error_message());
+  same_bits(t, full.iteration_time_s, which, step);
+  ck_assert_int_eq(fits, full.fits);
+  psim_sim_result_destroy(&full);
+}
+
 START_TEST(delta_equals_full) {
   int which = _i;
   psim_model m;
@@ -111,14 +125,7 @@ START_TEST(delta_equals_full) {
     int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m.n_ops);
     ck_assert(psim_space_config_copy(&s.ops[o], &undo) == PSIM_OK);
     ck_assert(psim_space_sample(&sp, o, &rng, &s.ops[o]) == PSIM_OK);
-    double t;
-    bool fits;
-    ck_assert_msg(psim_delta_eval(d, &s, o, &t, &fits) == PSIM_OK, "%s", psim_error_message());
-    psim_sim_result full;
-    ck_assert_msg(psim_simulate(&m, &c, &s, NULL, &full) == PSIM_OK, "%s", psim_error_message());
-    same_bits(t, full.iteration_time_s, which, step);
-    ck_assert_int_eq(fits, full.fits);
-    psim_sim_result_destroy(&full);
+    eval_both(d, &m, &c, &s, o, which, step);
     if (psim_space_rand_below(&rng, 3) == 0) /* a rejected proposal: back to the old config */
       ck_assert(psim_space_config_copy(&undo, &s.ops[o]) == PSIM_OK);
   }
@@ -203,10 +210,10 @@ START_TEST(incremental_graph_equals_full) {
   psim_sim_options_init(&so);
   uint8_t *changed = psim_malloc((size_t)m.n_ops);
   memset(changed, 1, (size_t)m.n_ops);
-  psim_build prev;
+  psim_build *prev;
   ck_assert_int_eq(psim_build_graph_reusing(&prev, &m, &c, &s, &so, NULL, NULL, NULL), PSIM_EINPUT);
+  ck_assert_ptr_null(prev);
   psim_error_clear();
-  psim_build_destroy(&prev);
   psim_taskgraph spare; /* recycled as delta.c does */
   psim_tg_init(&spare, 0);
   ck_assert_msg(psim_build_graph_reusing(&prev, &m, &c, &s, &so, NULL, changed, NULL) == PSIM_OK,
@@ -224,26 +231,26 @@ START_TEST(incremental_graph_equals_full) {
                    a->stage != b->stage || memcmp(a->degree, b->degree, sizeof a->degree) != 0 ||
                    memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) != 0;
     }
-    psim_build full, inc;
+    psim_build *full, *inc;
     psim_status sf = psim_build_graph(&full, &m, &c, &s, &so);
-    psim_status si = psim_build_graph_reusing(&inc, &m, &c, &s, &so, &prev, changed, &spare);
+    psim_status si = psim_build_graph_reusing(&inc, &m, &c, &s, &so, prev, changed, &spare);
     ck_assert_int_eq(sf, si);
     if (sf == PSIM_OK) {
-      same_graph(&full, &inc, which, step);
-      copied += inc.segments_copied;
-      built += inc.segments_built;
+      same_graph(full, inc, which, step);
+      copied += inc->inc.segments_copied;
+      built += inc->inc.segments_built;
       psim_tg_destroy(&spare);
-      spare = prev.g;
-      psim_tg_init(&prev.g, 0);
-      psim_build_destroy(&prev);
+      spare = prev->g;
+      psim_tg_init(&prev->g, 0);
+      psim_build_free(prev);
       prev = inc;
       for (int32_t k = 0; k < m.n_ops; k++)
         if (changed[k])
           ck_assert(psim_space_config_copy(&s.ops[k], &seen.ops[k]) == PSIM_OK);
     } else {
-      psim_build_destroy(&inc);
+      psim_build_free(inc);
     }
-    psim_build_destroy(&full);
+    psim_build_free(full);
     psim_error_clear();
     if (psim_space_rand_below(&rng, 3) == 0)
       ck_assert(psim_space_config_copy(&undo, &s.ops[o]) == PSIM_OK);
@@ -251,7 +258,7 @@ START_TEST(incremental_graph_equals_full) {
   /* the point of it: most segments were copied */
   ck_assert_msg(copied > built, "model %d: %lld segments copied, %lld built", which,
                 (long long)copied, (long long)built);
-  psim_build_destroy(&prev);
+  psim_build_free(prev);
   psim_tg_destroy(&spare);
   psim_free(changed);
   psim_free(undo.devices);
@@ -263,14 +270,56 @@ START_TEST(incremental_graph_equals_full) {
 }
 END_TEST
 
+/* mlp on one node of four P100s, data parallel. */
+static void mlp_one_node(psim_model *m, psim_cluster *c, psim_strategy *s) {
+  load_model(1, m);
+  cluster(c, 1);
+  start(1, m, c, s);
+}
+
+/* Parameter servers with backup workers (issue 8): the full simulation
+ * rebuilds the graph with the k earliest pushes and ends the iteration at the
+ * last pull; the delta simulation runs the same pipeline (#17 item 3: it
+ * once left both out and differed). mlp on 4 devices, servers 0 and 2, the
+ * 3 earliest pushes of 4 count; a random walk of one-op changes. */
+START_TEST(delta_equals_full_ps_backup) {
+  psim_model m;
+  psim_cluster c;
+  psim_strategy s;
+  mlp_one_node(&m, &c, &s);
+  ck_assert_int_ge(c.n_devices, 4);
+  s.sync = PSIM_SYNC_PS;
+  s.ps.n_servers = 2;
+  s.ps.servers = psim_malloc(sizeof(int32_t) * 2);
+  s.ps.servers[0] = 0;
+  s.ps.servers[1] = 2;
+  s.ps.mode = PSIM_PS_BACKUP;
+  s.ps.backup_k = 3;
+  s.ps.replicas = 1;
+  psim_space sp;
+  ck_assert(psim_space_init(&sp, &m, &s, NULL) == PSIM_OK);
+  psim_delta *d;
+  ck_assert(psim_delta_create(&m, &c, NULL, &d) == PSIM_OK);
+  uint64_t rng = 4321;
+  for (int step = 0; step < 60; step++) {
+    eval_both(d, &m, &c, &s, -1, 1, step);
+    int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m.n_ops);
+    ck_assert(psim_space_sample(&sp, o, &rng, &s.ops[o]) == PSIM_OK);
+  }
+  psim_delta_free(d);
+  psim_space_destroy(&sp);
+  psim_strategy_destroy(&s);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 /* verify_every = 1 runs the full simulation each time and passes. */
 START_TEST(verify_option_checks) {
   psim_model m;
   psim_cluster c;
-  load_model(1, &m);
-  cluster(&c, 1);
   psim_strategy s;
-  start(1, &m, &c, &s);
+  mlp_one_node(&m, &c, &s);
   psim_delta_options o;
   psim_delta_options_init(&o);
   o.verify_every = 1;
@@ -309,6 +358,7 @@ int main(void) {
   tcase_add_loop_test(tc, delta_equals_full, 0, 5);
   tcase_add_loop_test(tc, incremental_graph_equals_full, 0, 6);
   tcase_add_test(tc, verify_option_checks);
+  tcase_add_test(tc, delta_equals_full_ps_backup);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -1,38 +1,47 @@
 /* delta.c - search-time simulation with reuse between evaluations.
  *
- * Why the figures equal psim_simulate's. psim_simulate(m, c, s, o) builds the
- * graph (psim_build_graph), schedules it (psim_tg_simulate: ties broken by
- * task id, no randomness) and derives the memory peak (psim_memory_peak). An
- * evaluation here builds the same graph, array for array, with
- * psim_build_graph_reusing from the last graph (sim/build/build.c argues why the
- * copied parts equal what the builder would build; test_delta compares the
- * graphs), then calls the same engine and memory model, so its iteration time
- * and fits are the same bits. It also skips what a search does not read (the
- * time breakdown, the throughput figures, the trace copy) and reuses buffers.
- * A memo answers a strategy already costed by its fingerprint: two
- * independent 64-bit hashes of every field the builder reads, so two
- * different strategies share an entry with probability about 2^-128 per
- * pair; verify_every catches any mismatch in tests. The changed ops are found
- * by comparing configurations exactly (no hash).
+ * Why the figures equal psim_simulate's. Both run the one simulate pipeline
+ * (psim_sim_pipeline, simulate_impl.h): build, the parameter-server backup
+ * rebuild, schedule (psim_tg_simulate: ties broken by task id, no
+ * randomness), iteration end, memory peak. The only difference is the
+ * build: here psim_build_graph_reusing builds the same graph, array for
+ * array, from the last one (sim/build/ argues why the copied parts equal what
+ * the builder would build; test_delta compares the graphs), so the iteration
+ * time and fits are the same bits. The pipeline skips what a search does not
+ * read (the time breakdown, the throughput figures, the trace copy) and the
+ * schedule's and graph's buffers are reused. A memo answers a strategy
+ * already costed by its fingerprint: two independent 64-bit hashes of every
+ * field the builder reads, so two different strategies share an entry with
+ * probability about 2^-128 per pair; verify_every catches any mismatch in
+ * tests. The changed ops are found by comparing configurations exactly (no
+ * hash) with a snapshot of those the last graph was built for.
  *
  * Not done (docs/search.md): the engine schedules the whole graph each time;
  * it does not resume from the first task the change can move. */
 #define _POSIX_C_SOURCE 200809L
-#include "search/mcmc/delta.h"
+#include "sim/delta.h"
 
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
-#include "search/mcmc/space.h"
 #include "sim/build/build.h"
 #include "sim/core/alloc.h"
+#include "sim/simulate_impl.h"
 
 void psim_delta_options_init(psim_delta_options *o) {
   memset(o, 0, sizeof *o);
   o->verify_every = 0;
   o->memo_entries = 65536;
 }
+
+/* One op's configuration as the last graph was built for it (the fields the
+ * builder reads; devices owned). */
+typedef struct op_snapshot {
+  int32_t degree[PSIM_MAX_OP_DIMS];
+  int32_t replicas, stage, n_devices, cap_devices;
+  int32_t *devices; /* NULL: never taken */
+} op_snapshot;
 
 typedef struct memo_entry {
   uint64_t h0, h1;
@@ -50,10 +59,9 @@ struct psim_delta {
   size_t memo_cap, memo_n;
   psim_delta_stats stats;
   /* the last graph built, and the strategy it was built for */
-  psim_build prev;
-  bool have_prev;
+  psim_build *prev;     /* NULL: none yet */
   psim_taskgraph spare; /* the graph before prev's: its buffers serve the next build */
-  psim_op_config *seen; /* per op */
+  op_snapshot *seen;    /* per op: the configuration prev was built for */
   uint64_t seen_globals[2];
   uint8_t *changed; /* per op: differs from seen */
 };
@@ -101,7 +109,13 @@ static void hash_globals(hasher *x, const psim_strategy *s) {
   hash_double(x, s->bucket_bytes);
   hv(x, (uint64_t)s->allreduce);
   hv(x, (uint64_t)s->sync);
-  hv(x, (uint64_t)s->tmpl.dp); /* ZeRO's update sharding reads it */
+  hv(x, (uint64_t)s->tmpl.dp);   /* ZeRO's update sharding reads it */
+  if (s->sync == PSIM_SYNC_PS) { /* the servers (ps.c); other strategies hash as before */
+    hv(x, ((uint64_t)(uint32_t)s->ps.mode << 32) | (uint32_t)s->ps.backup_k);
+    hv(x, ((uint64_t)(uint32_t)s->ps.replicas << 32) | (uint32_t)s->ps.n_servers);
+    for (int32_t k = 0; k < s->ps.n_servers; k++)
+      hv(x, (uint64_t)s->ps.servers[k]);
+  }
   int32_t ns = s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
   for (int32_t st = 0; st < ns; st++) {
     hv(x,
@@ -209,8 +223,7 @@ void psim_delta_free(psim_delta *d) {
   if (!d)
     return;
   psim_schedule_result_destroy(&d->sched);
-  if (d->have_prev)
-    psim_build_destroy(&d->prev);
+  psim_build_free(d->prev);
   psim_tg_destroy(&d->spare);
   for (int32_t o = 0; o < d->m->n_ops; o++)
     psim_free(d->seen[o].devices);
@@ -224,10 +237,28 @@ const psim_delta_stats *psim_delta_get_stats(const psim_delta *d) {
   return &d->stats;
 }
 
-static bool same_config(const psim_op_config *a, const psim_op_config *b) {
-  return a->n_devices == b->n_devices && a->replicas == b->replicas && a->stage == b->stage &&
-         memcmp(a->degree, b->degree, sizeof a->degree) == 0 &&
+static bool same_config(const psim_op_config *a, const op_snapshot *b) {
+  return b->devices && a->n_devices == b->n_devices && a->replicas == b->replicas &&
+         a->stage == b->stage && memcmp(a->degree, b->degree, sizeof b->degree) == 0 &&
          memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) == 0;
+}
+
+/* Takes a copy of cfg into snap (its device list grows as needed). */
+static psim_status snapshot(const psim_op_config *cfg, op_snapshot *snap) {
+  if (!snap->devices || cfg->n_devices > snap->cap_devices) {
+    int32_t cap = cfg->n_devices > 0 ? cfg->n_devices : 1;
+    int32_t *devs = psim_realloc(snap->devices, sizeof *devs * (size_t)cap);
+    if (!devs)
+      return psim_error(PSIM_ENOMEM, "out of memory remembering a configuration");
+    snap->devices = devs;
+    snap->cap_devices = cap;
+  }
+  memcpy(snap->degree, cfg->degree, sizeof snap->degree);
+  memcpy(snap->devices, cfg->devices, sizeof(int32_t) * (size_t)cfg->n_devices);
+  snap->n_devices = cfg->n_devices;
+  snap->replicas = cfg->replicas;
+  snap->stage = cfg->stage;
+  return PSIM_OK;
 }
 
 /* Flags the ops whose configuration differs from the last graph's; false
@@ -235,9 +266,9 @@ static bool same_config(const psim_op_config *a, const psim_op_config *b) {
 static bool mark_changed(psim_delta *d, const psim_strategy *s) {
   uint64_t g[2];
   globals_fingerprint(s, g);
-  bool same = d->have_prev && g[0] == d->seen_globals[0] && g[1] == d->seen_globals[1];
+  bool same = d->prev && g[0] == d->seen_globals[0] && g[1] == d->seen_globals[1];
   for (int32_t o = 0; o < d->m->n_ops; o++)
-    d->changed[o] = !same || !d->seen[o].devices || !same_config(&s->ops[o], &d->seen[o]);
+    d->changed[o] = !same || !same_config(&s->ops[o], &d->seen[o]);
   return same;
 }
 
@@ -246,48 +277,44 @@ static psim_status remember(psim_delta *d, const psim_strategy *s) {
   globals_fingerprint(s, d->seen_globals);
   for (int32_t o = 0; o < d->m->n_ops; o++)
     if (d->changed[o])
-      PSIM_CHECK(psim_space_config_copy(&s->ops[o], &d->seen[o]));
+      PSIM_CHECK(snapshot(&s->ops[o], &d->seen[o]));
   return PSIM_OK;
 }
 
-/* Build (incrementally from the last graph), schedule, memory peak: what
- * psim_simulate does for these figures. */
+/* The simulate pipeline (simulate_impl.h) with a graph built incrementally
+ * from the last one; only the figures a search reads. */
 static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_s, bool *fits) {
-  psim_build b;
+  psim_build *b = NULL;
   bool reuse = mark_changed(d, s);
-  psim_status st = psim_build_graph_reusing(&b, d->m, d->c, s, &d->sim, reuse ? &d->prev : NULL,
-                                            d->changed, &d->spare);
-  d->stats.segments_copied += b.segments_copied;
-  d->stats.segments_built += b.segments_built;
-  double t0 = now_s();
-  if (st == PSIM_OK) {
-    d->stats.tasks_simulated += b.g.n_tasks;
-    st = psim_tg_simulate(&b.g, &d->sched);
+  psim_sim_reuse how = {reuse ? d->prev : NULL, d->changed, &d->spare};
+  psim_sim_result r;
+  psim_status st =
+      psim_sim_pipeline(d->m, d->c, s, &d->sim, &how, PSIM_FIGURES_SEARCH, &b, &d->sched, &r);
+  if (b) {
+    psim_build_summary sum;
+    psim_build_summarise(b, &sum);
+    d->stats.segments_copied += sum.segments_copied;
+    d->stats.segments_built += sum.segments_built;
   }
-  d->stats.engine_s += now_s() - t0;
-  psim_sim_result mem;
-  psim_sim_result_init(&mem);
-  if (st == PSIM_OK)
-    st = psim_memory_peak(&b, &d->sched, &mem);
-  if (st == PSIM_OK) {
-    *time_s = d->sched.makespan_s;
-    *fits = mem.fits;
-  }
-  psim_sim_result_destroy(&mem);
+  d->stats.engine_s += r.simulate_s;
+  d->stats.tasks_simulated += r.n_tasks;
+  *time_s = r.iteration_time_s;
+  *fits = r.fits;
+  psim_sim_result_destroy(&r);
   if (st == PSIM_OK)
     st = remember(d, s);
   if (st != PSIM_OK) { /* keep the last good graph: its seen[] still describe it */
-    psim_build_destroy(&b);
+    psim_build_free(b);
     return st;
   }
-  if (d->have_prev) { /* keep its graph's buffers for the next build */
+  if (d->prev) { /* keep its graph's buffers for the next build */
     psim_tg_destroy(&d->spare);
-    d->spare = d->prev.g;
-    psim_tg_init(&d->prev.g, 0);
-    psim_build_destroy(&d->prev);
+    psim_taskgraph *g = psim_build_taskgraph(d->prev);
+    d->spare = *g;
+    psim_tg_init(g, 0);
+    psim_build_free(d->prev);
   }
   d->prev = b;
-  d->have_prev = true;
   return PSIM_OK;
 }
 

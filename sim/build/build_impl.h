@@ -1,0 +1,415 @@
+/* build_impl.h - the task-graph builder's internals, private to sim/build/.
+ *
+ * The builder is split by concern: build.c (entry points, the order of the
+ * phases, the rules in its opening comment), locals.c (simulated devices and
+ * shards), kernels.c (compute tasks, pipeline issue order), comm.c
+ * (communication from layouts), colls.c (costed collective templates),
+ * gradsync.c (gradient buckets, optimizer), reuse.c (incremental builds),
+ * cache.c (the hash maps), memory.c (memory model), ps.c (parameter
+ * servers). Everything here is shared between those files; the rest of the
+ * simulator sees sim/build/build.h. */
+#ifndef PSIM_BUILD_IMPL_H
+#define PSIM_BUILD_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "costdb/cost.h"
+#include "sim/build/build.h"
+#include "sim/engine/collective.h"
+#include "sim/engine/simulation.h"
+
+/* The pass a task belongs to (index of a shard's cost: [local * 3 + dir]). */
+enum { PSIM_DIR_FWD = 0, PSIM_DIR_BWD = 1, PSIM_DIR_REC = 2 };
+
+/* A simulated instance of an op: its shard on one device. */
+typedef struct psim_op_local {
+  int32_t device;
+  int32_t shard;
+  int32_t replica;
+} psim_op_local;
+
+/* A change of a device's activation memory at the end of a task. */
+typedef struct psim_mem_event {
+  int32_t task;
+  int32_t device;
+  double bytes; /* + allocate, - free */
+} psim_mem_event;
+
+/* Cost of one shard's pass (the same for every micro-batch). */
+typedef struct psim_task_cost {
+  double duration_s;
+  double flops;
+  double mem_bytes;   /* change of saved activations at the task's end */
+  uint8_t origin;     /* psim_cost_origin */
+  uint8_t host_calls; /* kernels and communication calls the host issues */
+  uint8_t valid;      /* psim_cost_state */
+} psim_task_cost;
+
+typedef enum psim_cost_state {
+  PSIM_COST_NONE = 0,     /* not computed */
+  PSIM_COST_VALID = 1,    /* every field */
+  PSIM_COST_MEM_STALE = 2 /* all but mem_bytes (taken from the last build; a producer changed) */
+} psim_cost_state;
+
+/* The static bytes one op's weight shard adds on one device (memory.c). */
+typedef struct psim_weight_share {
+  int32_t device;
+  int32_t tensor;
+  double bytes[3]; /* weights, gradients, optimizer state */
+} psim_weight_share;
+
+/* ---- the communication cache (cache.c): (key1, key2) -> task -------------- */
+
+/* One slot of the open-addressing map; used = 0 marks it empty. */
+typedef struct psim_cache_entry {
+  uint64_t k1, k2;
+  int32_t value;
+  int32_t used;
+} psim_cache_entry;
+
+typedef struct psim_region psim_region;
+
+/* The map, plus scratch that comm.c keeps with the per-micro-batch cache. */
+typedef struct psim_comm_cache {
+  psim_cache_entry *slots;
+  size_t cap, n;
+  uint8_t *served; /* scratch for gather_region, one byte per shard */
+  size_t cap_served;
+  /* the regions of tensor t held by every shard of op x, and their
+   * region_id, for the last (x, t) asked (shard_regions) */
+  int32_t reg_x, reg_t;
+  psim_region *regs;
+  int32_t *reg_ids;
+  size_t cap_regs;
+} psim_comm_cache;
+
+/* A communication-cache entry as a connect segment added it (incremental
+ * builds replay them, reuse.c). */
+typedef struct psim_put_record {
+  uint64_t k1, k2;
+  int32_t value; /* a task of the segment, or (memo) an edge decision */
+  uint8_t memo;  /* 1: b->memo, 0: b->cache */
+} psim_put_record;
+
+/* ---- shards, regions and groups -------------------------------------------- */
+
+/* A box of a tensor: [lo, hi) per dim, in elements. */
+struct psim_region {
+  int64_t lo[PSIM_MAX_RANK], hi[PSIM_MAX_RANK];
+};
+
+/* Largest collective group the builder handles (devices). */
+#define PSIM_BUILD_MAX_GROUP 4096
+
+/* The devices of one collective (comm.c's partial-sum groups, gradsync.c's
+ * buckets); 32 KB, so heap-allocated by its users. */
+typedef struct psim_group {
+  int32_t devices[PSIM_BUILD_MAX_GROUP];
+  int32_t entries[PSIM_BUILD_MAX_GROUP]; /* each member's entry in the op's device list */
+  int32_t n;
+  int32_t wanted; /* members the layout asks for (> n: over the limit) */
+  int32_t stride; /* device offset of the next concurrent group, 0 = unknown */
+  int32_t n_groups;
+} psim_group;
+
+/* ---- the build ------------------------------------------------------------- */
+
+typedef struct psim_coll_cache psim_coll_cache; /* colls.c */
+typedef struct psim_ps_state psim_ps_state;     /* ps.c */
+
+/* Incremental builds (psim_build_graph_reusing, reuse.c). A connect segment
+ * is what psim_build_connect_inputs + _grads of one (micro-batch mu, op y)
+ * added: tasks seg_task[i] .. seg_task[i + 1], edges and cache entries
+ * likewise, for i = mu * n_ops + y. Recorded only when `record`. */
+typedef struct psim_build_reuse {
+  bool record;
+  int32_t *seg_task;          /* n_micro * n_ops + 1 */
+  size_t *seg_edge, *seg_put; /* n_micro * n_ops + 1 */
+  uint8_t *seg_fixed;         /* 1: names a stream successor (pipeline send): never copied */
+  psim_put_record *puts;      /* communication-cache entries, in insertion order */
+  size_t n_puts, cap_puts;
+  size_t cur_seg;
+  /* only while a reusing build runs */
+  struct psim_build *prev;
+  uint8_t *seg_dirty;     /* per op: its segments must be rebuilt */
+  uint8_t *key_read;      /* per op: a built segment reads cache entries keyed by it */
+  const uint8_t *changed; /* per op: its configuration is not prev's (the caller's flags) */
+  size_t micro_put0;      /* first put record of the current micro-batch */
+  int32_t *old2new;       /* per task of prev: the same task in this graph, or -1 */
+  int64_t segments_copied, segments_built;
+} psim_build_reuse;
+
+struct psim_build {
+  const psim_model *m;
+  psim_cluster *c;
+  const psim_strategy *s;
+  const psim_sim_options *o;
+  psim_taskgraph g;
+  bool folded;
+  uint8_t *simulated; /* per device */
+  int32_t n_simulated;
+  psim_op_local *locals; /* grouped per op */
+  int32_t *loc_first;    /* n_ops + 1 */
+  int32_t n_micro;
+  int32_t *fwd, *bwd, *rec; /* task per (local, micro): [(loc_first[o] + k) * n_micro + mu] */
+  psim_task_cost *costs;    /* per (local, pass): [(loc_first[o] + k) * 3 + pass] */
+  int32_t *last_task;       /* per device: last compute task issued (stream order) */
+  int32_t *last_bwd;        /* per device: last backward task issued */
+  uint8_t *need_sync;       /* per device: the next kernel starts a synchronised slot */
+  int32_t *next_compute;    /* per task: the next compute task on its device, or -1 */
+  size_t cap_next;
+  double compute_by_origin[PSIM_ORIGIN_COUNT]; /* compute seconds by cost source */
+  double hardware_flops;                       /* FLOPs of the simulated compute tasks */
+  psim_mem_event *mem;                         /* activation memory events */
+  size_t n_mem, cap_mem;
+  double *static_mem;         /* per device: weights, gradients, optimizer bytes (3 per device) */
+  psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem */
+  size_t n_wshares, cap_wshares;
+  size_t *wshare_first;      /* n_ops + 1: op o's shares are [wshare_first[o], ...[o + 1]) */
+  uint32_t *save_slots;      /* per op: bit i set when the op saves input i for backward */
+  psim_comm_cache *cache;    /* communication of the current micro-batch (comm.c) */
+  psim_comm_cache *memo;     /* per-edge decisions kept for every micro-batch (comm.c) */
+  psim_comm_cache *where;    /* (op, device) -> entry / simulated shard, wide ops (locals.c) */
+  psim_coll_cache *colls;    /* costed collective templates (colls.c) */
+  int32_t direct_local;      /* scratch: connect() found a local dependency on this shard */
+  bool reduce_local;         /* scratch: ... or a reduction whose result stays local */
+  int32_t reduce_leader;     /* scratch: first device of the last reduction's group */
+  psim_ps_state *ps;         /* issue 8: parameter-server tasks (ps.c), NULL unless sync == ps */
+  psim_sim_options *ps_opts; /* backup rebuilds (ps.c): the options o points to, owned */
+  uint8_t *ps_dropped;       /* ... and their ps_dropped, owned */
+  psim_build_reuse inc;      /* incremental builds (reuse.c) */
+};
+
+/* Ops spread over more devices than this find a device's entry or shard by
+ * hash (built once in psim_build_make_locals) rather than by a scan. */
+#define PSIM_BUILD_SCAN_DEVICES 64
+
+/* A 64-bit finaliser (MurmurHash3's fmix64 constants) for the hash maps. */
+static inline uint64_t psim_build_mix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  return x ^ (x >> 33);
+}
+
+/* Finds key; returns the slot (used or the empty one where it would go). */
+static inline psim_cache_entry *psim_bcache_slot(psim_comm_cache *h, uint64_t k1, uint64_t k2) {
+  size_t j = psim_build_mix64(k1 ^ psim_build_mix64(k2)) & (h->cap - 1);
+  while (h->slots[j].used && (h->slots[j].k1 != k1 || h->slots[j].k2 != k2))
+    j = (j + 1) & (h->cap - 1);
+  return &h->slots[j];
+}
+
+/* The value under (k1, k2), or -1. */
+static inline int32_t psim_bcache_get(psim_comm_cache *h, uint64_t k1, uint64_t k2) {
+  if (!h->cap)
+    return -1;
+  psim_cache_entry *e = psim_bcache_slot(h, k1, k2);
+  return e->used ? e->value : -1;
+}
+
+/* The op a communication-cache key belongs to (key1's op field). */
+static inline int32_t psim_build_key_op(uint64_t k1) {
+  return (int32_t)((k1 >> 28) & 0x7fffffff);
+}
+
+/* A communication-cache key: (kind, op, output slot, micro-batch, direction). */
+static inline uint64_t psim_build_key1(int kind, int32_t op, int32_t slot, int32_t micro, int dir) {
+  return ((uint64_t)kind << 60) | ((uint64_t)(uint32_t)op << 28) | ((uint64_t)slot << 24) |
+         ((uint64_t)(micro & 0x3fffff) << 2) | (uint64_t)dir;
+}
+
+/* Size of model dim d within one micro-batch (the batch dim is sliced). */
+static inline int64_t psim_build_dim_size(const psim_build *b, int32_t d) {
+  int64_t n = b->m->dims[d].size;
+  if (b->m->dims[d].role == PSIM_ROLE_BATCH && b->n_micro > 1)
+    n = n / b->n_micro;
+  return n > 0 ? n : 1;
+}
+
+/* Coordinates of shard `shard` of op (row-major over its degrees). */
+static inline void psim_build_shard_coords(const psim_op *op, const psim_op_config *cfg,
+                                           int32_t shard, int32_t *coord) {
+  for (int32_t i = op->n_dims - 1; i >= 0; i--) {
+    coord[i] = shard % cfg->degree[i];
+    shard /= cfg->degree[i];
+  }
+}
+
+/* The shard at coordinates coord (psim_build_shard_coords' inverse). */
+static inline int32_t psim_build_shard_index(const psim_op *op, const psim_op_config *cfg,
+                                             const int32_t *coord) {
+  int32_t s = 0;
+  for (int32_t i = 0; i < op->n_dims; i++)
+    s = s * cfg->degree[i] + coord[i];
+  return s;
+}
+
+/* First index of part j when n splits into d near-equal parts. */
+static inline int64_t psim_build_shard_offset(int64_t n, int32_t d, int32_t j) {
+  int64_t base = n / d, rem = n % d;
+  return j * base + (j < rem ? j : rem);
+}
+
+/* Extents of op's iteration dims in shard `shard` (per micro-batch). */
+static inline void psim_build_shard_extents(const psim_build *b, int32_t o, int32_t shard,
+                                            int64_t *ext) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  int32_t coord[PSIM_MAX_OP_DIMS];
+  psim_build_shard_coords(op, cfg, shard, coord);
+  for (int32_t i = 0; i < op->n_dims; i++)
+    ext[i] = psim_shard_size(psim_build_dim_size(b, op->dims[i].dim), cfg->degree[i], coord[i]);
+}
+
+/* Region of tensor t held (or needed) by shard `shard` of op o. */
+static inline void psim_build_tensor_region(const psim_build *b, int32_t o, int32_t shard,
+                                            int32_t t, psim_region *r) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  const psim_tensor *ten = &b->m->tensors[t];
+  int32_t coord[PSIM_MAX_OP_DIMS];
+  psim_build_shard_coords(op, cfg, shard, coord);
+  for (int32_t j = 0; j < ten->rank; j++) {
+    int64_t n = psim_build_dim_size(b, ten->dims[j]);
+    int32_t i = psim_op_dim_index(op, ten->dims[j]);
+    if (i < 0 || cfg->degree[i] == 1) {
+      r->lo[j] = 0;
+      r->hi[j] = n;
+    } else {
+      r->lo[j] = psim_build_shard_offset(n, cfg->degree[i], coord[i]);
+      r->hi[j] = r->lo[j] + psim_shard_size(n, cfg->degree[i], coord[i]);
+    }
+  }
+}
+
+/* Elements of the intersection of two regions of a tensor of rank n. */
+static inline double psim_build_overlap(const psim_region *a, const psim_region *c, int32_t rank) {
+  double v = 1;
+  for (int32_t j = 0; j < rank; j++) {
+    int64_t lo = a->lo[j] > c->lo[j] ? a->lo[j] : c->lo[j];
+    int64_t hi = a->hi[j] < c->hi[j] ? a->hi[j] : c->hi[j];
+    if (hi <= lo)
+      return 0;
+    v *= (double)(hi - lo);
+  }
+  return v;
+}
+
+/* Elements of a region of a tensor of rank n. */
+static inline double psim_build_region_elems(const psim_region *a, int32_t rank) {
+  return psim_build_overlap(a, a, rank);
+}
+
+/* Entry index (shard * replicas + replica) of op o on device d, or -1. */
+static inline int32_t psim_build_entry_on(const psim_build *b, int32_t o, int32_t d) {
+  const psim_op_config *cfg = &b->s->ops[o];
+  if (cfg->n_devices > PSIM_BUILD_SCAN_DEVICES)
+    return psim_bcache_get(b->where, (uint64_t)(uint32_t)o, (uint64_t)(uint32_t)d);
+  for (int32_t e = 0; e < cfg->n_devices; e++)
+    if (cfg->devices[e] == d)
+      return e;
+  return -1;
+}
+
+/* Local index (within op o's locals) on device d, or -1. */
+static inline int32_t psim_build_local_on(const psim_build *b, int32_t o, int32_t d) {
+  if (b->loc_first[o + 1] - b->loc_first[o] > PSIM_BUILD_SCAN_DEVICES)
+    return psim_bcache_get(b->where, (uint64_t)(uint32_t)o | 1ull << 62, (uint64_t)(uint32_t)d);
+  for (int32_t k = b->loc_first[o]; k < b->loc_first[o + 1]; k++)
+    if (b->locals[k].device == d)
+      return k - b->loc_first[o];
+  return -1;
+}
+
+/* The task of (op o, its local k, micro-batch mu) in a pass's array. */
+static inline int32_t *psim_build_task_slot(const psim_build *b, int32_t *arr, int32_t o, int32_t k,
+                                            int32_t mu) {
+  return &arr[((size_t)b->loc_first[o] + (size_t)k) * (size_t)b->n_micro + (size_t)mu];
+}
+
+/* The task array (fwd, bwd, rec) of a pass in build x. */
+static inline int32_t *psim_build_pass_tasks(const psim_build *x, int pass_kind) {
+  return pass_kind == PSIM_DIR_FWD ? x->fwd : pass_kind == PSIM_DIR_BWD ? x->bwd : x->rec;
+}
+
+/* Whether model dim d is one of tensor t's. */
+static inline bool psim_build_dim_in_tensor(const psim_tensor *t, int32_t d) {
+  for (int32_t j = 0; j < t->rank; j++)
+    if (t->dims[j] == d)
+      return true;
+  return false;
+}
+
+/* Mask of op dims whose split makes op's view of tensor t a partial sum. */
+static inline uint32_t psim_build_partial_mask(const psim_build *b, int32_t o, int32_t t, int dir) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  uint32_t mask = 0;
+  for (int32_t i = 0; i < op->n_dims; i++) {
+    if (cfg->degree[i] == 1 || psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
+      continue;
+    if (dir == PSIM_DIR_BWD || op->dims[i].use == PSIM_USE_CONTRACTED)
+      mask |= 1u << i;
+  }
+  return mask;
+}
+
+/* ---- shared between the builder's files ----------------------------------- */
+
+/* Builds into b (zeroed here) in place: psim_build_graph without the
+ * allocation (ps.c rebuilds a build this way). */
+psim_status psim_build_fill(psim_build *b, const psim_model *m, psim_cluster *c,
+                            const psim_strategy *s, const psim_sim_options *o, psim_build *prev,
+                            const uint8_t *changed, psim_taskgraph *spare);
+/* Frees what b holds and zeroes it (not b itself). */
+void psim_build_destroy(psim_build *b);
+/* Whether op o is recomputed in backward under the strategy's recompute mode. */
+bool psim_build_recomputed(const psim_build *b, int32_t o);
+
+psim_status psim_bcache_put(psim_comm_cache *h, uint64_t k1, uint64_t k2, int32_t v);
+void psim_bcache_reset(psim_comm_cache *h);
+psim_status psim_build_record_put(psim_build *b, uint64_t k1, uint64_t k2, int32_t v, bool memo);
+psim_status psim_build_keep(psim_build *b, psim_comm_cache *h, uint64_t k1, uint64_t k2, int32_t v);
+psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
+                                      const psim_task_info *info, int32_t *entry, int32_t *exit);
+void psim_build_colls_free(psim_coll_cache *cc);
+psim_coll_cache *psim_build_colls_new(void);
+void psim_bcache_free(psim_comm_cache *h);
+psim_status psim_build_index_devices(psim_build *b);
+psim_status psim_build_choose_simulated(psim_build *b);
+psim_status psim_build_make_locals(psim_build *b);
+psim_status psim_build_issue_compute(psim_build *b);
+void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
+                              psim_group *g);
+psim_status psim_build_group_fits(const psim_group *g);
+void psim_build_group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
+                             psim_group *g);
+int32_t psim_build_src_task(const psim_build *b, int32_t *arr, int32_t o, int32_t d, int32_t mu);
+psim_status psim_build_connect_inputs(psim_build *b, int32_t y, int32_t mu);
+psim_status psim_build_connect_grads(psim_build *b, int32_t y, int32_t mu);
+psim_status psim_build_connect_all(psim_build *b);
+bool psim_build_can_reuse(const psim_build *b, const psim_build *p);
+psim_status psim_build_reuse_costs(psim_build *b, psim_build *p, const uint8_t *changed);
+psim_status psim_build_map_compute_tasks(psim_build *b, const uint8_t *changed);
+psim_status psim_build_alloc_segments(psim_build *b);
+psim_status psim_build_optimizer(psim_build *b);
+
+/* Memory (memory.c): static per-device bytes and which inputs ops save. */
+psim_status psim_memory_static(psim_build *b);
+/* Bytes an op's shard keeps for its backward, per micro-batch. When
+ * `recomputed`, only what the recompute needs (inputs from another layer). */
+double psim_memory_saved_bytes(const psim_build *b, int32_t op, const int64_t *shard,
+                               bool recomputed);
+
+/* Parameter servers (ps.c): pushes, server updates and pulls instead of
+ * grad_sync; no worker update. */
+psim_status psim_build_ps_sync(psim_build *b, int32_t *sync_done);
+/* False when folding would hide differences: parameter servers, or devices of
+ * a stage with different types or slowdowns (stragglers). */
+bool psim_build_may_fold(const psim_build *b);
+void psim_build_ps_free(psim_build *b);
+
+#endif

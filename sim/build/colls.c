@@ -1,0 +1,149 @@
+/* colls.c - collectives with costed templates: the same collective (kind,
+ * group, bytes, contention) recurs for every layer and micro-batch. */
+#include "sim/build/build_impl.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "sim/core/alloc.h"
+#include "sim/engine/collective.h"
+
+/* ---- collective templates --------------------------------------------------
+ * The same collective (kind, group, bytes, contention) recurs for every layer
+ * and micro-batch; costing it routes every member, so aggregated collectives
+ * are costed once and later copies reuse the duration and resources. */
+
+typedef struct coll_template {
+  uint64_t hash;
+  psim_coll_kind kind;
+  psim_allreduce_algo algo;
+  int32_t n, concurrent, stride;
+  double bytes;
+  size_t dev_at, res_at; /* offsets into the pools */
+  int32_t n_res;
+  double duration_s;
+} coll_template;
+
+struct psim_coll_cache {
+  coll_template *items;
+  size_t n, cap;
+  int32_t *dev_pool, *res_pool;
+  size_t n_dev, cap_dev, n_resv, cap_resv;
+  int32_t *index; /* open addressing over items, -1 = empty */
+  size_t cap_index;
+};
+
+static uint64_t coll_hash(const psim_coll_desc *d) {
+  uint64_t h =
+      psim_build_mix64(((uint64_t)d->kind << 56) ^ ((uint64_t)d->algo << 48) ^ (uint64_t)d->n);
+  union {
+    double d;
+    uint64_t u;
+  } bytes = {d->bytes};
+  h = psim_build_mix64(h ^ bytes.u ^ ((uint64_t)(uint32_t)d->concurrent_groups << 32) ^
+                       (uint32_t)d->group_stride);
+  for (int32_t i = 0; i < d->n; i++)
+    h = psim_build_mix64(h ^ (uint64_t)(uint32_t)d->devices[i]);
+  return h;
+}
+
+static bool coll_same(const psim_coll_cache *cc, const coll_template *t, const psim_coll_desc *d) {
+  return t->kind == d->kind && t->algo == d->algo && t->n == d->n && t->bytes == d->bytes &&
+         t->concurrent == d->concurrent_groups && t->stride == d->group_stride &&
+         memcmp(cc->dev_pool + t->dev_at, d->devices, sizeof(int32_t) * (size_t)d->n) == 0;
+}
+
+static int32_t coll_find(const psim_coll_cache *cc, const psim_coll_desc *d, uint64_t h) {
+  if (!cc->cap_index)
+    return -1;
+  for (size_t j = h & (cc->cap_index - 1);; j = (j + 1) & (cc->cap_index - 1)) {
+    int32_t i = cc->index[j];
+    if (i < 0)
+      return -1;
+    if (cc->items[i].hash == h && coll_same(cc, &cc->items[i], d))
+      return i;
+  }
+}
+
+static psim_status coll_reindex(psim_coll_cache *cc) {
+  size_t cap = cc->cap_index ? cc->cap_index * 2 : 256;
+  int32_t *idx = psim_malloc(sizeof *idx * cap);
+  if (!idx)
+    return psim_error(PSIM_ENOMEM, "out of memory in the task-graph builder");
+  memset(idx, 0xff, sizeof *idx * cap);
+  for (size_t i = 0; i < cc->n; i++) {
+    size_t j = cc->items[i].hash & (cap - 1);
+    while (idx[j] >= 0)
+      j = (j + 1) & (cap - 1);
+    idx[j] = (int32_t)i;
+  }
+  psim_free(cc->index);
+  cc->index = idx;
+  cc->cap_index = cap;
+  return PSIM_OK;
+}
+
+/* Remembers the single task just added for d (aggregated fidelity). */
+static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_t h, int32_t task) {
+  psim_coll_cache *cc = b->colls;
+  const psim_taskgraph *g = &b->g;
+  int32_t n_res = g->res_first[task + 1] - g->res_first[task];
+  PSIM_CHECK(PSIM_VEC_RESERVE(cc->items, cc->cap, cc->n + 1));
+  PSIM_CHECK(PSIM_VEC_RESERVE(cc->dev_pool, cc->cap_dev, cc->n_dev + (size_t)d->n));
+  PSIM_CHECK(PSIM_VEC_RESERVE(cc->res_pool, cc->cap_resv, cc->n_resv + (size_t)n_res));
+  if ((cc->n + 1) * 2 > cc->cap_index)
+    PSIM_CHECK(coll_reindex(cc));
+  coll_template *t = &cc->items[cc->n];
+  *t =
+      (coll_template){h,        d->kind,   d->algo,    d->n,  d->concurrent_groups, d->group_stride,
+                      d->bytes, cc->n_dev, cc->n_resv, n_res, g->duration_s[task]};
+  memcpy(cc->dev_pool + cc->n_dev, d->devices, sizeof(int32_t) * (size_t)d->n);
+  memcpy(cc->res_pool + cc->n_resv, g->res + g->res_first[task], sizeof(int32_t) * (size_t)n_res);
+  cc->n_dev += (size_t)d->n;
+  cc->n_resv += (size_t)n_res;
+  size_t j = h & (cc->cap_index - 1);
+  while (cc->index[j] >= 0)
+    j = (j + 1) & (cc->cap_index - 1);
+  cc->index[j] = (int32_t)cc->n++;
+  return PSIM_OK;
+}
+
+/* psim_coll_add with the template cache (aggregated fidelity). */
+psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
+                                      const psim_task_info *info, int32_t *entry, int32_t *exit) {
+  assert(d->n >= 1 && d->n <= PSIM_BUILD_MAX_GROUP);
+  if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2)
+    return psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit);
+  uint64_t h = coll_hash(d);
+  int32_t i = coll_find(b->colls, d, h);
+  if (i < 0) {
+    PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
+    if (*entry != *exit || *entry != b->g.n_tasks - 1)
+      return PSIM_OK; /* not a single task: nothing to reuse */
+    return coll_remember(b, d, h, *entry);
+  }
+  const psim_coll_cache *cc = b->colls;
+  const coll_template *t = &cc->items[i];
+  psim_task_info ti = *info;
+  ti.kind = PSIM_TASK_COLLECTIVE;
+  ti.device = d->devices[0];
+  PSIM_CHECK(
+      psim_tg_add_task(&b->g, t->duration_s, cc->res_pool + t->res_at, t->n_res, &ti, entry));
+  *exit = *entry;
+  return PSIM_OK;
+}
+
+void psim_build_colls_free(psim_coll_cache *cc) {
+  if (!cc)
+    return;
+  psim_free(cc->items);
+  psim_free(cc->dev_pool);
+  psim_free(cc->res_pool);
+  psim_free(cc->index);
+  psim_free(cc);
+}
+
+psim_coll_cache *psim_build_colls_new(void) {
+  return psim_calloc(1, sizeof(psim_coll_cache));
+}

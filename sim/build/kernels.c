@@ -1,0 +1,345 @@
+/* kernels.c - compute tasks: shard costs, kernel issue on each device's
+ * stream, and the pipeline schedules' issue order. */
+#include "sim/build/build_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sim/core/alloc.h"
+#include "sim/engine/collective.h"
+
+/* ---- task creation ------------------------------------------------------- */
+
+/* The attention core (QK^T, softmax, dropout, AV): ops tagged "attn_core"
+ * by the model, fused attention, or else ops touching a tensor with two
+ * sequence-long dims (the score matrix). */
+static bool is_attention_core(const psim_model *m, const psim_op *op) {
+  if (op->kind == PSIM_OP_ATTENTION || (op->tag && strcmp(op->tag, "attn_core") == 0))
+    return true;
+  int32_t sd = m->role_dim[PSIM_ROLE_SEQUENCE];
+  if (sd < 0)
+    return false;
+  int64_t seq = m->dims[sd].size;
+  for (int32_t i = 0; i < op->n_in + op->n_out; i++) {
+    int32_t t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+    const psim_tensor *ten = &m->tensors[t];
+    int n = 0;
+    bool has_role = false;
+    for (int32_t j = 0; j < ten->rank; j++) {
+      n += m->dims[ten->dims[j]].size == seq;
+      has_role = has_role || m->dims[ten->dims[j]].role == PSIM_ROLE_SEQUENCE;
+    }
+    if (n >= 2 && has_role)
+      return true;
+  }
+  return false;
+}
+
+/* Whether op o is recomputed in backward under the strategy's mode. */
+bool psim_build_recomputed(const psim_build *b, int32_t o) {
+  const psim_op *op = &b->m->ops[o];
+  if (op->block < 0)
+    return false; /* embedding and head are not checkpointed (Megatron) */
+  switch (b->s->recompute) {
+  case PSIM_RECOMPUTE_FULL: return true;
+  case PSIM_RECOMPUTE_SELECTIVE: return is_attention_core(b->m, op);
+  default: return false;
+  }
+}
+
+/* Whether the host must wait for device dev's stream to drain before it
+ * issues the next kernel (the first of a pipeline slot); one kernel takes it. */
+static int32_t take_sync(psim_build *b, int32_t dev) {
+  bool sync = b->need_sync[dev] && b->s->n_stages > 1 && b->last_task[dev] >= 0;
+  b->need_sync[dev] = 0;
+  return sync ? 1 : 0;
+}
+
+/* The host issues each kernel (runtime.host_issue_s) and runs ahead of the
+ * device, except at the start of a pipeline slot when pp > 1: Megatron-LM's
+ * point-to-point calls synchronise the device first. False when the kernel
+ * has no issue latency. */
+static bool host_issue(psim_build *b, int32_t dev, int32_t calls, psim_task_issue *out) {
+  double issue_s = b->c->types[b->c->devices[dev].type].rt.host_issue_s;
+  if (issue_s <= 0 || calls <= 0)
+    return false;
+  *out = (psim_task_issue){issue_s * calls, psim_res_host(b->c->n_devices, b->c->n_links, dev),
+                           take_sync(b, dev)};
+  return true;
+}
+
+/* Records kernel id as the last of device dev's stream (next_compute has
+ * room for it). */
+static void stream_push(psim_build *b, int32_t dev, int32_t id) {
+  int32_t *last = &b->last_task[dev];
+  b->next_compute[id] = -1;
+  if (*last >= 0)
+    b->next_compute[*last] = id;
+  *last = id;
+}
+
+/* Appends a kernel to its device's stream (issue order = run order). */
+static psim_status chain(psim_build *b, int32_t dev, double duration_s, const psim_task_info *info,
+                         int32_t host_calls, int32_t *id) {
+  psim_task_issue is;
+  bool issued = host_issue(b, dev, host_calls, &is);
+  PSIM_CHECK(psim_tg_add_kernel(&b->g, duration_s, psim_res_compute(dev), info, issued ? &is : NULL,
+                                b->last_task[dev], id));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
+  stream_push(b, dev, *id);
+  return PSIM_OK;
+}
+
+/* Kernels plus communication calls the host issues for a pass of op o: a
+ * forward whose output is a partial sum also calls the reduction; a
+ * backward also reduces each input gradient that is a partial sum. */
+static int32_t host_calls(const psim_build *b, int32_t o, psim_pass pass) {
+  const psim_op *op = &b->m->ops[o];
+  int32_t n = psim_cost_kernels(b->m, op, pass);
+  if (pass == PSIM_PASS_FWD) {
+    for (int32_t j = 0; j < op->n_out; j++)
+      n += psim_build_partial_mask(b, o, op->out[j], PSIM_DIR_FWD) != 0;
+    return n;
+  }
+  for (int32_t i = 0; i < op->n_in; i++)
+    n += b->m->tensors[op->in[i]].kind == PSIM_TENSOR_ACTIVATION &&
+         psim_build_partial_mask(b, o, op->in[i], PSIM_DIR_BWD) != 0;
+  return n;
+}
+
+/* The change of saved activations at the end of a shard's pass: they live
+ * from the forward's end to the backward's end; recomputed ones from the
+ * recompute's end to the backward's end. Depends on the producers' shards
+ * (memory.c), unlike the rest of the cost. */
+static double shard_mem_bytes(const psim_build *b, int32_t o, const int64_t *ext, int pass_kind) {
+  bool rc = psim_build_recomputed(b, o);
+  if (pass_kind != PSIM_DIR_BWD)
+    return psim_memory_saved_bytes(b, o, ext, pass_kind == PSIM_DIR_FWD && rc);
+  return -(psim_memory_saved_bytes(b, o, ext, rc) +
+           (rc ? psim_memory_saved_bytes(b, o, ext, false) : 0));
+}
+
+/* Cost, FLOPs and memory change of one shard's pass: the same for every
+ * micro-batch, so computed once per (shard, pass) and reused. */
+static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int pass_kind) {
+  psim_task_cost *tc = &b->costs[((size_t)b->loc_first[o] + (size_t)k) * 3 + (size_t)pass_kind];
+  if (tc->valid == PSIM_COST_VALID)
+    return tc;
+  const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
+  int64_t ext[PSIM_MAX_OP_DIMS];
+  psim_build_shard_extents(b, o, loc->shard, ext);
+  if (tc->valid == PSIM_COST_MEM_STALE) { /* the op is prev's, a producer is not */
+    tc->mem_bytes = shard_mem_bytes(b, o, ext, pass_kind);
+    tc->valid = PSIM_COST_VALID;
+    return tc;
+  }
+  psim_pass pass = pass_kind == PSIM_DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD;
+  psim_cost_origin origin = PSIM_ORIGIN_ESTIMATED;
+  tc->duration_s =
+      psim_cost_compute(b->c, loc->device, b->m, &b->m->ops[o], ext, pass, b->o->costdb, &origin);
+  tc->origin = (uint8_t)origin;
+  double bytes = 0;
+  psim_op_shard_work(b->m, &b->m->ops[o], ext, pass, &tc->flops, &bytes);
+  tc->mem_bytes = shard_mem_bytes(b, o, ext, pass_kind);
+  tc->host_calls =
+      (uint8_t)host_calls(b, o, pass_kind == PSIM_DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD);
+  tc->valid = PSIM_COST_VALID;
+  return tc;
+}
+
+/* Counts a kernel's cost in the build's totals and its memory event. */
+static inline psim_status account_kernel(psim_build *b, const psim_task_cost *tc, int32_t id,
+                                         int32_t device) {
+  b->compute_by_origin[tc->origin] += tc->duration_s;
+  b->hardware_flops += tc->flops;
+  if (tc->mem_bytes != 0) {
+    PSIM_CHECK(PSIM_VEC_RESERVE(b->mem, b->cap_mem, b->n_mem + 1));
+    b->mem[b->n_mem++] = (psim_mem_event){id, device, tc->mem_bytes};
+  }
+  return PSIM_OK;
+}
+
+static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
+                                int32_t *id) {
+  const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
+  const psim_task_cost *tc = shard_cost(b, o, k, pass_kind);
+  psim_task_info info = {PSIM_TASK_COMPUTE,
+                         pass_kind == PSIM_DIR_FWD   ? PSIM_TP_FWD
+                         : pass_kind == PSIM_DIR_BWD ? PSIM_TP_BWD
+                                                     : PSIM_TP_RECOMPUTE,
+                         (int16_t)b->s->ops[o].stage,
+                         o,
+                         mu,
+                         loc->device,
+                         loc->shard};
+  PSIM_CHECK(
+      chain(b, loc->device, tc->duration_s, &info, tc->duration_s > 0 ? tc->host_calls : 0, id));
+  if (pass_kind == PSIM_DIR_BWD)
+    b->last_bwd[loc->device] = *id;
+  return account_kernel(b, tc, *id, loc->device);
+}
+
+/* The task array (fwd, bwd, rec) of a pass in build x. */
+
+/* Incremental builds: op o's kernels of one pass and micro-batch copied from
+ * the last graph, where o is unchanged (so are its shard costs, but for the
+ * saved activations, which shard_cost brings up to date: reuse_costs). They
+ * are what compute_task would add: the same durations, resources, infos,
+ * issue latencies, memory events and totals, in the same order; the stream
+ * edges and the host's sync flags are made again, as they depend on the
+ * kernels issued before. *done is false (nothing added) when prev's kernels
+ * are not consecutive or a cost is missing. */
+static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind, bool *done) {
+  const psim_build *p = b->inc.prev;
+  int32_t n = b->loc_first[o + 1] - b->loc_first[o];
+  *done = n == 0; /* no shard simulated (folding) */
+  if (n == 0)
+    return PSIM_OK;
+  const int32_t *from = psim_build_task_slot(p, psim_build_pass_tasks(p, pass_kind), o, 0, mu);
+  int32_t *to = psim_build_task_slot(b, psim_build_pass_tasks(b, pass_kind), o, 0, mu),
+          t0 = from[0];
+  const psim_task_cost *tc = &b->costs[(size_t)b->loc_first[o] * 3 + (size_t)pass_kind];
+  const psim_op_local *loc = &b->locals[b->loc_first[o]];
+  size_t stride = (size_t)b->n_micro;
+  for (int32_t k = 0; k < n; k++)
+    if (from[(size_t)k * stride] != t0 + k || tc[3 * k].valid == PSIM_COST_NONE)
+      return PSIM_OK;
+  int32_t first = b->g.n_tasks;
+  PSIM_CHECK(psim_tg_append_tasks(&b->g, &p->g, t0, t0 + n));
+  PSIM_CHECK(psim_tg_reserve(&b->g, (size_t)b->g.n_tasks, b->g.n_res, b->g.n_edges + (size_t)n));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
+  psim_task_issue *issue = b->g.issue ? b->g.issue + first : NULL;
+  for (int32_t k = 0; k < n; k++) {
+    int32_t id = first + k, dev = loc[k].device;
+    const psim_task_cost *c = &tc[3 * k];
+    if (c->valid != PSIM_COST_VALID) /* saved activations stale: computed now */
+      c = shard_cost(b, o, k, pass_kind);
+    if (issue && issue[k].res >= 0) /* host_issue gave prev's kernel a latency */
+      issue[k].sync = take_sync(b, dev);
+    if (b->last_task[dev] >= 0)
+      psim_tg_add_edge_reserved(&b->g, b->last_task[dev], id);
+    stream_push(b, dev, id);
+    if (pass_kind == PSIM_DIR_BWD)
+      b->last_bwd[dev] = id;
+    PSIM_CHECK(account_kernel(b, c, id, dev));
+    to[(size_t)k * stride] = id;
+  }
+  *done = true;
+  return PSIM_OK;
+}
+
+/* Op o's kernels of one pass for micro-batch mu, one per simulated shard. */
+static psim_status op_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind) {
+  if (b->inc.prev && !b->inc.changed[o]) {
+    bool done;
+    PSIM_CHECK(copy_kernels(b, o, mu, pass_kind, &done));
+    if (done)
+      return PSIM_OK;
+  }
+  int32_t *arr = psim_build_pass_tasks(b, pass_kind);
+  for (int32_t k = 0; k < b->loc_first[o + 1] - b->loc_first[o]; k++)
+    PSIM_CHECK(compute_task(b, o, k, mu, pass_kind, psim_build_task_slot(b, arr, o, k, mu)));
+  return PSIM_OK;
+}
+
+/* Recompute (forward order) then backward (reverse order) of ops lo..hi. */
+static psim_status issue_layer_backward(psim_build *b, int32_t lo, int32_t hi, int32_t mu) {
+  for (int32_t o = lo; o <= hi; o++)
+    if (psim_build_recomputed(b, o))
+      PSIM_CHECK(op_kernels(b, o, mu, PSIM_DIR_REC));
+  for (int32_t o = hi; o >= lo; o--)
+    PSIM_CHECK(op_kernels(b, o, mu, PSIM_DIR_BWD));
+  return PSIM_OK;
+}
+
+/* Issues the ops of virtual stage vs for micro-batch mu and a pass. */
+static psim_status issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_kind) {
+  const psim_model *m = b->m;
+  const psim_stage *st = &b->s->stages[vs];
+  for (int32_t i = 0; i < st->n_devices; i++)
+    b->need_sync[st->devices[i]] = 1;
+  if (pass_kind == PSIM_DIR_FWD) {
+    for (int32_t o = 0; o < m->n_ops; o++) {
+      if (b->s->ops[o].stage == vs)
+        PSIM_CHECK(op_kernels(b, o, mu, PSIM_DIR_FWD));
+    }
+    return PSIM_OK;
+  }
+  /* layer by layer from the last: recompute a layer (checkpointed per layer,
+   * as Megatron-LM does), then run its backward */
+  for (int32_t hi = m->n_ops - 1; hi >= 0;) {
+    if (b->s->ops[hi].stage != vs) {
+      hi--;
+      continue;
+    }
+    int32_t lo = hi;
+    while (lo > 0 && b->s->ops[lo - 1].stage == vs && m->ops[lo - 1].layer == m->ops[hi].layer)
+      lo--;
+    PSIM_CHECK(issue_layer_backward(b, lo, hi, mu));
+    hi = lo - 1;
+  }
+  return PSIM_OK;
+}
+
+/* ---- pipeline schedules --------------------------------------------------- */
+
+typedef struct slot {
+  int32_t chunk; /* virtual chunk on this physical stage */
+  int32_t micro;
+  int pass_kind;
+} slot;
+
+/* Megatron-LM's interleaved order: the k-th forward (or backward) of a stage
+ * runs micro-batch `micro` of chunk `chunk` (schedules.py, get_model_chunk_id). */
+static slot nth_slot(int32_t k, int32_t p, int32_t v, int pass_kind) {
+  slot s = {0, k, pass_kind};
+  if (v > 1) {
+    int32_t in_group = k % (p * v);
+    s.chunk = in_group / p;
+    s.micro = (k / (p * v)) * p + in_group % p;
+  }
+  if (pass_kind == PSIM_DIR_BWD)
+    s.chunk = v - 1 - s.chunk;
+  return s;
+}
+
+/* Stage i's issue order (2 * m * v slots): warm-up forwards, then one
+ * forward and one backward in turn, then the remaining backwards. GPipe runs
+ * every forward first. Warm-up lengths are Megatron-LM's. */
+static int32_t schedule_order(const psim_strategy *s, int32_t i, int32_t m, slot *out) {
+  int32_t p = s->n_stages, v = s->virtual_stages > 0 ? s->virtual_stages : 1;
+  int32_t total = m * v, n = 0, warm;
+  if (s->schedule == PSIM_SCHED_GPIPE)
+    warm = total;
+  else if (v == 1)
+    warm = p - i - 1;
+  else
+    warm = (p - i - 1) * 2 + (v - 1) * p;
+  if (warm > total)
+    warm = total;
+  for (int32_t k = 0; k < warm; k++)
+    out[n++] = nth_slot(k, p, v, PSIM_DIR_FWD);
+  for (int32_t j = 0; j < total - warm; j++) {
+    out[n++] = nth_slot(warm + j, p, v, PSIM_DIR_FWD);
+    out[n++] = nth_slot(j, p, v, PSIM_DIR_BWD);
+  }
+  for (int32_t j = total - warm; j < total; j++)
+    out[n++] = nth_slot(j, p, v, PSIM_DIR_BWD);
+  return n;
+}
+
+psim_status psim_build_issue_compute(psim_build *b) {
+  const psim_strategy *s = b->s;
+  int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1;
+  slot *order = psim_malloc(sizeof *order * (size_t)b->n_micro * (size_t)v * 2);
+  if (!order)
+    return psim_error(PSIM_ENOMEM, "out of memory for the pipeline schedule");
+  psim_status st = PSIM_OK;
+  for (int32_t i = 0; i < s->n_stages && st == PSIM_OK; i++) {
+    int32_t n = schedule_order(s, i, b->n_micro, order);
+    for (int32_t j = 0; j < n && st == PSIM_OK; j++)
+      st = issue_slot(b, order[j].chunk * s->n_stages + i, order[j].micro, order[j].pass_kind);
+  }
+  psim_free(order);
+  return st;
+}
