@@ -60,7 +60,7 @@ psim_status psim_build_group_fits(const psim_group *g) {
     return PSIM_OK;
   return psim_error(PSIM_ELIMIT,
                     "a collective over %d devices: the simulator handles groups of at most %d "
-                    "(PSIM_BUILD_MAX_GROUP in sim/build/build.c)",
+                    "(PSIM_BUILD_MAX_GROUP in sim/build/build_impl.h)",
                     (int)g->wanted, PSIM_BUILD_MAX_GROUP);
 }
 
