@@ -397,6 +397,13 @@ psim_status psim_build_map_compute_tasks(psim_build *b, const uint8_t *changed);
 psim_status psim_build_alloc_segments(psim_build *b);
 psim_status psim_build_optimizer(psim_build *b);
 
+/* Context parallelism (context.c). Whether op is a view (reshape, split:
+ * no kernel, no data movement). */
+bool psim_build_is_view(const psim_op *op);
+/* The ring steps of op o's attention: the degree of its query sequence dim
+ * when its keys have their own, unsplit sequence dim; else 1. */
+int32_t psim_build_cp_steps(const psim_build *b, int32_t o);
+
 /* Memory (memory.c): static per-device bytes and which inputs ops save. */
 psim_status psim_memory_static(psim_build *b);
 /* Bytes an op's shard keeps for its backward, per micro-batch. When
