@@ -158,6 +158,8 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
   PSIM_CHECK(parse_args(argc, argv, &a));
   if (a.trace) /* before any work: a simulation must not end in "cannot create" */
     PSIM_CHECK(psim_file_check_output("--trace", a.trace));
+  const char *ins[] = {a.files[0], a.files[1], a.files[2], a.costdb};
+  PSIM_CHECK(psim_cli_check_distinct(ins, 4, &a.trace, 1));
   psim_cli_inputs in;
   psim_status s = psim_cli_load_inputs(&in, a.files[0], a.files[1], a.files[2], a.costdb);
   psim_sim_result r;
