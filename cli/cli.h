@@ -73,6 +73,9 @@ psim_status psim_cli_parse_int(const char *command, const char *opt, const char 
  * before any work (files.c). O((n_in + n_out) * n_out) stat calls. */
 psim_status psim_cli_check_distinct(const char *const *inputs, int n_in, const char *const *outputs,
                                     int n_out);
+/* s for a terminal: control bytes (ESC, CR, ...) written as \xNN, newlines
+ * and tabs too unless keep_newlines; cut to fit size (>= 8) with its NUL. */
+void psim_cli_escape(const char *s, bool keep_newlines, char *out, size_t size);
 /* True when stderr is a terminal (progress lines are shown only then). */
 bool psim_cli_stderr_is_tty(void);
 /* Writes a count for people: exact below 1e6, else three significant digits

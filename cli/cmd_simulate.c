@@ -81,7 +81,10 @@ static const char *fmt(double v, psim_unit_kind kind) {
 }
 
 static void print_summary(const psim_model *m, const psim_cluster *c, const psim_sim_result *r) {
-  printf("model %s on %s: %s per iteration (%.1f samples/s", m->name, c->name,
+  char model[512], cluster[512]; /* names may hold control characters */
+  psim_cli_escape(m->name, false, model, sizeof model);
+  psim_cli_escape(c->name, false, cluster, sizeof cluster);
+  printf("model %s on %s: %s per iteration (%.1f samples/s", model, cluster,
          fmt(r->iteration_time_s, PSIM_UNIT_TIME), r->samples_per_s);
   if (r->tokens_per_s > 0)
     printf(", %.0f tokens/s", r->tokens_per_s);

@@ -265,7 +265,8 @@ static int run_command(const psim_cli_command *c, int argc, char **argv) {
   if (!stdout_closed_ok(s == PSIM_OK) && s == PSIM_OK) /* else keep the first error */
     s = PSIM_EIO;
   if (s != PSIM_OK) {
-    const char *msg = psim_error_message();
+    static char msg[4096]; /* names in messages may hold control characters */
+    psim_cli_escape(psim_error_message(), true, msg, sizeof msg);
     fprintf(stderr, "plansim %s: %s\n", c->name, *msg ? msg : psim_status_name(s));
   }
   return exit_code(s);

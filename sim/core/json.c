@@ -289,7 +289,8 @@ static void line_col(const char *text, size_t offset, int *line, int *col) {
 
 /* The token at text[at] for messages: one structural character, or up to 20
  * bytes up to white space or punctuation; other bytes than printable ASCII
- * as \xHH. */
+ * as \xHH. Only for files that begin as JSON: the bytes of a file that does
+ * not (a token, /etc/shadow named as a plan's model_file) are never shown. */
 static void found_token(const char *text, size_t len, size_t at, char *out, size_t size) {
   size_t n = 1, o = 0;
   if (!strchr("{}[],:\"", text[at]))
@@ -322,6 +323,12 @@ static psim_status syntax_error(const char *name, const char *text, size_t len, 
     return psim_error(PSIM_EINPUT,
                       "%s:%d:%d: JSON syntax error: unexpected end of input; "
                       "expected %s",
+                      name, line, col, why);
+  size_t start = strspn(text, " \t\r\n");
+  if (off == start && text[off] != '{' && text[off] != '[') /* issue 24: a token, a key file */
+    return psim_error(PSIM_EINPUT,
+                      "%s:%d:%d: JSON syntax error: not a JSON file (expected %s at its start; "
+                      "its content is not shown)",
                       name, line, col, why);
   char tok[128];
   found_token(text, len, off, tok, sizeof tok);

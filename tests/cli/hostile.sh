@@ -74,6 +74,59 @@ expect "an output to /dev/null is not an input" 0
 run export "$T/p.json" --format megatron --model "$T/m.json" --cluster "$T/c.json" -o "$T/e.sh"
 expect "export to a new file beside the inputs exits 0" 0
 
+# ---- names that try to inject into an exported configuration or a terminal ----
+renamed() { # renamed OUT MODEL-NAME [OP-NAME]: tiny-gpt renamed (its op 'embed' too)
+  python3 - "$MODEL" "$1" "$2" "${3:-embed}" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = sys.argv[3]
+for op in m["ops"]:
+    if op.get("name") == "embed":
+        op["name"] = sys.argv[4]
+json.dump(m, open(sys.argv[2], "w"))
+PY
+}
+renamed "$T/inject.json" $'x\necho INJECTED; #'
+run export "$PLAN" --format megatron --model "$T/inject.json" --cluster "$CLUSTER" -o "$T/inj.sh"
+expect "megatron export of a model named 'x\\necho INJECTED; #' is refused" 2 stdout-empty \
+  stderr-nonempty "" "control character"
+if [ -e "$T/inj.sh" ]; then not_ok "no script is written for it"; else ok "no script is written for it"; fi
+for f in deepspeed gspmd flexflow plansim; do
+  run export "$PLAN" --format "$f" --model "$T/inject.json" --cluster "$CLUSTER"
+  expect "$f export of a name with a newline is refused" 2 stdout-empty stderr-nonempty
+done
+renamed "$T/quote.json" "it's a \"model\" \$(echo INJECTED)" 'em"bed\'
+run export "$PLAN" --format megatron --model "$T/quote.json" --cluster "$CLUSTER" -o "$T/q.sh"
+expect "megatron export of a name with quotes and \$( ) exits 0" 0
+if (cd "$T" && bash -c 'source ./q.sh && echo "${#MEGATRON_ARGS[@]}"') >"$T/q.out" 2>&1 &&
+  ! grep -q INJECTED "$T/q.out"; then ok "sourcing the script runs nothing from the name"
+else not_ok "sourcing the script runs nothing from the name" "$(head -3 "$T/q.out")"; fi
+run export tests/golden/export/dp8.plan.json --format flexflow --model "$T/quote.json" \
+  --cluster "$CLUSTER"
+expect "flexflow export of an op named em\"bed\\ exits 0" 0 stdout-nonempty "" \
+  '^  name: "em\\"bed\\\\"$'
+renamed "$T/esc.json" $'bad\e[2Jname'
+run check "$T/esc.json"
+expect "check prints an ESC in a name escaped" 0 stdout-nonempty "" 'bad\\x1b\[2Jname'
+if grep -q $'\e' "$OUT"; then not_ok "check writes no raw ESC"; else ok "check writes no raw ESC"; fi
+run simulate "$T/esc.json" "$CLUSTER" "$STRATEGY"
+expect "simulate prints an ESC in a name escaped" 0 stdout-nonempty "" 'bad\\x1b\[2Jname'
+if grep -q $'\e' "$OUT"; then not_ok "simulate writes no raw ESC"; else ok "simulate writes no raw ESC"; fi
+
+# ---- a plan whose model_file is not JSON: its bytes never reach a message ----
+python3 - "$PLAN" "$T/leak.plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model_file"] = "secret"
+json.dump(p, open(sys.argv[2], "w"))
+PY
+cp tests/data/bad/not-json-token.json "$T/secret"
+run export "$T/leak.plan.json" --format megatron --cluster "$CLUSTER"
+expect "a plan whose model_file is a token file is refused" 2 stdout-empty stderr-nonempty "" \
+  'secret:1:1: .*not a JSON file'
+if grep -q ghp_ "$ERR"; then not_ok "the message does not quote the file's bytes"
+else ok "the message does not quote the file's bytes"; fi
+
 # ---- FIFOs: an output FIFO is written in place; the same-file check does not open it ----
 mkfifo "$T/fifo"
 cat "$T/fifo" >"$T/from-fifo" &
