@@ -7,42 +7,20 @@
 
 #include "search/plan/export.h"
 #include "sim/core/strbuf.h"
-
-/* Length of the UTF-8 sequence at s (1-4), or 0 when it is not valid UTF-8
- * (overlong forms, surrogates and code points above U+10FFFF included). */
-static int utf8_len(const unsigned char *s) {
-  unsigned c = s[0];
-  int n = c < 0x80             ? 1
-          : (c & 0xE0) == 0xC0 ? 2
-          : (c & 0xF0) == 0xE0 ? 3
-          : (c & 0xF8) == 0xF0 ? 4
-                               : 0;
-  if (n <= 1)
-    return n;
-  unsigned cp = c & (0x7F >> n);
-  for (int i = 1; i < n; i++) {
-    if ((s[i] & 0xC0) != 0x80)
-      return 0;
-    cp = cp << 6 | (s[i] & 0x3F);
-  }
-  static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-  bool ok = cp >= min_cp[n] && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
-  return ok ? n : 0;
-}
+#include "sim/core/utf8.h"
 
 psim_status psim_export_check_name(const char *what, const char *name) {
   const unsigned char *s = (const unsigned char *)name;
-  for (size_t i = 0; s[i];) {
-    int n = utf8_len(s + i);
-    if (n == 0 || s[i] < 0x20 || s[i] == 0x7F) {
+  size_t bad = psim_utf8_invalid_at(name);
+  for (size_t i = 0; s[i]; i++) {
+    if (i == bad || s[i] < 0x20 || s[i] == 0x7F) {
       char shown[160];
       psim_export_printable(name, shown, sizeof shown);
       return psim_error(PSIM_EINPUT,
                         "%s \"%s\" has %s (byte 0x%02x at offset %zu): an exported "
                         "configuration cannot hold it; rename it",
-                        what, shown, n == 0 ? "invalid UTF-8" : "a control character", s[i], i);
+                        what, shown, i == bad ? "invalid UTF-8" : "a control character", s[i], i);
     }
-    i += (size_t)n;
   }
   return PSIM_OK;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/utf8.h"
 
 static void *hook_malloc(size_t n) {
   return psim_malloc(n);
@@ -470,6 +471,14 @@ psim_status psim_json_string(psim_jctx *c, const cJSON *obj, const char *key, bo
   if (!cJSON_IsString(v)) {
     size_t sv = psim_jctx_key(c, key);
     psim_status s = psim_jerr(c, "expected a string, found %s", type_name(v));
+    psim_jctx_pop(c, sv);
+    return s;
+  }
+  size_t bad = psim_utf8_invalid_at(v->valuestring); /* issue 24: refused, not cut later */
+  if (bad != SIZE_MAX) {
+    size_t sv = psim_jctx_key(c, key);
+    psim_status s = psim_jerr(c, "expected UTF-8 text, found byte 0x%02x at offset %zu",
+                              (unsigned char)v->valuestring[bad], bad);
     psim_jctx_pop(c, sv);
     return s;
   }

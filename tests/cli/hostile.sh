@@ -113,6 +113,10 @@ run simulate "$T/esc.json" "$CLUSTER" "$STRATEGY"
 expect "simulate prints an ESC in a name escaped" 0 stdout-nonempty "" 'bad\\x1b\[2Jname'
 if grep -q $'\e' "$OUT"; then not_ok "simulate writes no raw ESC"; else ok "simulate writes no raw ESC"; fi
 
+run check tests/data/bad/model-name-invalid-utf8.json
+expect "a model name that is not UTF-8 is refused at load" 2 stdout-empty stderr-nonempty "" \
+  'name: expected UTF-8 text, found byte 0xe9 at offset 10'
+
 # ---- a plan whose model_file is not JSON: its bytes never reach a message ----
 python3 - "$PLAN" "$T/leak.plan.json" <<'PY'
 import json, sys
