@@ -36,15 +36,15 @@ struct psim_coll_cache {
 
 static uint64_t coll_hash(const psim_coll_desc *d) {
   uint64_t h =
-      psim_build_mix64(((uint64_t)d->kind << 56) ^ ((uint64_t)d->algo << 48) ^ (uint64_t)d->n);
+      psim_hmap_mix64(((uint64_t)d->kind << 56) ^ ((uint64_t)d->algo << 48) ^ (uint64_t)d->n);
   union {
     double d;
     uint64_t u;
   } bytes = {d->bytes};
-  h = psim_build_mix64(h ^ bytes.u ^ ((uint64_t)(uint32_t)d->concurrent_groups << 32) ^
-                       (uint32_t)d->group_stride);
+  h = psim_hmap_mix64(h ^ bytes.u ^ ((uint64_t)(uint32_t)d->concurrent_groups << 32) ^
+                      (uint32_t)d->group_stride);
   for (int32_t i = 0; i < d->n; i++)
-    h = psim_build_mix64(h ^ (uint64_t)(uint32_t)d->devices[i]);
+    h = psim_hmap_mix64(h ^ (uint64_t)(uint32_t)d->devices[i]);
   return h;
 }
 
