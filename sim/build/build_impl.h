@@ -154,7 +154,8 @@ struct psim_build {
   size_t cap_next;
   double compute_by_origin[PSIM_ORIGIN_COUNT]; /* compute seconds by cost source */
   double hardware_flops;                       /* FLOPs of the simulated compute tasks */
-  psim_mem_event *mem;                         /* activation memory events */
+  double dp_bytes;     /* bytes the ranks send in data-parallel collectives (zero.h) */
+  psim_mem_event *mem; /* activation memory events */
   size_t n_mem, cap_mem;
   double *static_mem;         /* per device: weights, gradients, optimizer bytes (3 per device) */
   psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem */

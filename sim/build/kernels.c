@@ -10,29 +10,96 @@
 
 /* ---- task creation ------------------------------------------------------- */
 
-/* The attention core (QK^T, softmax, dropout, AV): ops tagged "attn_core"
- * by the model, fused attention, or else ops touching a tensor with two
- * sequence-long dims (the score matrix). */
-static bool is_attention_core(const psim_model *m, const psim_op *op) {
-  if (op->kind == PSIM_OP_ATTENTION || (op->tag && strcmp(op->tag, "attn_core") == 0))
-    return true;
-  int32_t sd = m->role_dim[PSIM_ROLE_SEQUENCE];
-  if (sd < 0)
+/* ---- selective recompute: the attention core ----------------------------- */
+
+/* Selective recompute drops the attention core and nothing else: QK^T,
+ * softmax, dropout on the probabilities and AV (Korthikanti et al. 2022,
+ * section 5; Megatron-LM's --recompute-granularity selective checkpoints
+ * only core attention, megatron/core/transformer/attention.py,
+ * _checkpointed_attention_forward). The core is found by op kind and by the
+ * kinds of the tensors an op reads, never by dim sizes: fused attention, an
+ * op the model tags "attn_core", or (untagged models) the chain
+ * activation-by-activation matmul (QK^T) -> elementwise / dropout ->
+ * softmax -> elementwise / dropout -> activation-by-activation matmul (AV).
+ * The linear layers (qkv, proj, fc1, fc2) read a weight and are never in it. */
+
+/* Longest chain of elementwise / dropout ops walked through (scale, mask,
+ * dropout between the products and the softmax). */
+#define ATTN_CHAIN_MAX 8
+
+static bool is_weight_free_matmul(const psim_model *m, const psim_op *op) {
+  if (op->kind != PSIM_OP_MATMUL)
     return false;
-  int64_t seq = m->dims[sd].size;
-  for (int32_t i = 0; i < op->n_in + op->n_out; i++) {
-    int32_t t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
-    const psim_tensor *ten = &m->tensors[t];
-    int n = 0;
-    bool has_role = false;
-    for (int32_t j = 0; j < ten->rank; j++) {
-      n += m->dims[ten->dims[j]].size == seq;
-      has_role = has_role || m->dims[ten->dims[j]].role == PSIM_ROLE_SEQUENCE;
-    }
-    if (n >= 2 && has_role)
+  for (int32_t i = 0; i < op->n_in; i++)
+    if (m->tensors[op->in[i]].kind == PSIM_TENSOR_WEIGHT)
+      return false;
+  return true;
+}
+
+static bool is_passthrough(const psim_op *op) {
+  return op->kind == PSIM_OP_DROPOUT || op->kind == PSIM_OP_ELEMENTWISE;
+}
+
+/* The producer of op's first activation input, or NULL. */
+static const psim_op *activation_producer(const psim_model *m, const psim_op *op) {
+  for (int32_t i = 0; i < op->n_in; i++) {
+    const psim_tensor *t = &m->tensors[op->in[i]];
+    if (t->kind != PSIM_TENSOR_WEIGHT)
+      return t->producer >= 0 ? &m->ops[t->producer] : NULL;
+  }
+  return NULL;
+}
+
+/* Walks producers back from op's activation input i through elementwise /
+ * dropout ops; returns the first other op reached, or NULL. */
+static const psim_op *through_chain(const psim_model *m, const psim_op *op, int32_t i) {
+  const psim_tensor *t = &m->tensors[op->in[i]];
+  const psim_op *p =
+      t->kind != PSIM_TENSOR_WEIGHT && t->producer >= 0 ? &m->ops[t->producer] : NULL;
+  for (int k = 0; p && is_passthrough(p) && k < ATTN_CHAIN_MAX; k++)
+    p = activation_producer(m, p);
+  return p && !is_passthrough(p) ? p : NULL;
+}
+
+/* A softmax over the product of two activations (QK^T), not a router's. */
+static bool is_score_softmax(const psim_model *m, const psim_op *op) {
+  if (op->kind != PSIM_OP_SOFTMAX || op->n_in < 1)
+    return false;
+  const psim_op *p = through_chain(m, op, 0);
+  return p && is_weight_free_matmul(m, p);
+}
+
+/* QK^T: a weight-free matmul whose product a later softmax of its layer
+ * normalises (ops are in topological order). */
+static bool is_qk(const psim_model *m, const psim_op *op) {
+  if (!is_weight_free_matmul(m, op))
+    return false;
+  for (const psim_op *q = op + 1; q < m->ops + m->n_ops && q->layer == op->layer; q++)
+    if (q->kind == PSIM_OP_SOFTMAX && q->n_in > 0 && through_chain(m, q, 0) == op)
+      return true;
+  return false;
+}
+
+/* AV: a weight-free matmul reading the (dropped-out) probabilities. */
+static bool is_av(const psim_model *m, const psim_op *op) {
+  if (!is_weight_free_matmul(m, op))
+    return false;
+  for (int32_t i = 0; i < op->n_in; i++) {
+    const psim_op *p = through_chain(m, op, i);
+    if (p && is_score_softmax(m, p))
       return true;
   }
   return false;
+}
+
+static bool is_attention_core(const psim_model *m, const psim_op *op) {
+  if (op->kind == PSIM_OP_ATTENTION || (op->tag && strcmp(op->tag, "attn_core") == 0))
+    return true;
+  if (is_passthrough(op)) { /* dropout after the softmax, scale / mask before it */
+    const psim_op *p = op->n_in > 0 ? through_chain(m, op, 0) : NULL;
+    return p && (is_score_softmax(m, p) || is_qk(m, p));
+  }
+  return is_score_softmax(m, op) || is_qk(m, op) || is_av(m, op);
 }
 
 /* Whether op o is recomputed in backward under the strategy's mode. */
