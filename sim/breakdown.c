@@ -264,9 +264,9 @@ psim_status psim_sim_breakdown(const psim_taskgraph *g, const psim_schedule_resu
   bd_ctx b = {.g = g, .r = r, .d = d};
   b.ps = s->sync == PSIM_SYNC_PS;
   b.pipelined = s->n_stages > 1;
-  psim_status st = bd_preds(&b);
+  psim_status st = bd_order(&b); /* first: its scratch is freed before the rest is allocated */
   if (st == PSIM_OK)
-    st = bd_order(&b);
+    st = bd_preds(&b);
   if (st == PSIM_OK)
     st = bd_res_prev(&b);
   if (st == PSIM_OK)
