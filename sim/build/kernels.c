@@ -159,6 +159,23 @@ static inline psim_status account_kernel(psim_build *b, const psim_task_cost *tc
   return PSIM_OK;
 }
 
+/* A view (reshape, split) issues no kernel: a zero-duration task off the
+ * stream, done when its input is there, so that waiting for a gathered input
+ * does not hold the kernels issued after it. */
+static psim_status view_task(psim_build *b, psim_task_info *info, int32_t *id) {
+  info->kind = PSIM_TASK_BARRIER;
+  PSIM_CHECK(psim_tg_add_task(&b->g, 0, NULL, 0, info, id));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
+  b->next_compute[*id] = -1;
+  return PSIM_OK;
+}
+
+/* The ring steps of a pass of op o (context.c): forward and recompute of an
+ * attention under context parallelism, else 1. */
+static int32_t ring_steps(const psim_build *b, int32_t o, int pass_kind) {
+  return pass_kind == PSIM_DIR_BWD ? 1 : psim_build_cp_steps(b, o);
+}
+
 static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
                                 int32_t *id) {
   const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
@@ -172,8 +189,17 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
                          mu,
                          loc->device,
                          loc->shard};
-  PSIM_CHECK(
-      chain(b, loc->device, tc->duration_s, &info, tc->duration_s > 0 ? tc->host_calls : 0, id));
+  if (psim_build_is_view(&b->m->ops[o]) && tc->duration_s == 0)
+    return view_task(b, &info, id);
+  int32_t steps = ring_steps(b, o, pass_kind), calls = tc->duration_s > 0 ? tc->host_calls : 0;
+  double last_s = tc->duration_s;
+  if (steps > 1) { /* the first steps' blocks: local data only, overlapping the K/V exchange */
+    int32_t early;
+    PSIM_CHECK(chain(b, loc->device, tc->duration_s * (steps - 1) / steps, &info, calls, &early));
+    last_s = tc->duration_s / steps;
+    calls = 0;
+  }
+  PSIM_CHECK(chain(b, loc->device, last_s, &info, calls, id));
   if (pass_kind == PSIM_DIR_BWD)
     b->last_bwd[loc->device] = *id;
   return account_kernel(b, tc, *id, loc->device);
@@ -230,7 +256,8 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
 
 /* Op o's kernels of one pass for micro-batch mu, one per simulated shard. */
 static psim_status op_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind) {
-  if (b->inc.prev && !b->inc.changed[o]) {
+  if (b->inc.prev && !b->inc.changed[o] && !psim_build_is_view(&b->m->ops[o]) &&
+      ring_steps(b, o, pass_kind) == 1) {
     bool done;
     PSIM_CHECK(copy_kernels(b, o, mu, pass_kind, &done));
     if (done)

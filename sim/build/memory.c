@@ -72,6 +72,11 @@ static double kept_outputs(const psim_model *m, const psim_op *op, const int64_t
  * micro-batch. */
 static double producer_shard_elems(const psim_build *b, int32_t p, int32_t t) {
   const psim_model *m = b->m;
+  while (psim_build_is_view(&m->ops[p]) && m->ops[p].n_in == 1 && m->ops[p].n_out == 1 &&
+         m->tensors[m->ops[p].in[0]].producer >= 0) { /* a view holds no copy: its source's */
+    t = m->ops[p].in[0];
+    p = m->tensors[t].producer;
+  }
   const psim_op *op = &m->ops[p];
   const psim_tensor *ten = &m->tensors[t];
   double v = 1;
