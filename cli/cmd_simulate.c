@@ -100,6 +100,9 @@ static void print_summary(const psim_model *m, const psim_cluster *c, const psim
          fmt(r->compute_s, PSIM_UNIT_TIME), fmt(r->bubble_s, PSIM_UNIT_TIME));
   for (int k = 0; k < PSIM_COMM_KIND_COUNT; k++)
     printf(" %s %s", psim_comm_kind_name(k), fmt(r->exposed_comm_s[k], PSIM_UNIT_TIME));
+  printf(", waiting on:");
+  for (int k = 0; k < PSIM_WAIT_KIND_COUNT; k++)
+    printf(" %s %s", psim_wait_kind_name(k), fmt(r->wait_s[k], PSIM_UNIT_TIME));
   printf("\n  simulated %lld tasks on %d devices%s in %.3f s (build %.3f s)\n",
          (long long)r->n_tasks, r->simulated_devices,
          r->folded ? " (symmetric devices folded)" : "", r->simulate_s, r->build_s);

@@ -12,7 +12,6 @@
 
 #include "sim/build/ps.h"
 #include "sim/core/alloc.h"
-#include "sim/core/json.h"
 #include "sim/faults_impl.h"
 
 /* Deterministic N(0,1) draw for (seed, iteration, device): splitmix64 + Box-Muller. */
@@ -251,52 +250,28 @@ static psim_status fail_device(run_ctx *x, timeline *tl, config *k, int32_t dev,
   return PSIM_OK;
 }
 
-/* The cluster without the links between a and b; false when that fails to
- * load (a device cut off). */
-static psim_status without_link(const psim_cluster *c, const char *a, const char *b,
-                                psim_cluster *out, bool *ok) {
-  cJSON *root;
-  *ok = false;
-  PSIM_CHECK(psim_cluster_to_json(c, &root));
-  cJSON *links = cJSON_GetObjectItemCaseSensitive(root, "links"), *l = links ? links->child : NULL;
-  int removed = 0;
-  while (l) {
-    cJSON *nx = l->next;
-    const char *la = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "a"));
-    const char *lb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(l, "b"));
-    if (la && lb && ((!strcmp(la, a) && !strcmp(lb, b)) || (!strcmp(la, b) && !strcmp(lb, a)))) {
-      cJSON_Delete(cJSON_DetachItemViaPointer(links, l));
-      removed++;
-    }
-    l = nx;
-  }
-  psim_cluster_init(out);
-  psim_status st = removed ? psim_cluster_from_json(c->file, root, out) : PSIM_EINPUT;
-  cJSON_Delete(root);
-  *ok = st == PSIM_OK;
-  if (!*ok)
-    psim_cluster_destroy(out);
-  if (!removed)
-    return psim_error(PSIM_EINPUT, "--fail-link: no link between '%s' and '%s'", a, b);
-  return PSIM_OK;
-}
-
 static psim_status fail_link(run_ctx *x, timeline *tl, config *k, const psim_fault_event *e,
                              double te, double t_iter, psim_fault_record *r, bool *changed) {
   int32_t va, vb;
   PSIM_CHECK(psim_faults_find_vertex(k->c, "--fail-link", e->a, false, &va));
   PSIM_CHECK(psim_faults_find_vertex(k->c, "--fail-link", e->b, false, &vb));
+  /* The cluster without the cable, copied in memory: everything else (device types and
+   * their runtime overheads, slowdowns) exactly as before the failure. */
   psim_cluster nc;
+  int32_t removed;
   bool ok;
-  PSIM_CHECK(without_link(k->c, k->c->vertex_names[va], k->c->vertex_names[vb], &nc, &ok));
+  PSIM_CHECK(psim_cluster_without_links(k->c, va, vb, &nc, &removed, &ok));
+  if (!removed || !ok)
+    psim_cluster_destroy(&nc);
+  if (!removed)
+    return psim_error(PSIM_EINPUT, "--fail-link: no link between '%s' and '%s'",
+                      k->c->vertex_names[va], k->c->vertex_names[vb]);
   if (!ok) { /* a device was cut off: its failure */
     int32_t dev = vb < k->c->n_devices ? vb : va;
     if (dev >= k->c->n_devices)
       return psim_error(PSIM_EINPUT, "--fail-link %s-%s splits the network", e->a, e->b);
     return fail_device(x, tl, k, dev, te, t_iter, r, changed);
   }
-  for (int32_t d = 0; d < nc.n_devices; d++)
-    nc.devices[d].slowdown = k->c->devices[d].slowdown;
   if (k->owns_cluster)
     psim_cluster_destroy(&k->own);
   k->own = nc;

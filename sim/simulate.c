@@ -55,70 +55,9 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int comm_kind_of(uint8_t pass) {
-  switch (pass) {
-  case PSIM_TP_COMM_TP: return 0;
-  case PSIM_TP_COMM_PP: return 1;
-  case PSIM_TP_COMM_DP: return 2;
-  default: return 3;
-  }
-}
-
-typedef struct span_event {
-  double t;
-  int8_t delta; /* +1 start, -1 end */
-  int8_t kind;  /* 0..3 comm kinds, 4 compute */
-} span_event;
-
-static int cmp_span(const void *a, const void *b) {
-  const span_event *x = a, *y = b;
-  if (x->t != y->t)
-    return x->t < y->t ? -1 : 1;
-  return x->delta - y->delta; /* ends before starts */
-}
-
-/* Splits device d's iteration into compute, exposed communication by kind
- * (comm active while compute idle), and bubble (neither). O(n log n). */
-static psim_status breakdown(const psim_taskgraph *g, const psim_schedule_result *r, int32_t d,
-                             psim_sim_result *out) {
-  size_t n = 0;
-  span_event *ev = psim_malloc(sizeof *ev * 2 * ((size_t)g->n_tasks + 1));
-  if (!ev)
-    return psim_error(PSIM_ENOMEM, "out of memory in the time breakdown");
-  for (int32_t i = 0; i < g->n_tasks; i++) {
-    const psim_task_info *inf = &g->info[i];
-    if (inf->device != d || inf->kind == PSIM_TASK_BARRIER || g->duration_s[i] <= 0)
-      continue;
-    int8_t kind = inf->kind == PSIM_TASK_COMPUTE ? 4 : (int8_t)comm_kind_of(inf->pass);
-    ev[n++] = (span_event){r->start_s[i], 1, kind};
-    ev[n++] = (span_event){r->end_s[i], -1, kind};
-  }
-  qsort(ev, n, sizeof *ev, cmp_span);
-  int active[5] = {0};
-  double last = 0;
-  for (size_t i = 0; i < n; i++) {
-    double dt = ev[i].t - last;
-    if (dt > 0) {
-      if (active[4] > 0)
-        out->compute_s += dt;
-      else if (active[2] > 0)
-        out->exposed_comm_s[2] += dt;
-      else if (active[1] > 0)
-        out->exposed_comm_s[1] += dt;
-      else if (active[0] > 0)
-        out->exposed_comm_s[0] += dt;
-      else if (active[3] > 0)
-        out->exposed_comm_s[3] += dt;
-      else
-        out->bubble_s += dt;
-    }
-    active[ev[i].kind] += ev[i].delta;
-    last = ev[i].t;
-  }
-  if (r->makespan_s > last)
-    out->bubble_s += r->makespan_s - last;
-  psim_free(ev);
-  return PSIM_OK;
+const char *psim_wait_kind_name(int kind) {
+  static const char *const names[] = {"parameter_server", "host", "straggler"};
+  return kind >= 0 && kind < PSIM_WAIT_KIND_COUNT ? names[kind] : "unknown";
 }
 
 /* The simulated device with the most compute time: the critical one. */
@@ -233,7 +172,8 @@ static psim_status all_figures(const psim_model *m, psim_cluster *c, const psim_
   psim_taskgraph *g = psim_build_taskgraph(b);
   psim_build_summary sum;
   psim_build_summarise(b, &sum);
-  PSIM_CHECK(breakdown(g, sched, critical_device(g, c->n_devices), r));
+  PSIM_CHECK(psim_sim_breakdown(g, sched, critical_device(g, c->n_devices), c->n_devices,
+                                r->iteration_time_s, s, r));
   if (sum.parameter_servers) /* issue 8 */
     PSIM_CHECK(psim_ps_collect(b, sched, &r->ps));
   if (o->keep_graph)

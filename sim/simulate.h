@@ -18,6 +18,8 @@ psim_status psim_simulate(const psim_model *m, psim_cluster *c, const psim_strat
                           const psim_sim_options *o, psim_sim_result *r);
 
 const char *psim_comm_kind_name(int kind);
+/* "parameter_server", "host", "straggler" (psim_wait_kind). */
+const char *psim_wait_kind_name(int kind);
 
 /* Adds the result's figures to a JSON object (the keys of simulate --json). */
 struct cJSON;

@@ -40,4 +40,12 @@ psim_status psim_sim_pipeline(const psim_model *m, psim_cluster *c, const psim_s
                               psim_sim_figures figures, psim_build **b, psim_schedule_result *sched,
                               psim_sim_result *r);
 
+/* The time breakdown of device d (sim/breakdown.c; docs/simulator.md "Time breakdown"): fills
+ * r's compute_s, exposed_comm_s, bubble_s and wait_s, which sum to t_end (the iteration time)
+ * from the schedule alone. O(V + E + S), S resource slots; allocates, so not on the search's
+ * path. */
+psim_status psim_sim_breakdown(const psim_taskgraph *g, const psim_schedule_result *sched,
+                               int32_t d, int32_t n_devices, double t_end, const psim_strategy *s,
+                               psim_sim_result *r);
+
 #endif

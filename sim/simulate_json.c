@@ -28,7 +28,15 @@ static psim_status add_breakdown(cJSON *root, const psim_sim_result *r) {
     total += r->exposed_comm_s[k];
   }
   PSIM_CHECK(psim_json_add_number(ec, "total", total));
-  return psim_json_add_number(tb, "bubble_s", r->bubble_s);
+  PSIM_CHECK(psim_json_add_number(tb, "bubble_s", r->bubble_s));
+  cJSON *w; /* issue #18: the waits that are neither communication nor the pipeline */
+  PSIM_CHECK(psim_json_add_object(tb, "wait_s", &w));
+  total = 0;
+  for (int k = 0; k < PSIM_WAIT_KIND_COUNT; k++) {
+    PSIM_CHECK(psim_json_add_number(w, psim_wait_kind_name(k), r->wait_s[k]));
+    total += r->wait_s[k];
+  }
+  return psim_json_add_number(w, "total", total);
 }
 
 static psim_status add_sim_stats(cJSON *root, const psim_sim_result *r) {

@@ -44,6 +44,13 @@ typedef struct psim_mem_breakdown {
 } psim_mem_breakdown;
 
 enum { PSIM_COMM_KIND_COUNT = 4 }; /* tp/resharding, pipeline, data-parallel, other */
+/* What an idle compute stream waits on besides communication and other pipeline stages. */
+typedef enum psim_wait_kind {
+  PSIM_WAIT_PARAMETER_SERVER = 0, /* pushes, the servers' updates, pulls */
+  PSIM_WAIT_HOST,                 /* the host issuing kernels late (host-bound) */
+  PSIM_WAIT_STRAGGLER,            /* compute of another device of the same stage */
+  PSIM_WAIT_KIND_COUNT
+} psim_wait_kind;
 
 typedef struct psim_sim_result {
   double iteration_time_s;
@@ -60,9 +67,13 @@ typedef struct psim_sim_result {
   psim_mem_breakdown memory; /* of the peak device */
   double *activation_peak;   /* per device: peak activation bytes (0 when not simulated) */
   int32_t n_devices;
-  /* time breakdown of the critical (slowest) stage's representative device */
+  /* Time breakdown of the critical (busiest) device (docs/simulator.md, "Time breakdown"):
+   * compute + exposed comm + bubble + waits = iteration_time_s. Idle time is attributed to
+   * what the next kernel waited on: a collective or transfer (exposed_comm_s by kind), another
+   * pipeline stage's compute (bubble_s; 0 without pipeline parallelism), or wait_s. */
   double compute_s, bubble_s;
   double exposed_comm_s[PSIM_COMM_KIND_COUNT];
+  double wait_s[PSIM_WAIT_KIND_COUNT];
   /* share of compute time by cost source: measured, interpolated, estimated */
   double share_measured, share_interpolated, share_estimated;
   int64_t n_tasks, n_edges;

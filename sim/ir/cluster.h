@@ -145,6 +145,12 @@ struct cJSON;
 psim_status psim_cluster_from_json(const char *file, const struct cJSON *root, psim_cluster *c);
 /* Writes the explicit form (every vertex and link; duplex pairs merged). */
 psim_status psim_cluster_to_json(const psim_cluster *c, struct cJSON **out);
+/* A copy of c without the links between vertices a and b (both directions): everything
+ * else (device types with their runtime overheads, slowdowns, collective tables) exactly
+ * as in c. *removed counts the directed links dropped; *connected is false when some
+ * device no longer reaches every other (out is still a valid cluster). O(V log V + E). */
+psim_status psim_cluster_without_links(const psim_cluster *c, int32_t a, int32_t b,
+                                       psim_cluster *out, int32_t *removed, bool *connected);
 /* Adds a device type's fields (SI numbers) to the JSON object o. */
 psim_status psim_device_type_to_json(const psim_device_type *t, struct cJSON *o);
 

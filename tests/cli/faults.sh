@@ -6,7 +6,8 @@
 # servers report a staleness histogram, joins add a worker, bad fault
 # options and unknown device or link names (whatever the time) are refused
 # with a message, events after the run are reported, and the commands of
-# docs/faults.md run as printed.
+# docs/faults.md run as printed; issue #18: a failed link never speeds an iteration up,
+# a parameter-server run's breakdown shows server waits and no bubble.
 source "$(dirname "$0")/lib.bash"
 
 M="$ROOT/models/mlp.json"
@@ -103,6 +104,25 @@ run simulate "$M" "$C" "$DP" --iterations 4 --slow-random 7:0.3
 expect "--slow-random" 0 stdout-nonempty stderr-empty '4 iterations'
 run simulate "$M" "$C" "$T/ar.json" --iterations 3 --fail-link gpu0-gpu1@0.005
 expect "--fail-link reroutes" 0 stdout-nonempty stderr-empty 'link_reroute'
+# issue #18 (5): a parameter-server run (pp 1) waits on its servers, not on a pipeline bubble;
+# the parts of the time breakdown sum to the iteration time
+run simulate "$M" "$C" "$T/ps-sync.json" --json
+python3 - "$OUT" <<'PY' && ok "ps breakdown: server waits, no bubble" || not_ok "ps breakdown: server waits, no bubble"
+import json, sys
+d = json.load(open(sys.argv[1])); b = d["time_breakdown"]
+assert b["bubble_s"] == 0 and b["wait_s"]["parameter_server"] > 0, b
+parts = b["compute_s"] + b["exposed_comm_s"]["total"] + b["bubble_s"] + b["wait_s"]["total"]
+assert abs(parts - d["iteration_time_s"]) <= 1e-9 * d["iteration_time_s"], (parts, d["iteration_time_s"])
+PY
+# issue #18 (4): losing an NVLink never speeds the iteration up (the command of the issue)
+run simulate "$ROOT/models/resnet50.json" "$ROOT/topologies/dgx1-v100-x8.json" "$DP" --json \
+  --iterations 40 --fail-link node0.gpu0-node0.gpu1@0.5
+python3 - "$OUT" <<'PY' && ok "--fail-link never makes an iteration faster" || not_ok "--fail-link never makes an iteration faster"
+import json, sys
+d = json.load(open(sys.argv[1]))
+evs = [e for e in d["iterations"]["events"] if e["recovery"] == "link_reroute"]
+assert evs and all(e["iteration_after_s"] >= e["iteration_before_s"] for e in evs), evs
+PY
 run simulate "$M" "$ROOT/topologies/mixed-a100-v100.json" "$DP" --json
 expect "the mixed A100 + V100 cluster simulates unfolded" 0 stdout-nonempty stderr-empty '"simulated_devices":[[:space:]]*8'
 
