@@ -2,12 +2,13 @@
  * drawn at random (issue 18; docs/testing.md, "The invariant suite").
  *
  *   psim-invariants [--seed N] [--cases N] [--only NAME,...] [--expect-fail NAME,...]
- *                   [--case SEED] [--no-shrink] [--list] [--verbose]
+ *                   [--case SEED] [--time-limit S] [--no-shrink] [--list] [--verbose]
  *
  * Each case is drawn from its own seed (printed with every failure; --case SEED runs it
  * alone). A failing property is shrunk (fewer nodes, smaller dp/tp/pp, fewer layers, smaller
  * batch...) while it keeps failing, and the smallest case's model, cluster and strategy
- * documents are printed. Properties named in --expect-fail are known failures (defects being
+ * documents are printed. --time-limit S stops drawing cases after S seconds (long runs).
+ * Properties named in --expect-fail are known failures (defects being
  * fixed): their failures are reported as such and do not fail the run. Exit 0 when every
  * other property passed, 1 otherwise, 2 on usage errors. */
 #include <stdio.h>
@@ -36,6 +37,7 @@ typedef struct inv_run {
   uint64_t case_seed;
   long pass[32], fail[32], skip[32];
   uint64_t first_fail[32];
+  double time_limit_s; /* stop drawing cases after this long; 0 = none */
 } inv_run;
 
 static bool in_list(const char *list, const char *name) {
@@ -210,7 +212,8 @@ static int summary(inv_run *r, double secs, long cases) {
 
 static int usage(void) {
   fprintf(stderr, "usage: psim-invariants [--seed N] [--cases N] [--only NAME,...] "
-                  "[--expect-fail NAME,...] [--case SEED] [--no-shrink] [--list] [--verbose]\n");
+                  "[--expect-fail NAME,...] [--case SEED] [--time-limit S] [--no-shrink] [--list] "
+                  "[--verbose]\n");
   return 2;
 }
 
@@ -236,6 +239,8 @@ int main(int argc, char **argv) {
       r.seed = strtoull(argv[++i], NULL, 10);
     } else if (!strcmp(a, "--cases")) {
       r.cases = strtol(argv[++i], NULL, 10);
+    } else if (!strcmp(a, "--time-limit")) {
+      r.time_limit_s = strtod(argv[++i], NULL);
     } else if (!strcmp(a, "--case")) {
       r.one = true, r.case_seed = strtoull(argv[++i], NULL, 10);
     } else if (!strcmp(a, "--only")) {
@@ -248,9 +253,12 @@ int main(int argc, char **argv) {
   }
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  long n = r.one ? 1 : r.cases;
-  for (long i = 0; i < n; i++)
+  long n = r.one ? 1 : r.cases, done = 0;
+  double secs = 0;
+  for (long i = 0; i < n && (r.time_limit_s <= 0 || secs < r.time_limit_s); i++, done++) {
     run_case(&r, i);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  return summary(&r, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec), n);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  }
+  return summary(&r, secs, done);
 }
