@@ -1,0 +1,226 @@
+/* props2.c - properties (e), (f), (g), (i), (j) of the invariant suite (inv.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "inv.h"
+#include "search/policy/policy.h"
+#include "sim/delta.h"
+
+/* Bytes moved over links in a kept, expanded-fidelity graph: every transfer task holds the
+ * links of its route for (summed latency + bytes / bottleneck bandwidth) (collective.h), so
+ * its bytes are (duration - latency) x bottleneck. Aggregate collectives (if any remain) are
+ * counted the same way over the links they hold. */
+static double graph_bytes(const psim_cluster *c, const psim_taskgraph *g) {
+  double total = 0;
+  int32_t l0 = 2 * c->n_devices, l1 = l0 + c->n_links;
+  for (int32_t t = 0; t < g->n_tasks; t++) {
+    if (g->info[t].kind != PSIM_TASK_TRANSFER && g->info[t].kind != PSIM_TASK_COLLECTIVE)
+      continue;
+    double lat = 0, bw = INFINITY;
+    for (int32_t i = g->res_first[t]; i < g->res_first[t + 1]; i++) {
+      int32_t rr = g->res[i];
+      if (rr < l0 || rr >= l1)
+        continue;
+      const psim_link *l = &c->links[rr - l0];
+      lat += l->latency_s;
+      bw = fmin(bw, l->bw / l->slowdown);
+    }
+    if (isfinite(bw) && g->duration_s[t] > lat)
+      total += (g->duration_s[t] - lat) * bw;
+  }
+  return total;
+}
+
+/* Bytes moved by case k at ZeRO stage z (unfolded, expanded); NAN when it does not load. */
+static double zero_bytes(const inv_case *k, inv_inst *x, int z) {
+  inv_case k2 = *k;
+  k2.zero = z;
+  cJSON *j = inv_strategy_json(&k2, &x->m);
+  psim_strategy s;
+  psim_strategy_init(&s);
+  double b = NAN;
+  if (psim_strategy_from_json("strategy", j, &x->m, &x->c, &s) == PSIM_OK) {
+    psim_sim_options o;
+    psim_sim_options_init(&o);
+    o.fold = false;
+    o.keep_graph = true;
+    o.fidelity = PSIM_FIDELITY_EXPANDED;
+    psim_sim_result r;
+    psim_sim_result_init(&r);
+    if (psim_simulate(&x->m, &x->c, &s, &o, &r) == PSIM_OK && r.graph)
+      b = graph_bytes(&x->c, r.graph);
+    psim_sim_result_destroy(&r);
+  }
+  psim_strategy_destroy(&s);
+  cJSON_Delete(j);
+  return b;
+}
+
+/* (e) ZeRO stage k+1 never moves fewer bytes than stage k. */
+inv_verdict inv_prop_zero(const inv_case *k, inv_inst *x, char *why, size_t n) {
+  if (k->dp < 2 || x->c.n_devices > 32)
+    return INV_SKIP;
+  double b[4];
+  for (int z = 0; z < 4; z++)
+    b[z] = zero_bytes(k, x, z);
+  for (int z = 0; z < 3; z++)
+    if (!isnan(b[z]) && !isnan(b[z + 1]) && !inv_le(b[z], b[z + 1], 1e-9))
+      return snprintf(why, n, "bytes moved: ZeRO 0 %.6g, 1 %.6g, 2 %.6g, 3 %.6g (stage %d > %d)",
+                      b[0], b[1], b[2], b[3], z, z + 1),
+             INV_FAIL;
+  return INV_PASS;
+}
+
+/* s with one op split further: a dim's degree doubled and its replicas halved, on the same
+ * devices; the op's index, or -1 when no op has replicas to trade. */
+static int split_further(const inv_case *k, const psim_model *m, const psim_strategy *s,
+                         psim_strategy *out) {
+  uint64_t r = k->split_seed ^ 0x3141ull;
+  int32_t start = inv_pick(&r, s->n_ops);
+  for (int32_t q = 0; q < s->n_ops; q++) {
+    int32_t i = (start + q) % s->n_ops;
+    const psim_op *op = &m->ops[i];
+    const psim_op_config *oc = &s->ops[i];
+    if (oc->replicas % 2)
+      continue;
+    for (int32_t d = 0; d < op->n_dims; d++) {
+      const psim_dim *dim = &m->dims[op->dims[d].dim];
+      int64_t ext = dim->role == PSIM_ROLE_BATCH ? dim->size / s->n_micro : dim->size;
+      if (2 * oc->degree[d] > ext)
+        continue;
+      if (psim_strategy_copy(s, out) != PSIM_OK)
+        return -1;
+      out->ops[i].degree[d] *= 2;
+      out->ops[i].replicas /= 2;
+      return i;
+    }
+  }
+  return -1;
+}
+
+/* Largest per-device memory without workspace: static bytes + activation peak (unfolded). */
+static double memory_max(inv_inst *x, const psim_strategy *s, bool *ok) {
+  psim_sim_options o;
+  psim_sim_options_init(&o);
+  o.fold = false;
+  o.keep_graph = true;
+  psim_sim_result r;
+  psim_sim_result_init(&r);
+  double mx = 0;
+  *ok = psim_simulate(&x->m, &x->c, s, &o, &r) == PSIM_OK && r.static_bytes && r.activation_peak;
+  for (int32_t d = 0; *ok && d < r.n_devices; d++) {
+    double v = r.static_bytes[3 * d] + r.static_bytes[3 * d + 1] + r.static_bytes[3 * d + 2] +
+               r.activation_peak[d];
+    mx = fmax(mx, v);
+  }
+  psim_sim_result_destroy(&r);
+  return mx;
+}
+
+/* (f) splitting a dim further (same devices) never grows the largest per-device memory,
+ * workspace excepted (resharding buffers may grow with the split). */
+inv_verdict inv_prop_memory(const inv_case *k, inv_inst *x, char *why, size_t n) {
+  if (x->c.n_devices > 32)
+    return INV_SKIP;
+  psim_strategy s2;
+  psim_strategy_init(&s2);
+  int op = split_further(k, &x->m, &x->s, &s2);
+  inv_verdict v = INV_SKIP;
+  bool ok0, ok1;
+  if (op >= 0) {
+    double m0 = memory_max(x, &x->s, &ok0), m1 = memory_max(x, &s2, &ok1);
+    v = !ok0 || !ok1 ? INV_SKIP : inv_le(m1, m0, 1e-9) ? INV_PASS : INV_FAIL;
+    if (v == INV_FAIL)
+      snprintf(why, n, "op %s split further: largest device memory %.6g -> %.6g bytes",
+               x->m.ops[op].name, m0, m1);
+  }
+  psim_strategy_destroy(&s2);
+  return v;
+}
+
+/* (g) doubling the batch at a fixed strategy: T <= T2 <= 2 T and T2 >= its compute. */
+inv_verdict inv_prop_batch(const inv_case *k, inv_inst *x, char *why, size_t n) {
+  inv_case k2 = *k;
+  k2.batch *= 2;
+  k2.micro_batches *= 2; /* data_parallel and explicit: same micro-batch size */
+  inv_inst y;
+  psim_sim_result a, b;
+  inv_verdict v = INV_SKIP;
+  if (inv_inst_make(&k2, &y) && inv_sim(&x->m, &x->c, &x->s, true, &a)) {
+    if (inv_sim(&y.m, &y.c, &y.s, true, &b)) {
+      double t = a.iteration_time_s, t2 = b.iteration_time_s;
+      bool up = inv_le(t2, 2 * t, 1e-9), down = inv_le(t, t2, 1e-9),
+           comp = inv_le(b.compute_s, t2, 1e-9);
+      v = up && down && comp ? INV_PASS : INV_FAIL;
+      if (v == INV_FAIL)
+        snprintf(why, n, "batch %d: %.9g s; batch %d: %.9g s (compute %.9g s)", k->batch, t,
+                 k2.batch, t2, b.compute_s);
+      psim_sim_result_destroy(&b);
+    }
+    psim_sim_result_destroy(&a);
+  }
+  inv_inst_destroy(&y);
+  return v;
+}
+
+static bool delta_vs_full(psim_delta *d, inv_inst *x, const psim_strategy *s, int32_t op, char *why,
+                          size_t n) {
+  double td;
+  bool fd;
+  psim_sim_result r;
+  if (psim_delta_eval(d, s, op, &td, &fd) != PSIM_OK)
+    return snprintf(why, n, "delta evaluation failed: %s", psim_error_message()), false;
+  bool ok = inv_sim(&x->m, &x->c, s, true, &r);
+  bool same = ok && td == r.iteration_time_s && fd == r.fits;
+  if (ok && !same)
+    snprintf(why, n, "after op %d: delta %.17g s (fits %d), full %.17g s (fits %d)", op, td, fd,
+             r.iteration_time_s, r.fits);
+  psim_sim_result_destroy(&r);
+  return !ok || same;
+}
+
+/* (i) delta simulation equals the full one exactly: the strategy, a neighbour (one op split
+ * further) and the strategy again. */
+inv_verdict inv_prop_delta(const inv_case *k, inv_inst *x, char *why, size_t n) {
+  psim_delta *d = NULL;
+  if (psim_delta_create(&x->m, &x->c, NULL, &d) != PSIM_OK)
+    return INV_SKIP;
+  psim_strategy s2;
+  psim_strategy_init(&s2);
+  int op = split_further(k, &x->m, &x->s, &s2);
+  bool ok = delta_vs_full(d, x, &x->s, -1, why, n);
+  if (ok && op >= 0)
+    ok = delta_vs_full(d, x, &s2, op, why, n) && delta_vs_full(d, x, &x->s, op, why, n);
+  psim_strategy_destroy(&s2);
+  psim_delta_free(d);
+  return ok ? INV_PASS : INV_FAIL;
+}
+
+/* (j) the plan psim_policy_plan chooses (small budget) is never slower than a baseline it
+ * evaluated. */
+inv_verdict inv_prop_plan(const inv_case *k, inv_inst *x, char *why, size_t n) {
+  (void)k;
+  if (x->c.n_devices > 16)
+    return INV_SKIP;
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.budget_evals = 30;
+  o.seed = k->split_seed;
+  psim_policy_result r;
+  psim_policy_result_init(&r);
+  inv_verdict v = INV_SKIP;
+  if (psim_policy_plan(&x->m, &x->c, "auto", &o, true, &r) == PSIM_OK && r.result.found) {
+    double t = r.result.best_sim.iteration_time_s;
+    v = INV_PASS;
+    if (r.have_dp && r.dp.fits && !inv_le(t, r.dp.iteration_time_s, 1e-9))
+      v = INV_FAIL, snprintf(why, n, "plan (%s) %.9g s, data-parallel baseline %.9g s", r.searcher,
+                             t, r.dp.iteration_time_s);
+    if (r.have_grid && r.grid.found && r.grid.best_sim.fits &&
+        !inv_le(t, r.grid.best_sim.iteration_time_s, 1e-9))
+      v = INV_FAIL, snprintf(why, n, "plan (%s) %.9g s, Megatron grid baseline %.9g s", r.searcher,
+                             t, r.grid.best_sim.iteration_time_s);
+  }
+  psim_policy_result_destroy(&r);
+  return v;
+}
