@@ -64,6 +64,10 @@ psim_status psim_cli_usage(const char *command, const char *fmt, ...)
 /* The value of the option argv[i]: a usage error when it is missing or is
  * itself an option ("export P --format -o F" takes '-o' for no format). */
 psim_status psim_cli_need_value(const char *command, int argc, char **argv, int i);
+/* An argument that is no option of the command: an unknown option ("-x") or, for a command
+ * taking one positional argument, that argument (into *slot when it is still NULL) or one
+ * too many; the errors are usage errors naming the command. */
+psim_status psim_cli_positional(const char *command, const char *arg, const char **slot);
 /* An integer option value in [min, max]: decimal digits only, overflow
  * (ERANGE) refused; else a usage error naming opt, the range and val. */
 psim_status psim_cli_parse_int(const char *command, const char *opt, const char *val, int64_t min,

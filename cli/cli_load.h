@@ -23,8 +23,4 @@ psim_status psim_cli_load_inputs(psim_cli_inputs *in, const char *model_file,
                                  const char *costdb_file);
 void psim_cli_inputs_destroy(psim_cli_inputs *in);
 
-/* A strategy file, or a plan file whose "strategy" reproduces the plan. */
-psim_status psim_cli_load_strategy(const char *file, const psim_model *m, psim_cluster *c,
-                                   psim_strategy *out);
-
 #endif

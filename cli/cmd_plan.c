@@ -225,7 +225,7 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
     p->so.fix = &p->fix_k;
   }
   if (a->init) {
-    PSIM_CHECK(psim_cli_load_strategy(a->init, &p->in.model, &p->in.cluster, &p->init));
+    PSIM_CHECK(psim_plan_load_strategy(a->init, &p->in.model, &p->in.cluster, &p->init));
     p->so.init = &p->init;
   }
   note_ignored(a, &p->so);

@@ -57,12 +57,8 @@ static psim_status parse_args(int argc, char **argv, report_args *a) {
         !strcmp(arg, "--max-tasks")) {
       PSIM_CHECK(psim_cli_need_value("report", argc, argv, i));
       PSIM_CHECK(set_value(a, arg, argv[++i]));
-    } else if (arg[0] == '-' && arg[1]) {
-      return psim_cli_usage("report", "unknown option '%s'", arg);
-    } else if (!a->plan) {
-      a->plan = arg;
     } else {
-      return psim_cli_usage("report", "too many arguments ('%s')", arg);
+      PSIM_CHECK(psim_cli_positional("report", arg, &a->plan));
     }
   }
   if (!a->plan)

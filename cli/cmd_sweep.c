@@ -126,12 +126,8 @@ static psim_status parse_args(int argc, char **argv, sweep_args *a) {
                !strcmp(arg, "--tolerance")) {
       PSIM_CHECK(psim_cli_need_value("sweep", argc, argv, i));
       PSIM_CHECK(set_value(a, arg, argv[++i]));
-    } else if (arg[0] == '-' && arg[1]) {
-      return psim_cli_usage("sweep", "unknown option '%s'", arg);
-    } else if (!a->file) {
-      a->file = arg;
     } else {
-      return psim_cli_usage("sweep", "too many arguments ('%s')", arg);
+      PSIM_CHECK(psim_cli_positional("sweep", arg, &a->file));
     }
   }
   if (!a->file)

@@ -89,3 +89,12 @@ void psim_cli_escape(const char *s, bool keep_newlines, char *out, size_t size) 
   }
   out[o] = '\0';
 }
+
+psim_status psim_cli_positional(const char *command, const char *arg, const char **slot) {
+  if (arg[0] == '-' && arg[1])
+    return psim_cli_usage(command, "unknown option '%s'", arg);
+  if (*slot)
+    return psim_cli_usage(command, "too many arguments ('%s')", arg);
+  *slot = arg;
+  return PSIM_OK;
+}

@@ -16,50 +16,83 @@ PSIM_API const char *psim_version(void) {
   return PSIM_VERSION;
 }
 
-PSIM_API psim_status psim_open_model(const char *path, psim_model **out) {
-  assert(out);
-  *out = NULL;
-  psim_model *m = psim_calloc(1, sizeof *m);
-  if (!m)
-    return psim_error(PSIM_ENOMEM, "out of memory opening %s", path);
+/* How to make, fill and release one kind of handle loaded from a file. */
+typedef struct handle_kind {
+  size_t size;
+  void (*init)(void *obj);
+  psim_status (*load)(const char *path, void *obj);
+  void (*destroy)(void *obj);
+} handle_kind;
+
+static void model_init(void *m) {
   psim_model_init(m);
-  psim_status s = psim_model_load(path, m);
+}
+static psim_status model_load(const char *path, void *m) {
+  return psim_model_load(path, m);
+}
+static void model_destroy(void *m) {
+  psim_model_destroy(m);
+}
+static void cluster_init(void *c) {
+  psim_cluster_init(c);
+}
+static psim_status cluster_load(const char *path, void *c) {
+  return psim_cluster_load(path, c);
+}
+static void cluster_destroy(void *c) {
+  psim_cluster_destroy(c);
+}
+
+static const handle_kind model_kind = {sizeof(psim_model), model_init, model_load, model_destroy};
+static const handle_kind cluster_kind = {sizeof(psim_cluster), cluster_init, cluster_load,
+                                         cluster_destroy};
+
+/* Releases a handle of kind k (NULL is a no-op). */
+static void close_handle(const handle_kind *k, void *obj) {
+  if (!obj)
+    return;
+  k->destroy(obj);
+  psim_free(obj);
+}
+
+/* Allocates a handle of kind k, loads path into it; *out is NULL on failure. */
+static psim_status open_handle(const handle_kind *k, const char *path, void **out) {
+  *out = NULL;
+  void *obj = psim_calloc(1, k->size);
+  if (!obj)
+    return psim_error(PSIM_ENOMEM, "out of memory opening %s", path);
+  k->init(obj);
+  psim_status s = k->load(path, obj);
   if (s != PSIM_OK) {
-    psim_close_model(m);
+    close_handle(k, obj);
     return s;
   }
-  *out = m;
+  *out = obj;
   return PSIM_OK;
 }
 
+PSIM_API psim_status psim_open_model(const char *path, psim_model **out) {
+  assert(out);
+  void *h;
+  psim_status s = open_handle(&model_kind, path, &h);
+  *out = h;
+  return s;
+}
+
 PSIM_API void psim_close_model(psim_model *m) {
-  if (!m)
-    return;
-  psim_model_destroy(m);
-  psim_free(m);
+  close_handle(&model_kind, m);
 }
 
 PSIM_API psim_status psim_open_cluster(const char *path, psim_cluster **out) {
   assert(out);
-  *out = NULL;
-  psim_cluster *c = psim_calloc(1, sizeof *c);
-  if (!c)
-    return psim_error(PSIM_ENOMEM, "out of memory opening %s", path);
-  psim_cluster_init(c);
-  psim_status s = psim_cluster_load(path, c);
-  if (s != PSIM_OK) {
-    psim_close_cluster(c);
-    return s;
-  }
-  *out = c;
-  return PSIM_OK;
+  void *h;
+  psim_status s = open_handle(&cluster_kind, path, &h);
+  *out = h;
+  return s;
 }
 
 PSIM_API void psim_close_cluster(psim_cluster *c) {
-  if (!c)
-    return;
-  psim_cluster_destroy(c);
-  psim_free(c);
+  close_handle(&cluster_kind, c);
 }
 
 PSIM_API psim_status psim_open_strategy(const char *path, const psim_model *m, psim_cluster *c,

@@ -28,16 +28,9 @@ typedef struct psim_ps_state {
 static void ps_state_free(ps_state *p) {
   if (!p)
     return;
-  psim_free(p->workers);
-  psim_free(p->servers);
-  psim_free(p->shard_bytes);
-  psim_free(p->share);
-  psim_free(p->wbytes);
-  psim_free(p->ready);
-  psim_free(p->push);
-  psim_free(p->pull);
-  psim_free(p->update);
-  psim_free(p->repl_done);
+  void *arrays[] = {p->workers, p->ready, p->servers, p->shard_bytes, p->share,
+                    p->wbytes,  p->push,  p->pull,    p->update,      p->repl_done};
+  psim_free_each(arrays, sizeof arrays / sizeof *arrays);
   psim_free(p);
 }
 
@@ -275,15 +268,9 @@ static psim_status stats_alloc(psim_ps_stats *st, int32_t nw, int32_t ns) {
 void psim_ps_stats_destroy(psim_ps_stats *st) {
   if (!st)
     return;
-  psim_free(st->workers);
-  psim_free(st->servers);
-  psim_free(st->shard_bytes);
-  psim_free(st->compute_end_s);
-  psim_free(st->push_s);
-  psim_free(st->pull_s);
-  psim_free(st->push_bytes);
-  psim_free(st->push_end_s);
-  psim_free(st->update_s);
+  void *arrays[] = {st->workers, st->servers,    st->shard_bytes, st->compute_end_s, st->push_s,
+                    st->pull_s,  st->push_bytes, st->push_end_s,  st->update_s};
+  psim_free_each(arrays, sizeof arrays / sizeof *arrays);
   memset(st, 0, sizeof *st);
 }
 

@@ -96,3 +96,8 @@ psim_status psim_grow(void **items, size_t *cap, size_t need, size_t elem) {
   *cap = ncap;
   return PSIM_OK;
 }
+
+void psim_free_each(void *const *ptrs, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    psim_free(ptrs[i]);
+}

@@ -12,6 +12,9 @@ void *psim_malloc(size_t bytes);
 void *psim_calloc(size_t count, size_t bytes);
 void *psim_realloc(void *ptr, size_t bytes);
 void psim_free(void *ptr);
+/* psim_free of each of the n pointers (a destructor's arrays in one call:
+ * psim_free_each((void *[]){a->x, a->y}, 2)). */
+void psim_free_each(void *const *ptrs, size_t n);
 char *psim_strdup(const char *s);
 
 /* Makes the n-th allocation from now fail (n >= 1); 0 disables injection. */
