@@ -81,6 +81,8 @@ static psim_status add_search(cJSON *root, const psim_plan_info *info) {
   cJSON *se, *curve;
   PSIM_CHECK(psim_json_add_object(root, "search", &se));
   PSIM_CHECK(psim_json_add_string(se, "searcher", info->searcher));
+  if (info->plan_from && strcmp(info->plan_from, info->searcher) != 0)
+    PSIM_CHECK(psim_json_add_string(se, "plan_from", info->plan_from));
   PSIM_CHECK(psim_json_add_number(se, "seed", (double)info->seed));
   if (info->budget)
     PSIM_CHECK(psim_json_add_string(se, "budget", info->budget));

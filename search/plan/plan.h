@@ -21,6 +21,9 @@ typedef struct psim_plan_info {
   const struct cJSON *stats;            /* searcher-specific statistics, or NULL */
   const char *description;              /* one line describing the plan */
   const char *grid_description;         /* the grid baseline's configuration, or NULL */
+  const char *plan_from; /* where the strategy came from (search/policy/policy.h): the searcher,
+                            "mcmc" (auto's refinement), "data_parallel" or "megatron_grid"
+                            (a baseline faster than the search's plan); NULL = the searcher */
 } psim_plan_info;
 
 /* Builds the plan document. The caller owns *out. */
