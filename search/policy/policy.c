@@ -225,7 +225,7 @@ static psim_status refine(policy_run *p, psim_policy_result *r) {
   o.init = &start->best;
   o.fix = NULL; /* the Alpa plan honours it; baselines are candidates only without it */
   if (!refine_budget(p, &start->best_sim, &o, p->note, sizeof p->note)) {
-    phase(p, "%s", p->note + 2);
+    phase(p, "%.*s", (int)strlen(p->note) - 3, p->note + 2); /* without " (" and ")" */
     return PSIM_OK;
   }
   phase(p, "MCMC refinement of %s (%.0f s left)", start->description, p->t0 + p->wall_s - now_s());
