@@ -68,6 +68,16 @@ psim_status psim_cli_need_value(const char *command, int argc, char **argv, int 
  * (ERANGE) refused; else a usage error naming opt, the range and val. */
 psim_status psim_cli_parse_int(const char *command, const char *opt, const char *val, int64_t min,
                                int64_t max, int64_t *out);
+/* Refuses (PSIM_EINPUT, exit 2) an output that is one of the inputs or
+ * another output: the same device and inode when the file exists, the same
+ * real folder and name when it does not yet. NULL and "-" entries are
+ * skipped, and so are devices and FIFOs (/dev/null twice is fine). Run it
+ * before any work (files.c). O((n_in + n_out) * n_out) stat calls. */
+psim_status psim_cli_check_distinct(const char *const *inputs, int n_in, const char *const *outputs,
+                                    int n_out);
+/* s for a terminal: control bytes (ESC, CR, ...) written as \xNN, newlines
+ * and tabs too unless keep_newlines; cut to fit size (>= 8) with its NUL. */
+void psim_cli_escape(const char *s, bool keep_newlines, char *out, size_t size);
 /* True when stderr is a terminal (progress lines are shown only then). */
 bool psim_cli_stderr_is_tty(void);
 /* Writes a count for people: exact below 1e6, else three significant digits

@@ -195,8 +195,10 @@ static psim_status check_file(const char *file) {
   if (s == PSIM_OK)
     s = fmt->check(file, root, summary);
   cJSON_Delete(root);
+  char shown[2 * SUMMARY_MAX]; /* names in the summary may hold control characters */
+  psim_cli_escape(summary, false, shown, sizeof shown);
   if (s == PSIM_OK)
-    printf("%s: ok (%s)\n", file, summary);
+    printf("%s: ok (%s)\n", file, shown);
   return s;
 }
 
@@ -227,7 +229,9 @@ psim_status psim_cmd_check(int argc, char **argv) {
   for (int i = first; i < argc; i++) {
     psim_status s = check_file(argv[i]);
     if (s != PSIM_OK) {
-      fprintf(stderr, "plansim check: %s\n", psim_error_message());
+      char msg[4096];
+      psim_cli_escape(psim_error_message(), true, msg, sizeof msg);
+      fprintf(stderr, "plansim check: %s\n", msg);
       result = worse(result, s);
       bad++;
     }

@@ -49,6 +49,7 @@ psim_status psim_cmd_expand(int argc, char **argv) {
   memset(&a, 0, sizeof a);
   PSIM_CHECK(parse_args(argc, argv, &a));
   PSIM_CHECK(psim_file_check_output("-o", a.out)); /* before any work */
+  PSIM_CHECK(psim_cli_check_distinct(a.files, 3, &a.out, 1));
   psim_model m;
   psim_cluster c;
   psim_strategy s;

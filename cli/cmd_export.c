@@ -1,4 +1,5 @@
 /* cmd_export.c - plansim export PLAN --format F [--model M --cluster C] [-o FILE]. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,7 +71,7 @@ static psim_status parse_args(int argc, char **argv, export_args *a) {
 static psim_status write_out(const char *path, const char *text, size_t len) {
   if (!path || strcmp(path, "-") == 0) {
     if (fwrite(text, 1, len, stdout) != len || fflush(stdout) != 0)
-      return psim_error(PSIM_EIO, "writing to standard output failed");
+      return psim_error(PSIM_EIO, "writing to standard output failed: %s", strerror(errno));
     return PSIM_OK;
   }
   return psim_file_write_atomic(path, text, len);
@@ -82,6 +83,8 @@ psim_status psim_cmd_export(int argc, char **argv) {
   PSIM_CHECK(parse_args(argc, argv, &a));
   if (a.out) /* before any work */
     PSIM_CHECK(psim_file_check_output("-o", a.out));
+  const char *ins[] = {a.plan, a.model, a.cluster};
+  PSIM_CHECK(psim_cli_check_distinct(ins, 3, &a.out, 1));
   psim_export_format f;
   psim_status st = psim_export_format_parse(a.format, &f);
   if (st != PSIM_OK)
@@ -90,6 +93,8 @@ psim_status psim_cmd_export(int argc, char **argv) {
   st = psim_plan_doc_load(a.plan, a.model, a.cluster, &d);
   char *text = NULL;
   size_t len = 0;
+  if (st == PSIM_OK) /* the model and cluster the plan records, found only now */
+    st = psim_cli_check_distinct((const char *const[]){d.model_file, d.cluster_file}, 2, &a.out, 1);
   if (st == PSIM_OK)
     st = psim_export(&d, f, &text, &len);
   if (st == PSIM_EFAILED)

@@ -239,6 +239,9 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
 static psim_status check_outputs(const plan_args *a) {
   if (a->out)
     PSIM_CHECK(psim_file_check_output("-o", a->out));
+  const char *ins[] = {a->files[0], a->files[1], a->costdb, a->fix, a->init},
+             *outs[] = {a->out, a->trace};
+  PSIM_CHECK(psim_cli_check_distinct(ins, 5, outs, 2));
   return a->trace ? psim_file_check_output("--trace", a->trace) : PSIM_OK;
 }
 

@@ -119,7 +119,9 @@ static psim_status parse_args(int argc, char **argv, profile_args *a) {
     return psim_cli_usage("profile", "--collectives measures CPU threads; use --device cpu");
   if (a->resume && a->force)
     return psim_cli_usage("profile", "--resume and --force exclude each other");
-  return psim_file_check_output("-o", a->out); /* before measuring for minutes */
+  PSIM_CHECK(psim_file_check_output("-o", a->out)); /* before measuring for minutes */
+  const char *ins[] = {a->model, a->cluster};
+  return psim_cli_check_distinct(ins, 2, &a->out, 1);
 }
 
 /* Largest all-reduce group for --collectives: the devices of one node of the

@@ -91,10 +91,14 @@ psim_status psim_cmd_report(int argc, char **argv) {
   memset(&a, 0, sizeof a);
   PSIM_CHECK(parse_args(argc, argv, &a));
   PSIM_CHECK(psim_file_check_output("-o", a.out)); /* before the simulation */
+  const char *ins[] = {a.plan, a.model, a.cluster};
+  PSIM_CHECK(psim_cli_check_distinct(ins, 3, &a.out, 1));
   psim_plan_doc d;
   psim_sim_result r;
   psim_sim_result_init(&r);
   psim_status st = psim_plan_doc_load(a.plan, a.model, a.cluster, &d);
+  if (st == PSIM_OK) /* the model and cluster the plan records, found only now */
+    st = psim_cli_check_distinct((const char *const[]){d.model_file, d.cluster_file}, 2, &a.out, 1);
   if (st == PSIM_OK)
     st = render(&a, &d, &r);
   psim_sim_result_destroy(&r);

@@ -81,7 +81,10 @@ static const char *fmt(double v, psim_unit_kind kind) {
 }
 
 static void print_summary(const psim_model *m, const psim_cluster *c, const psim_sim_result *r) {
-  printf("model %s on %s: %s per iteration (%.1f samples/s", m->name, c->name,
+  char model[512], cluster[512]; /* names may hold control characters */
+  psim_cli_escape(m->name, false, model, sizeof model);
+  psim_cli_escape(c->name, false, cluster, sizeof cluster);
+  printf("model %s on %s: %s per iteration (%.1f samples/s", model, cluster,
          fmt(r->iteration_time_s, PSIM_UNIT_TIME), r->samples_per_s);
   if (r->tokens_per_s > 0)
     printf(", %.0f tokens/s", r->tokens_per_s);
@@ -158,6 +161,8 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
   PSIM_CHECK(parse_args(argc, argv, &a));
   if (a.trace) /* before any work: a simulation must not end in "cannot create" */
     PSIM_CHECK(psim_file_check_output("--trace", a.trace));
+  const char *ins[] = {a.files[0], a.files[1], a.files[2], a.costdb};
+  PSIM_CHECK(psim_cli_check_distinct(ins, 4, &a.trace, 1));
   psim_cli_inputs in;
   psim_status s = psim_cli_load_inputs(&in, a.files[0], a.files[1], a.files[2], a.costdb);
   psim_sim_result r;

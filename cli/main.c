@@ -1,4 +1,5 @@
 /* main.c - plansim entry point: command dispatch, help, exit codes, signals. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -223,6 +224,46 @@ static int print_help(const char *name) {
   return 0;
 }
 
+/* Standard output is buffered: a full disk or /dev/full shows only when it
+ * is flushed, after the command returned OK, and exit() would drop that
+ * error (issue 24: exit 0 and an empty file). Returns false when a write,
+ * the flush or the close failed, and records why when record is set. */
+static bool stdout_closed_ok(bool record) {
+  errno = 0;
+  bool ok = fflush(stdout) == 0 && !ferror(stdout);
+  int e = errno;
+  if (fclose(stdout) != 0 && ok) {
+    ok = false;
+    e = errno;
+  }
+  if (!ok && record)
+    psim_error(PSIM_EIO, "writing to standard output failed: %s", e ? strerror(e) : "write error");
+  return ok;
+}
+
+/* For the help and version paths, which have no command status. */
+static int finish(int code) {
+  if (stdout_closed_ok(true))
+    return code;
+  fprintf(stderr, "plansim: %s\n", psim_error_message());
+  return code ? code : 1;
+}
+
+static int run_command(const psim_cli_command *c, int argc, char **argv) {
+  install_signal_handlers();
+  psim_status s = c->run(argc - 1, argv + 1);
+  if (s == PSIM_OK && psim_cli_signal)
+    s = psim_error(PSIM_EINTERRUPTED, "interrupted");
+  if (!stdout_closed_ok(s == PSIM_OK) && s == PSIM_OK) /* else keep the first error */
+    s = PSIM_EIO;
+  if (s != PSIM_OK) {
+    static char msg[4096]; /* names in messages may hold control characters */
+    psim_cli_escape(psim_error_message(), true, msg, sizeof msg);
+    fprintf(stderr, "plansim %s: %s\n", c->name, *msg ? msg : psim_status_name(s));
+  }
+  return exit_code(s);
+}
+
 int main(int argc, char **argv) {
   psim_json_init_hooks();
   if (argc < 2) {
@@ -232,18 +273,18 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
     print_usage(stdout);
-    return 0;
+    return finish(0);
   }
   if (strcmp(cmd, "--version") == 0) {
     printf("plansim %s\n", PSIM_VERSION);
-    return 0;
+    return finish(0);
   }
   if (strcmp(cmd, "help") == 0) {
     if (argc < 3) {
       print_usage(stdout);
-      return 0;
+      return finish(0);
     }
-    return print_help(argv[2]);
+    return finish(print_help(argv[2]));
   }
   const psim_cli_command *c = psim_cli_find(cmd);
   if (!c) {
@@ -252,14 +293,6 @@ int main(int argc, char **argv) {
   }
   for (int i = 2; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
-      return print_help(cmd);
-  install_signal_handlers();
-  psim_status s = c->run(argc - 1, argv + 1);
-  if (s == PSIM_OK && psim_cli_signal)
-    s = psim_error(PSIM_EINTERRUPTED, "interrupted");
-  if (s != PSIM_OK) {
-    const char *msg = psim_error_message();
-    fprintf(stderr, "plansim %s: %s\n", cmd, *msg ? msg : psim_status_name(s));
-  }
-  return exit_code(s);
+      return finish(print_help(cmd));
+  return run_command(c, argc, argv);
 }

@@ -1,4 +1,5 @@
 /* util.c - helpers shared by the subcommands. */
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -72,4 +73,19 @@ void psim_cli_format_count(double n, char *out, size_t size) {
     e++;
   }
   snprintf(out, size, "%.3ge%d", mant, e);
+}
+
+/* Terminal output (issue 24): a name holding ESC could clear the screen or
+ * retitle the terminal, one holding a newline could forge an output line. */
+void psim_cli_escape(const char *s, bool keep_newlines, char *out, size_t size) {
+  assert(size >= 8);
+  size_t o = 0;
+  for (const unsigned char *p = (const unsigned char *)s; *p && o + 5 < size; p++) {
+    bool control = *p < 0x20 || *p == 0x7f;
+    if (control && !(keep_newlines && (*p == '\n' || *p == '\t')))
+      o += (size_t)snprintf(out + o, size - o, "\\x%02x", *p);
+    else
+      out[o++] = (char)*p;
+  }
+  out[o] = '\0';
 }

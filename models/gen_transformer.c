@@ -119,10 +119,12 @@ static void tf_dims(tf *t) {
     psim_gb_dim(g, "kv_heads", o->kv_heads, "heads");
     t->kvh = "kv_heads";
   }
-  if (!o->flash) {
-    psim_gb_dim(g, "seq_kv", o->seq, NULL);
+  /* Keys and values on their own sequence dim: every query row attends to
+   * every key, so a split of the query sequence (context parallelism) must
+   * not split the keys for free; a view renames k, v's seq to it. */
+  psim_gb_dim(g, "seq_kv", o->seq, NULL);
+  if (!o->flash)
     psim_gb_dim(g, "qkv", 3, NULL);
-  }
 }
 
 /* Layer norm (gpt, bert, moe) or RMSNorm (llama) of x into y, with weights prefix. */
@@ -179,11 +181,18 @@ static void tf_qkv_core(tf *t, const char *x) {
     char kd[96];
     snprintf(kd, sizeof kd, "hidden %s head_dim", t->kvh);
     linear(t, "q", x, "hidden heads head_dim", bias ? "heads head_dim" : NULL, "q", bhsd);
-    char kvd[96], bk[64];
+    char kvd[96], kvv[96], bk[64];
     snprintf(kvd, sizeof kvd, "batch seq %s head_dim", t->kvh);
+    snprintf(kvv, sizeof kvv, "batch seq_kv %s head_dim", t->kvh);
     snprintf(bk, sizeof bk, "%s head_dim", t->kvh);
-    linear(t, "k", x, kd, bias ? bk : NULL, "k", kvd);
-    linear(t, "v", x, kd, bias ? bk : NULL, "v", kvd);
+    /* each view right after its projection, so that a gather of k overlaps
+     * the v projection on the stream */
+    linear(t, "k", x, kd, bias ? bk : NULL, "k0", kvd);
+    act(g, b->tensors, "k", kvv);
+    psim_gb_op(g, b->ops, "k_view", "reshape", "k0", "k");
+    linear(t, "v", x, kd, bias ? bk : NULL, "v0", kvd);
+    act(g, b->tensors, "v", kvv);
+    psim_gb_op(g, b->ops, "v_view", "reshape", "v0", "v");
     cJSON *a = tagged(t, psim_gb_op(g, b->ops, "attention", "attention", "q k v", "ctx"));
     psim_gb_bool(g, a, "causal", causal);
     psim_gb_bool(g, a, "flash", true);

@@ -21,12 +21,14 @@
 #define _POSIX_C_SOURCE 200809L
 #include "sim/delta.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
 #include "sim/build/build.h"
 #include "sim/core/alloc.h"
+#include "sim/core/hashmap.h"
 #include "sim/simulate_impl.h"
 
 void psim_delta_options_init(psim_delta_options *o) {
@@ -43,11 +45,11 @@ typedef struct op_snapshot {
   int32_t *devices; /* NULL: never taken */
 } op_snapshot;
 
-typedef struct memo_entry {
-  uint64_t h0, h1;
+/* What the memo remembers of a strategy already costed. */
+typedef struct memo_value {
   double time_s;
-  uint8_t fits, used;
-} memo_entry;
+  bool fits;
+} memo_value;
 
 struct psim_delta {
   const psim_model *m;
@@ -55,8 +57,9 @@ struct psim_delta {
   psim_sim_options sim;
   psim_delta_options opt;
   psim_schedule_result sched; /* reused between evaluations */
-  memo_entry *memo;
-  size_t memo_cap, memo_n;
+  psim_hmap memo;             /* fingerprint -> index into memo_values */
+  memo_value *memo_values;    /* memo_limit entries, in insertion order since the last flush */
+  size_t memo_limit;          /* strategies remembered before the memo forgets all; 0 = no memo */
   psim_delta_stats stats;
   /* the last graph built, and the strategy it was built for */
   psim_build *prev;     /* NULL: none yet */
@@ -151,28 +154,44 @@ void psim_delta_fingerprint(const psim_strategy *s, uint64_t out[2]) {
 
 /* ---- memo ----------------------------------------------------------------- */
 
-static memo_entry *memo_find(psim_delta *d, const uint64_t h[2]) {
-  if (!d->memo_cap)
+/* The memo's entry for fingerprint h, or NULL. */
+static const memo_value *memo_find(const psim_delta *d, const uint64_t h[2]) {
+  int32_t i;
+  if (!psim_hmap_find(&d->memo, (psim_hmap_key){h[0], h[1]}, &i))
     return NULL;
-  size_t j = h[0] & (d->memo_cap - 1);
-  while (d->memo[j].used && (d->memo[j].h0 != h[0] || d->memo[j].h1 != h[1]))
-    j = (j + 1) & (d->memo_cap - 1);
-  return &d->memo[j];
+  assert(i >= 0 && (size_t)i < d->memo.count);
+  return &d->memo_values[i];
 }
 
 /* Remembers (h -> time, fits); when full, forgets everything (a search's
- * working set is the recent past). */
-static void memo_put(psim_delta *d, const uint64_t h[2], double t, bool fits) {
-  if (!d->memo_cap)
-    return;
-  if ((d->memo_n + 1) * 2 > d->memo_cap) {
-    memset(d->memo, 0, sizeof *d->memo * d->memo_cap);
-    d->memo_n = 0;
-  }
-  memo_entry *e = memo_find(d, h);
-  if (!e->used)
-    d->memo_n++;
-  *e = (memo_entry){h[0], h[1], t, fits, 1};
+ * working set is the recent past). Never allocates: the map was sized for
+ * memo_limit entries (memo_init). */
+static psim_status memo_put(psim_delta *d, const uint64_t h[2], double t, bool fits) {
+  if (!d->memo_limit)
+    return PSIM_OK;
+  if (d->memo.count == d->memo_limit)
+    psim_hmap_clear(&d->memo);
+  size_t i = d->memo.count;
+  assert(i < d->memo_limit);
+  d->memo_values[i] = (memo_value){t, fits};
+  return psim_hmap_put(&d->memo, (psim_hmap_key){h[0], h[1]}, (int32_t)i);
+}
+
+/* Sizes the memo for at least o->memo_entries strategies: the map's capacity
+ * (a power of two) holds half as many, and all of those are used. */
+static psim_status memo_init(psim_delta *d) {
+  psim_hmap_init(&d->memo);
+  if (d->opt.memo_entries <= 0)
+    return PSIM_OK;
+  if (d->opt.memo_entries > INT32_MAX / 2)
+    return psim_error(PSIM_ENOMEM, "a search memo of %lld entries does not fit in memory",
+                      (long long)d->opt.memo_entries);
+  PSIM_CHECK(psim_hmap_reserve(&d->memo, (size_t)d->opt.memo_entries));
+  d->memo_limit = d->memo.cap / 2;
+  d->memo_values = psim_malloc(d->memo_limit * sizeof *d->memo_values);
+  if (!d->memo_values)
+    return psim_error(PSIM_ENOMEM, "out of memory for the search memo");
+  return PSIM_OK;
 }
 
 /* ---- context -------------------------------------------------------------- */
@@ -202,18 +221,10 @@ psim_status psim_delta_create(const psim_model *m, psim_cluster *c, const psim_d
     psim_free(d);
     return psim_error(PSIM_ENOMEM, "out of memory for the search simulator");
   }
-  if (d->opt.memo_entries > 0) {
-    size_t cap = 16;
-    while (cap < (size_t)d->opt.memo_entries * 2)
-      cap *= 2;
-    d->memo = psim_calloc(cap, sizeof *d->memo);
-    if (!d->memo) {
-      psim_free(d->seen);
-      psim_free(d->changed);
-      psim_free(d);
-      return psim_error(PSIM_ENOMEM, "out of memory for the search memo");
-    }
-    d->memo_cap = cap;
+  psim_status st = memo_init(d);
+  if (st != PSIM_OK) {
+    psim_delta_free(d);
+    return st;
   }
   *out = d;
   return PSIM_OK;
@@ -229,7 +240,8 @@ void psim_delta_free(psim_delta *d) {
     psim_free(d->seen[o].devices);
   psim_free(d->seen);
   psim_free(d->changed);
-  psim_free(d->memo);
+  psim_hmap_destroy(&d->memo);
+  psim_free(d->memo_values);
   psim_free(d);
 }
 
@@ -343,9 +355,9 @@ psim_status psim_delta_eval(psim_delta *d, const psim_strategy *s, int32_t chang
   double t0 = now_s();
   uint64_t h[2];
   psim_delta_fingerprint(s, h);
-  memo_entry *e = memo_find(d, h);
+  const memo_value *e = memo_find(d, h);
   d->stats.evaluations++;
-  if (e && e->used) {
+  if (e) {
     *time_s = e->time_s;
     *fits = e->fits;
     d->stats.memo_hits++;
@@ -356,7 +368,7 @@ psim_status psim_delta_eval(psim_delta *d, const psim_strategy *s, int32_t chang
       return st;
     }
     d->stats.simulated++;
-    memo_put(d, h, *time_s, *fits);
+    PSIM_CHECK(memo_put(d, h, *time_s, *fits));
   }
   if (d->opt.verify_every > 0 && d->stats.evaluations % d->opt.verify_every == 0)
     PSIM_CHECK(verify(d, s, changed_op, *time_s, *fits));

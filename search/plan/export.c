@@ -363,8 +363,11 @@ static psim_status export_megatron(const psim_plan_doc *d, char **text, size_t *
   PSIM_CHECK(psim_export_match_megatron(&d->model, (psim_cluster *)&d->cluster, &d->strategy, &o));
   PSIM_CHECK(megatron_refusals(&d->model, &d->strategy, &o));
   sbuf b = {0};
-  sb_printf(&b, "# Megatron-LM arguments for model %s on cluster %s (plansim export).\n",
-            d->model.name, d->cluster.name);
+  sb_printf(&b, "# Megatron-LM arguments for model ");
+  psim_export_shell_quote(&b, d->model.name); /* names are shell words even in a comment */
+  sb_printf(&b, " on cluster ");
+  psim_export_shell_quote(&b, d->cluster.name);
+  sb_printf(&b, " (plansim export).\n");
   sb_printf(&b,
             "# World size %d = tensor %d x pipeline %d x data %d; one process per device,\n"
             "# ranks in Megatron-LM's default order (tensor fastest, then data, then "
@@ -535,8 +538,9 @@ static void flexflow_op(sbuf *b, const psim_model *m, const psim_cluster *cl,
   const psim_op *op = &m->ops[o];
   const psim_tensor *out = &m->tensors[op->out[0]];
   const char *type = cl->types[cl->devices[c->devices[0]].type].name;
-  sb_printf(b, "ops {\n  name: \"%s\"\n  device_type: %s\n", op->name,
-            strstr(type, "cpu") ? "CPU" : "GPU");
+  sb_printf(b, "ops {\n  name: ");
+  psim_export_proto_quote(b, op->name);
+  sb_printf(b, "\n  device_type: %s\n", strstr(type, "cpu") ? "CPU" : "GPU");
   for (int32_t r = out->rank - 1; r >= 0; r--) { /* FlexFlow lists the innermost dim first */
     int32_t i = psim_op_dim_index(op, out->dims[r]);
     sb_printf(b, "  dims: %d\n", i >= 0 ? c->degree[i] : 1);
@@ -567,6 +571,7 @@ static psim_status export_flexflow(const psim_plan_doc *d, char **text, size_t *
 psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **text, size_t *len) {
   *text = NULL;
   *len = 0;
+  PSIM_CHECK(psim_export_check_names(&d->model, &d->cluster)); /* before any format */
   switch (f) {
   case PSIM_EXPORT_PLANSIM: return psim_export_json_text(d->root, text, len);
   case PSIM_EXPORT_MEGATRON: return export_megatron(d, text, len);

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "sim/core/strbuf.h"
 #include "sim/ir/cluster.h"
 #include "sim/ir/model.h"
 #include "sim/strategy/strategy.h"
@@ -67,5 +68,25 @@ psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **tex
  * otherwise. O(candidates * ops * devices). */
 psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c, const psim_strategy *s,
                                        psim_megatron_opts *o);
+
+/* ---- names in the target languages (export_text.c) ---- */
+
+/* PSIM_EINPUT (exit 2) when name is not valid UTF-8 or holds a control
+ * character (U+0000-U+001F, U+007F): no exporter can write it safely (a
+ * newline would end a comment of the Megatron script and start a command).
+ * The message names what ("model name") and shows the name escaped. O(length). */
+psim_status psim_export_check_name(const char *what, const char *name);
+/* psim_export_check_name of every name an exporter may write (model, cluster,
+ * device types, dims, tensors, ops). O(total name length). */
+psim_status psim_export_check_names(const psim_model *m, const psim_cluster *c);
+/* s for messages and terminals: control bytes and backslashes as \xNN, cut
+ * to fit size (>= 8) bytes with its NUL. */
+void psim_export_printable(const char *s, char *out, size_t size);
+/* Appends s as one POSIX shell word: as is when it holds only
+ * [A-Za-z0-9._+-/:@%=,], else in single quotes with each ' written '\''. */
+void psim_export_shell_quote(psim_sb *b, const char *s);
+/* Appends s as a protobuf text-format string literal: in double quotes, " and
+ * \ escaped with a backslash, control bytes as octal \NNN. */
+void psim_export_proto_quote(psim_sb *b, const char *s);
 
 #endif

@@ -149,6 +149,7 @@ void psim_build_summarise(const psim_build *b, psim_build_summary *out) {
   out->folded = b->folded;
   out->n_simulated = b->n_simulated;
   out->hardware_flops = b->hardware_flops;
+  out->dp_bytes = b->dp_bytes;
   memcpy(out->compute_by_origin, b->compute_by_origin, sizeof out->compute_by_origin);
   out->parameter_servers = b->ps != NULL;
   out->segments_copied = b->inc.segments_copied;

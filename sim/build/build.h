@@ -46,9 +46,10 @@ psim_taskgraph *psim_build_taskgraph(psim_build *b);
 
 /* What the pipeline reports of a build besides its graph. */
 typedef struct psim_build_summary {
-  bool folded;                                 /* one device per stage simulated */
-  int32_t n_simulated;                         /* devices simulated */
-  double hardware_flops;                       /* FLOPs of the simulated compute tasks */
+  bool folded;           /* one device per stage simulated */
+  int32_t n_simulated;   /* devices simulated */
+  double hardware_flops; /* FLOPs of the simulated compute tasks */
+  double dp_bytes; /* bytes sent by all ranks in gradient and parameter collectives (ring volume) */
   double compute_by_origin[PSIM_ORIGIN_COUNT]; /* compute seconds by cost source */
   bool parameter_servers;                      /* the graph has parameter-server tasks */
   int64_t segments_copied, segments_built;     /* incremental builds: connect segments */

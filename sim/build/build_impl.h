@@ -16,6 +16,7 @@
 
 #include "costdb/cost.h"
 #include "sim/build/build.h"
+#include "sim/core/hashmap.h"
 #include "sim/engine/collective.h"
 #include "sim/engine/simulation.h"
 
@@ -61,19 +62,11 @@ typedef struct psim_weight_share {
 
 /* ---- the communication cache (cache.c): (key1, key2) -> task -------------- */
 
-/* One slot of the open-addressing map; used = 0 marks it empty. */
-typedef struct psim_cache_entry {
-  uint64_t k1, k2;
-  int32_t value;
-  int32_t used;
-} psim_cache_entry;
-
 typedef struct psim_region psim_region;
 
 /* The map, plus scratch that comm.c keeps with the per-micro-batch cache. */
 typedef struct psim_comm_cache {
-  psim_cache_entry *slots;
-  size_t cap, n;
+  psim_hmap map;   /* (key1, key2) -> task or decision; all-zero = empty (psim_hmap_init) */
   uint8_t *served; /* scratch for gather_region, one byte per shard */
   size_t cap_served;
   /* the regions of tensor t held by every shard of op x, and their
@@ -161,7 +154,8 @@ struct psim_build {
   size_t cap_next;
   double compute_by_origin[PSIM_ORIGIN_COUNT]; /* compute seconds by cost source */
   double hardware_flops;                       /* FLOPs of the simulated compute tasks */
-  psim_mem_event *mem;                         /* activation memory events */
+  double dp_bytes;     /* bytes the ranks send in data-parallel collectives (zero.h) */
+  psim_mem_event *mem; /* activation memory events */
   size_t n_mem, cap_mem;
   double *static_mem;         /* per device: weights, gradients, optimizer bytes (3 per device) */
   psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem */
@@ -185,29 +179,10 @@ struct psim_build {
  * hash (built once in psim_build_make_locals) rather than by a scan. */
 #define PSIM_BUILD_SCAN_DEVICES 64
 
-/* A 64-bit finaliser (MurmurHash3's fmix64 constants) for the hash maps. */
-static inline uint64_t psim_build_mix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  return x ^ (x >> 33);
-}
-
-/* Finds key; returns the slot (used or the empty one where it would go). */
-static inline psim_cache_entry *psim_bcache_slot(psim_comm_cache *h, uint64_t k1, uint64_t k2) {
-  size_t j = psim_build_mix64(k1 ^ psim_build_mix64(k2)) & (h->cap - 1);
-  while (h->slots[j].used && (h->slots[j].k1 != k1 || h->slots[j].k2 != k2))
-    j = (j + 1) & (h->cap - 1);
-  return &h->slots[j];
-}
-
 /* The value under (k1, k2), or -1. */
-static inline int32_t psim_bcache_get(psim_comm_cache *h, uint64_t k1, uint64_t k2) {
-  if (!h->cap)
-    return -1;
-  psim_cache_entry *e = psim_bcache_slot(h, k1, k2);
-  return e->used ? e->value : -1;
+static inline int32_t psim_bcache_get(const psim_comm_cache *h, uint64_t k1, uint64_t k2) {
+  int32_t v;
+  return psim_hmap_find(&h->map, (psim_hmap_key){k1, k2}, &v) ? v : -1;
 }
 
 /* The op a communication-cache key belongs to (key1's op field). */
@@ -396,6 +371,13 @@ psim_status psim_build_reuse_costs(psim_build *b, psim_build *p, const uint8_t *
 psim_status psim_build_map_compute_tasks(psim_build *b, const uint8_t *changed);
 psim_status psim_build_alloc_segments(psim_build *b);
 psim_status psim_build_optimizer(psim_build *b);
+
+/* Context parallelism (context.c). Whether op is a view (reshape, split:
+ * no kernel, no data movement). */
+bool psim_build_is_view(const psim_op *op);
+/* The ring steps of op o's attention: the degree of its query sequence dim
+ * when its keys have their own, unsplit sequence dim; else 1. */
+int32_t psim_build_cp_steps(const psim_build *b, int32_t o);
 
 /* Memory (memory.c): static per-device bytes and which inputs ops save. */
 psim_status psim_memory_static(psim_build *b);

@@ -8,44 +8,14 @@
 #include "sim/core/alloc.h"
 #include "sim/engine/collective.h"
 
-static psim_status comm_cache_grow(psim_comm_cache *h) {
-  size_t ncap = h->cap ? h->cap * 2 : 1024;
-  psim_cache_entry *ns = psim_calloc(ncap, sizeof *ns);
-  if (!ns)
-    return psim_error(PSIM_ENOMEM, "out of memory in the task-graph builder");
-  for (size_t i = 0; i < h->cap; i++) {
-    if (!h->slots[i].used)
-      continue;
-    size_t j = psim_build_mix64(h->slots[i].k1 ^ psim_build_mix64(h->slots[i].k2)) & (ncap - 1);
-    while (ns[j].used)
-      j = (j + 1) & (ncap - 1);
-    ns[j] = h->slots[i];
-  }
-  psim_free(h->slots);
-  h->slots = ns;
-  h->cap = ncap;
-  return PSIM_OK;
-}
-
 psim_status psim_bcache_put(psim_comm_cache *h, uint64_t k1, uint64_t k2, int32_t v) {
-  if ((h->n + 1) * 2 > h->cap)
-    PSIM_CHECK(comm_cache_grow(h));
-  psim_cache_entry *e = psim_bcache_slot(h, k1, k2);
-  if (!e->used)
-    h->n++;
-  e->k1 = k1;
-  e->k2 = k2;
-  e->value = v;
-  e->used = 1;
-  return PSIM_OK;
+  return psim_hmap_put(&h->map, (psim_hmap_key){k1, k2}, v);
 }
 
 /* Forgets every entry (keeps the capacity): the per-micro-batch entries are
  * dead once that micro-batch's edges are built. */
 void psim_bcache_reset(psim_comm_cache *h) {
-  if (h->n)
-    memset(h->slots, 0, h->cap * sizeof *h->slots);
-  h->n = 0;
+  psim_hmap_clear(&h->map);
 }
 
 psim_status psim_build_record_put(psim_build *b, uint64_t k1, uint64_t k2, int32_t v, bool memo) {
@@ -66,7 +36,7 @@ psim_status psim_build_keep(psim_build *b, psim_comm_cache *h, uint64_t k1, uint
 void psim_bcache_free(psim_comm_cache *h) {
   if (!h)
     return;
-  psim_free(h->slots);
+  psim_hmap_destroy(&h->map);
   psim_free(h->served);
   psim_free(h->regs);
   psim_free(h->reg_ids);

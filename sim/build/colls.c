@@ -15,7 +15,6 @@
  * are costed once and later copies reuse the duration and resources. */
 
 typedef struct coll_template {
-  uint64_t hash;
   psim_coll_kind kind;
   psim_allreduce_algo algo;
   int32_t n, concurrent, stride;
@@ -30,58 +29,45 @@ struct psim_coll_cache {
   size_t n, cap;
   int32_t *dev_pool, *res_pool;
   size_t n_dev, cap_dev, n_resv, cap_resv;
-  int32_t *index; /* open addressing over items, -1 = empty */
-  size_t cap_index;
+  psim_hmap index; /* coll_hash of a template -> its place in items */
 };
 
 static uint64_t coll_hash(const psim_coll_desc *d) {
   uint64_t h =
-      psim_build_mix64(((uint64_t)d->kind << 56) ^ ((uint64_t)d->algo << 48) ^ (uint64_t)d->n);
+      psim_hmap_mix64(((uint64_t)d->kind << 56) ^ ((uint64_t)d->algo << 48) ^ (uint64_t)d->n);
   union {
     double d;
     uint64_t u;
   } bytes = {d->bytes};
-  h = psim_build_mix64(h ^ bytes.u ^ ((uint64_t)(uint32_t)d->concurrent_groups << 32) ^
-                       (uint32_t)d->group_stride);
+  h = psim_hmap_mix64(h ^ bytes.u ^ ((uint64_t)(uint32_t)d->concurrent_groups << 32) ^
+                      (uint32_t)d->group_stride);
   for (int32_t i = 0; i < d->n; i++)
-    h = psim_build_mix64(h ^ (uint64_t)(uint32_t)d->devices[i]);
+    h = psim_hmap_mix64(h ^ (uint64_t)(uint32_t)d->devices[i]);
   return h;
 }
 
-static bool coll_same(const psim_coll_cache *cc, const coll_template *t, const psim_coll_desc *d) {
+/* What psim_hmap_find_eq compares a candidate template with. */
+typedef struct coll_probe {
+  const psim_coll_cache *cc;
+  const psim_coll_desc *d;
+} coll_probe;
+
+/* Whether template i describes the same collective as the probe's. */
+static bool coll_same(const void *ctx, int32_t i) {
+  const coll_probe *p = ctx;
+  const psim_coll_desc *d = p->d;
+  assert(i >= 0 && (size_t)i < p->cc->n);
+  const coll_template *t = &p->cc->items[i];
   return t->kind == d->kind && t->algo == d->algo && t->n == d->n && t->bytes == d->bytes &&
          t->concurrent == d->concurrent_groups && t->stride == d->group_stride &&
-         memcmp(cc->dev_pool + t->dev_at, d->devices, sizeof(int32_t) * (size_t)d->n) == 0;
+         memcmp(p->cc->dev_pool + t->dev_at, d->devices, sizeof(int32_t) * (size_t)d->n) == 0;
 }
 
+/* The template of d (hash h), or -1. */
 static int32_t coll_find(const psim_coll_cache *cc, const psim_coll_desc *d, uint64_t h) {
-  if (!cc->cap_index)
-    return -1;
-  for (size_t j = h & (cc->cap_index - 1);; j = (j + 1) & (cc->cap_index - 1)) {
-    int32_t i = cc->index[j];
-    if (i < 0)
-      return -1;
-    if (cc->items[i].hash == h && coll_same(cc, &cc->items[i], d))
-      return i;
-  }
-}
-
-static psim_status coll_reindex(psim_coll_cache *cc) {
-  size_t cap = cc->cap_index ? cc->cap_index * 2 : 256;
-  int32_t *idx = psim_malloc(sizeof *idx * cap);
-  if (!idx)
-    return psim_error(PSIM_ENOMEM, "out of memory in the task-graph builder");
-  memset(idx, 0xff, sizeof *idx * cap);
-  for (size_t i = 0; i < cc->n; i++) {
-    size_t j = cc->items[i].hash & (cap - 1);
-    while (idx[j] >= 0)
-      j = (j + 1) & (cap - 1);
-    idx[j] = (int32_t)i;
-  }
-  psim_free(cc->index);
-  cc->index = idx;
-  cc->cap_index = cap;
-  return PSIM_OK;
+  coll_probe p = {cc, d};
+  int32_t i;
+  return psim_hmap_find_eq(&cc->index, h, coll_same, &p, &i) ? i : -1;
 }
 
 /* Remembers the single task just added for d (aggregated fidelity). */
@@ -92,20 +78,16 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
   PSIM_CHECK(PSIM_VEC_RESERVE(cc->items, cc->cap, cc->n + 1));
   PSIM_CHECK(PSIM_VEC_RESERVE(cc->dev_pool, cc->cap_dev, cc->n_dev + (size_t)d->n));
   PSIM_CHECK(PSIM_VEC_RESERVE(cc->res_pool, cc->cap_resv, cc->n_resv + (size_t)n_res));
-  if ((cc->n + 1) * 2 > cc->cap_index)
-    PSIM_CHECK(coll_reindex(cc));
+  PSIM_CHECK(psim_hmap_add(&cc->index, h, (int32_t)cc->n));
   coll_template *t = &cc->items[cc->n];
   *t =
-      (coll_template){h,        d->kind,   d->algo,    d->n,  d->concurrent_groups, d->group_stride,
-                      d->bytes, cc->n_dev, cc->n_resv, n_res, g->duration_s[task]};
+      (coll_template){d->kind,   d->algo,    d->n,  d->concurrent_groups, d->group_stride, d->bytes,
+                      cc->n_dev, cc->n_resv, n_res, g->duration_s[task]};
   memcpy(cc->dev_pool + cc->n_dev, d->devices, sizeof(int32_t) * (size_t)d->n);
   memcpy(cc->res_pool + cc->n_resv, g->res + g->res_first[task], sizeof(int32_t) * (size_t)n_res);
   cc->n_dev += (size_t)d->n;
   cc->n_resv += (size_t)n_res;
-  size_t j = h & (cc->cap_index - 1);
-  while (cc->index[j] >= 0)
-    j = (j + 1) & (cc->cap_index - 1);
-  cc->index[j] = (int32_t)cc->n++;
+  cc->n++;
   return PSIM_OK;
 }
 
@@ -140,7 +122,7 @@ void psim_build_colls_free(psim_coll_cache *cc) {
   psim_free(cc->items);
   psim_free(cc->dev_pool);
   psim_free(cc->res_pool);
-  psim_free(cc->index);
+  psim_hmap_destroy(&cc->index);
   psim_free(cc);
 }
 

@@ -1,10 +1,12 @@
-/* gradsync.c - weight-gradient synchronisation in buckets and the
- * optimizer update. */
+/* gradsync.c - weight-gradient synchronisation in buckets, the optimizer
+ * update, and under ZeRO-1/2 the all-gather of the updated parameters. */
 #include "sim/build/build_impl.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "sim/build/memory.h"
+#include "sim/build/zero.h"
 #include "sim/core/alloc.h"
 #include "sim/engine/collective.h"
 
@@ -13,15 +15,36 @@
 /* A gradient bucket: weights whose gradients reduce over the same groups. */
 typedef struct bucket {
   double bytes;    /* gradient bytes per group */
+  double elems;    /* parameters per group */
   int32_t op;      /* first op added (defines the groups) */
   int32_t last_op; /* last op added: its backward finishes last */
   psim_group key;  /* group of op's first local */
 } bucket;
 
+/* The buckets flushed, kept under ZeRO-1/2 for the parameters' all-gather
+ * after the update. */
+typedef struct flushed {
+  int32_t op;
+  uint32_t mask;
+  double elems;
+} flushed;
+
+typedef struct sync_state {
+  int32_t *sync_done; /* per device: the barrier after its gradient sync */
+  const bucket *bk;
+  flushed *done;
+  size_t n_done, cap_done;
+  int32_t *update; /* per device: its optimizer step (after the sync) */
+  double bytes;    /* all-gather: parameter bytes of the bucket */
+} sync_state;
+
 static double grad_bytes_per_elem(const psim_model *m) {
   /* Megatron-LM accumulates and all-reduces bf16 models' gradients in fp32
-   * (arguments.py: accumulate_allreduce_grads_in_fp32 forced for bf16). */
-  return m->dtype == PSIM_DTYPE_BF16 ? 4.0 : (double)psim_dtype_bytes(m->dtype);
+   * (arguments.py: accumulate_allreduce_grads_in_fp32 forced for bf16), as
+   * FP8 models', whose params are bf16 (memory.h's table). */
+  double pb[3];
+  psim_memory_param_bytes(m->dtype, pb);
+  return pb[1];
 }
 
 static int32_t local_entry(const psim_build *b, int32_t o, int32_t k) {
@@ -29,9 +52,14 @@ static int32_t local_entry(const psim_build *b, int32_t o, int32_t k) {
   return loc->shard * b->s->ops[o].replicas + loc->replica;
 }
 
-/* One collective for the group holding entry e of the bucket's first op. */
-static psim_status sync_group(psim_build *b, const bucket *bk, psim_group *g, int32_t *sync_done) {
-  psim_coll_desc d = {b->s->zero_stage >= 2 ? PSIM_COLL_REDUCE_SCATTER : PSIM_COLL_ALL_REDUCE,
+/* One collective for the group holding entry e of the bucket's first op:
+ * an all-reduce, or under ZeRO (any stage; Megatron-LM's distributed
+ * optimizer) a reduce-scatter onto the shards each rank updates. */
+static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
+  sync_state *ss = ctx;
+  const bucket *bk = ss->bk;
+  int32_t *sync_done = ss->sync_done;
+  psim_coll_desc d = {b->s->zero_stage >= 1 ? PSIM_COLL_REDUCE_SCATTER : PSIM_COLL_ALL_REDUCE,
                       b->s->allreduce,
                       g->devices,
                       g->n,
@@ -47,6 +75,7 @@ static psim_status sync_group(psim_build *b, const bucket *bk, psim_group *g, in
                          -1};
   int32_t entry, exit;
   PSIM_CHECK(psim_build_add_collective(b, &d, &info, &entry, &exit));
+  b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, d.concurrent_groups);
   for (int32_t i = 0; i < g->n; i++) {
     int32_t dev = g->devices[i];
     if (!b->simulated[dev])
@@ -62,42 +91,18 @@ static psim_status sync_group(psim_build *b, const bucket *bk, psim_group *g, in
   return PSIM_OK;
 }
 
-/* psim_build_partial_group(b, o, e, mask, g)->devices[0] without the whole group. */
-static int32_t first_member(const psim_build *b, int32_t o, int32_t e, uint32_t mask) {
-  const psim_op *op = &b->m->ops[o];
-  const psim_op_config *cfg = &b->s->ops[o];
-  int32_t coord[PSIM_MAX_OP_DIMS];
-  psim_build_shard_coords(op, cfg, e / cfg->replicas, coord);
-  for (int32_t i = 0; i < op->n_dims; i++)
-    if (mask & (1u << i))
-      coord[i] = 0;
-  return cfg->devices[psim_build_shard_index(op, cfg, coord) * cfg->replicas + e % cfg->replicas];
-}
-
-static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, int32_t *sync_done) {
+static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, sync_state *ss) {
   if (bk->bytes <= 0)
     return PSIM_OK;
-  psim_group *g = psim_malloc(sizeof *g);
-  if (!g)
-    return psim_error(PSIM_ENOMEM, "out of memory");
-  psim_status st = PSIM_OK;
-  int32_t nk = b->loc_first[bk->op + 1] - b->loc_first[bk->op];
-  for (int32_t k = 0; k < nk && st == PSIM_OK; k++) {
-    int32_t e = local_entry(b, bk->op, k);
-    if (k > 0 && !b->folded && first_member(b, bk->op, e, mask) != b->s->ops[bk->op].devices[e])
-      continue; /* each group once, from its first member (k = 0 checks the group's size) */
-    psim_build_partial_group(b, bk->op, e, mask, g);
-    st = psim_build_group_fits(g);
-    if (st != PSIM_OK)
-      break;
-    if (!b->folded && g->devices[0] != b->s->ops[bk->op].devices[e])
-      continue; /* each group once, from its first member */
-    if (b->folded)
-      psim_build_group_stride(b, bk->op, e, mask, g);
-    st = sync_group(b, bk, g, sync_done);
+  ss->bk = bk;
+  psim_status st = psim_zero_each_group(b, bk->op, mask, sync_group, ss);
+  if (st == PSIM_OK && b->s->zero_stage >= 1 && b->s->zero_stage <= 2) {
+    st = PSIM_VEC_RESERVE(ss->done, ss->cap_done, ss->n_done + 1);
+    if (st == PSIM_OK)
+      ss->done[ss->n_done++] = (flushed){bk->op, mask, bk->elems};
   }
-  psim_free(g);
   bk->bytes = 0;
+  bk->elems = 0;
   return st;
 }
 
@@ -112,7 +117,7 @@ static bool same_group(const psim_group *a, const psim_group *c) {
 }
 
 /* Weight gradients: buckets of bucket_bytes in reverse op order. */
-static psim_status grad_sync(psim_build *b, int32_t *sync_done) {
+static psim_status grad_sync(psim_build *b, sync_state *ss) {
   const psim_model *m = b->m;
   bucket *bk = psim_calloc(1, sizeof *bk);
   psim_group *g = psim_malloc(sizeof *g);
@@ -131,7 +136,7 @@ static psim_status grad_sync(psim_build *b, int32_t *sync_done) {
       psim_build_tensor_region(b, o, b->locals[b->loc_first[o]].shard, t, &r);
       psim_build_partial_group(b, o, local_entry(b, o, 0), mask, g);
       if (bk->bytes > 0 && !same_group(&bk->key, g))
-        st = flush_bucket(b, bk, bk_mask, sync_done);
+        st = flush_bucket(b, bk, bk_mask, ss);
       if (st != PSIM_OK)
         break;
       if (bk->bytes == 0) {
@@ -140,55 +145,104 @@ static psim_status grad_sync(psim_build *b, int32_t *sync_done) {
         bk_mask = mask;
       }
       bk->last_op = o;
-      bk->bytes += psim_build_region_elems(&r, m->tensors[t].rank) * grad_bytes_per_elem(m);
+      double elems = psim_build_region_elems(&r, m->tensors[t].rank);
+      bk->bytes += elems * grad_bytes_per_elem(m);
+      bk->elems += elems;
       if (bk->bytes >= b->s->bucket_bytes)
-        st = flush_bucket(b, bk, bk_mask, sync_done);
+        st = flush_bucket(b, bk, bk_mask, ss);
     }
   }
   if (st == PSIM_OK)
-    st = flush_bucket(b, bk, bk_mask, sync_done);
+    st = flush_bucket(b, bk, bk_mask, ss);
   psim_free(bk);
   psim_free(g);
   return st;
 }
 
-/* Per simulated device: a barrier after its gradient sync, then the update. */
-psim_status psim_build_optimizer(psim_build *b) {
-  int32_t nd = b->c->n_devices;
-  int32_t *sync_done = psim_malloc(sizeof *sync_done * (size_t)nd);
-  if (!sync_done)
-    return psim_error(PSIM_ENOMEM, "out of memory");
-  psim_status st = PSIM_OK;
-  for (int32_t d = 0; d < nd && st == PSIM_OK; d++) {
+/* ZeRO-1/2: the all-gather of one bucket's updated parameters over a group,
+ * after its members' optimizer steps (Megatron-LM's distributed optimizer,
+ * DeepSpeed's stage 1/2 all-gather in allgather_bucket_size pieces; here in
+ * the gradient buckets' pieces). */
+static psim_status param_gather(psim_build *b, psim_group *g, void *ctx) {
+  sync_state *ss = ctx;
+  psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, ss->bytes,
+                      b->folded ? g->n_groups : 1, g->stride};
+  psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_DP, -1, -1, -1, g->devices[0], -1};
+  int32_t entry, exit;
+  PSIM_CHECK(psim_build_add_collective(b, &d, &info, &entry, &exit));
+  b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, d.concurrent_groups);
+  for (int32_t i = 0; i < g->n; i++)
+    if (b->simulated[g->devices[i]] && ss->update[g->devices[i]] >= 0)
+      PSIM_CHECK(psim_tg_add_edge(&b->g, ss->update[g->devices[i]], entry));
+  return PSIM_OK;
+}
+
+static psim_status param_gathers(psim_build *b, sync_state *ss) {
+  double pb[3];
+  psim_memory_param_bytes(b->m->dtype, pb);
+  for (size_t i = 0; i < ss->n_done; i++) {
+    ss->bytes = ss->done[i].elems * pb[0];
+    PSIM_CHECK(psim_zero_each_group(b, ss->done[i].op, ss->done[i].mask, param_gather, ss));
+  }
+  return PSIM_OK;
+}
+
+/* Per simulated device after its sync: the optimizer step on the parameters
+ * whose optimizer state it holds (all of them, or its shard under ZeRO). */
+static psim_status updates(psim_build *b, sync_state *ss) {
+  double pb[3];
+  psim_memory_param_bytes(b->m->dtype, pb);
+  for (int32_t d = 0; d < b->c->n_devices; d++) {
+    ss->update[d] = -1;
+    if (ss->sync_done[d] < 0)
+      continue;
+    double params = b->static_mem[3 * d + 2] / pb[2];
+    psim_task_info info = {PSIM_TASK_COMPUTE, PSIM_TP_UPDATE, -1, -1, -1, d, -1};
+    int32_t res = psim_res_compute(d);
+    PSIM_CHECK(psim_tg_add_task(&b->g, psim_cost_optimizer(b->c, d, params, b->o->costdb), &res, 1,
+                                &info, &ss->update[d]));
+    PSIM_CHECK(psim_tg_add_edge(&b->g, ss->sync_done[d], ss->update[d]));
+  }
+  return PSIM_OK;
+}
+
+/* Per simulated device: a barrier after its last kernel (sync_done). */
+static psim_status sync_barriers(psim_build *b, int32_t *sync_done) {
+  for (int32_t d = 0; d < b->c->n_devices; d++) {
     sync_done[d] = -1;
     if (!b->simulated[d] || b->last_task[d] < 0)
       continue;
     psim_task_info info = {PSIM_TASK_BARRIER, PSIM_TP_COMM_DP, -1, -1, -1, d, -1};
-    st = psim_tg_add_task(&b->g, 0, NULL, 0, &info, &sync_done[d]);
-    if (st == PSIM_OK)
-      st = psim_tg_add_edge(&b->g, b->last_task[d], sync_done[d]);
+    PSIM_CHECK(psim_tg_add_task(&b->g, 0, NULL, 0, &info, &sync_done[d]));
+    PSIM_CHECK(psim_tg_add_edge(&b->g, b->last_task[d], sync_done[d]));
   }
-  if (st == PSIM_OK && b->s->sync == PSIM_SYNC_PS) { /* issue 8: the servers update (ps.c) */
-    st = psim_build_ps_sync(b, sync_done);
-    psim_free(sync_done);
-    return st;
-  }
+  return PSIM_OK;
+}
+
+/* ZeRO-3's parameter gathers, a barrier per device after its gradient sync,
+ * the update, and under ZeRO-1/2 the updated parameters' all-gather. */
+psim_status psim_build_optimizer(psim_build *b) {
+  size_t nd = (size_t)b->c->n_devices;
+  sync_state ss = {0};
+  ss.sync_done = psim_malloc(sizeof *ss.sync_done * (nd + 1));
+  ss.update = psim_malloc(sizeof *ss.update * (nd + 1));
+  psim_status st = ss.sync_done && ss.update ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
   if (st == PSIM_OK)
-    st = grad_sync(b, sync_done);
-  for (int32_t d = 0; d < nd && st == PSIM_OK; d++) {
-    if (sync_done[d] < 0)
-      continue;
-    double params = b->static_mem[3 * d] / (double)psim_dtype_bytes(b->m->dtype);
-    double shards = 1;
-    if (b->s->zero_stage >= 1) /* ZeRO shards the update over data-parallel ranks */
-      shards = b->s->tmpl.dp > 1 ? b->s->tmpl.dp : 1;
-    psim_task_info info = {PSIM_TASK_COMPUTE, PSIM_TP_UPDATE, -1, -1, -1, d, -1};
-    int32_t res = psim_res_compute(d), id;
-    st = psim_tg_add_task(&b->g, psim_cost_optimizer(b->c, d, params / shards, b->o->costdb), &res,
-                          1, &info, &id);
+    st = psim_zero_gathers(b);
+  if (st == PSIM_OK)
+    st = sync_barriers(b, ss.sync_done);
+  if (st == PSIM_OK && b->s->sync == PSIM_SYNC_PS) /* issue 8: the servers update (ps.c) */
+    st = psim_build_ps_sync(b, ss.sync_done);
+  else {
     if (st == PSIM_OK)
-      st = psim_tg_add_edge(&b->g, sync_done[d], id);
+      st = grad_sync(b, &ss);
+    if (st == PSIM_OK)
+      st = updates(b, &ss);
+    if (st == PSIM_OK)
+      st = param_gathers(b, &ss);
   }
-  psim_free(sync_done);
+  psim_free(ss.sync_done);
+  psim_free(ss.update);
+  psim_free(ss.done);
   return st;
 }

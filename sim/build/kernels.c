@@ -10,29 +10,96 @@
 
 /* ---- task creation ------------------------------------------------------- */
 
-/* The attention core (QK^T, softmax, dropout, AV): ops tagged "attn_core"
- * by the model, fused attention, or else ops touching a tensor with two
- * sequence-long dims (the score matrix). */
-static bool is_attention_core(const psim_model *m, const psim_op *op) {
-  if (op->kind == PSIM_OP_ATTENTION || (op->tag && strcmp(op->tag, "attn_core") == 0))
-    return true;
-  int32_t sd = m->role_dim[PSIM_ROLE_SEQUENCE];
-  if (sd < 0)
+/* ---- selective recompute: the attention core ----------------------------- */
+
+/* Selective recompute drops the attention core and nothing else: QK^T,
+ * softmax, dropout on the probabilities and AV (Korthikanti et al. 2022,
+ * section 5; Megatron-LM's --recompute-granularity selective checkpoints
+ * only core attention, megatron/core/transformer/attention.py,
+ * _checkpointed_attention_forward). The core is found by op kind and by the
+ * kinds of the tensors an op reads, never by dim sizes: fused attention, an
+ * op the model tags "attn_core", or (untagged models) the chain
+ * activation-by-activation matmul (QK^T) -> elementwise / dropout ->
+ * softmax -> elementwise / dropout -> activation-by-activation matmul (AV).
+ * The linear layers (qkv, proj, fc1, fc2) read a weight and are never in it. */
+
+/* Longest chain of elementwise / dropout ops walked through (scale, mask,
+ * dropout between the products and the softmax). */
+#define ATTN_CHAIN_MAX 8
+
+static bool is_weight_free_matmul(const psim_model *m, const psim_op *op) {
+  if (op->kind != PSIM_OP_MATMUL)
     return false;
-  int64_t seq = m->dims[sd].size;
-  for (int32_t i = 0; i < op->n_in + op->n_out; i++) {
-    int32_t t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
-    const psim_tensor *ten = &m->tensors[t];
-    int n = 0;
-    bool has_role = false;
-    for (int32_t j = 0; j < ten->rank; j++) {
-      n += m->dims[ten->dims[j]].size == seq;
-      has_role = has_role || m->dims[ten->dims[j]].role == PSIM_ROLE_SEQUENCE;
-    }
-    if (n >= 2 && has_role)
+  for (int32_t i = 0; i < op->n_in; i++)
+    if (m->tensors[op->in[i]].kind == PSIM_TENSOR_WEIGHT)
+      return false;
+  return true;
+}
+
+static bool is_passthrough(const psim_op *op) {
+  return op->kind == PSIM_OP_DROPOUT || op->kind == PSIM_OP_ELEMENTWISE;
+}
+
+/* The producer of op's first activation input, or NULL. */
+static const psim_op *activation_producer(const psim_model *m, const psim_op *op) {
+  for (int32_t i = 0; i < op->n_in; i++) {
+    const psim_tensor *t = &m->tensors[op->in[i]];
+    if (t->kind != PSIM_TENSOR_WEIGHT)
+      return t->producer >= 0 ? &m->ops[t->producer] : NULL;
+  }
+  return NULL;
+}
+
+/* Walks producers back from op's activation input i through elementwise /
+ * dropout ops; returns the first other op reached, or NULL. */
+static const psim_op *through_chain(const psim_model *m, const psim_op *op, int32_t i) {
+  const psim_tensor *t = &m->tensors[op->in[i]];
+  const psim_op *p =
+      t->kind != PSIM_TENSOR_WEIGHT && t->producer >= 0 ? &m->ops[t->producer] : NULL;
+  for (int k = 0; p && is_passthrough(p) && k < ATTN_CHAIN_MAX; k++)
+    p = activation_producer(m, p);
+  return p && !is_passthrough(p) ? p : NULL;
+}
+
+/* A softmax over the product of two activations (QK^T), not a router's. */
+static bool is_score_softmax(const psim_model *m, const psim_op *op) {
+  if (op->kind != PSIM_OP_SOFTMAX || op->n_in < 1)
+    return false;
+  const psim_op *p = through_chain(m, op, 0);
+  return p && is_weight_free_matmul(m, p);
+}
+
+/* QK^T: a weight-free matmul whose product a later softmax of its layer
+ * normalises (ops are in topological order). */
+static bool is_qk(const psim_model *m, const psim_op *op) {
+  if (!is_weight_free_matmul(m, op))
+    return false;
+  for (const psim_op *q = op + 1; q < m->ops + m->n_ops && q->layer == op->layer; q++)
+    if (q->kind == PSIM_OP_SOFTMAX && q->n_in > 0 && through_chain(m, q, 0) == op)
+      return true;
+  return false;
+}
+
+/* AV: a weight-free matmul reading the (dropped-out) probabilities. */
+static bool is_av(const psim_model *m, const psim_op *op) {
+  if (!is_weight_free_matmul(m, op))
+    return false;
+  for (int32_t i = 0; i < op->n_in; i++) {
+    const psim_op *p = through_chain(m, op, i);
+    if (p && is_score_softmax(m, p))
       return true;
   }
   return false;
+}
+
+static bool is_attention_core(const psim_model *m, const psim_op *op) {
+  if (op->kind == PSIM_OP_ATTENTION || (op->tag && strcmp(op->tag, "attn_core") == 0))
+    return true;
+  if (is_passthrough(op)) { /* dropout after the softmax, scale / mask before it */
+    const psim_op *p = op->n_in > 0 ? through_chain(m, op, 0) : NULL;
+    return p && (is_score_softmax(m, p) || is_qk(m, p));
+  }
+  return is_score_softmax(m, op) || is_qk(m, op) || is_av(m, op);
 }
 
 /* Whether op o is recomputed in backward under the strategy's mode. */
@@ -159,6 +226,23 @@ static inline psim_status account_kernel(psim_build *b, const psim_task_cost *tc
   return PSIM_OK;
 }
 
+/* A view (reshape, split) issues no kernel: a zero-duration task off the
+ * stream, done when its input is there, so that waiting for a gathered input
+ * does not hold the kernels issued after it. */
+static psim_status view_task(psim_build *b, psim_task_info *info, int32_t *id) {
+  info->kind = PSIM_TASK_BARRIER;
+  PSIM_CHECK(psim_tg_add_task(&b->g, 0, NULL, 0, info, id));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
+  b->next_compute[*id] = -1;
+  return PSIM_OK;
+}
+
+/* The ring steps of a pass of op o (context.c): forward and recompute of an
+ * attention under context parallelism, else 1. */
+static int32_t ring_steps(const psim_build *b, int32_t o, int pass_kind) {
+  return pass_kind == PSIM_DIR_BWD ? 1 : psim_build_cp_steps(b, o);
+}
+
 static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
                                 int32_t *id) {
   const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
@@ -172,8 +256,17 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
                          mu,
                          loc->device,
                          loc->shard};
-  PSIM_CHECK(
-      chain(b, loc->device, tc->duration_s, &info, tc->duration_s > 0 ? tc->host_calls : 0, id));
+  if (psim_build_is_view(&b->m->ops[o]) && tc->duration_s == 0)
+    return view_task(b, &info, id);
+  int32_t steps = ring_steps(b, o, pass_kind), calls = tc->duration_s > 0 ? tc->host_calls : 0;
+  double last_s = tc->duration_s;
+  if (steps > 1) { /* the first steps' blocks: local data only, overlapping the K/V exchange */
+    int32_t early;
+    PSIM_CHECK(chain(b, loc->device, tc->duration_s * (steps - 1) / steps, &info, calls, &early));
+    last_s = tc->duration_s / steps;
+    calls = 0;
+  }
+  PSIM_CHECK(chain(b, loc->device, last_s, &info, calls, id));
   if (pass_kind == PSIM_DIR_BWD)
     b->last_bwd[loc->device] = *id;
   return account_kernel(b, tc, *id, loc->device);
@@ -230,7 +323,8 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
 
 /* Op o's kernels of one pass for micro-batch mu, one per simulated shard. */
 static psim_status op_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind) {
-  if (b->inc.prev && !b->inc.changed[o]) {
+  if (b->inc.prev && !b->inc.changed[o] && !psim_build_is_view(&b->m->ops[o]) &&
+      ring_steps(b, o, pass_kind) == 1) {
     bool done;
     PSIM_CHECK(copy_kernels(b, o, mu, pass_kind, &done));
     if (done)

@@ -6,19 +6,27 @@
  * backward task ends), so the in-flight micro-batches of each pipeline
  * schedule are simulated rather than assumed.
  *
- * Bytes per parameter, mixed-precision Adam as Megatron-LM runs it
- * (Korthikanti et al. 2022, section 2; Rajbhandari et al. 2020, ZeRO, section
- * 3.1): 16-bit weights (2) + fp32 gradient accumulation buffer (4) + fp32
- * master weights, first and second moments (12) = 18 bytes; fp32 models
- * keep 4 + 4 + 8 = 16. ZeRO stage 1 shards the optimizer state over the
- * data-parallel group, stage 2 also the gradients, stage 3 also the weights. */
+ * Bytes per parameter: psim_memory_param_bytes (memory.h: Megatron-Core's
+ * distributed-optimizer table). ZeRO stage 1 shards the optimizer state over
+ * the data-parallel group, stage 2 also the gradients, stage 3 also the
+ * weights, plus the parameters gathered at once (zero.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim/build/build_impl.h"
 #include "sim/build/memory.h"
+#include "sim/build/zero.h"
 #include "sim/core/alloc.h"
+
+void psim_memory_param_bytes(psim_dtype dtype, double out[3]) {
+  switch (dtype) {
+  case PSIM_DTYPE_FP16: out[0] = 2, out[1] = 2, out[2] = 16; return;
+  case PSIM_DTYPE_BF16:
+  case PSIM_DTYPE_FP8: out[0] = 2, out[1] = 4, out[2] = 12; return;
+  default: out[0] = 4, out[1] = 4, out[2] = 8; return;
+  }
+}
 
 static double shard_elems_of(const psim_model *m, const psim_op *op, const int64_t *ext,
                              int32_t t) {
@@ -72,6 +80,11 @@ static double kept_outputs(const psim_model *m, const psim_op *op, const int64_t
  * micro-batch. */
 static double producer_shard_elems(const psim_build *b, int32_t p, int32_t t) {
   const psim_model *m = b->m;
+  while (psim_build_is_view(&m->ops[p]) && m->ops[p].n_in == 1 && m->ops[p].n_out == 1 &&
+         m->tensors[m->ops[p].in[0]].producer >= 0) { /* a view holds no copy: its source's */
+    t = m->ops[p].in[0];
+    p = m->tensors[t].producer;
+  }
   const psim_op *op = &m->ops[p];
   const psim_tensor *ten = &m->tensors[t];
   double v = 1;
@@ -164,8 +177,9 @@ static psim_status op_weight_shares(psim_build *b, int32_t o) {
   const psim_model *m = b->m;
   const psim_op *op = &m->ops[o];
   const psim_op_config *cfg = &b->s->ops[o];
-  bool low = m->dtype == PSIM_DTYPE_BF16 || m->dtype == PSIM_DTYPE_FP16;
-  double wb = low ? 2 : 4, gb = 4, ob = low ? 12 : 8;
+  double pb[3];
+  psim_memory_param_bytes(m->dtype, pb);
+  double wb = pb[0], gb = pb[1], ob = pb[2];
   int zs = b->s->zero_stage;
   for (int32_t i = 0; i < op->n_in; i++) {
     int32_t t = op->in[i];
@@ -239,6 +253,7 @@ psim_status psim_memory_static(psim_build *b) {
       b->static_mem[3 * w->device + k] += w->bytes[k];
   }
   psim_free(counted);
+  PSIM_CHECK(psim_zero_gathered_memory(b));
   return mark_saves(b);
 }
 

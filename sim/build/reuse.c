@@ -143,6 +143,18 @@ bool psim_build_can_reuse(const psim_build *b, const psim_build *p) {
 /* From changed[]: seg_dirty (op y, a producer x of its inputs, or another
  * consumer of x changed) and cost_dirty (y or a producer changed: saved
  * activations depend on the producer's shards, memory.c). */
+/* Whether op x or, through views, the op whose output x views changed (the
+ * saved bytes of x's consumers depend on it: memory.c). */
+static bool source_changed(const psim_model *m, int32_t x, const uint8_t *changed) {
+  for (; x >= 0; x = m->tensors[m->ops[x].in[0]].producer) {
+    if (changed[x])
+      return true;
+    if (!psim_build_is_view(&m->ops[x]) || m->ops[x].n_in != 1)
+      return false;
+  }
+  return false;
+}
+
 static psim_status mark_dirty(psim_build *b, const uint8_t *changed, uint8_t *cost_dirty) {
   const psim_model *m = b->m;
   uint8_t *sibling = psim_calloc((size_t)m->n_ops, 1); /* a consumer of op x changed */
@@ -163,7 +175,7 @@ static psim_status mark_dirty(psim_build *b, const uint8_t *changed, uint8_t *co
       if (x < 0)
         continue;
       b->inc.seg_dirty[y] |= changed[x] | sibling[x];
-      cost_dirty[y] |= changed[x];
+      cost_dirty[y] |= source_changed(m, x, changed);
     }
   }
   for (int32_t y = 0; y < m->n_ops; y++) /* a dirty segment reads y's and its producers' keys */

@@ -86,16 +86,16 @@ bool psim_hmap_find(const psim_hmap *m, psim_hmap_key key, int32_t *value) {
 }
 
 psim_status psim_hmap_put(psim_hmap *m, psim_hmap_key key, int32_t value) {
-  if (m->cap) {
-    psim_hmap_slot *s = &m->slots[probe(m, key)];
-    if (s->used) {
-      s->value = value;
-      return PSIM_OK;
-    }
+  psim_hmap_slot *s = m->cap ? &m->slots[probe(m, key)] : NULL;
+  if (s && s->used) {
+    s->value = value;
+    return PSIM_OK;
   }
-  PSIM_CHECK(psim_hmap_reserve(m, m->count + 1));
-  psim_hmap_slot *s = &m->slots[probe(m, key)];
-  assert(!s->used);
+  if (2 * (m->count + 1) > m->cap) { /* growing moves the empty slot found */
+    PSIM_CHECK(psim_hmap_reserve(m, m->count + 1));
+    s = &m->slots[probe(m, key)];
+  }
+  assert(s && !s->used);
   *s = (psim_hmap_slot){key, value, 1};
   m->count++;
   return PSIM_OK;
@@ -139,7 +139,8 @@ bool psim_hmap_find_eq(const psim_hmap *m, uint64_t hash, psim_hmap_eq eq, const
 }
 
 psim_status psim_hmap_add(psim_hmap *m, uint64_t hash, int32_t value) {
-  PSIM_CHECK(psim_hmap_reserve(m, m->count + 1));
+  if (2 * (m->count + 1) > m->cap) /* the common case, room left, skips the call */
+    PSIM_CHECK(psim_hmap_reserve(m, m->count + 1));
   psim_hmap_key k = {hash, 0};
   size_t mask = m->cap - 1, i = home(m, k);
   while (m->slots[i].used) /* past every entry of the chain, equal hashes too */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/utf8.h"
 
 static void *hook_malloc(size_t n) {
   return psim_malloc(n);
@@ -289,7 +290,8 @@ static void line_col(const char *text, size_t offset, int *line, int *col) {
 
 /* The token at text[at] for messages: one structural character, or up to 20
  * bytes up to white space or punctuation; other bytes than printable ASCII
- * as \xHH. */
+ * as \xHH. Only for files that begin as JSON: the bytes of a file that does
+ * not (a token, /etc/shadow named as a plan's model_file) are never shown. */
 static void found_token(const char *text, size_t len, size_t at, char *out, size_t size) {
   size_t n = 1, o = 0;
   if (!strchr("{}[],:\"", text[at]))
@@ -322,6 +324,12 @@ static psim_status syntax_error(const char *name, const char *text, size_t len, 
     return psim_error(PSIM_EINPUT,
                       "%s:%d:%d: JSON syntax error: unexpected end of input; "
                       "expected %s",
+                      name, line, col, why);
+  size_t start = strspn(text, " \t\r\n");
+  if (off == start && text[off] != '{' && text[off] != '[') /* issue 24: a token, a key file */
+    return psim_error(PSIM_EINPUT,
+                      "%s:%d:%d: JSON syntax error: not a JSON file (expected %s at its start; "
+                      "its content is not shown)",
                       name, line, col, why);
   char tok[128];
   found_token(text, len, off, tok, sizeof tok);
@@ -463,6 +471,14 @@ psim_status psim_json_string(psim_jctx *c, const cJSON *obj, const char *key, bo
   if (!cJSON_IsString(v)) {
     size_t sv = psim_jctx_key(c, key);
     psim_status s = psim_jerr(c, "expected a string, found %s", type_name(v));
+    psim_jctx_pop(c, sv);
+    return s;
+  }
+  size_t bad = psim_utf8_invalid_at(v->valuestring); /* issue 24: refused, not cut later */
+  if (bad != SIZE_MAX) {
+    size_t sv = psim_jctx_key(c, key);
+    psim_status s = psim_jerr(c, "expected UTF-8 text, found byte 0x%02x at offset %zu",
+                              (unsigned char)v->valuestring[bad], bad);
     psim_jctx_pop(c, sv);
     return s;
   }
@@ -659,13 +675,34 @@ static psim_status write_device(const char *path, const char *data, size_t len) 
   return s;
 }
 
-/* Errors name path, the user's name, not the temporary file. */
-static psim_status write_temp(const char *path, const char *tmp, const char *data, size_t len) {
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    return psim_error(PSIM_EIO, "%s: cannot create a temporary file beside it: %s", path,
-                      strerror(errno));
-  psim_status s = write_fd(fd, path, data, len);
+/* The permission bits a replaced output keeps, or those a new file gets
+ * (0666 less the umask, as open(O_CREAT) would give). The umask is read from
+ * /proc (umask() itself would change it for every thread for a moment). */
+static mode_t output_mode(const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+    return st.st_mode & 07777;
+  unsigned mask = 022;
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f) {
+    char line[256];
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "Umask: %o", &mask) == 1)
+        break;
+    fclose(f);
+  }
+  return 0666 & ~(mode_t)mask;
+}
+
+/* Writes, syncs and renames the open temporary tmp (fd) over path. Errors
+ * name path, the user's name, not the temporary file. */
+static psim_status finish_temp(int fd, const char *path, const char *tmp, const char *data,
+                               size_t len) {
+  psim_status s = PSIM_OK;
+  if (fchmod(fd, output_mode(path)) != 0)
+    s = psim_error(PSIM_EIO, "%s: cannot set permissions: %s", path, strerror(errno));
+  if (s == PSIM_OK)
+    s = write_fd(fd, path, data, len);
   if (s == PSIM_OK && fsync(fd) != 0)
     s = psim_error(PSIM_EIO, "%s: fsync failed: %s", path, strerror(errno));
   if (close(fd) != 0 && s == PSIM_OK)
@@ -680,17 +717,28 @@ static psim_status write_temp(const char *path, const char *tmp, const char *dat
   return s;
 }
 
+/* The temporary is "FOLDER/.NAME.XXXXXX" made by mkstemp: a fresh name
+ * opened with O_EXCL, so a file or symlink planted beside the output is never
+ * followed or truncated (a predictable name was, issue 24). */
 psim_status psim_file_write_atomic(const char *path, const char *data, size_t len) {
   if (!*path)
     return psim_error(PSIM_EINPUT, "empty output file name; expected a file path");
   if (is_device(path))
     return write_device(path, data, len);
-  size_t n = strlen(path) + 32;
+  const char *slash = strrchr(path, '/');
+  size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0;
+  size_t n = strlen(path) + 16;
   char *tmp = psim_malloc(n);
   if (!tmp)
     return psim_error(PSIM_ENOMEM, "%s: out of memory", path);
-  snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-  psim_status s = write_temp(path, tmp, data, len);
+  snprintf(tmp, n, "%.*s.%s.XXXXXX", (int)dir_len, path, path + dir_len);
+  psim_status s;
+  int fd = mkstemp(tmp);
+  if (fd < 0)
+    s = psim_error(PSIM_EIO, "%s: cannot create a temporary file beside it: %s", path,
+                   strerror(errno));
+  else
+    s = finish_temp(fd, path, tmp, data, len);
   psim_free(tmp);
   return s;
 }

@@ -47,7 +47,11 @@ psim_status psim_name_map_put(psim_name_map *m, const char *k, int32_t v) {
   char *copy = psim_strdup(k);
   if (!copy)
     return psim_error(PSIM_ENOMEM, "out of memory");
-  PSIM_CHECK(psim_hmap_add(&m->index, name_hash(k), (int32_t)m->n));
+  psim_status st = psim_hmap_add(&m->index, name_hash(k), (int32_t)m->n);
+  if (st != PSIM_OK) {
+    psim_free(copy);
+    return st;
+  }
   m->key[m->n] = copy;
   m->val[m->n++] = v;
   return PSIM_OK;

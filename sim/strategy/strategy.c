@@ -19,6 +19,7 @@ void psim_strategy_init(psim_strategy *s) {
   s->micro_batch = 1;
   s->schedule = PSIM_SCHED_1F1B;
   s->bucket_bytes = DEFAULT_BUCKET_BYTES;
+  s->zero_prefetch = PSIM_ZERO_PREFETCH_DEFAULT;
   s->ps.replicas = 1;
 }
 
@@ -473,7 +474,8 @@ static bool scalars_equal(const psim_strategy *a, const psim_strategy *b) {
          a->micro_batch == b->micro_batch && a->schedule == b->schedule &&
          a->recompute == b->recompute && a->sequence_parallel == b->sequence_parallel &&
          a->zero_stage == b->zero_stage && a->overlap_grad_reduce == b->overlap_grad_reduce &&
-         a->bucket_bytes == b->bucket_bytes && a->allreduce == b->allreduce && a->sync == b->sync &&
+         a->bucket_bytes == b->bucket_bytes && a->zero_prefetch == b->zero_prefetch &&
+         a->allreduce == b->allreduce && a->sync == b->sync &&
          strcmp(a->tmpl.name, b->tmpl.name) == 0 && a->tmpl.tp == b->tmpl.tp &&
          a->tmpl.pp == b->tmpl.pp && a->tmpl.dp == b->tmpl.dp &&
          a->tmpl.micro_batch == b->tmpl.micro_batch &&

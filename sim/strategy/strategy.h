@@ -112,6 +112,10 @@ typedef struct psim_checkpoint {
   double read_bw;  /* aggregate checkpoint read bandwidth, bytes/s */
 } psim_checkpoint;
 
+/* DeepSpeed's stage3_prefetch_bucket_size default, 5e7 parameters
+ * (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig.prefetch_bucket_size). */
+#define PSIM_ZERO_PREFETCH_DEFAULT 5e7
+
 typedef struct psim_strategy {
   psim_op_config *ops; /* one per model op, same order */
   int32_t n_ops;
@@ -125,7 +129,9 @@ typedef struct psim_strategy {
   bool sequence_parallel;
   int32_t zero_stage; /* 0-3 */
   bool overlap_grad_reduce;
-  double bucket_bytes; /* gradient bucket, bytes (default 25 MiB, PyTorch DDP's bucket_cap_mb) */
+  double bucket_bytes;  /* gradient bucket, bytes (default 25 MiB, PyTorch DDP's bucket_cap_mb) */
+  double zero_prefetch; /* ZeRO-3: parameters gathered ahead of the unit computing (default 5e7,
+                           DeepSpeed's stage3_prefetch_bucket_size); at least the next unit */
   psim_allreduce_algo allreduce;
   psim_grad_sync sync;
   psim_ps_config ps;

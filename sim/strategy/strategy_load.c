@@ -18,6 +18,7 @@ static void apply_common(const psim_strategy_spec *sp, psim_strategy *s) {
   s->sequence_parallel = s->sequence_parallel || sp->sequence_parallel;
   s->overlap_grad_reduce = sp->overlap_grad_reduce;
   s->bucket_bytes = sp->bucket_bytes;
+  s->zero_prefetch = sp->zero_prefetch;
   s->allreduce = sp->allreduce;
   s->zero_stage = sp->zero_stage;
   s->checkpoint = sp->checkpoint;

@@ -86,6 +86,15 @@ static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_sp
     psim_jctx_pop(c, sv);
     return s;
   }
+  PSIM_CHECK(
+      psim_json_quantity(c, root, "zero_prefetch", false, PSIM_UNIT_COUNT, &sp->zero_prefetch));
+  if (sp->zero_prefetch < 0) {
+    size_t sv = psim_jctx_key(c, "zero_prefetch");
+    psim_status s =
+        psim_jerr(c, "a prefetch of %g parameters; expected 0 or more", sp->zero_prefetch);
+    psim_jctx_pop(c, sv);
+    return s;
+  }
   return enum_key(c, root, "allreduce", p_ar, &sp->allreduce, NULL);
 }
 
@@ -107,25 +116,18 @@ static const char *const megatron_keys[] = {"format",
                                             "overlap_grad_reduce",
                                             "allreduce",
                                             "bucket_size",
+                                            "zero_prefetch",
                                             "checkpoint",
                                             NULL};
 static const char *const dp_keys[] = {
-    "format",    "name", "description",         "template",  "dp",          "micro_batches",
-    "recompute", "zero", "overlap_grad_reduce", "allreduce", "bucket_size", "checkpoint",
-    NULL};
-static const char *const zero_keys[] = {"format",
-                                        "name",
-                                        "description",
-                                        "template",
-                                        "stage",
-                                        "dp",
-                                        "micro_batches",
-                                        "recompute",
-                                        "overlap_grad_reduce",
-                                        "allreduce",
-                                        "bucket_size",
-                                        "checkpoint",
-                                        NULL};
+    "format",     "name", "description",         "template",  "dp",          "micro_batches",
+    "recompute",  "zero", "overlap_grad_reduce", "allreduce", "bucket_size", "zero_prefetch",
+    "checkpoint", NULL};
+static const char *const zero_keys[] = {"format",        "name",        "description",
+                                        "template",      "stage",       "dp",
+                                        "micro_batches", "recompute",   "overlap_grad_reduce",
+                                        "allreduce",     "bucket_size", "zero_prefetch",
+                                        "checkpoint",    NULL};
 
 static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
   psim_megatron_opts *o = &sp->mo;
@@ -186,7 +188,8 @@ static const char *const explicit_keys[] = {
     "format",      "name",          "description",       "mesh",
     "layout",      "ops",           "pipeline",          "gradient_sync",
     "zero",        "recompute",     "sequence_parallel", "overlap_grad_reduce",
-    "bucket_size", "template_info", "checkpoint",        NULL};
+    "bucket_size", "zero_prefetch", "template_info",     "checkpoint",
+    NULL};
 
 static int32_t axis_find(const psim_mesh *mesh, const char *name) {
   for (int32_t a = 0; a < mesh->n_axes; a++)
@@ -430,6 +433,7 @@ static void spec_init(psim_strategy_spec *sp) {
   memset(sp, 0, sizeof *sp);
   psim_megatron_opts_init(&sp->mo);
   sp->bucket_bytes = 25.0 * 1048576.0; /* PyTorch DDP bucket_cap_mb = 25 */
+  sp->zero_prefetch = PSIM_ZERO_PREFETCH_DEFAULT;
   sp->ps_replicas = 1;
   sp->micro_batches = 1;
   sp->virtual_stages = 1;

@@ -177,6 +177,9 @@ static psim_status options_json(const psim_strategy *s, cJSON *root) {
     if (s->checkpoint.read_bw > 0)
       PSIM_CHECK(psim_json_add_number(ck, "read_bandwidth", s->checkpoint.read_bw));
   }
+  if (s->zero_prefetch !=
+      PSIM_ZERO_PREFETCH_DEFAULT) /* written when set (plans stay as they were) */
+    PSIM_CHECK(psim_json_add_number(root, "zero_prefetch", s->zero_prefetch));
   return psim_json_add_number(root, "bucket_size", s->bucket_bytes);
 }
 

@@ -53,7 +53,7 @@ plan_complete() {
   [ "$want" = "$got" ]
 }
 
-no_temp_files() { ! ls "$1".tmp.* >/dev/null 2>&1; }
+no_temp_files() { ! ls "$(dirname "$1")/.$(basename "$1")".?????? >/dev/null 2>&1; } # mkstemp's .NAME.XXXXXX
 
 # plan killed at a random moment in [lo, hi) ms with each signal.
 plan_case() {

@@ -273,6 +273,49 @@ START_TEST(format_names) {
 }
 END_TEST
 
+static char *quote_with(void (*quote)(psim_sb *, const char *), const char *name) {
+  psim_sb b = {0};
+  quote(&b, name);
+  char *text = NULL;
+  size_t len = 0;
+  ck_assert_int_eq(psim_sb_finish(&b, "test", &text, &len), PSIM_OK);
+  return text;
+}
+
+/* issue 24: "x\necho INJECTED; #" as a model name put a command into the
+ * Megatron script; op names went raw into FlexFlow's quoted strings. */
+START_TEST(names_are_checked_and_quoted) {
+  static const char *const refused[] = {"x\necho INJECTED; #",
+                                        "a\rb",
+                                        "esc\x1b[2J",
+                                        "del\x7f",
+                                        "\xff",
+                                        "\xc0\xaf" /* overlong '/' */,
+                                        "\xed\xa0\x80" /* a surrogate */,
+                                        "cut\xe2\x82"};
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+    ck_assert_int_eq(psim_export_check_name("model name", refused[i]), PSIM_EINPUT);
+    ck_assert_msg(!strchr(psim_error_message(), '\n') && !strchr(psim_error_message(), 0x1b), "%s",
+                  psim_error_message());
+    psim_error_clear();
+  }
+  ck_assert_int_eq(psim_export_check_name("op name", "layer.0.fc1 \xc3\xa9\xf0\x9f\x98\x80"),
+                   PSIM_OK);
+  static const char *const shell[][2] = {{"tiny-gpt", "tiny-gpt"},
+                                         {"it's", "'it'\\''s'"},
+                                         {"$(rm -rf ~)", "'$(rm -rf ~)'"},
+                                         {"", "''"}};
+  for (size_t i = 0; i < sizeof shell / sizeof shell[0]; i++) {
+    char *q = quote_with(psim_export_shell_quote, shell[i][0]);
+    ck_assert_str_eq(q, shell[i][1]);
+    psim_free(q);
+  }
+  char *q = quote_with(psim_export_proto_quote, "em\"bed\\\t");
+  ck_assert_str_eq(q, "\"em\\\"bed\\\\\\011\"");
+  psim_free(q);
+}
+END_TEST
+
 START_TEST(sweep_row_round_trip) {
   psim_sweep_row r, back;
   memset(&r, 0, sizeof r);
@@ -375,6 +418,7 @@ int main(void) {
   tcase_add_test(tc, gspmd_inference_survives_allocation_failures);
   tcase_add_test(tc, deepspeed_batch_arithmetic);
   tcase_add_test(tc, format_names);
+  tcase_add_test(tc, names_are_checked_and_quoted);
   tcase_add_test(tc, sweep_row_round_trip);
   tcase_add_test(tc, sweep_row_integer_out_of_range);
   tcase_add_test(tc, sweep_case_count_is_checked);

@@ -412,6 +412,14 @@ START_TEST(template_json) {
                    PSIM_OK);
   ck_assert_int_eq(s.tmpl.dp, 8);
   ck_assert_int_eq(s.n_micro, 1);
+  ck_assert(s.zero_prefetch == PSIM_ZERO_PREFETCH_DEFAULT); /* DeepSpeed's 5e7 */
+  psim_strategy_destroy(&s);
+  /* ZeRO-3's prefetch, a parameter count */
+  ck_assert_int_eq(load_text("{\"format\":\"plansim.strategy/1\",\"template\":\"zero\","
+                             "\"stage\":3,\"dp\":2,\"zero_prefetch\":\"20M\"}",
+                             &s),
+                   PSIM_OK);
+  ck_assert(s.zero_prefetch == 2e7);
   psim_strategy_destroy(&s);
 }
 END_TEST
@@ -434,6 +442,9 @@ START_TEST(template_json_errors) {
   expect_error("{\"format\":\"plansim.strategy/1\",\"template\":\"megatron\",\"tpp\":2}",
                "unknown key 'tpp'");
   expect_error("{\"format\":\"plansim.strategy/1\",\"template\":\"alpa\"}", "unknown template");
+  expect_error("{\"format\":\"plansim.strategy/1\",\"template\":\"zero\",\"stage\":3,"
+               "\"zero_prefetch\":-1}",
+               "prefetch");
   expect_error("{\"format\":\"plansim.strategy/2\",\"template\":\"megatron\"}", "format");
   expect_error("{\"format\":\"plansim.strategy/1\",\"template\":\"megatron\",\"dp\":2,"
                "\"tp\":4,\"pp\":4}",

@@ -1,0 +1,45 @@
+/* context.c - context parallelism: attention whose query sequence is split
+ * while its keys and values keep their own, whole sequence dim.
+ *
+ * Megatron-Core runs context parallelism through TransformerEngine's
+ * attn_forward_func_with_cp (transformer_engine/pytorch/attention.py,
+ * AttnFuncWithCPAndKVP2P, "p2p", the default cp_comm_type): the cp ranks form
+ * a ring; each holds its query and K/V blocks and, in cp steps, computes
+ * attention of its queries against one K/V block while it sends that block
+ * to the next rank and receives the next block from the previous one (cp - 1
+ * exchanges, each overlapped with the current block's compute). With the
+ * causal load balancing of Megatron-Core (get_batch_on_this_cp_rank in
+ * megatron/training/utils.py: the sequence in 2 cp chunks, rank r holding
+ * chunks r and 2 cp - 1 - r) every rank does the same work at every step, so
+ * a step is 1/cp of the rank's attention compute.
+ *
+ * In the task graph the keys' sequence dim is not split, so the consumer
+ * gathers K/V from the cp ranks (comm.c's rectangle intersection: (cp - 1) /
+ * cp of K and V per rank, the ring's traffic). The overlap is the split of
+ * the rank's attention kernel (forward and recompute) in two: the first
+ * cp - 1 steps' compute, which needs only the local data and runs while the
+ * exchange proceeds, and the last step's, which waits for the exchange. With
+ * uniform steps (compute c, exchange x each) the ring ends after
+ * c + (cp - 1) max(c, x); the two kernels end after
+ * c + max((cp - 1) c, (cp - 1) x): the same. Backward reduces dK/dV after the
+ * attention backward (the ring's dK/dV traffic, not overlapped: an upper
+ * bound). docs/simulator.md, "Context parallelism". */
+#include "sim/build/build_impl.h"
+
+bool psim_build_is_view(const psim_op *op) {
+  return op->kind == PSIM_OP_RESHAPE || op->kind == PSIM_OP_SPLIT;
+}
+
+int32_t psim_build_cp_steps(const psim_build *b, int32_t o) {
+  const psim_op *op = &b->m->ops[o];
+  if (op->kind != PSIM_OP_ATTENTION)
+    return 1;
+  const psim_tensor *q = &b->m->tensors[op->in[0]], *k = &b->m->tensors[op->in[1]];
+  if (k->dims[1] == q->dims[1])
+    return 1; /* keys on the query's sequence dim: a split of it splits both */
+  int32_t iq = psim_op_dim_index(op, q->dims[1]), ik = psim_op_dim_index(op, k->dims[1]);
+  const psim_op_config *cfg = &b->s->ops[o];
+  if (iq < 0 || ik < 0 || cfg->degree[ik] > 1)
+    return 1;
+  return cfg->degree[iq];
+}
