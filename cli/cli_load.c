@@ -1,6 +1,7 @@
 /* cli_load.c - shared loading of command inputs. */
 #include "cli/cli_load.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -22,6 +23,9 @@ psim_status psim_cli_load_inputs(psim_cli_inputs *in, const char *model_file,
     PSIM_CHECK(psim_plan_load_strategy(strategy_file, &in->model, &in->cluster, &in->strategy));
   if (costdb_file)
     PSIM_CHECK(psim_cli_costdb_open(costdb_file, &in->costdb));
+  char why[512];
+  if (psim_cli_costdb_mismatch(in->costdb, &in->cluster, why, sizeof why))
+    fprintf(stderr, "plansim: warning: %s: %s\n", costdb_file, why);
   return PSIM_OK;
 }
 

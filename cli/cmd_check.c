@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "costdb/costdb.h"
+#include "search/plan/plan.h"
 #include "search/sweep/sweep.h"
 #include "sim/core/alloc.h"
 #include "sim/core/json.h"
@@ -78,12 +79,21 @@ static psim_status check_costdb(const char *file, const cJSON *root, char *summa
   return s;
 }
 
-/* Plans and sweeps: only the format key is checked until their issues land. */
+/* Plans (issue 18, defect 9): the members export and report check
+ * (psim_plan_check), then the strategy as a strategy file is checked. */
 static psim_status check_plan(const char *file, const cJSON *root, char *summary) {
-  (void)file, (void)root;
-  snprintf(summary, SUMMARY_MAX, "plan: format key only; deeper validation comes with plans");
+  PSIM_CHECK(psim_plan_check(root, file));
+  PSIM_CHECK(psim_strategy_check_json(file, psim_plan_strategy_json(root)));
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+  const cJSON *cluster = cJSON_GetObjectItemCaseSensitive(root, "cluster");
+  snprintf(summary, SUMMARY_MAX,
+           "plan of %.64s on %.64s; fit to them is checked by 'plansim expand'",
+           cJSON_IsString(model) ? model->valuestring : "a model",
+           cJSON_IsString(cluster) ? cluster->valuestring : "a cluster");
   return PSIM_OK;
 }
+
+/* Sweeps: only the format key is checked until their issue lands. */
 
 static psim_status check_sweep(const char *file, const cJSON *root, char *summary) {
   PSIM_CHECK(psim_sweep_check_size(file, root)); /* issue 24: refuse what would overflow */

@@ -27,6 +27,7 @@ typedef struct plan_args {
   bool json;
   bool no_baselines; /* --no-baselines: skip the data-parallel and grid simulations */
   bool reproducible; /* --reproducible: no wall-clock figures in the plan */
+  bool progress;     /* --progress: progress lines on stderr even when it is not a terminal */
 } plan_args;
 
 static const char *const value_options[] = {
@@ -84,6 +85,8 @@ static psim_status parse_args(int argc, char **argv, plan_args *a) {
       a->no_baselines = true;
     } else if (strcmp(argv[i], "--reproducible") == 0) {
       a->reproducible = true;
+    } else if (strcmp(argv[i], "--progress") == 0) {
+      a->progress = true;
     } else if (takes_value(argv[i])) {
       PSIM_CHECK(psim_cli_need_value("plan", argc, argv, i));
       PSIM_CHECK(set_option(a, argv[i], argv[i + 1]));
@@ -130,7 +133,7 @@ static void note_ignored(const plan_args *a, const psim_search_options *o) {
     note("--budget", given,
          "the Alpa optimizer runs to completion; auto gives the budget to "
          "its MCMC refinement");
-  else if (a->budget && by_time && (strcmp(s, "grid") == 0 || strcmp(s, "exhaustive") == 0))
+  else if (a->budget && by_time && strcmp(s, "exhaustive") == 0)
     note("a time --budget", given, "it takes an evaluation count, e.g. --budget 2000");
   if (a->init && strcmp(s, "mcmc") != 0 && strcmp(s, "exhaustive") != 0)
     note("--init", given, "only mcmc and exhaustive start from a strategy");
@@ -218,7 +221,7 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
   p->so.seed = a->seed;
   p->so.threads = a->threads;
   p->so.verify_every = a->verify_every;
-  p->so.progress = psim_cli_stderr_is_tty() ? stderr : NULL;
+  p->so.progress = a->progress || psim_cli_stderr_is_tty() ? stderr : NULL;
   if (a->fix) {
     PSIM_CHECK(psim_json_load_file(a->fix, &p->fix));
     PSIM_CHECK(psim_constraints_read(p->fix, a->fix, &p->fix_k));
@@ -245,18 +248,11 @@ static psim_status check_outputs(const plan_args *a) {
 /* What the plan file and the summary say about the search and the baselines. */
 static psim_plan_info plan_info(const plan_args *a, const psim_policy_result *pol) {
   const psim_search_result *r = &pol->result;
-  psim_plan_info info = {pol->searcher,
-                         a->seed,
-                         a->budget,
-                         r->evaluations,
-                         r->wall_s,
-                         r->curve,
-                         r->n_curve,
-                         pol->have_dp ? &pol->dp : NULL,
-                         pol->have_grid ? &pol->grid.best_sim : NULL,
-                         r->stats,
-                         r->description,
-                         pol->have_grid ? pol->grid.description : NULL};
+  psim_plan_info info = {
+      pol->searcher, a->seed,  a->budget,      r->evaluations,
+      r->wall_s,     r->curve, r->n_curve,     pol->dp_sim,
+      pol->grid_sim, r->stats, r->description, pol->grid_sim ? pol->grid.description : NULL,
+      pol->plan_from};
   return info;
 }
 

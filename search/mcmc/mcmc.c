@@ -59,6 +59,7 @@ typedef struct chain {
   double cur_t, best_t;
   bool found;
   psim_delta *delta;
+  double eval_s; /* wall seconds of this chain's evaluations (the start's included) */
   int64_t evals, accepted, restarts, over_memory, propagated, since_best, invalid;
   char first_invalid[256];  /* message of the first strategy the simulator refused */
   psim_search_point *curve; /* evaluation = chain-local count */
@@ -166,6 +167,25 @@ static psim_status maybe_restart(chain *ch) {
   return PSIM_OK;
 }
 
+/* Seconds the next evaluation is expected to take: the mean of this chain's
+ * evaluations so far, the start's full evaluation counted as one. */
+static double next_eval_s(const chain *ch) {
+  return ch->eval_s / (double)(ch->evals + 1);
+}
+
+/* Seconds left: to the deadline, or (evaluation budget) the mean evaluation
+ * cost times the evaluations left; NaN when unknown. */
+static double seconds_left(const chain *ch, double now) {
+  const shared *sh = ch->sh;
+  double by_evals =
+      ch->budget == INT64_MAX ? INFINITY : next_eval_s(ch) * (double)(ch->budget - ch->evals);
+  double by_time = sh->deadline > 0 ? fmax(0, sh->deadline - now) : INFINITY;
+  double left = fmin(by_evals, by_time);
+  return isfinite(left) ? left : NAN;
+}
+
+/* "\rmcmc: 45/100 evaluations (3.7/s), 12.3 s, ~15 s left, best ..., acceptance
+ * ..." from chain 0, at most twice a second. */
 static void progress(chain *ch, double *last) {
   shared *sh = ch->sh;
   double t = now_s();
@@ -176,17 +196,24 @@ static void progress(chain *ch, double *last) {
   pthread_mutex_lock(&sh->mu);
   double best = sh->best_shown;
   pthread_mutex_unlock(&sh->mu);
+  char budget[48] = "";
+  if (sh->o->budget_evals > 0)
+    snprintf(budget, sizeof budget, "/%lld", (long long)sh->o->budget_evals);
   fprintf(sh->o->progress,
-          "\rmcmc: %.1f s, %lld evaluations (%.0f/s), best %.6g s, acceptance %.1f%%   ",
-          t - sh->t0, n, n / fmax(1e-9, t - sh->t0), best, n ? 100.0 * (double)a / (double)n : 0.0);
+          "\rmcmc: %lld%s evaluations (%.1f/s), %.1f s, ~%.0f s left, best %.6g s, acceptance "
+          "%.1f%%   ",
+          n, budget, n / fmax(1e-9, t - sh->t0), t - sh->t0, seconds_left(ch, t), best,
+          n ? 100.0 * (double)a / (double)n : 0.0);
   fflush(sh->o->progress);
 }
 
+/* Stops on the budget, on interruption, or (time budget) before an
+ * evaluation that is expected to end past the deadline. */
 static bool should_stop(const chain *ch) {
   const shared *sh = ch->sh;
   if (ch->evals >= ch->budget || atomic_load(&sh->stop) || psim_interrupted())
     return true;
-  return sh->deadline > 0 && now_s() >= sh->deadline;
+  return sh->deadline > 0 && now_s() + next_eval_s(ch) > sh->deadline;
 }
 
 /* Costs the current strategy. A strategy the simulator refuses (PSIM_EINPUT,
@@ -195,7 +222,9 @@ static bool should_stop(const chain *ch) {
  * goes to the statistics. Other failures (memory, a delta/full mismatch under
  * verify_every, interruption) stop the chain. */
 static psim_status eval_or_reject(chain *ch, int32_t o, double *t, bool *fits) {
+  double t0 = now_s();
   psim_status st = psim_delta_eval(ch->delta, &ch->cur, o, t, fits);
+  ch->eval_s += now_s() - t0;
   if (st != PSIM_EINPUT && st != PSIM_ELIMIT)
     return st;
   if (!ch->invalid++)
@@ -241,7 +270,9 @@ static psim_status chain_start(chain *ch) {
   PSIM_CHECK(psim_delta_create(sh->m, sh->c, &dopt, &ch->delta));
   PSIM_CHECK(psim_strategy_copy(sh->start, &ch->cur));
   bool fits;
+  double t0 = now_s();
   PSIM_CHECK(psim_delta_eval(ch->delta, &ch->cur, -1, &ch->cur_t, &fits));
+  ch->eval_s = now_s() - t0;
   ch->best_t = INFINITY;
   if (fits)
     PSIM_CHECK(record_best(ch, ch->cur_t));

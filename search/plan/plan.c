@@ -49,8 +49,30 @@ static psim_status plan_member(const cJSON *root, const char *file, const char *
   return PSIM_OK;
 }
 
+/* baselines: data_parallel and megatron_grid, each an object with an
+ * iteration time (s, >= 0) and fits, as the plan's prediction. */
+static psim_status check_baselines(const cJSON *bl, const char *file) {
+  const cJSON *it;
+  cJSON_ArrayForEach(it, bl) {
+    if (strcmp(it->string, "data_parallel") != 0 && strcmp(it->string, "megatron_grid") != 0)
+      return psim_error(PSIM_EINPUT,
+                        "%s: baselines.%s: not a baseline (data_parallel, megatron_grid)", file,
+                        it->string);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "iteration_time_s");
+    if (!cJSON_IsObject(it) || !cJSON_IsNumber(t) || !(t->valuedouble >= 0) ||
+        !cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(it, "fits")))
+      return psim_error(PSIM_EINPUT,
+                        "%s: baselines.%s: expected an object with iteration_time_s (s, >= 0) "
+                        "and fits",
+                        file, it->string);
+  }
+  return PSIM_OK;
+}
+
 psim_status psim_plan_check(const cJSON *root, const char *file) {
   const cJSON *it, *pred = NULL, *search = NULL, *v;
+  if (!cJSON_IsObject(root))
+    return psim_error(PSIM_EINPUT, "%s: expected a JSON object (a plan)", file);
   cJSON_ArrayForEach(it, root) {
     const char *const *k = plan_keys;
     while (*k && strcmp(*k, it->string) != 0)
@@ -74,13 +96,18 @@ psim_status psim_plan_check(const cJSON *root, const char *file) {
     return psim_error(PSIM_EINPUT, "%s: prediction.fits: expected true or false", file);
   if (search && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(search, "searcher")))
     return psim_error(PSIM_EINPUT, "%s: search.searcher: expected a string", file);
-  return PSIM_OK;
+  v = cJSON_GetObjectItemCaseSensitive(search, "plan_from");
+  if (v && !cJSON_IsString(v))
+    return psim_error(PSIM_EINPUT, "%s: search.plan_from: expected a string", file);
+  return check_baselines(cJSON_GetObjectItemCaseSensitive(root, "baselines"), file);
 }
 
 static psim_status add_search(cJSON *root, const psim_plan_info *info) {
   cJSON *se, *curve;
   PSIM_CHECK(psim_json_add_object(root, "search", &se));
   PSIM_CHECK(psim_json_add_string(se, "searcher", info->searcher));
+  if (info->plan_from && strcmp(info->plan_from, info->searcher) != 0)
+    PSIM_CHECK(psim_json_add_string(se, "plan_from", info->plan_from));
   PSIM_CHECK(psim_json_add_number(se, "seed", (double)info->seed));
   if (info->budget)
     PSIM_CHECK(psim_json_add_string(se, "budget", info->budget));

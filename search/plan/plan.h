@@ -21,6 +21,9 @@ typedef struct psim_plan_info {
   const struct cJSON *stats;            /* searcher-specific statistics, or NULL */
   const char *description;              /* one line describing the plan */
   const char *grid_description;         /* the grid baseline's configuration, or NULL */
+  const char *plan_from; /* where the strategy came from (search/policy/policy.h): the searcher,
+                            "mcmc" (auto's refinement), "data_parallel" or "megatron_grid"
+                            (a baseline faster than the search's plan); NULL = the searcher */
 } psim_plan_info;
 
 /* Builds the plan document. The caller owns *out. */
@@ -36,7 +39,8 @@ void psim_plan_strip_timings(struct cJSON *root);
 /* Checks a plan document's top level: a strategy object, no member a plan
  * does not have, and those present of the right type (the prediction's
  * iteration time a non-negative number and its fits a boolean, the search's
- * searcher a string, baselines an object). Hand-written plans of format,
+ * searcher and plan_from strings, baselines an object of data_parallel and
+ * megatron_grid figures, each with iteration_time_s and fits). Hand-written plans of format,
  * strategy and the file keys alone pass (docs/plan.md). PSIM_EINPUT naming
  * FILE and the JSON path otherwise. */
 psim_status psim_plan_check(const struct cJSON *root, const char *file);

@@ -1,12 +1,17 @@
 /* policy.c - search policy (policy.h): `auto` resolved and refined, and the
- * baselines, for `plansim plan` and sweeps alike. */
+ * baselines as candidates of the plan, for `plansim plan` and sweeps alike. */
+#define _POSIX_C_SOURCE 200809L
 #include "search/policy/policy.h"
 
 #include <assert.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "search/policy/searchers.h"
+#include "sim/core/units.h"
 #include "sim/engine/taskgraph.h"
 
 static bool is_auto(const char *name) {
@@ -29,112 +34,260 @@ void psim_policy_result_init(psim_policy_result *r) {
   memset(r, 0, sizeof *r);
   psim_search_result_init(&r->result);
   psim_search_result_init(&r->grid);
-  psim_sim_result_init(&r->dp);
+  psim_search_result_init(&r->dp);
+  r->searcher_time_s = INFINITY;
 }
 
 void psim_policy_result_destroy(psim_policy_result *r) {
-  psim_sim_result_destroy(&r->dp);
+  psim_search_result_destroy(&r->dp);
   psim_search_result_destroy(&r->grid);
   psim_search_result_destroy(&r->result);
   psim_policy_result_init(r);
 }
 
-static void append(psim_search_result *r, const char *text) {
-  size_t used = strlen(r->description);
-  assert(used < sizeof r->description);
-  snprintf(r->description + used, sizeof r->description - used, "%s", text);
+typedef struct policy_run {
+  const psim_model *m;
+  psim_cluster *c;
+  const psim_search_options *o;
+  double t0;      /* start of the policy, s (monotonic clock) */
+  double wall_s;  /* the plan's wall budget: o's time budget, else PSIM_POLICY_WALL_S */
+  char note[256]; /* the refinement's note for the plan's description, or "" */
+} policy_run;
+
+/* Monotonic wall clock, s. */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return 1e-9 * (double)ts.tv_nsec + (double)ts.tv_sec;
 }
 
-/* m replaces r's plan (its statistics and description stay the Alpa search's). */
-static void take_plan(psim_search_result *r, psim_search_result *m) {
+/* One line per phase on o->progress: "plan [8.1 s of 40 s]: baselines ...". */
+static void phase(const policy_run *p, const char *fmt, ...) {
+  FILE *f = p->o->progress;
+  if (!f)
+    return;
+  fprintf(f, "plan [%.1f s of %.0f s]: ", now_s() - p->t0, p->wall_s);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+  fprintf(f, "\n");
+  fflush(f);
+}
+
+/* Formats r's description (append: after what it holds), cut to its size. */
+static void describe(psim_search_result *r, bool append, const char *fmt, ...) {
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  size_t used = append ? strlen(r->description) : 0;
+  assert(used < sizeof r->description);
+  memcpy(r->description + used, text, fmin(strlen(text) + 1, sizeof r->description - used));
+  r->description[sizeof r->description - 1] = '\0';
+}
+
+/* x's plan replaces r's (r keeps its statistics, curve and evaluations). */
+static void move_plan(psim_search_result *r, psim_search_result *x) {
   psim_strategy_destroy(&r->best);
   psim_sim_result_destroy(&r->best_sim);
-  r->best = m->best;
-  r->best_sim = m->best_sim;
-  psim_strategy_init(&m->best);
-  psim_sim_result_init(&m->best_sim);
-  append(r, ", refined by MCMC");
+  r->best = x->best;
+  r->best_sim = x->best_sim;
+  psim_strategy_init(&x->best);
+  psim_sim_result_init(&x->best_sim);
 }
 
-/* Issue 6: `auto` refines the Alpa plan with MCMC started from it (when the
- * "mcmc" entry is built) and keeps the faster of the two. The refinement is
- * optional: any failure but running out of memory keeps the Alpa plan. */
-static psim_status refine_mcmc(const psim_model *m, psim_cluster *c, const psim_search_options *so,
-                               psim_search_result *r) {
+/* ---- candidates ------------------------------------------------------------ */
+
+enum { CAND_SEARCH, CAND_DP, CAND_GRID, N_CAND };
+static const char *const cand_name[N_CAND] = {NULL, "data_parallel", "megatron_grid"};
+
+static psim_search_result *candidate(psim_policy_result *r, int k) {
+  psim_search_result *x = k == CAND_SEARCH ? &r->result : k == CAND_DP ? &r->dp : &r->grid;
+  return x->found && x->best_sim.fits ? x : NULL;
+}
+
+/* The fastest candidate that fits (the search's on ties, then data parallel);
+ * -1 when none. Baselines are candidates unless --fix constrains the plan
+ * (they do not honour it). */
+static int fastest(const policy_run *p, psim_policy_result *r) {
+  int b = -1;
+  for (int k = 0; k < (p->o->fix ? 1 : N_CAND); k++) {
+    const psim_search_result *x = candidate(r, k);
+    if (x && (b < 0 || x->best_sim.iteration_time_s < candidate(r, b)->best_sim.iteration_time_s))
+      b = k;
+  }
+  return b;
+}
+
+/* ---- baselines ----------------------------------------------------------------- */
+
+/* The data-parallel baseline over every device; not found when it does not
+ * apply (e.g. the batch does not split that many ways). */
+static void data_parallel(const policy_run *p, psim_search_result *out) {
+  psim_status st = psim_strategy_data_parallel(p->m, p->c, p->c->n_devices, 1, &out->best);
+  if (st == PSIM_OK)
+    st = psim_simulate(p->m, p->c, &out->best, p->o->sim, &out->best_sim);
+  psim_error_clear();
+  out->found = st == PSIM_OK;
+  describe(out, false, "data parallel over %d devices", p->c->n_devices);
+}
+
+/* The best Megatron grid plan within PSIM_POLICY_GRID_BASELINE_S. */
+static void grid_baseline(const policy_run *p, psim_search_result *out) {
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.sim = p->o->sim;
+  o.progress = p->o->progress;
+  o.budget_s = PSIM_POLICY_GRID_BASELINE_S;
+  if (psim_search_grid(p->m, p->c, &o, out) != PSIM_OK)
+    out->found = false;
+  psim_error_clear();
+}
+
+static void baselines(const policy_run *p, psim_policy_result *r) {
+  bool grid = strcmp(r->searcher, "grid") != 0;
+  if (grid)
+    phase(p, "baselines: data parallel over %d devices, the Megatron grid (at most %.0f s)",
+          p->c->n_devices, PSIM_POLICY_GRID_BASELINE_S);
+  else
+    phase(p, "baseline: data parallel over %d devices", p->c->n_devices);
+  data_parallel(p, &r->dp);
+  if (r->dp.found)
+    r->dp_sim = &r->dp.best_sim;
+  if (grid)
+    grid_baseline(p, &r->grid);
+  if (r->grid.found)
+    r->grid_sim = &r->grid.best_sim;
+}
+
+/* ---- MCMC refinement (auto) --------------------------------------------------- */
+
+/* Seconds one MCMC evaluation of strategy s is expected to take: its full
+ * simulation's build and engine time, unfolded (delta simulation simulates
+ * every device: a plan folded to 32 of 1,024 devices costs 32 times more). */
+static double eval_estimate_s(const policy_run *p, const psim_sim_result *s) {
+  int32_t sim = s->simulated_devices > 0 ? s->simulated_devices : p->c->n_devices;
+  return (s->build_s + s->simulate_s) * (double)p->c->n_devices / (double)sim;
+}
+
+/* The refinement's budget in *o: an evaluation budget as given (exact and
+ * reproducible); else what is left of the wall budget, less one evaluation
+ * for the full simulation of a new best, and (no budget given) at most
+ * PSIM_POLICY_AUTO_REFINE_EVALS evaluations. False, with why, when the time
+ * left does not hold the start and PSIM_POLICY_MIN_PROPOSALS proposals. */
+static bool refine_budget(const policy_run *p, const psim_sim_result *start, psim_search_options *o,
+                          char *why, size_t n) {
+  if (p->o->budget_evals > 0 && p->o->budget_s <= 0)
+    return true;
+  double est = eval_estimate_s(p, start), now = now_s();
+  double left = p->t0 + p->wall_s - now - est;
+  if (left < est * (1 + PSIM_POLICY_MIN_PROPOSALS)) {
+    snprintf(why, n, " (no MCMC refinement: ~%.2g s per evaluation, %.0f s of %.0f s left)", est,
+             fmax(0, p->t0 + p->wall_s - now), p->wall_s);
+    return false;
+  }
+  o->budget_s = left;
+  if (p->o->budget_s <= 0)
+    o->budget_evals = PSIM_POLICY_AUTO_REFINE_EVALS;
+  return true;
+}
+
+/* The refinement's outcome: a faster plan replaces r->result (its
+ * description the start's, "refined by MCMC"); else a note. */
+static void refine_outcome(policy_run *p, psim_policy_result *r, psim_search_result *start,
+                           int from, psim_search_result *x) {
+  if (x->found && x->best_sim.fits &&
+      x->best_sim.iteration_time_s < start->best_sim.iteration_time_s) {
+    char was[sizeof start->description];
+    memcpy(was, start->description, sizeof was);
+    describe(&r->result, false, "%s, refined by MCMC", was);
+    move_plan(&r->result, x);
+    r->plan_from = "mcmc";
+    return;
+  }
+  snprintf(p->note, sizeof p->note, " (MCMC refinement%s: %lld evaluations, no faster plan)",
+           from == CAND_SEARCH ? "" : " of the baseline", (long long)x->evaluations);
+}
+
+/* `auto`: MCMC started from the fastest candidate (the Alpa plan or a
+ * baseline: single-op moves from a tensor-parallel plan do not reach data
+ * parallelism, which differs on every op). Optional: any failure but
+ * running out of memory keeps the candidates. */
+static psim_status refine(policy_run *p, psim_policy_result *r) {
   const psim_searcher *mc = psim_searcher_find("mcmc");
-  if (!mc || !mc->run || !r->found || strcmp(psim_policy_searcher("auto"), "alpa") != 0)
+  int from = fastest(p, r);
+  if (!mc || !mc->run || from < 0 || strcmp(r->searcher, "alpa") != 0)
     return PSIM_OK;
-  psim_search_options o = *so;
-  o.init = &r->best;
-  o.fix = NULL; /* the Alpa plan already honours it */
-  /* without a budget, a short refinement in evaluations (reproducible) */
-  if (o.budget_s <= 0 && o.budget_evals <= 0)
-    o.budget_evals = PSIM_POLICY_AUTO_REFINE_EVALS;
+  psim_search_result *start = candidate(r, from);
+  psim_search_options o = *p->o;
+  o.init = &start->best;
+  o.fix = NULL; /* the Alpa plan honours it; baselines are candidates only without it */
+  if (!refine_budget(p, &start->best_sim, &o, p->note, sizeof p->note)) {
+    phase(p, "%.*s", (int)strlen(p->note) - 3, p->note + 2); /* without " (" and ")" */
+    return PSIM_OK;
+  }
+  phase(p, "MCMC refinement of %s (%.0f s left)", start->description, p->t0 + p->wall_s - now_s());
   psim_search_result x;
   psim_search_result_init(&x);
-  psim_status st = mc->run(m, c, &o, &x);
-  if (st == PSIM_OK && x.found && x.best_sim.fits &&
-      x.best_sim.iteration_time_s < r->best_sim.iteration_time_s)
-    take_plan(r, &x);
-  else if (st == PSIM_OK) {
-    char note[96];
-    snprintf(note, sizeof note, " (MCMC refinement: %lld evaluations, no faster plan)",
-             (long long)x.evaluations);
-    append(r, note);
+  psim_status st = mc->run(p->m, p->c, &o, &x);
+  if (st == PSIM_OK) {
+    r->result.evaluations += x.evaluations;
+    refine_outcome(p, r, start, from, &x);
   }
-  if (st == PSIM_OK)
-    r->evaluations += x.evaluations;
   psim_search_result_destroy(&x);
   if (st != PSIM_OK && st != PSIM_ENOMEM)
     psim_error_clear();
   return st == PSIM_ENOMEM ? st : PSIM_OK;
 }
 
-/* The data-parallel baseline over every device; false when it does not
- * apply (e.g. the batch does not split that many ways). */
-static bool data_parallel(const psim_model *m, psim_cluster *c, const psim_sim_options *so,
-                          psim_sim_result *out) {
-  psim_strategy s;
-  psim_strategy_init(&s);
-  psim_status st = psim_strategy_data_parallel(m, c, c->n_devices, 1, &s);
-  if (st == PSIM_OK)
-    st = psim_simulate(m, c, &s, so, out);
-  psim_strategy_destroy(&s);
-  psim_error_clear();
-  return st == PSIM_OK;
-}
-
-/* The best Megatron grid plan as a baseline (when the searcher is another). */
-static bool grid_baseline(const char *searcher, const psim_model *m, psim_cluster *c,
-                          const psim_sim_options *sim, psim_search_result *out) {
-  if (strcmp(searcher, "grid") == 0)
-    return false;
-  psim_search_options o;
-  psim_search_options_init(&o);
-  o.sim = sim;
-  bool ok = psim_search_grid(m, c, &o, out) == PSIM_OK;
-  psim_error_clear();
-  return ok;
+/* The fastest baseline becomes the plan when it beats the search's (issue
+ * 18, defect 6: a plan is never slower than a baseline it evaluated). */
+static void adopt_fastest(const policy_run *p, psim_policy_result *r) {
+  int b = fastest(p, r);
+  if (b <= CAND_SEARCH)
+    return;
+  psim_search_result *x = candidate(r, b);
+  char was[sizeof x->description];
+  memcpy(was, x->description, sizeof was);
+  char t[32];
+  psim_units_format(r->result.best_sim.iteration_time_s, PSIM_UNIT_TIME, t, sizeof t);
+  describe(&r->result, false, "%s: the %s baseline, faster than the %s plan (%s)", was,
+           cand_name[b], r->searcher, t);
+  move_plan(&r->result, x);
+  if (b == CAND_DP)
+    r->dp_sim = &r->result.best_sim;
+  else
+    r->grid_sim = &r->result.best_sim;
+  r->plan_from = cand_name[b];
 }
 
 psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *name,
-                             const psim_search_options *o, bool baselines, psim_policy_result *r) {
+                             const psim_search_options *o, bool with_baselines,
+                             psim_policy_result *r) {
   assert(m && c && name && o && r);
-  r->searcher = psim_policy_searcher(name);
+  policy_run p = {m, c, o, now_s(), o->budget_s > 0 ? o->budget_s : PSIM_POLICY_WALL_S, ""};
+  r->searcher = r->plan_from = psim_policy_searcher(name);
   const psim_searcher *s = psim_searcher_find(r->searcher);
   if (!s || !s->run)
     return psim_error(PSIM_EUNIMPLEMENTED, "searcher '%s' is not built yet", r->searcher);
+  phase(&p, "%s search", r->searcher);
   psim_status st = s->run(m, c, o, &r->result);
-  if (st == PSIM_OK && is_auto(name))
-    st = refine_mcmc(m, c, o, &r->result);
+  if (r->result.found)
+    r->searcher_time_s = r->result.best_sim.iteration_time_s;
   /* Interrupted (SIGINT/SIGTERM, issue 9): a search that found a strategy
    * still yields it (its figures are a full simulation), with no baselines. */
   r->stopped = psim_interrupted() && (st == PSIM_OK || st == PSIM_EINTERRUPTED) && r->result.found;
-  if (r->stopped)
-    return PSIM_OK;
-  if (st == PSIM_OK && baselines) {
-    r->have_dp = data_parallel(m, c, o->sim, &r->dp);
-    r->have_grid = grid_baseline(r->searcher, m, c, o->sim, &r->grid);
-  }
-  return st;
+  if (r->stopped || st != PSIM_OK)
+    return r->stopped ? PSIM_OK : st;
+  if (with_baselines)
+    baselines(&p, r);
+  if (is_auto(name))
+    PSIM_CHECK(refine(&p, r));
+  if (with_baselines)
+    adopt_fastest(&p, r);
+  describe(&r->result, true, "%s", p.note);
+  r->stopped = psim_interrupted();
+  return PSIM_OK;
 }

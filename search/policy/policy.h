@@ -1,6 +1,10 @@
 /* policy.h - search policy: what `--search auto` means and the baselines a plan
  * is compared with. `plansim plan` and sweeps both call psim_policy_plan, so a
- * searcher name means the same search in both. */
+ * searcher name means the same search in both.
+ *
+ * The baselines are candidates (issue 18, defect 6): a plan is never slower
+ * than a baseline it evaluated. When a baseline is faster than the
+ * searcher's plan, the plan is that baseline, and plan_from says so. */
 #ifndef PSIM_POLICY_H
 #define PSIM_POLICY_H
 
@@ -9,10 +13,23 @@
 #include "search/search.h"
 #include "sim/engine/simulation.h"
 
-/* Evaluations of the MCMC refinement `auto` runs after the Alpa optimizer when
- * no budget is given: enough for local moves around the Alpa plan, short
- * enough for an interactive first plan. */
+/* Most evaluations of the MCMC refinement `auto` runs after the Alpa
+ * optimizer when no budget is given: enough for local moves around the best
+ * candidate, short enough for an interactive first plan (reproducible
+ * whenever they end within the wall budget below). */
 #define PSIM_POLICY_AUTO_REFINE_EVALS 100
+/* Wall budget of a plan when no time budget is given, s: issue 18 asks a
+ * 1,000-GPU plan in under a minute on one core; 40 s leaves room for loading
+ * the inputs, the plan's full simulation and writing it. The Alpa optimizer
+ * runs to completion; the MCMC refinement ends by this time. */
+#define PSIM_POLICY_WALL_S 40.0
+/* Wall budget of the Megatron grid baseline, s (PSIM_GRID: it stops before a
+ * configuration expected to end past it; the plan's description says so). */
+#define PSIM_POLICY_GRID_BASELINE_S 20.0
+/* The refinement runs only when the time left holds its start's evaluation
+ * and this many proposals, each estimated as one unfolded simulation of the
+ * start (delta simulation does not fold symmetric devices). */
+#define PSIM_POLICY_MIN_PROPOSALS 10
 
 /* The searcher NAME runs: "auto" is Alpa (then MCMC refinement) when Alpa is
  * built, the Megatron grid when it is not; any other name is itself. */
@@ -22,21 +39,32 @@ bool psim_policy_available(const char *name);
 
 typedef struct psim_policy_result {
   const char *searcher;      /* the searcher that ran (auto resolved); static */
-  psim_search_result result; /* the plan found */
-  psim_search_result grid;   /* the Megatron grid baseline, when have_grid */
-  psim_sim_result dp;        /* the data-parallel baseline, when have_dp */
-  bool have_grid, have_dp;
+  psim_search_result result; /* the plan: the best of the search, its refinement and the
+                                baselines; statistics and curve are the search's */
+  const char *plan_from;     /* where the plan came from: the searcher's name, "mcmc" (the
+                                refinement), "data_parallel" or "megatron_grid"; static */
+  double searcher_time_s;    /* iteration time of the searcher's own plan, s (INFINITY: none) */
+  psim_search_result grid;   /* the Megatron grid baseline (strategy and figures) */
+  psim_search_result dp;     /* the data-parallel baseline (strategy and figures) */
+  /* the baselines' figures, NULL when not run or not applicable; a baseline
+   * that became the plan points at result.best_sim */
+  const psim_sim_result *grid_sim, *dp_sim;
   bool stopped; /* interrupted after a strategy was found: result holds it, no baselines */
 } psim_policy_result;
 
 void psim_policy_result_init(psim_policy_result *r);
 void psim_policy_result_destroy(psim_policy_result *r);
 
-/* Runs searcher NAME ("auto" resolved and refined as above) with options o;
- * then, when baselines and the search was not interrupted, the data-parallel
- * strategy over every device and (unless the searcher is the grid) the best
- * Megatron grid plan, simulated with o->sim. An interrupted search that found
- * a strategy is PSIM_OK with stopped set. PSIM_EUNIMPLEMENTED when the
+/* Runs searcher NAME with options o; then, when baselines and the search was
+ * not interrupted, the data-parallel strategy over every device and (unless
+ * the searcher is the grid) the best Megatron grid plan within
+ * PSIM_POLICY_GRID_BASELINE_S, simulated with o->sim. "auto" then refines the
+ * fastest candidate (search or baseline) with MCMC: o's budget when given (a
+ * time budget is the whole plan's), else at most
+ * PSIM_POLICY_AUTO_REFINE_EVALS evaluations ending within
+ * PSIM_POLICY_WALL_S of the start. The plan is the fastest candidate that
+ * fits. Phase lines go to o->progress. An interrupted search that found a
+ * strategy is PSIM_OK with stopped set. PSIM_EUNIMPLEMENTED when the
  * searcher is not built. */
 psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *name,
                              const psim_search_options *o, bool baselines, psim_policy_result *r);

@@ -104,10 +104,19 @@ void psim_sweep_row_for_case(const psim_sweep *s, int32_t i, psim_sweep_row *row
 static psim_status write_plan(const psim_model *m, const psim_cluster *c,
                               const psim_search_result *r, const psim_sweep_row *row,
                               const char *dir, const char *name) {
-  psim_plan_info info = {name,           row->seed,      *row->budget ? row->budget : NULL,
-                         r->evaluations, r->wall_s,      r->curve,
-                         r->n_curve,     NULL,           NULL,
-                         r->stats,       r->description, NULL};
+  psim_plan_info info = {name,
+                         row->seed,
+                         *row->budget ? row->budget : NULL,
+                         r->evaluations,
+                         r->wall_s,
+                         r->curve,
+                         r->n_curve,
+                         NULL,
+                         NULL,
+                         r->stats,
+                         r->description,
+                         NULL,
+                         NULL};
   cJSON *doc = NULL;
   char path[1024];
   snprintf(path, sizeof path, "%s/plans", dir);

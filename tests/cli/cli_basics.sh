@@ -47,8 +47,9 @@ expect "check with an unknown option exits 2" 2 stdout-empty stderr-nonempty "" 
 run check tests/data/no-such-file.json
 expect "check of a missing file names it" 2 stdout-empty stderr-nonempty "" "no-such-file\.json"
 
-# check: plans and sweeps (format key only, for now); a good and a bad file together.
-printf '{"format": "plansim.plan/1"}\n' >"$TEST_TMP/plan.json"
+# check: plans (their members and strategy, tests/cli/policy.sh) and sweeps (format key only,
+# for now); a good and a bad file together.
+printf '{"format": "plansim.plan/1", "strategy": {"format": "plansim.strategy/1", "template": "data_parallel"}}\n' >"$TEST_TMP/plan.json"
 printf '{"format": "plansim.sweep/1"}\n' >"$TEST_TMP/sweep.json"
 run check "$TEST_TMP/plan.json" "$TEST_TMP/sweep.json"
 expect "check a plan and a sweep" 0 stdout-nonempty stderr-empty "plan\.json: ok"

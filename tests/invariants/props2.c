@@ -213,13 +213,12 @@ inv_verdict inv_prop_plan(const inv_case *k, inv_inst *x, char *why, size_t n) {
   if (psim_policy_plan(&x->m, &x->c, "auto", &o, true, &r) == PSIM_OK && r.result.found) {
     double t = r.result.best_sim.iteration_time_s;
     v = INV_PASS;
-    if (r.have_dp && r.dp.fits && !inv_le(t, r.dp.iteration_time_s, 1e-9))
+    if (r.dp_sim && r.dp_sim->fits && !inv_le(t, r.dp_sim->iteration_time_s, 1e-9))
       v = INV_FAIL, snprintf(why, n, "plan (%s) %.9g s, data-parallel baseline %.9g s", r.searcher,
-                             t, r.dp.iteration_time_s);
-    if (r.have_grid && r.grid.found && r.grid.best_sim.fits &&
-        !inv_le(t, r.grid.best_sim.iteration_time_s, 1e-9))
+                             t, r.dp_sim->iteration_time_s);
+    if (r.grid_sim && r.grid_sim->fits && !inv_le(t, r.grid_sim->iteration_time_s, 1e-9))
       v = INV_FAIL, snprintf(why, n, "plan (%s) %.9g s, Megatron grid baseline %.9g s", r.searcher,
-                             t, r.grid.best_sim.iteration_time_s);
+                             t, r.grid_sim->iteration_time_s);
   }
   psim_policy_result_destroy(&r);
   return v;

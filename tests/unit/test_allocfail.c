@@ -93,8 +93,8 @@ static psim_status whole_simulate(double *time_s) {
 
 static psim_status write_plan(const psim_model *m, const psim_cluster *c,
                               const psim_search_result *r) {
-  psim_plan_info info = {"grid",     1,    "6",  r->evaluations, r->wall_s,      r->curve,
-                         r->n_curve, NULL, NULL, r->stats,       r->description, NULL};
+  psim_plan_info info = {"grid", 1,    "6",      r->evaluations, r->wall_s, r->curve, r->n_curve,
+                         NULL,   NULL, r->stats, r->description, NULL,      NULL};
   cJSON *doc = NULL;
   char path[128];
   snprintf(path, sizeof path, "%s/plan.json", tmp_dir);

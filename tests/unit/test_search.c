@@ -1,6 +1,7 @@
 /* test_search.c - SOAP spaces against brute-force counts; MCMC against the
  * exhaustive optimum on small graphs; exhaustive refuses large spaces;
- * reproducibility, --fix and interruption. */
+ * reproducibility, --fix and interruption; the search policy's plan is never
+ * slower than a baseline it evaluated (issue 18, defect 6). */
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 
 #include "search/mcmc/mcmc.h"
 #include "search/mcmc/space.h"
+#include "search/policy/policy.h"
 #include "sim/core/alloc.h"
 #include "sim/strategy/constraints.h"
 #include "topologies/presets.h"
@@ -459,6 +461,96 @@ START_TEST(interrupt_returns_best_so_far) {
 }
 END_TEST
 
+/* ---- the search policy (issue 18, defect 6) --------------------------------- */
+
+#define ROOT PSIM_SOURCE_ROOT "/"
+typedef struct policy_case {
+  const char *model, *cluster, *searcher;
+} policy_case;
+static const policy_case POLICY_CASES[] = {
+    {"models/mlp.json", "topologies/dgx-a100-x1.json", "auto"}, /* Alpa 10.6 ms, dp 9.96 ms */
+    {"models/mlp.json", "topologies/p100-nvlink-x4.json", "auto"},
+    {"models/mlp.json", "topologies/dgx1-v100-x8.json", "mcmc"},
+    {"tests/data/tiny-gpt.json", "topologies/dgx-a100-x1.json", "auto"},
+    {"tests/data/tiny-gpt.json", "topologies/p100-nvlink-x4.json", "alpa"},
+    {"tests/data/mlp4.json", "topologies/p100-nvlink-x4.json", "auto"},
+};
+
+/* Invariant: the plan fits and is no slower than every baseline that ran
+ * and fits; when a baseline is faster than the searcher's own plan, the plan
+ * is a baseline's (plan_from names it) with that baseline's time. */
+static void load_files(const policy_case *pc, psim_model *m, psim_cluster *c) {
+  char path[512];
+  psim_model_init(m);
+  psim_cluster_init(c);
+  snprintf(path, sizeof path, "%s%s", ROOT, pc->model);
+  ck_assert_msg(psim_model_load(path, m) == PSIM_OK, "%s", psim_error_message());
+  snprintf(path, sizeof path, "%s%s", ROOT, pc->cluster);
+  ck_assert_msg(psim_cluster_load(path, c) == PSIM_OK, "%s", psim_error_message());
+}
+
+START_TEST(plan_never_slower_than_baselines) {
+  const policy_case *pc = &POLICY_CASES[_i];
+  psim_model m;
+  psim_cluster c;
+  load_files(pc, &m, &c);
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.budget_evals = 200;
+  psim_policy_result r;
+  psim_policy_result_init(&r);
+  ck_assert_msg(psim_policy_plan(&m, &c, pc->searcher, &o, true, &r) == PSIM_OK, "%s",
+                psim_error_message());
+  ck_assert(r.result.found && r.result.best_sim.fits);
+  double plan = r.result.best_sim.iteration_time_s, fastest = r.searcher_time_s;
+  const psim_sim_result *bl[2] = {r.dp_sim, r.grid_sim};
+  const char *names[2] = {"data_parallel", "megatron_grid"};
+  ck_assert_msg(bl[0] || bl[1], "%s on %s: no baseline ran", pc->model, pc->cluster);
+  for (int k = 0; k < 2; k++) {
+    if (!bl[k] || !bl[k]->fits)
+      continue;
+    ck_assert_msg(plan <= bl[k]->iteration_time_s, "%s on %s (%s): plan %.9g s, %s %.9g s",
+                  pc->model, pc->cluster, pc->searcher, plan, names[k], bl[k]->iteration_time_s);
+    fastest = fmin(fastest, bl[k]->iteration_time_s);
+  }
+  /* a baseline faster than the search (and its refinement): the plan is it */
+  if (strcmp(r.plan_from, "data_parallel") == 0 || strcmp(r.plan_from, "megatron_grid") == 0) {
+    const psim_sim_result *from = strcmp(r.plan_from, "data_parallel") == 0 ? r.dp_sim : r.grid_sim;
+    ck_assert(from == &r.result.best_sim);
+    ck_assert(plan < r.searcher_time_s);
+  }
+  ck_assert(plan <= fastest);
+  psim_policy_result_destroy(&r);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+/* The mlp on one DGX A100 is the case of the issue: the Alpa plan (10.6 ms)
+ * is slower than data parallelism (9.96 ms), so the plan is a baseline or its
+ * refinement, never the Alpa plan. */
+START_TEST(plan_takes_a_faster_baseline) {
+  psim_model m;
+  psim_cluster c;
+  load_files(&POLICY_CASES[0], &m, &c);
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.budget_evals = 1; /* a refinement too short to matter */
+  psim_policy_result r;
+  psim_policy_result_init(&r);
+  ck_assert_msg(psim_policy_plan(&m, &c, "alpa", &o, true, &r) == PSIM_OK, "%s",
+                psim_error_message());
+  ck_assert_str_eq(r.searcher, "alpa");
+  ck_assert_msg(r.dp_sim && r.dp_sim->iteration_time_s < r.searcher_time_s,
+                "the case no longer shows a baseline faster than Alpa");
+  ck_assert_str_ne(r.plan_from, "alpa");
+  ck_assert(strstr(r.result.description, "baseline") != NULL);
+  psim_policy_result_destroy(&r);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("search");
   TCase *tc = tcase_create("search");
@@ -471,6 +563,9 @@ int main(void) {
   tcase_add_test(tc, mcmc_is_reproducible);
   tcase_add_test(tc, fix_is_kept);
   tcase_add_test(tc, interrupt_returns_best_so_far);
+  tcase_add_loop_test(tc, plan_never_slower_than_baselines, 0,
+                      (int)(sizeof POLICY_CASES / sizeof POLICY_CASES[0]));
+  tcase_add_test(tc, plan_takes_a_faster_baseline);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
