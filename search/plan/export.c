@@ -47,22 +47,6 @@ static psim_status sb_finish(sbuf *b, char **text, size_t *len) {
   return psim_sb_finish(b, "export", text, len);
 }
 
-psim_status psim_export_json_text(const cJSON *root, char **text, size_t *len) {
-  char *s = cJSON_Print(root);
-  if (!s)
-    return psim_error(PSIM_ENOMEM, "export: out of memory printing JSON");
-  size_t n = strlen(s);
-  *text = psim_malloc(n + 2);
-  if (*text) {
-    memcpy(*text, s, n);
-    (*text)[n] = '\n';
-    (*text)[n + 1] = '\0';
-    *len = n + 1;
-  }
-  cJSON_free(s);
-  return *text ? PSIM_OK : psim_error(PSIM_ENOMEM, "export: out of memory");
-}
-
 /* ---- loading a plan with its model and cluster ---- */
 
 void psim_plan_doc_init(psim_plan_doc *d) {
@@ -126,26 +110,6 @@ psim_status psim_plan_doc_load(const char *plan_file, const char *model_file,
 }
 
 /* ---- Megatron matching ---- */
-
-void psim_export_fmt_config(const psim_model *m, int32_t o, const psim_op_config *c, char *buf,
-                            size_t size) {
-  const psim_op *op = &m->ops[o];
-  size_t n = (size_t)snprintf(buf, size, "split");
-  for (int32_t i = 0; i < op->n_dims && n < size; i++)
-    if (c->degree[i] > 1)
-      n += (size_t)snprintf(buf + n, size - n, " %s:%d", m->dims[op->dims[i].dim].name,
-                            c->degree[i]);
-  if (n < size)
-    snprintf(buf + n, size - n, ", %d replicas, devices %d..", c->replicas,
-             c->n_devices > 0 ? c->devices[0] : -1);
-}
-
-bool psim_export_config_equal(const psim_op_config *a, const psim_op_config *b) {
-  return memcmp(a->degree, b->degree, sizeof a->degree) == 0 && a->replicas == b->replicas &&
-         a->n_devices == b->n_devices && a->stage == b->stage &&
-         (a->n_devices == 0 ||
-          memcmp(a->devices, b->devices, (size_t)a->n_devices * sizeof *a->devices) == 0);
-}
 
 /* The first difference between s and the Megatron expansion t, as a reason;
  * *agree is how many ops agree before it (-1 when the stages differ). */
