@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,12 +151,17 @@ psim_status psim_sweep_row_jsonl(const psim_sweep_row *row, char *buf, size_t si
   return PSIM_OK;
 }
 
+/* A text field: quoted when it holds a separator, quote or line break (RFC 4180); one that a
+ * spreadsheet would read as a formula (a first character of = + - @, tab or carriage return:
+ * OWASP's CSV injection guidance) is quoted and prefixed with an apostrophe, so that the
+ * cell shows the text instead of running it. */
 static void put_csv_field(tbuf *b, const char *s) {
-  if (!strpbrk(s, ",\"\n\r")) {
+  bool formula = s[0] && strchr("=+-@\t\r", s[0]);
+  if (!formula && !strpbrk(s, ",\"\n\r")) {
     puts_(b, s);
     return;
   }
-  puts_(b, "\"");
+  puts_(b, formula ? "\"'" : "\"");
   for (; *s; s++)
     put(b, *s == '"' ? "\"\"" : s, *s == '"' ? 2 : 1);
   puts_(b, "\"");

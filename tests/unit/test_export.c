@@ -341,6 +341,12 @@ START_TEST(sweep_row_round_trip) {
   ck_assert(fabs(back.iteration_time_s - 0.0123456789) < 1e-18); /* 9 significant digits */
   psim_sweep_row_csv(&r, line, sizeof line);
   ck_assert_msg(strstr(line, ",\"a \"\"b\"\"\",\"c,d\",") != NULL, "%s", line);
+  /* #24 item 8: a name a spreadsheet would run as a formula is neutralised */
+  snprintf(r.model, sizeof r.model, "=HYPERLINK(\"x\")");
+  snprintf(r.cluster, sizeof r.cluster, "@c");
+  psim_sweep_row_csv(&r, line, sizeof line);
+  ck_assert_msg(strstr(line, ",\"'=HYPERLINK(\"\"x\"\")\",\"'@c\",") != NULL, "%s", line);
+  ck_assert_ptr_null(strstr(line, ",=HYPERLINK"));
   ck_assert_int_eq(psim_sweep_row_parse("{\"case\": 1, \"key\": \"x\"", &back), PSIM_EINPUT);
   psim_error_clear();
 }
