@@ -112,7 +112,9 @@ static void hash_globals(hasher *x, const psim_strategy *s) {
   hash_double(x, s->bucket_bytes);
   hv(x, (uint64_t)s->allreduce);
   hv(x, (uint64_t)s->sync);
-  hv(x, (uint64_t)s->tmpl.dp);   /* ZeRO's update sharding reads it */
+  hv(x, (uint64_t)s->tmpl.dp); /* ZeRO's update sharding reads it */
+  if (s->zero_stage >= 3)      /* the gathers' prefetch (zero.c); others hash as before */
+    hash_double(x, s->zero_prefetch);
   if (s->sync == PSIM_SYNC_PS) { /* the servers (ps.c); other strategies hash as before */
     hv(x, ((uint64_t)(uint32_t)s->ps.mode << 32) | (uint32_t)s->ps.backup_k);
     hv(x, ((uint64_t)(uint32_t)s->ps.replicas << 32) | (uint32_t)s->ps.n_servers);

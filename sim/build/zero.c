@@ -2,6 +2,7 @@
  * PyTorch FSDP issue them (zero.h). */
 #include "sim/build/zero.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "sim/build/memory.h"
@@ -64,7 +65,8 @@ double psim_zero_coll_volume(psim_coll_kind kind, double bytes, int32_t n, int32
  * (DeepSpeed gathers per submodule and prefetches by parameter count; FSDP
  * per wrapped unit, usually a transformer layer). */
 typedef struct zunit {
-  int32_t first_op, last_op, stage;
+  int32_t first_op, last_op, stage, layer;
+  int32_t rec_op; /* the first of its ops reading a weight that is recomputed, or -1 */
   uint32_t mask;
   double elems; /* gathered parameters per rank */
 } zunit;
@@ -72,7 +74,8 @@ typedef struct zunit {
 typedef struct zunits {
   zunit *u;
   int32_t n;
-  double wbytes; /* bytes per gathered parameter (memory.h's table) */
+  double wbytes;  /* bytes per gathered parameter (memory.h's table) */
+  int32_t *order; /* per pass (forward, then backward): the units in issue order */
 } zunits;
 
 static bool same_members(const psim_group *a, const psim_group *c) {
@@ -84,9 +87,9 @@ static void unit_add(const psim_build *b, int32_t o, int32_t t, uint32_t mask, p
                      psim_group *g, zunits *us) {
   zunit *last = us->n ? &us->u[us->n - 1] : NULL;
   psim_build_partial_group(b, o, local_entry(b, o, 0), mask, g);
-  if (!last || b->m->ops[last->first_op].layer != b->m->ops[o].layer ||
-      last->stage != b->s->ops[o].stage || !same_members(key, g)) {
-    us->u[us->n++] = (zunit){o, o, b->s->ops[o].stage, mask, 0};
+  if (!last || last->layer != b->m->ops[o].layer || last->stage != b->s->ops[o].stage ||
+      !same_members(key, g)) {
+    us->u[us->n++] = (zunit){o, o, b->s->ops[o].stage, b->m->ops[o].layer, -1, mask, 0};
     last = &us->u[us->n - 1];
     key->n = g->n;
     memcpy(key->devices, g->devices, sizeof(int32_t) * (size_t)g->n);
@@ -95,23 +98,52 @@ static void unit_add(const psim_build *b, int32_t o, int32_t t, uint32_t mask, p
   psim_build_tensor_region(b, o, b->locals[b->loc_first[o]].shard, t, &r);
   last->elems += psim_build_region_elems(&r, b->m->tensors[t].rank);
   last->last_op = o;
+  if (last->rec_op < 0 && psim_build_recomputed(b, o))
+    last->rec_op = o;
 }
 
-/* The units in forward order; us->u is allocated here (n_ops at most). */
+/* The units in each pass's issue order (kernels.c, issue_slot): forward in
+ * op order; backward layer by layer from the last, each layer's recompute
+ * in op order before its backward in reverse op order, so that a unit whose
+ * weights the recompute reads comes before those only the backward reads. */
+static void make_orders(zunits *us) {
+  int32_t *fwd = us->order, *bwd = us->order + us->n, n = 0;
+  for (int32_t j = 0; j < us->n; j++)
+    fwd[j] = j;
+  for (int32_t hi = us->n - 1; hi >= 0;) {
+    int32_t lo = hi;
+    while (lo > 0 && us->u[lo - 1].stage == us->u[hi].stage &&
+           us->u[lo - 1].layer == us->u[hi].layer)
+      lo--;
+    for (int32_t j = lo; j <= hi; j++)
+      if (us->u[j].rec_op >= 0)
+        bwd[n++] = j;
+    for (int32_t j = hi; j >= lo; j--)
+      if (us->u[j].rec_op < 0)
+        bwd[n++] = j;
+    hi = lo - 1;
+  }
+  assert(n == us->n);
+}
+
+/* The units and their issue orders; us->u and us->order are allocated here
+ * (a unit per weight input at most), freed by units_free. */
 static psim_status make_units(const psim_build *b, zunits *us) {
   const psim_model *m = b->m;
   double pb[3];
   psim_memory_param_bytes(m->dtype, pb);
   us->n = 0;
   us->wbytes = pb[0];
-  us->u = psim_malloc(sizeof *us->u * ((size_t)m->n_ops + 1));
+  size_t cap = 1;
+  for (int32_t o = 0; o < m->n_ops; o++)
+    cap += (size_t)m->ops[o].n_in;
+  us->u = psim_malloc(sizeof *us->u * cap);
+  us->order = psim_malloc(sizeof *us->order * 2 * cap);
   psim_group *key = psim_malloc(sizeof *key), *g = psim_malloc(sizeof *g);
-  if (!us->u || !key || !g) {
-    psim_free(key);
-    psim_free(g);
-    return psim_error(PSIM_ENOMEM, "out of memory for ZeRO-3's units");
-  }
-  for (int32_t o = 0; o < m->n_ops; o++) {
+  psim_status st = us->u && us->order && key && g
+                       ? PSIM_OK
+                       : psim_error(PSIM_ENOMEM, "out of memory for ZeRO-3's units");
+  for (int32_t o = 0; o < m->n_ops && st == PSIM_OK; o++) {
     if (b->loc_first[o + 1] == b->loc_first[o])
       continue;
     for (int32_t i = 0; i < m->ops[o].n_in; i++) {
@@ -121,52 +153,63 @@ static psim_status make_units(const psim_build *b, zunits *us) {
         unit_add(b, o, t, mask, key, g, us);
     }
   }
+  if (st == PSIM_OK)
+    make_orders(us);
   psim_free(key);
   psim_free(g);
-  return PSIM_OK;
+  return st;
 }
 
-/* The unit at which the gather of unit j is issued, in pass order (forward:
- * ascending, backward: descending): the earliest unit i of j's stage such
- * that units strictly between i and j, with j, hold at most `prefetch`
- * parameters; always at least the unit before j (FSDP's one-unit prefetch).
- * Returns j itself when no unit of its stage comes before it in the pass. */
-static int32_t issue_unit(const zunits *us, int32_t j, int step, double prefetch) {
-  int32_t i = j - step;
-  if (i < 0 || i >= us->n || us->u[i].stage != us->u[j].stage)
-    return j;
-  double acc = us->u[j].elems;
-  for (int32_t k = i - step; k >= 0 && k < us->n && us->u[k].stage == us->u[j].stage; k -= step) {
-    if (acc + us->u[i].elems > prefetch)
+static void units_free(zunits *us) {
+  psim_free(us->u);
+  psim_free(us->order);
+}
+
+/* The unit at which the gather of the unit at position p of a pass's issue
+ * order ord is issued: the earliest unit i of its stage before it in ord
+ * such that the units strictly between i and it, with it, hold at most
+ * `prefetch` parameters; always at least the unit just before it (FSDP's
+ * one-unit prefetch). The unit itself when none of its stage comes before
+ * it in the pass. */
+static int32_t issue_unit(const zunits *us, const int32_t *ord, int32_t p, double prefetch) {
+  const zunit *u = &us->u[ord[p]];
+  if (p == 0 || us->u[ord[p - 1]].stage != u->stage)
+    return ord[p];
+  int32_t i = p - 1;
+  double acc = u->elems;
+  for (int32_t k = i - 1; k >= 0 && us->u[ord[k]].stage == u->stage; k--) {
+    if (acc + us->u[ord[i]].elems > prefetch)
       break;
-    acc += us->u[i].elems;
+    acc += us->u[ord[i]].elems;
     i = k;
   }
-  return i;
+  return ord[i];
 }
 
 /* ---- ZeRO-3 gathers ---------------------------------------------------------- */
 
 typedef struct gather_ctx {
   const zunits *us;
-  int32_t j, mu, dir; /* unit, micro-batch, PSIM_DIR_FWD or PSIM_DIR_BWD */
+  int32_t p, mu, dir; /* position in the pass's order, micro-batch, PSIM_DIR_FWD or _BWD */
   int32_t *prev;      /* per task: the kernel before it on its stream, or -1 */
   double prefetch;    /* parameters */
 } gather_ctx;
 
-/* The first kernel of unit u in a pass on device dev: its forward, or the
- * recompute or else the backward that runs first in the layer's backward. */
+/* The first kernel of unit u in a pass on device dev that reads its
+ * weights: its forward, or in backward the recompute (in op order before
+ * the layer's backward) or else the backward that runs first. */
 static int32_t first_kernel(const psim_build *b, const zunit *u, int dir, int32_t dev, int32_t mu) {
   if (dir == PSIM_DIR_FWD)
     return psim_build_src_task(b, b->fwd, u->first_op, dev, mu);
-  if (psim_build_recomputed(b, u->first_op))
-    return psim_build_src_task(b, b->rec, u->first_op, dev, mu);
+  if (u->rec_op >= 0)
+    return psim_build_src_task(b, b->rec, u->rec_op, dev, mu);
   return psim_build_src_task(b, b->bwd, u->last_op, dev, mu);
 }
 
 static psim_status gather_group(psim_build *b, psim_group *g, void *vctx) {
   const gather_ctx *c = vctx;
-  const zunit *u = &c->us->u[c->j];
+  const int32_t *ord = c->us->order + (c->dir == PSIM_DIR_FWD ? 0 : c->us->n);
+  const zunit *u = &c->us->u[ord[c->p]];
   psim_coll_desc d = {
       PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, u->elems * c->us->wbytes,
       b->folded ? g->n_groups : 1, g->stride};
@@ -180,8 +223,7 @@ static psim_status gather_group(psim_build *b, psim_group *g, void *vctx) {
   int32_t entry, exit;
   PSIM_CHECK(psim_build_add_collective(b, &d, &info, &entry, &exit));
   b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, d.concurrent_groups);
-  int step = c->dir == PSIM_DIR_FWD ? 1 : -1;
-  const zunit *at = &c->us->u[issue_unit(c->us, c->j, step, c->prefetch)];
+  const zunit *at = &c->us->u[issue_unit(c->us, ord, c->p, c->prefetch)];
   for (int32_t i = 0; i < g->n; i++) {
     int32_t dev = g->devices[i];
     if (!b->simulated[dev])
@@ -224,13 +266,13 @@ psim_status psim_zero_gathers(psim_build *b) {
   for (c.mu = 0; c.mu < b->n_micro && st == PSIM_OK; c.mu++)
     for (int pass = 0; pass < 2 && st == PSIM_OK; pass++) {
       c.dir = pass == 0 ? PSIM_DIR_FWD : PSIM_DIR_BWD;
-      for (int32_t k = 0; k < us.n && st == PSIM_OK; k++) {
-        c.j = pass == 0 ? k : us.n - 1 - k;
-        st = psim_zero_each_group(b, us.u[c.j].first_op, us.u[c.j].mask, gather_group, &c);
+      for (c.p = 0; c.p < us.n && st == PSIM_OK; c.p++) {
+        const zunit *u = &us.u[us.order[pass * us.n + c.p]];
+        st = psim_zero_each_group(b, u->first_op, u->mask, gather_group, &c);
       }
     }
   psim_free(c.prev);
-  psim_free(us.u);
+  units_free(&us);
   return st;
 }
 
@@ -243,11 +285,11 @@ psim_status psim_zero_gathered_memory(psim_build *b) {
   PSIM_CHECK(make_units(b, &us));
   double *win = psim_calloc((size_t)b->c->n_devices + 1, sizeof *win);
   if (!win) {
-    psim_free(us.u);
+    units_free(&us);
     return psim_error(PSIM_ENOMEM, "out of memory for ZeRO-3");
   }
   for (int32_t j = 0; j < us.n; j++) {
-    int32_t i = issue_unit(&us, j, 1, b->s->zero_prefetch);
+    int32_t i = issue_unit(&us, us.order, j, b->s->zero_prefetch); /* forward: order[j] = j */
     double bytes = 0; /* units i..j resident when j's gather is issued */
     for (int32_t k = i; k <= j; k++)
       bytes += us.u[k].elems * us.wbytes;
@@ -259,6 +301,6 @@ psim_status psim_zero_gathered_memory(psim_build *b) {
   for (int32_t d = 0; d < b->c->n_devices; d++)
     b->static_mem[3 * d] += win[d];
   psim_free(win);
-  psim_free(us.u);
+  units_free(&us);
   return PSIM_OK;
 }

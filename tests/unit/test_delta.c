@@ -107,6 +107,31 @@ static void eval_both(psim_delta *d, const psim_model *m, psim_cluster *c, const
   psim_sim_result_destroy(&full);
 }
 
+/* A walk of `steps` one-op proposals from s (a third of them rejected:
+ * back to the old config), each evaluated by delta and full simulation. */
+static void delta_walk(const psim_model *m, psim_cluster *c, psim_strategy *s, int which, int steps,
+                       uint64_t rng) {
+  psim_space sp;
+  ck_assert(psim_space_init(&sp, m, s, NULL) == PSIM_OK);
+  psim_delta *d;
+  ck_assert(psim_delta_create(m, c, NULL, &d) == PSIM_OK);
+  psim_op_config undo = {0};
+  for (int step = 0; step < steps; step++) {
+    int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m->n_ops);
+    ck_assert(psim_space_config_copy(&s->ops[o], &undo) == PSIM_OK);
+    ck_assert(psim_space_sample(&sp, o, &rng, &s->ops[o]) == PSIM_OK);
+    eval_both(d, m, c, s, o, which, step);
+    if (psim_space_rand_below(&rng, 3) == 0) /* a rejected proposal: back to the old config */
+      ck_assert(psim_space_config_copy(&undo, &s->ops[o]) == PSIM_OK);
+  }
+  const psim_delta_stats *st = psim_delta_get_stats(d);
+  ck_assert_int_eq(st->evaluations, steps);
+  ck_assert_int_eq(st->simulated + st->memo_hits, steps);
+  psim_free(undo.devices);
+  psim_delta_free(d);
+  psim_space_destroy(&sp);
+}
+
 START_TEST(delta_equals_full) {
   int which = _i;
   psim_model m;
@@ -115,26 +140,7 @@ START_TEST(delta_equals_full) {
   cluster(&c, 1);
   psim_strategy s;
   start(which, &m, &c, &s);
-  psim_space sp;
-  ck_assert(psim_space_init(&sp, &m, &s, NULL) == PSIM_OK);
-  psim_delta *d;
-  ck_assert(psim_delta_create(&m, &c, NULL, &d) == PSIM_OK);
-  uint64_t rng = 1234 + (uint64_t)which;
-  psim_op_config undo = {0};
-  for (int step = 0; step < STEPS_PER_MODEL; step++) {
-    int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m.n_ops);
-    ck_assert(psim_space_config_copy(&s.ops[o], &undo) == PSIM_OK);
-    ck_assert(psim_space_sample(&sp, o, &rng, &s.ops[o]) == PSIM_OK);
-    eval_both(d, &m, &c, &s, o, which, step);
-    if (psim_space_rand_below(&rng, 3) == 0) /* a rejected proposal: back to the old config */
-      ck_assert(psim_space_config_copy(&undo, &s.ops[o]) == PSIM_OK);
-  }
-  const psim_delta_stats *st = psim_delta_get_stats(d);
-  ck_assert_int_eq(st->evaluations, STEPS_PER_MODEL);
-  ck_assert_int_eq(st->simulated + st->memo_hits, STEPS_PER_MODEL);
-  psim_free(undo.devices);
-  psim_delta_free(d);
-  psim_space_destroy(&sp);
+  delta_walk(&m, &c, &s, which, STEPS_PER_MODEL, 1234 + (uint64_t)which);
   psim_strategy_destroy(&s);
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
@@ -190,50 +196,43 @@ static void same_graph(const psim_build *full, const psim_build *inc, int which,
               full->mem[i].bytes == inc->mem[i].bytes);
 }
 
-/* Every step builds the graph in full and incrementally from the last one;
- * the changed flags come from comparing configurations, as delta.c does. */
-START_TEST(incremental_graph_equals_full) {
-  int which = _i;
-  psim_model m;
-  psim_cluster c;
-  load_model(which == 5 ? 0 : which, &m);
-  cluster(&c, which == 5 ? 1 : 2);
-  psim_strategy s, seen;
-  if (which == 5)
-    start_pipeline(&m, &c, &s);
-  else
-    start(which, &m, &c, &s);
-  ck_assert(psim_strategy_copy(&s, &seen) == PSIM_OK);
+/* A walk of `steps` one-op changes from s: every step builds the graph in
+ * full and incrementally from the last one (the changed flags come from
+ * comparing configurations, as delta.c does) and compares them; returns the
+ * segments copied minus those built. */
+static int64_t graph_walk(const psim_model *m, psim_cluster *c, psim_strategy *s, int which,
+                          int steps, uint64_t rng) {
+  psim_strategy seen;
+  ck_assert(psim_strategy_copy(s, &seen) == PSIM_OK);
   psim_space sp;
-  ck_assert(psim_space_init(&sp, &m, &s, NULL) == PSIM_OK);
+  ck_assert(psim_space_init(&sp, m, s, NULL) == PSIM_OK);
   psim_sim_options so;
   psim_sim_options_init(&so);
-  uint8_t *changed = psim_malloc((size_t)m.n_ops);
-  memset(changed, 1, (size_t)m.n_ops);
+  uint8_t *changed = psim_malloc((size_t)m->n_ops);
+  memset(changed, 1, (size_t)m->n_ops);
   psim_build *prev;
-  ck_assert_int_eq(psim_build_graph_reusing(&prev, &m, &c, &s, &so, NULL, NULL, NULL), PSIM_EINPUT);
+  ck_assert_int_eq(psim_build_graph_reusing(&prev, m, c, s, &so, NULL, NULL, NULL), PSIM_EINPUT);
   ck_assert_ptr_null(prev);
   psim_error_clear();
   psim_taskgraph spare; /* recycled as delta.c does */
   psim_tg_init(&spare, 0);
-  ck_assert_msg(psim_build_graph_reusing(&prev, &m, &c, &s, &so, NULL, changed, NULL) == PSIM_OK,
-                "%s", psim_error_message());
-  uint64_t rng = 99 + (uint64_t)which;
+  ck_assert_msg(psim_build_graph_reusing(&prev, m, c, s, &so, NULL, changed, NULL) == PSIM_OK, "%s",
+                psim_error_message());
   psim_op_config undo = {0};
   int64_t copied = 0, built = 0;
-  for (int step = 0; step < 300; step++) {
-    int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m.n_ops);
-    ck_assert(psim_space_config_copy(&s.ops[o], &undo) == PSIM_OK);
-    ck_assert(psim_space_sample(&sp, o, &rng, &s.ops[o]) == PSIM_OK);
-    for (int32_t k = 0; k < m.n_ops; k++) {
-      const psim_op_config *a = &s.ops[k], *b = &seen.ops[k];
+  for (int step = 0; step < steps; step++) {
+    int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m->n_ops);
+    ck_assert(psim_space_config_copy(&s->ops[o], &undo) == PSIM_OK);
+    ck_assert(psim_space_sample(&sp, o, &rng, &s->ops[o]) == PSIM_OK);
+    for (int32_t k = 0; k < m->n_ops; k++) {
+      const psim_op_config *a = &s->ops[k], *b = &seen.ops[k];
       changed[k] = a->n_devices != b->n_devices || a->replicas != b->replicas ||
                    a->stage != b->stage || memcmp(a->degree, b->degree, sizeof a->degree) != 0 ||
                    memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) != 0;
     }
     psim_build *full, *inc;
-    psim_status sf = psim_build_graph(&full, &m, &c, &s, &so);
-    psim_status si = psim_build_graph_reusing(&inc, &m, &c, &s, &so, prev, changed, &spare);
+    psim_status sf = psim_build_graph(&full, m, c, s, &so);
+    psim_status si = psim_build_graph_reusing(&inc, m, c, s, &so, prev, changed, &spare);
     ck_assert_int_eq(sf, si);
     if (sf == PSIM_OK) {
       same_graph(full, inc, which, step);
@@ -244,26 +243,103 @@ START_TEST(incremental_graph_equals_full) {
       psim_tg_init(&prev->g, 0);
       psim_build_free(prev);
       prev = inc;
-      for (int32_t k = 0; k < m.n_ops; k++)
+      for (int32_t k = 0; k < m->n_ops; k++)
         if (changed[k])
-          ck_assert(psim_space_config_copy(&s.ops[k], &seen.ops[k]) == PSIM_OK);
+          ck_assert(psim_space_config_copy(&s->ops[k], &seen.ops[k]) == PSIM_OK);
     } else {
       psim_build_free(inc);
     }
     psim_build_free(full);
     psim_error_clear();
     if (psim_space_rand_below(&rng, 3) == 0)
-      ck_assert(psim_space_config_copy(&undo, &s.ops[o]) == PSIM_OK);
+      ck_assert(psim_space_config_copy(&undo, &s->ops[o]) == PSIM_OK);
   }
-  /* the point of it: most segments were copied */
-  ck_assert_msg(copied > built, "model %d: %lld segments copied, %lld built", which,
-                (long long)copied, (long long)built);
   psim_build_free(prev);
   psim_tg_destroy(&spare);
   psim_free(changed);
   psim_free(undo.devices);
   psim_space_destroy(&sp);
   psim_strategy_destroy(&seen);
+  return copied - built;
+}
+
+START_TEST(incremental_graph_equals_full) {
+  int which = _i;
+  psim_model m;
+  psim_cluster c;
+  load_model(which == 5 ? 0 : which, &m);
+  cluster(&c, which == 5 ? 1 : 2);
+  psim_strategy s;
+  if (which == 5)
+    start_pipeline(&m, &c, &s);
+  else
+    start(which, &m, &c, &s);
+  /* the point of it: most segments were copied */
+  int64_t margin = graph_walk(&m, &c, &s, which, 300, 99 + (uint64_t)which);
+  ck_assert_msg(margin > 0, "model %d: more segments built than copied", which);
+  psim_strategy_destroy(&s);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+/* ZeRO-3 (#18): tiny-gpt, tp 2 x dp 2 with the parameters sharded over dp,
+ * full recomputation (_i = 0, 2) or none (_i = 1, 3), the default prefetch
+ * (_i < 2) or one unit ahead (prefetch 0). Under full recomputation a layer's
+ * units run their recompute in op order before the backward: the gathers
+ * once waited, in reverse op order, for kernels that waited for them (a
+ * cycle: the full build failed, the delta build, which checks no cycle,
+ * left tasks unrun). */
+static void start_zero3(psim_model *m, psim_cluster *c, psim_strategy *s, int variant) {
+  load_model(0, m);
+  cluster(c, 1);
+  psim_strategy_init(s);
+  psim_megatron_opts mo;
+  psim_megatron_opts_init(&mo);
+  mo.tp = 2;
+  mo.dp = 2;
+  mo.micro_batch = 1;
+  mo.zero_stage = 3;
+  mo.recompute = variant % 2 == 0 ? PSIM_RECOMPUTE_FULL : PSIM_RECOMPUTE_NONE;
+  ck_assert_msg(psim_strategy_megatron(m, c, &mo, s) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_int_eq(s->zero_stage, 3);
+  if (variant >= 2)
+    s->zero_prefetch = 0;
+}
+
+/* A random walk: delta == full simulation, and the incremental graph is the
+ * full build's. */
+START_TEST(zero3_delta_equals_full) {
+  psim_model m;
+  psim_cluster c;
+  psim_strategy s;
+  start_zero3(&m, &c, &s, _i);
+  delta_walk(&m, &c, &s, 10 + _i, 400, 77 + (uint64_t)_i);
+  graph_walk(&m, &c, &s, 10 + _i, 200, 55 + (uint64_t)_i);
+  psim_strategy_destroy(&s);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+/* The prefetch is part of a ZeRO-3 strategy's fingerprint: the same ops
+ * with another prefetch are not answered from the memo (#18). */
+START_TEST(zero3_prefetch_in_fingerprint) {
+  psim_model m;
+  psim_cluster c;
+  psim_strategy s;
+  start_zero3(&m, &c, &s, 1);
+  psim_delta *d;
+  ck_assert(psim_delta_create(&m, &c, NULL, &d) == PSIM_OK);
+  uint64_t h[2][2];
+  for (int k = 0; k < 2; k++) {
+    s.zero_prefetch = k == 0 ? 1e9 : 0; /* everything ahead, or one unit */
+    psim_delta_fingerprint(&s, h[k]);
+    eval_both(d, &m, &c, &s, -1, 20, k);
+  }
+  ck_assert(h[0][0] != h[1][0] && h[0][1] != h[1][1]);
+  ck_assert_int_eq(psim_delta_get_stats(d)->memo_hits, 0);
+  psim_delta_free(d);
   psim_strategy_destroy(&s);
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
@@ -359,6 +435,8 @@ int main(void) {
   tcase_add_loop_test(tc, incremental_graph_equals_full, 0, 6);
   tcase_add_test(tc, verify_option_checks);
   tcase_add_test(tc, delta_equals_full_ps_backup);
+  tcase_add_loop_test(tc, zero3_delta_equals_full, 0, 4);
+  tcase_add_test(tc, zero3_prefetch_in_fingerprint);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
