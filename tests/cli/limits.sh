@@ -26,4 +26,51 @@ run plan "$MODEL" "$CLUSTER" --search grid --max-tasks 10
 expect "plan with every strategy over --max-tasks finds none" 1 stdout-empty stderr-nonempty
 run plan "$MODEL" "$CLUSTER" --search grid --max-memory "16 GiB" -o "$T/p.json"
 expect "plan --max-memory 16 GiB runs" 0
+
+# run_rss ARGS...: like run(); RSS_KB becomes plansim's peak resident memory in KB
+# (getrusage of the child), and the run is killed after 120 s (status 124).
+run_rss() {
+  local res
+  res=$(python3 -c '
+import resource, subprocess, sys
+with open(sys.argv[1], "w") as out, open(sys.argv[2], "w") as err:
+    try:
+        rc = subprocess.run(sys.argv[3:], stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                            timeout=120).returncode
+    except subprocess.TimeoutExpired:
+        rc = 124
+print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$OUT" "$ERR" "$PLANSIM" "$@")
+  STATUS=${res% *}
+  RSS_KB=${res#* }
+}
+
+# expect_rss NAME MAX_KB: the last run_rss peaked under MAX_KB more than the baseline.
+expect_rss() {
+  if [ "$((RSS_KB - BASE_KB))" -le "$2" ]; then ok "$1"; else
+    not_ok "$1" "peak RSS $RSS_KB KB, $((RSS_KB - BASE_KB)) KB over the baseline $BASE_KB KB (bound $2 KB)"
+  fi
+}
+
+# Issue 24 item 9: Megatron tp 8 x dp 1,250 on 10,000 H100s (GPT 1.3B) folds to one device
+# per stage, yet indexed every (op, device) entry (ops x 10^4 hash entries, 548 MB; 10.2 GB
+# at dp 12,500) before the collective-size refusal. The run must stay under its
+# --max-memory over the baseline (check of the same files), then fail on the 10,000-device
+# gradient all-reduce (over PSIM_BUILD_MAX_GROUP).
+"$PLANSIM" cluster dgx-h100 --nodes 1250 -o "$T/c10k.json"
+"$PLANSIM" cluster dgx-h100 --nodes 12500 -o "$T/c100k.json"
+"$PLANSIM" model gpt --batch 12500 -o "$T/gpt.json"
+echo '{"format":"plansim.strategy/1","template":"megatron","tp":8,"dp":1250}' >"$T/dp1250.json"
+echo '{"format":"plansim.strategy/1","template":"megatron","tp":8,"dp":12500}' >"$T/dp12500.json"
+run_rss check "$T/gpt.json" "$T/c10k.json" "$T/dp1250.json"
+BASE_KB=$RSS_KB
+run_rss simulate "$T/gpt.json" "$T/c10k.json" "$T/dp1250.json" --max-memory "256 MB"
+expect "tp 8 x dp 1,250 reaches the collective-size refusal" 1 stdout-empty stderr-nonempty "" \
+  "a collective over 10000 devices"
+expect_rss "tp 8 x dp 1,250 stays under --max-memory 256 MB" 250000
+# At dp 12,500 the weight shares of the memory model (one per weight, op and device,
+# simulated or not: 1.3 GB) are in the estimate: --max-memory 1 GB refuses before them.
+run_rss simulate "$T/gpt.json" "$T/c100k.json" "$T/dp12500.json" --max-memory "1 GB"
+expect "tp 8 x dp 12,500 over --max-memory 1 GB is refused" 1 stdout-empty stderr-nonempty "" \
+  "about [0-9.]+ GB of memory .*weight shares\\), over the limit of 1 GB \\(raise it with --max-memory\\)"
+expect_rss "tp 8 x dp 12,500 is refused under --max-memory 1 GB" 1000000
 finish
