@@ -73,4 +73,40 @@ run_rss simulate "$T/gpt.json" "$T/c100k.json" "$T/dp12500.json" --max-memory "1
 expect "tp 8 x dp 12,500 over --max-memory 1 GB is refused" 1 stdout-empty stderr-nonempty "" \
   "about [0-9.]+ GB of memory .*weight shares\\), over the limit of 1 GB \\(raise it with --max-memory\\)"
 expect_rss "tp 8 x dp 12,500 is refused under --max-memory 1 GB" 1000000
+
+# Issue 24 item 9: a 3 kB model whose block of 12 ops repeats 833,333 times expands to 10^7 ops
+# (inside PSIM_MODEL_MAX_OPS) that took 8.46 GB and 55 s, then failed naming no file. The
+# expansion is estimated from the JSON first (1130 bytes per op, 140 per tensor:
+# sim/ir/model.h) and refused, with the file and the block's JSON path, in under 5 s.
+rep_model() { # rep_model REPEAT: the block of 12 chained relus, repeated
+  local ops="" i
+  for i in $(seq 0 11); do
+    ops+="{\"name\": \"e$i\", \"kind\": \"elementwise\", \"fn\": \"relu\", \"in\": [\"t$i\"],"
+    ops+=" \"out\": [\"t$((i + 1))\"]}$([ "$i" -lt 11 ] && echo ,)"
+  done
+  local tens
+  tens=$(for i in $(seq 1 12); do printf '"t%d": {"dims": ["b", "k"]}%s' "$i" "$([ "$i" -lt 12 ] && echo ,)"; done)
+  cat <<JSON
+{"format": "plansim.model/1", "dims": {"b": {"size": 8, "role": "batch"}, "h": 64, "k": 64},
+ "inputs": {"x": {"dims": ["b", "h"]}}, "weights": {"w": {"dims": ["h", "k"]}},
+ "tensors": {"y": {"dims": ["b", "k"]}},
+ "ops": [{"name": "first", "kind": "matmul", "in": ["x", "w"], "out": ["y"]},
+         {"block": "layer", "repeat": $1, "inputs": ["t0"], "outputs": ["t12"], "in": ["y"],
+          "out": ["z"], "tensors": {$tens}, "ops": [$ops]}]}
+JSON
+}
+rep_model 833333 >"$T/rep.json"
+rep_model 2 >"$T/rep2.json"
+run_rss check "$T/rep2.json"
+expect "the 12-op block repeated twice is ok" 0 stdout-nonempty "" " 25 ops"
+BASE_KB=$RSS_KB
+start=$SECONDS
+run_rss check "$T/rep.json"
+expect "repeat 833333 is refused with the file, the block, the estimate and the limit" 2 \
+  stdout-empty stderr-nonempty "" \
+  "rep\\.json: ops\\[1\\]: the model expands to 1e\\+07 ops .* about 1[0-9.]* GB in memory, over the loader's limit of 2 GB \\(PSIM_MODEL_MAX_BYTES"
+expect_rss "repeat 833333 is refused within 64 MB" 65536
+if [ $((SECONDS - start)) -le 5 ]; then ok "repeat 833333 is refused within 5 s"; else
+  not_ok "repeat 833333 is refused within 5 s" "took $((SECONDS - start)) s"
+fi
 finish
