@@ -350,15 +350,36 @@ static psim_status timeline(hbuf *b, const psim_plan_doc *d, const psim_sim_resu
 
 /* ---- memory ---- */
 
+/* Peak activation bytes per device (n_devices, owned; NULL when none were simulated or out of
+ * memory). Folded (#18 defect 9): each device takes its stage representative's peak (the
+ * stage's first device, the one simulated: sim/build/locals.c), as its peers do identical work;
+ * before, only the representatives showed activations. */
+static double *activations(const psim_plan_doc *d, const psim_sim_result *r) {
+  double *act = r->activation_peak ? psim_malloc(sizeof *act * (size_t)r->n_devices) : NULL;
+  if (!act)
+    return NULL;
+  memcpy(act, r->activation_peak, sizeof *act * (size_t)r->n_devices);
+  const psim_strategy *s = &d->strategy;
+  int32_t n_entries = s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
+  for (int32_t v = 0; r->folded && v < n_entries; v++) {
+    const psim_stage *st = &s->stages[v];
+    for (int32_t k = 1; k < st->n_devices && st->devices[0] < r->n_devices; k++)
+      if (st->devices[k] < r->n_devices)
+        act[st->devices[k]] = r->activation_peak[st->devices[0]];
+  }
+  return act;
+}
+
 static void memory(hbuf *b, const psim_plan_doc *d, const psim_sim_result *r) {
   static const char *const kinds[] = {"weights", "gradients", "optimizer", "activations"};
   static const char *const colors[] = {"#4c78a8", "#f58518", "#54a24b", "#e45756"};
   const psim_cluster *c = &d->cluster;
   double cap = r->capacity_bytes > 0 ? r->capacity_bytes : 1, top = 0;
   int32_t shown = 0;
+  double *act = activations(d, r);
   for (int32_t dv = 0; dv < r->n_devices && r->static_bytes; dv++) {
     const double *sb = &r->static_bytes[3 * dv];
-    double tot = sb[0] + sb[1] + sb[2] + (r->activation_peak ? r->activation_peak[dv] : 0);
+    double tot = sb[0] + sb[1] + sb[2] + (act ? act[dv] : 0);
     top = tot > top ? tot : top;
     shown += tot > 0 && shown < 512;
   }
@@ -380,7 +401,7 @@ static void memory(hbuf *b, const psim_plan_doc *d, const psim_sim_result *r) {
   int32_t y = 0;
   for (int32_t dv = 0; dv < r->n_devices && r->static_bytes && y < shown; dv++) {
     const double *sb = &r->static_bytes[3 * dv];
-    double part[4] = {sb[0], sb[1], sb[2], r->activation_peak ? r->activation_peak[dv] : 0};
+    double part[4] = {sb[0], sb[1], sb[2], act ? act[dv] : 0};
     if (part[0] + part[1] + part[2] + part[3] <= 0)
       continue;
     char u[64];
@@ -405,6 +426,7 @@ static void memory(hbuf *b, const psim_plan_doc *d, const psim_sim_result *r) {
         fmt_unit(part[0] + part[1] + part[2] + part[3], PSIM_UNIT_BYTES, u, sizeof u));
     y++;
   }
+  psim_free(act);
   out(b, "</svg>\n");
 }
 

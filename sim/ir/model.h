@@ -187,6 +187,16 @@ typedef struct psim_model {
 #ifndef PSIM_MODEL_MAX_OPS
 #define PSIM_MODEL_MAX_OPS 10000000LL /* ops after block expansion */
 #endif
+#ifndef PSIM_MODEL_MAX_BYTES
+#define PSIM_MODEL_MAX_BYTES 2e9 /* estimated memory of the expanded model (issue 24 item 9) */
+#endif
+/* Memory per expanded op and per tensor, for the PSIM_MODEL_MAX_BYTES estimate before
+ * expansion: the slope of plansim check's peak RSS over models of 0.5 to 2 million ops
+ * (blocks of 12 elementwise ops, with 12 or 23 tensors, names like "layer.41666.t3";
+ * 15.2 kB and 16.7 kB per repeat), psim_op, psim_tensor, names, name maps and the
+ * loader's tables together, growth by doubling included. */
+#define PSIM_MODEL_BYTES_PER_OP     1130.0
+#define PSIM_MODEL_BYTES_PER_TENSOR 140.0
 #ifndef PSIM_MODEL_MAX_REPEAT
 #define PSIM_MODEL_MAX_REPEAT 1000000LL /* "repeat" of one block */
 #endif

@@ -192,24 +192,30 @@ psim_status psim_mload_ops(psim_model_loader *L, const psim_model_scope *s, cons
   return PSIM_OK;
 }
 
-/* Ops after expansion, saturating above the limit (malformed parts count 1). */
-int64_t psim_mload_count_ops(const cJSON *ops, int depth) {
-  int64_t n = 0;
-  if (!cJSON_IsArray(ops) || depth > 64)
-    return 0;
-  for (const cJSON *j = ops->child; j && n <= PSIM_MODEL_MAX_OPS; j = j->next) {
-    const cJSON *r = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "repeat") : NULL;
-    if (!cJSON_IsObject(j) || !cJSON_GetObjectItemCaseSensitive(j, "block")) {
-      n++;
-      continue;
-    }
-    double rep = cJSON_IsNumber(r) && r->valuedouble >= 1 ? r->valuedouble : 1;
-    if (rep > PSIM_MODEL_MAX_REPEAT)
-      rep = 1; /* reported by the parser */
-    double inner =
-        (double)psim_mload_count_ops(cJSON_GetObjectItemCaseSensitive(j, "ops"), depth + 1);
-    double t = (double)n + rep * inner;
-    n = t > (double)PSIM_MODEL_MAX_OPS ? PSIM_MODEL_MAX_OPS + 1 : (int64_t)t;
+/* Declared names of object key in block j (its "weights" or "tensors"). */
+static double n_declared(const cJSON *j, const char *key) {
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, key);
+  return cJSON_IsObject(g) ? (double)cJSON_GetArraySize(g) : 0;
+}
+
+void psim_mload_count_item(const cJSON *j, int depth, psim_mload_size *n) {
+  const cJSON *r = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "repeat") : NULL;
+  if (!cJSON_IsObject(j) || !cJSON_GetObjectItemCaseSensitive(j, "block")) {
+    n->ops += 1;
+    return;
   }
-  return n;
+  double rep = cJSON_IsNumber(r) && r->valuedouble >= 1 ? r->valuedouble : 1;
+  if (rep > PSIM_MODEL_MAX_REPEAT)
+    rep = 1; /* reported by the parser */
+  psim_mload_size in = {0, n_declared(j, "weights") + n_declared(j, "tensors")};
+  psim_mload_count(cJSON_GetObjectItemCaseSensitive(j, "ops"), depth + 1, &in);
+  n->ops += rep * in.ops; /* doubles: 64 levels of 10^6 repeats overflow to inf, still > limits */
+  n->tensors += rep * in.tensors;
+}
+
+void psim_mload_count(const cJSON *ops, int depth, psim_mload_size *n) {
+  if (!cJSON_IsArray(ops) || depth > 64)
+    return;
+  for (const cJSON *j = ops->child; j; j = j->next)
+    psim_mload_count_item(j, depth, n);
 }

@@ -95,8 +95,15 @@ psim_status psim_mload_op(psim_model_loader *L, const psim_model_scope *s, const
 
 /* The "ops" array: ops and blocks, in scope s. */
 psim_status psim_mload_ops(psim_model_loader *L, const psim_model_scope *s, const cJSON *ops);
-/* Ops after expansion, saturating above the limit (malformed parts count 1). */
-int64_t psim_mload_count_ops(const cJSON *ops, int depth);
+/* Ops and tensors after expansion (malformed parts count 1 op), counted from
+ * the JSON before anything is expanded. */
+typedef struct psim_mload_size {
+  double ops, tensors;
+} psim_mload_size;
+/* Adds the expansion of the "ops" array ops (at nesting depth) to *n. */
+void psim_mload_count(const cJSON *ops, int depth, psim_mload_size *n);
+/* Adds the expansion of one element j of an "ops" array to *n. */
+void psim_mload_count_item(const cJSON *j, int depth, psim_mload_size *n);
 
 /* ---- after parsing (model_load_checks.c) ---- */
 

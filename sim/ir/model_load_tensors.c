@@ -123,9 +123,11 @@ bool psim_mload_same_shape(const psim_tensor *a, const psim_tensor *b) {
 }
 
 /* Block output of the last repeat: takes the outer name (reusing a declared
- * activation of the same dims). */
+ * activation of the same dims, else declaring it in the parent's scope) and
+ * aliases its local name t->name to it. */
 static psim_status add_block_output(psim_model_loader *L, const psim_model_scope *s,
                                     const char *outer, psim_tensor *t) {
+  const char *local_name = t->name; /* add_tensor replaces t->name by the full outer name */
   int32_t idx = psim_mload_resolve(L, s->parent, outer);
   if (idx >= 0) {
     const psim_tensor *o = &L->m->tensors[idx];
@@ -141,7 +143,7 @@ static psim_status add_block_output(psim_model_loader *L, const psim_model_scope
     PSIM_CHECK(add_tensor(L, full, t, &idx));
   }
   char local[NAME_MAX_LEN];
-  if (!psim_mload_join(local, s->prefix, t->name))
+  if (!psim_mload_join(local, s->prefix, local_name))
     return psim_jerr(&L->c, "name too long");
   return psim_name_map_put(&L->tensors, local, idx);
 }

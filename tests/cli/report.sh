@@ -26,6 +26,18 @@ host_bars=$(grep -c '<rect class="task-extra k-host"' "$HTML")
 if [ "$host_bars" -eq "$issues" ] && [ "$issues" -gt 0 ] && grep -q 'host</text>' "$HTML"; then
   ok "host rows: a bar per kernel issue ($issues)"
 else not_ok "host rows: a bar per kernel issue" "$host_bars bars, $issues host events in the trace"; fi
+# #18 defect 9: the plan is folded (2 stages x dp 4 simulated as 2 devices); the memory panel
+# shows on every one of the 8 devices its stage representative's activations, not 0 on the 6
+# folded-away ones: 8 rows, none with 0 B of activations, 2 distinct figures (one per stage).
+grep -q 'symmetric devices folded' "$HTML" || not_ok "the report's plan is folded"
+acts=$(grep -o '<title>activations: [^<]*</title>' "$HTML")
+n_rows=$(printf '%s\n' "$acts" | grep -c .)
+n_zero=$(printf '%s\n' "$acts" | grep -c ': 0 B<' || true)
+n_distinct=$(printf '%s\n' "$acts" | sort -u | grep -c .)
+if [ "$n_rows" -eq 8 ] && [ "$n_zero" -eq 0 ] && [ "$n_distinct" -eq 2 ]; then
+  ok "folded memory panel: every device shows its stage's activations"
+else not_ok "folded memory panel: every device shows its stage's activations" \
+  "$n_rows rows, $n_zero with 0 B, $n_distinct distinct figures (expected 8, 0, 2)"; fi
 for id in summary timeline memory pipeline shardings; do
   if grep -q "id=\"$id\"" "$HTML"; then ok "the page has #$id"; else not_ok "the page has #$id"; fi
 done

@@ -478,6 +478,54 @@ START_TEST(shipped_models_load) {
 }
 END_TEST
 
+/* The first ```json example of docs/model.md (a block whose "out" is the outer 'h'), or NULL;
+ * the caller frees it. */
+static char *doc_example(void) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/docs/model.md", PSIM_SOURCE_ROOT);
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "%s", path);
+  static char doc[1 << 17];
+  size_t n = fread(doc, 1, sizeof doc - 1, f);
+  fclose(f);
+  doc[n] = 0;
+  char *a = strstr(doc, "```json\n"), *b = a ? strstr(a + 8, "\n```") : NULL;
+  ck_assert(a && b);
+  *b = 0;
+  return strdup(a + 8);
+}
+
+/* #18 defect 9: docs/model.md says a block's outer "out" names "may be declared in the outer
+ * tensors (same dims) or left undeclared". Both forms of the documented example load to the
+ * same model: 'h' is produced by the last repeat's 'view' and read by the classifier. */
+START_TEST(documented_block_out) {
+  char *text = doc_example();
+  const char *decl = "\"h\": {\"dims\": [\"batch\", \"hidden\"]},";
+  char *at = strstr(text, decl);
+  ck_assert_msg(at != NULL, "docs/model.md's example no longer declares 'h'");
+  double params[2];
+  for (int undeclared = 0; undeclared < 2; undeclared++) {
+    if (undeclared) /* drop the outer declaration of 'h' */
+      memmove(at, at + strlen(decl), strlen(at + strlen(decl)) + 1);
+    psim_model m;
+    ck_assert_msg(load_text(text, &m) == PSIM_OK, "%s", psim_error_message());
+    int32_t h = psim_model_find_tensor(&m, "h"), cls = psim_model_find_op(&m, "classifier");
+    int32_t view = psim_model_find_op(&m, "layer.3.view");
+    ck_assert(h >= 0 && cls >= 0 && view >= 0);
+    ck_assert_int_eq(m.tensors[h].producer, view);
+    ck_assert_int_eq(m.ops[view].out[0], h);
+    ck_assert_int_eq(m.ops[cls].in[0], h);
+    ck_assert_int_lt(psim_model_find_tensor(&m, "layer.3.y"), 0); /* the outer name replaces it */
+    ck_assert_int_eq(m.n_ops, 4 * 3 + 2);
+    params[undeclared] = m.n_params;
+    psim_model_destroy(&m);
+  }
+  /* 4 x (1024 x 1024 + 1024) + 1024 x 10 */
+  ck_assert(params[0] == 4.0 * (1024 * 1024 + 1024) + 1024 * 10 && params[1] == params[0]);
+  free(text);
+}
+END_TEST
+
 /* Every allocation failure is reported as PSIM_ENOMEM, never a crash. */
 START_TEST(allocation_failures) {
   cJSON *root = NULL;
@@ -514,6 +562,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, generator_rejects_bad_options);
   tcase_add_test(tc, family_registry);
   tcase_add_test(tc, shipped_models_load);
+  tcase_add_test(tc, documented_block_out);
   tcase_add_test(tc, allocation_failures);
   suite_add_tcase(s, tc);
   return s;
