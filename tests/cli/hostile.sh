@@ -142,6 +142,32 @@ if [ -p "$T/fifo" ] && grep -q traceEvents "$T/from-fifo"; then
   ok "the trace went through the FIFO, which is still a FIFO"
 else not_ok "the trace went through the FIFO, which is still a FIFO"; fi
 
+# ---- FIFOs and devices as inputs: refused at once (exit 2, the path), never read ----
+# A FIFO named as a model, or recorded as a plan's model_file, blocked report and export
+# forever (open waits for a writer); a sweep case with it blocked and was then recorded
+# as a failure that --resume kept.
+mkfifo "$T/model-fifo"
+PSIM_CLI_TIMEOUT=20 run check "$T/model-fifo"
+expect "check FIFO is refused" 2 stdout-empty stderr-nonempty "" 'model-fifo: is a FIFO'
+PSIM_CLI_TIMEOUT=20 run simulate "$T/model-fifo" "$CLUSTER" "$STRATEGY"
+expect "simulate with a FIFO as MODEL is refused" 2 stdout-empty stderr-nonempty "" \
+  'model-fifo: is a FIFO'
+PSIM_CLI_TIMEOUT=20 run check /dev/zero
+expect "check /dev/zero is refused" 2 stdout-empty stderr-nonempty "" \
+  '/dev/zero: is a character device'
+python3 - "$PLAN" "$T/fifo.plan.json" "$T/model-fifo" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model_file"] = sys.argv[3]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+PSIM_CLI_TIMEOUT=20 run report "$T/fifo.plan.json" -o "$T/fifo-report.html"
+expect "report of a plan whose model_file is a FIFO is refused" 2 any stderr-nonempty "" \
+  'model-fifo: is a FIFO'
+PSIM_CLI_TIMEOUT=20 run export "$T/fifo.plan.json" --format megatron --cluster "$CLUSTER"
+expect "export of a plan whose model_file is a FIFO is refused" 2 stdout-empty stderr-nonempty \
+  "" 'model-fifo: is a FIFO'
+
 # ---- standard output on a full device ----
 full() { # full NAME ARGS...: stdout on /dev/full exits 1 with a message
   local name=$1
