@@ -168,6 +168,22 @@ PSIM_CLI_TIMEOUT=20 run export "$T/fifo.plan.json" --format megatron --cluster "
 expect "export of a plan whose model_file is a FIFO is refused" 2 stdout-empty stderr-nonempty \
   "" 'model-fifo: is a FIFO'
 
+# ---- absurdly small rates: refused at load, naming the file and key ----
+# A bandwidth of 4.9e-324 (the smallest denormal) passed check and failed later with
+# "duration inf" naming no file.
+python3 - "$CLUSTER" "$T/denormal-bw.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["intra_node"]["bandwidth"] = 4.9e-324
+json.dump(c, open(sys.argv[2], "w"))
+PY
+run check "$T/denormal-bw.json"
+expect "check of a 4.9e-324 bandwidth is refused" 2 stdout-empty stderr-nonempty "" \
+  'denormal-bw\.json: intra_node\.bandwidth: .*at least 1'
+run simulate "$MODEL" "$T/denormal-bw.json" "$STRATEGY"
+expect "simulate with a 4.9e-324 bandwidth is refused" 2 stdout-empty stderr-nonempty "" \
+  'denormal-bw\.json: intra_node\.bandwidth'
+
 # ---- standard output on a full device ----
 full() { # full NAME ARGS...: stdout on /dev/full exits 1 with a message
   local name=$1
