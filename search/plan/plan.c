@@ -212,11 +212,27 @@ static psim_status plan_has_strategy(const char *file, const cJSON *root) {
                     file);
 }
 
+psim_status psim_plan_check_model(const char *file, const cJSON *root, const psim_model *m) {
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
+  const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "model");
+  if (!cJSON_IsString(f) || strcmp(f->valuestring, "plansim.plan/1") != 0 ||
+      !cJSON_IsString(name) || !m->name || strcmp(name->valuestring, m->name) == 0)
+    return PSIM_OK;
+  /* main escapes control bytes in every error line */
+  return psim_error(PSIM_EINPUT,
+                    "%s: model: the plan was made for model '%.80s', not for '%.80s'%s%s; give "
+                    "the plan's model",
+                    file, name->valuestring, m->name, m->file ? " from " : "",
+                    m->file ? m->file : "");
+}
+
 psim_status psim_plan_load_strategy(const char *file, const psim_model *m, psim_cluster *c,
                                     psim_strategy *out) {
   cJSON *root = NULL;
   PSIM_CHECK(psim_json_load_file(file, &root));
   psim_status s = plan_has_strategy(file, root);
+  if (s == PSIM_OK)
+    s = psim_plan_check_model(file, root, m);
   if (s == PSIM_OK)
     s = psim_strategy_from_json(file, psim_plan_strategy_json(root), m, c, out);
   cJSON_Delete(root);

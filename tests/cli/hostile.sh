@@ -184,6 +184,28 @@ run simulate "$MODEL" "$T/denormal-bw.json" "$STRATEGY"
 expect "simulate with a 4.9e-324 bandwidth is refused" 2 stdout-empty stderr-nonempty "" \
   'denormal-bw\.json: intra_node\.bandwidth'
 
+# ---- a plan made for another model: refused, naming both models ----
+# report --model OTHER and simulate OTHER CLUSTER PLAN went on without a word.
+run plan "$MODEL" "$CLUSTER" --search grid --no-baselines -o "$T/own.plan.json"
+expect "a plan of tiny-gpt" 0
+python3 - "$MODEL" "$T/other-model.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = "other-gpt" # the same ops: only the recorded name tells the models apart
+json.dump(m, open(sys.argv[2], "w"))
+PY
+run report "$T/own.plan.json" --model "$T/other-model.json" -o "$T/other.html"
+expect "report of a plan with another model is refused" 2 any stderr-nonempty "" \
+  "own\.plan\.json: model: the plan was made for model 'tiny-gpt', not for 'other-gpt'"
+run simulate "$T/other-model.json" "$CLUSTER" "$T/own.plan.json"
+expect "simulate of a plan with another model is refused" 2 stdout-empty stderr-nonempty "" \
+  "made for model 'tiny-gpt', not for 'other-gpt'"
+run export "$T/own.plan.json" --format megatron --model "$T/other-model.json"
+expect "export of a plan with another model is refused" 2 stdout-empty stderr-nonempty "" \
+  "made for model 'tiny-gpt', not for 'other-gpt'"
+run simulate "$MODEL" "$CLUSTER" "$T/own.plan.json"
+expect "simulate of a plan with its own model still runs" 0 stdout-nonempty
+
 # ---- standard output on a full device ----
 full() { # full NAME ARGS...: stdout on /dev/full exits 1 with a message
   local name=$1
