@@ -115,6 +115,22 @@ if [ "$STATUS" -eq 0 ] && grep -q 'fifo-model.json: is a FIFO' "$TEST_TMP/fifo-o
   ok "a FIFO as a sweep's model fails its case at once, naming it"
 else not_ok "a FIFO as a sweep's model fails its case at once, naming it" "exit $STATUS: $(cat "$ERR")"; fi
 
+# A sweep folder reused without --resume: the earlier sweep's case plans are removed (they
+# stood beside the new results, named by no row); other files stay.
+cp -r "$TEST_TMP/seq" "$TEST_TMP/reuse"
+echo keep >"$TEST_TMP/reuse/plans/notes.txt"
+cat >"$TEST_TMP/one.json" <<EOF
+{"format": "plansim.sweep/1", "name": "one", "models": ["$ROOT/tests/data/tiny-gpt.json"],
+ "clusters": ["$ROOT/topologies/dgx-a100-x1.json"], "searchers": ["grid"]}
+EOF
+run sweep "$TEST_TMP/one.json" -o "$TEST_TMP/reuse"
+expect "a one-case sweep into a used folder" 0 stdout-nonempty any "1 cases \(0 resumed, 1 run"
+named=$(python3 -c 'import json,sys; print(" ".join(sorted(json.loads(l)["plan"] for l in open(sys.argv[1]) if json.loads(l)["plan"])))' "$TEST_TMP/reuse/results.jsonl")
+present=$(cd "$TEST_TMP/reuse" && ls plans/case*.json | sort | tr '\n' ' ' | sed 's/ $//')
+if [ "$named" = "$present" ] && [ -f "$TEST_TMP/reuse/plans/notes.txt" ]; then
+  ok "only this sweep's plans remain ($present); other files stay"
+else not_ok "only this sweep's plans remain" "rows name '$named', plans/ holds '$present'"; fi
+
 # MPI: rank 0 hands out cases, rank 1 runs them.
 if ! command -v mpirun >/dev/null; then
   skip "mpirun -n 2 gives the rows of -j 1" "mpirun is not installed"
