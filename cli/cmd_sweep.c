@@ -232,8 +232,10 @@ static psim_status reap(sweep_run *r, job *j) {
   if (j->len > 0 && psim_sweep_row_parse(j->buf, &row) == PSIM_OK && row.index == j->index)
     return record(r, &row);
   psim_error_clear();
-  if (psim_interrupted() || (WIFEXITED(status) && WEXITSTATUS(status) == 3))
-    return PSIM_OK; /* interrupted case: not recorded */
+  bool stopped_by_signal =
+      WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
+  if (psim_interrupted() || stopped_by_signal || (WIFEXITED(status) && WEXITSTATUS(status) == 3))
+    return PSIM_OK; /* interrupted case: not recorded, --resume runs it again */
   psim_sweep_row_for_case(&r->sweep, j->index, &row);
   if (WIFSIGNALED(status))
     snprintf(row.error, sizeof row.error, "the case's process died of signal %d", WTERMSIG(status));
@@ -243,13 +245,30 @@ static psim_status reap(sweep_run *r, job *j) {
   return record(r, &row);
 }
 
+/* A signal sent to the sweep alone (kill PID, a job scheduler's SIGTERM) reached
+ * only this process: the running cases, in their own processes, would run to the
+ * end of their budgets (issue 24). The first time the sweep sees the interrupt,
+ * it passes the signal on to them; each stops as plan does and sends no row. */
+static void forward_interrupt(job *jobs, int32_t n, bool *forwarded) {
+  if (*forwarded || !psim_interrupted())
+    return;
+  *forwarded = true;
+  int sig = psim_cli_signal ? psim_cli_signal : SIGTERM;
+  for (int32_t k = 0; k < n; k++)
+    kill(jobs[k].pid, sig);
+}
+
 /* Waits until one running job ends; returns its slot. */
 static psim_status wait_one(sweep_run *r, job *jobs, int32_t n, int32_t *slot) {
   struct pollfd fds[1024];
+  static bool forwarded;
+  if (n <= 0 || n > 1024)
+    return psim_error(PSIM_EFAILED, "sweep: %d jobs to wait for", n);
   for (int32_t k = 0; k < n; k++)
     fds[k] = (struct pollfd){jobs[k].fd, POLLIN, 0};
   for (;;) {
-    int rc = poll(fds, (nfds_t)n, -1);
+    forward_interrupt(jobs, n, &forwarded);
+    int rc = poll(fds, (nfds_t)n, 250); /* 250 ms: a signal between the check and poll */
     if (rc < 0 && errno == EINTR)
       continue;
     if (rc < 0)

@@ -226,8 +226,13 @@ psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_gr
   if (o->progress)
     fprintf(o->progress, "\n");
   PSIM_CHECK(st);
-  if (!r->found && psim_interrupted())
+  if (!r->found && psim_interrupted() && r->evaluations == 0)
     return psim_error(PSIM_EINTERRUPTED, "interrupted before a configuration was evaluated");
+  if (!r->found && psim_interrupted()) /* issue 24: evaluated, none fits so far */
+    return psim_error(PSIM_EINTERRUPTED,
+                      "interrupted after %lld of %lld configurations were evaluated, none of "
+                      "which fits %s",
+                      (long long)r->evaluations, (long long)r->total, c->name);
   if (!r->found)
     return psim_error(PSIM_EFAILED, "no Megatron configuration of %s fits on %s (%lld evaluated%s)",
                       m->name, c->name, (long long)r->evaluations,

@@ -104,6 +104,7 @@ psim_status psim_plan_doc_load(const char *plan_file, const char *model_file,
   PSIM_CHECK(plan_relative(plan_file, d->root, "model_file", model_file, &d->model_file));
   PSIM_CHECK(plan_relative(plan_file, d->root, "cluster_file", cluster_file, &d->cluster_file));
   PSIM_CHECK(psim_model_load(d->model_file, &d->model));
+  PSIM_CHECK(psim_plan_check_model(plan_file, d->root, &d->model));
   PSIM_CHECK(psim_cluster_load(d->cluster_file, &d->cluster));
   return psim_strategy_from_json(plan_file, psim_plan_strategy_json(d->root), &d->model,
                                  &d->cluster, &d->strategy);

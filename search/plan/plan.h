@@ -48,6 +48,10 @@ psim_status psim_plan_check(const struct cJSON *root, const char *file);
 /* When root is a plan, returns its "strategy" member; else root itself. */
 const struct cJSON *psim_plan_strategy_json(const struct cJSON *root);
 
+/* Refuses (PSIM_EINPUT, both names) a plan whose recorded "model" is not m's name: a
+ * plan made for another model (issue 24). Not a plan, or no name recorded: PSIM_OK. */
+psim_status psim_plan_check_model(const char *file, const struct cJSON *root, const psim_model *m);
+
 /* Loads a strategy file, or a plan file standing in for its strategy, and expands it
  * against the model and the cluster (what `simulate` and the public API read). */
 psim_status psim_plan_load_strategy(const char *file, const psim_model *m, psim_cluster *c,

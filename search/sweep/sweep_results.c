@@ -4,6 +4,8 @@
 
 #include <assert.h>
 #include <cjson/cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -97,6 +99,39 @@ static psim_status open_append(const char *path, int *fd) {
   return PSIM_OK;
 }
 
+/* A plan file name the sweep writes: "case" digits ".json" (sweep_case.c). */
+static bool is_case_plan(const char *name) {
+  if (strncmp(name, "case", 4) != 0)
+    return false;
+  const char *p = name + 4;
+  while (isdigit((unsigned char)*p))
+    p++;
+  return p > name + 4 && strcmp(p, ".json") == 0;
+}
+
+/* A sweep run again into the same folder without --resume starts afresh
+ * (issue 24): the case plans of the earlier sweep would stand beside the new
+ * results and no row would name them (another sweep's plans/case0007.json
+ * read as this one's). Only the names the sweep writes are removed. */
+static psim_status remove_old_plans(const char *dir) {
+  char *plans = join(dir, "plans");
+  if (!plans)
+    return psim_error(PSIM_ENOMEM, "sweep: out of memory");
+  DIR *d = opendir(plans);
+  psim_status s = PSIM_OK;
+  for (struct dirent *e; d && s == PSIM_OK && (e = readdir(d));) {
+    if (!is_case_plan(e->d_name))
+      continue;
+    if (unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT)
+      s = psim_error(PSIM_EIO, "%s/%s: cannot remove the earlier sweep's plan: %s", plans,
+                     e->d_name, strerror(errno));
+  }
+  if (d)
+    closedir(d);
+  psim_free(plans);
+  return s;
+}
+
 psim_status psim_sweep_results_open(psim_sweep_results *r, const char *dir, const psim_sweep *s,
                                     bool resume) {
   memset(r, 0, sizeof *r);
@@ -112,6 +147,8 @@ psim_status psim_sweep_results_open(psim_sweep_results *r, const char *dir, cons
     return psim_error(PSIM_EIO, "%s: cannot create the results folder: %s", dir, strerror(errno));
   if (resume)
     PSIM_CHECK(read_log(r, s));
+  else
+    PSIM_CHECK(remove_old_plans(dir));
   PSIM_CHECK(rewrite(r));
   PSIM_CHECK(open_append(r->jsonl_path, &r->jsonl_fd));
   return open_append(r->csv_path, &r->csv_fd);

@@ -27,63 +27,6 @@ void psim_json_init_hooks(void) {
   cJSON_InitHooks(&hooks);
 }
 
-/* A directory opens fine with fopen on Linux and only fails at the first
- * read ("Is a directory", exit 1); refuse it as bad input, naming what was
- * expected. FIFOs and /dev/stdin stay readable (only directories are refused). */
-static psim_status refuse_directory(const char *path, FILE *f, const char *expected) {
-  struct stat st;
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode))
-    return psim_error(PSIM_EINPUT, "%s: is a directory; expected %s", path, expected);
-  return PSIM_OK;
-}
-
-static psim_status read_all(FILE *f, const char *path, size_t max_bytes, char **out, size_t *len) {
-  size_t cap = 0, n = 0;
-  char *buf = NULL;
-  psim_status s = PSIM_OK;
-  for (;;) {
-    s = psim_grow((void **)&buf, &cap, n + 65537, 1);
-    if (s != PSIM_OK)
-      break;
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (n > max_bytes) {
-      s = psim_error(PSIM_EINPUT, "%s: larger than the limit of %zu bytes", path, max_bytes);
-      break;
-    }
-    if (got == 0)
-      break;
-  }
-  if (s == PSIM_OK && ferror(f))
-    s = psim_error(PSIM_EIO, "%s: read error: %s", path, strerror(errno));
-  if (s != PSIM_OK) {
-    psim_free(buf);
-    return s;
-  }
-  buf[n] = '\0';
-  *out = buf;
-  *len = n;
-  return PSIM_OK;
-}
-
-static psim_status read_file(const char *path, size_t max_bytes, const char *expected, char **out,
-                             size_t *len) {
-  if (!*path)
-    return psim_error(PSIM_EINPUT, "empty file name; expected %s", expected);
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return psim_error(PSIM_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-  psim_status s = refuse_directory(path, f, expected);
-  if (s == PSIM_OK)
-    s = read_all(f, path, max_bytes, out, len);
-  fclose(f);
-  return s;
-}
-
-psim_status psim_file_read(const char *path, size_t max_bytes, char **out, size_t *len) {
-  return read_file(path, max_bytes, "a file", out, len);
-}
-
 /* ---- syntax errors ----
  *
  * cJSON reports where it gave up, which is often one byte past the offending
@@ -358,7 +301,7 @@ psim_status psim_json_parse(const char *name, const char *text, size_t len, cJSO
 psim_status psim_json_load_file(const char *file, cJSON **out) {
   char *text = NULL;
   size_t len = 0;
-  PSIM_CHECK(read_file(file, PSIM_JSON_MAX_BYTES, "a JSON file", &text, &len));
+  PSIM_CHECK(psim_file_read_expecting(file, PSIM_JSON_MAX_BYTES, "a JSON file", &text, &len));
   psim_status s = psim_json_parse(file, text, len, out);
   psim_free(text);
   return s;

@@ -89,6 +89,10 @@ psim_status psim_json_write_file(const char *path, const cJSON *root);
 
 /* Reads a whole file into a NUL-terminated buffer (caller frees with psim_free). */
 psim_status psim_file_read(const char *path, size_t max_bytes, char **out, size_t *len);
+/* The same, saying "expected EXPECTED" when PATH is no regular file (issue 24: a FIFO, a
+ * device or a directory is refused with PSIM_EINPUT; /dev/stdin and /dev/fd/N are read). */
+psim_status psim_file_read_expecting(const char *path, size_t max_bytes, const char *expected,
+                                     char **out, size_t *len);
 
 /* Creation helpers that turn a NULL from cJSON into PSIM_ENOMEM. */
 psim_status psim_json_add_number(cJSON *obj, const char *key, double v);

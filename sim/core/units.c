@@ -2,6 +2,7 @@
 #include "sim/core/units.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,11 +130,29 @@ static double max_of(psim_unit_kind kind) {
   }
 }
 
+/* Smallest non-zero rate (issue 24): 1 byte/s, 1 FLOP/s. A duration is a size
+ * over a rate; with rates of at least 1 and sizes of at most max_of (1e21), every
+ * duration stays finite (at most 1e21 s), where 4.9e-324 bytes/s made "duration
+ * inf" deep in a simulation. Zero stays allowed here (each loader says whether 0
+ * means "absent"); denormal numbers of any kind are refused. */
+static double min_nonzero_of(psim_unit_kind kind) {
+  switch (kind) {
+  case PSIM_UNIT_BANDWIDTH:
+  case PSIM_UNIT_FLOPS: return 1.0;
+  default: return DBL_MIN;
+  }
+}
+
 psim_status psim_units_check(double v, psim_unit_kind kind) {
-  double max = max_of(kind);
+  double max = max_of(kind), min = min_nonzero_of(kind);
   if (!isfinite(v) || v < 0)
     return psim_error(PSIM_EINPUT, "%g is out of range; expected a finite, non-negative %s", v,
                       psim_units_kind_name(kind));
+  if (v > 0 && v < min)
+    return psim_error(PSIM_EINPUT,
+                      "%g is out of range; expected 0 or %s of at least %g (smaller ones make "
+                      "durations overflow)",
+                      v, psim_units_kind_name(kind), min);
   if (v > max)
     return psim_error(PSIM_EINPUT, "%g is out of range; expected %s of at most %g", v,
                       psim_units_kind_name(kind), max);

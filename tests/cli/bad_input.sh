@@ -52,7 +52,7 @@ refused "a truncated object: end of input, and what was expected" \
   check tests/data/bad/truncated-object.json
 
 # A directory where a JSON file is expected: exit 2, "is a directory" (it was exit 1,
-# "read error"). Standard input and FIFOs still read.
+# "read error"). /dev/stdin still reads; FIFOs are refused (hostile.sh).
 dir_msg="adir: is a directory; expected a JSON file"
 refused "check DIR" "$dir_msg" check "$TEST_TMP/adir"
 refused "simulate with a directory as MODEL" "$dir_msg" simulate "$TEST_TMP/adir" "$C" "$S"

@@ -142,6 +142,70 @@ if [ -p "$T/fifo" ] && grep -q traceEvents "$T/from-fifo"; then
   ok "the trace went through the FIFO, which is still a FIFO"
 else not_ok "the trace went through the FIFO, which is still a FIFO"; fi
 
+# ---- FIFOs and devices as inputs: refused at once (exit 2, the path), never read ----
+# A FIFO named as a model, or recorded as a plan's model_file, blocked report and export
+# forever (open waits for a writer); a sweep case with it blocked and was then recorded
+# as a failure that --resume kept.
+mkfifo "$T/model-fifo"
+PSIM_CLI_TIMEOUT=20 run check "$T/model-fifo"
+expect "check FIFO is refused" 2 stdout-empty stderr-nonempty "" 'model-fifo: is a FIFO'
+PSIM_CLI_TIMEOUT=20 run simulate "$T/model-fifo" "$CLUSTER" "$STRATEGY"
+expect "simulate with a FIFO as MODEL is refused" 2 stdout-empty stderr-nonempty "" \
+  'model-fifo: is a FIFO'
+PSIM_CLI_TIMEOUT=20 run check /dev/zero
+expect "check /dev/zero is refused" 2 stdout-empty stderr-nonempty "" \
+  '/dev/zero: is a character device'
+python3 - "$PLAN" "$T/fifo.plan.json" "$T/model-fifo" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model_file"] = sys.argv[3]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+PSIM_CLI_TIMEOUT=20 run report "$T/fifo.plan.json" -o "$T/fifo-report.html"
+expect "report of a plan whose model_file is a FIFO is refused" 2 any stderr-nonempty "" \
+  'model-fifo: is a FIFO'
+PSIM_CLI_TIMEOUT=20 run export "$T/fifo.plan.json" --format megatron --cluster "$CLUSTER"
+expect "export of a plan whose model_file is a FIFO is refused" 2 stdout-empty stderr-nonempty \
+  "" 'model-fifo: is a FIFO'
+
+# ---- absurdly small rates: refused at load, naming the file and key ----
+# A bandwidth of 4.9e-324 (the smallest denormal) passed check and failed later with
+# "duration inf" naming no file.
+python3 - "$CLUSTER" "$T/denormal-bw.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["intra_node"]["bandwidth"] = 4.9e-324
+json.dump(c, open(sys.argv[2], "w"))
+PY
+run check "$T/denormal-bw.json"
+expect "check of a 4.9e-324 bandwidth is refused" 2 stdout-empty stderr-nonempty "" \
+  'denormal-bw\.json: intra_node\.bandwidth: .*at least 1'
+run simulate "$MODEL" "$T/denormal-bw.json" "$STRATEGY"
+expect "simulate with a 4.9e-324 bandwidth is refused" 2 stdout-empty stderr-nonempty "" \
+  'denormal-bw\.json: intra_node\.bandwidth'
+
+# ---- a plan made for another model: refused, naming both models ----
+# report --model OTHER and simulate OTHER CLUSTER PLAN went on without a word.
+run plan "$MODEL" "$CLUSTER" --search grid --no-baselines -o "$T/own.plan.json"
+expect "a plan of tiny-gpt" 0
+python3 - "$MODEL" "$T/other-model.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = "other-gpt" # the same ops: only the recorded name tells the models apart
+json.dump(m, open(sys.argv[2], "w"))
+PY
+run report "$T/own.plan.json" --model "$T/other-model.json" -o "$T/other.html"
+expect "report of a plan with another model is refused" 2 any stderr-nonempty "" \
+  "own\.plan\.json: model: the plan was made for model 'tiny-gpt', not for 'other-gpt'"
+run simulate "$T/other-model.json" "$CLUSTER" "$T/own.plan.json"
+expect "simulate of a plan with another model is refused" 2 stdout-empty stderr-nonempty "" \
+  "made for model 'tiny-gpt', not for 'other-gpt'"
+run export "$T/own.plan.json" --format megatron --model "$T/other-model.json"
+expect "export of a plan with another model is refused" 2 stdout-empty stderr-nonempty "" \
+  "made for model 'tiny-gpt', not for 'other-gpt'"
+run simulate "$MODEL" "$CLUSTER" "$T/own.plan.json"
+expect "simulate of a plan with its own model still runs" 0 stdout-nonempty
+
 # ---- standard output on a full device ----
 full() { # full NAME ARGS...: stdout on /dev/full exits 1 with a message
   local name=$1

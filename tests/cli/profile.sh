@@ -35,6 +35,22 @@ expect "check the cost database" 0 stdout-nonempty any 'ok \(cost database: [1-9
 run profile --device cpu --model "$MODEL" --cluster "$CLUSTER" --budget 0.005 -o "$DB"
 expect "a second run skips every shape" 0 stdout-nonempty any 'measured 0 shapes.*skipped [1-9]'
 
+# A profile killed with -9 leaves DB.lock behind (issue 24): the lock is flock(2) on that
+# file, which the kernel releases with its holder, so the next run goes on. Simulated with
+# a holder of the same lock killed with -9, and with a leftover lock file of other content.
+if command -v flock >/dev/null; then
+  flock "$DB.lock" sleep 60 &
+  holder=$!
+  sleep 0.3
+  kill -KILL "$holder"
+  wait "$holder" 2>/dev/null
+  echo "12345 stale" >"$DB.lock"
+  PSIM_CLI_TIMEOUT=60 run profile --device cpu --model "$MODEL" --cluster "$CLUSTER" --budget 0.005 -o "$DB"
+  expect "profile after a holder of DB.lock was killed -9" 0 stdout-nonempty any 'measured'
+else
+  skip "profile after a holder of DB.lock was killed -9" "no flock(1)"
+fi
+
 run profile --collectives --cluster "$CLUSTER" --model "$MODEL" --budget 0.01 -o "$DB"
 expect "profile --collectives" 0 stdout-nonempty any 'all-reduce tables for groups of 2'
 if python3 - "$DB" >"$TEST_TMP/check" 2>&1 <<'PY'; then

@@ -83,6 +83,54 @@ run sweep "$SWEEP" -o "$TEST_TMP/kill" --resume
 expect "--resume of a finished sweep runs nothing" 0 stdout-nonempty any "9 resumed, 0 run"
 same_rows "and duplicates nothing" "$TEST_TMP/seq" "$TEST_TMP/kill"
 
+# SIGTERM sent to the sweep alone (kill PID, a scheduler) stops it at once: the running
+# cases (their own processes) are told too, record no row, and --resume runs them. On the
+# main of issue 24 the cases ran their whole 60 s budgets after the first SIGTERM.
+cat >"$TEST_TMP/long.json" <<EOF
+{"format": "plansim.sweep/1", "name": "long", "models": ["$ROOT/tests/data/tiny-gpt.json"],
+ "clusters": ["$ROOT/topologies/dgx-a100-x1.json"], "searchers": ["mcmc"],
+ "seeds": [1, 2], "budgets": ["60s"]}
+EOF
+"$PLANSIM" sweep "$TEST_TMP/long.json" -o "$TEST_TMP/term" -j 2 >/dev/null 2>"$TEST_TMP/term.err" &
+pid=$!
+sleep 2
+start=$SECONDS
+kill -TERM "$pid"
+STATUS=0
+wait "$pid" || STATUS=$?
+took=$((SECONDS - start))
+if [ "$STATUS" -eq 143 ] && [ "$took" -le 10 ]; then ok "the first SIGTERM stops a running sweep (${took} s, exit 143)"
+else not_ok "the first SIGTERM stops a running sweep" "exit $STATUS after $took s"; fi
+rows_left=$(cat "$TEST_TMP/term/results.jsonl" 2>/dev/null | wc -l)
+if [ "$rows_left" -eq 0 ]; then ok "the interrupted cases record no row"
+else not_ok "the interrupted cases record no row" "$(head -c 300 "$TEST_TMP/term/results.jsonl")"; fi
+# A FIFO named as a sweep's model: the case fails at once naming it (it blocked forever).
+mkfifo "$TEST_TMP/fifo-model.json"
+cat >"$TEST_TMP/fifo-sweep.json" <<EOF
+{"format": "plansim.sweep/1", "name": "fifo", "models": ["$TEST_TMP/fifo-model.json"],
+ "clusters": ["$ROOT/topologies/dgx-a100-x1.json"], "searchers": ["grid"]}
+EOF
+PSIM_CLI_TIMEOUT=30 run sweep "$TEST_TMP/fifo-sweep.json" -o "$TEST_TMP/fifo-out"
+if [ "$STATUS" -eq 0 ] && grep -q 'fifo-model.json: is a FIFO' "$TEST_TMP/fifo-out/results.jsonl"; then
+  ok "a FIFO as a sweep's model fails its case at once, naming it"
+else not_ok "a FIFO as a sweep's model fails its case at once, naming it" "exit $STATUS: $(cat "$ERR")"; fi
+
+# A sweep folder reused without --resume: the earlier sweep's case plans are removed (they
+# stood beside the new results, named by no row); other files stay.
+cp -r "$TEST_TMP/seq" "$TEST_TMP/reuse"
+echo keep >"$TEST_TMP/reuse/plans/notes.txt"
+cat >"$TEST_TMP/one.json" <<EOF
+{"format": "plansim.sweep/1", "name": "one", "models": ["$ROOT/tests/data/tiny-gpt.json"],
+ "clusters": ["$ROOT/topologies/dgx-a100-x1.json"], "searchers": ["grid"]}
+EOF
+run sweep "$TEST_TMP/one.json" -o "$TEST_TMP/reuse"
+expect "a one-case sweep into a used folder" 0 stdout-nonempty any "1 cases \(0 resumed, 1 run"
+named=$(python3 -c 'import json,sys; print(" ".join(sorted(json.loads(l)["plan"] for l in open(sys.argv[1]) if json.loads(l)["plan"])))' "$TEST_TMP/reuse/results.jsonl")
+present=$(cd "$TEST_TMP/reuse" && ls plans/case*.json | sort | tr '\n' ' ' | sed 's/ $//')
+if [ "$named" = "$present" ] && [ -f "$TEST_TMP/reuse/plans/notes.txt" ]; then
+  ok "only this sweep's plans remain ($present); other files stay"
+else not_ok "only this sweep's plans remain" "rows name '$named', plans/ holds '$present'"; fi
+
 # MPI: rank 0 hands out cases, rank 1 runs them.
 if ! command -v mpirun >/dev/null; then
   skip "mpirun -n 2 gives the rows of -j 1" "mpirun is not installed"

@@ -47,6 +47,17 @@ START_TEST(units_reject_bad) {
   ck_assert_int_eq(psim_units_parse("400 Gb/s", PSIM_UNIT_BANDWIDTH, &v), PSIM_OK);
   ck_assert_int_eq(psim_units_check(2e9, PSIM_UNIT_TIME), PSIM_EINPUT);
   ck_assert_int_eq(psim_units_check(90, PSIM_UNIT_TIME), PSIM_OK);
+  /* issue 24: a rate below 1 byte/s or 1 FLOP/s (4.9e-324, the smallest denormal, made a
+   * duration of inf) and denormals of any kind are refused; 0 and 1 are not */
+  ck_assert_int_eq(psim_units_check(4.9e-324, PSIM_UNIT_BANDWIDTH), PSIM_EINPUT);
+  ck_assert_int_eq(psim_units_check(0.5, PSIM_UNIT_BANDWIDTH), PSIM_EINPUT);
+  ck_assert_int_eq(psim_units_parse("4 bit/s", PSIM_UNIT_BANDWIDTH, &v), PSIM_EINPUT);
+  ck_assert_int_eq(psim_units_check(1e-3, PSIM_UNIT_FLOPS), PSIM_EINPUT);
+  ck_assert_int_eq(psim_units_check(1e-310, PSIM_UNIT_TIME), PSIM_EINPUT);
+  ck_assert_int_eq(psim_units_check(1.0, PSIM_UNIT_BANDWIDTH), PSIM_OK);
+  ck_assert_int_eq(psim_units_parse("8 bit/s", PSIM_UNIT_BANDWIDTH, &v), PSIM_OK);
+  ck_assert_int_eq(psim_units_check(0.0, PSIM_UNIT_BANDWIDTH), PSIM_OK);
+  ck_assert_int_eq(psim_units_check(2e-6, PSIM_UNIT_TIME), PSIM_OK);
   psim_error_clear();
   /* a huge time keeps its unit in a short text */
   char buf[64];

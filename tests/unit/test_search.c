@@ -5,9 +5,11 @@
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "search/grid.h"
 #include "search/mcmc/mcmc.h"
 #include "search/mcmc/space.h"
 #include "search/policy/policy.h"
@@ -489,6 +491,49 @@ static void load_files(const policy_case *pc, psim_model *m, psim_cluster *c) {
   ck_assert_msg(psim_cluster_load(path, c) == PSIM_OK, "%s", psim_error_message());
 }
 
+/* Issue 24: a grid interrupted after evaluations, none fitting, said "interrupted before a
+ * configuration was evaluated". The progress stream raises the interrupt when the first
+ * evaluation is shown (show() prints the first one at once); the devices hold 1 byte, so
+ * nothing fits. */
+static ssize_t interrupt_on_write(void *cookie, const char *buf, size_t n) {
+  (void)cookie;
+  (void)buf;
+  psim_set_interrupt(1);
+  return (ssize_t)n;
+}
+
+START_TEST(grid_interrupted_after_evaluations_says_so) {
+  psim_model m;
+  psim_cluster c;
+  load_files(&(policy_case){"tests/data/tiny-gpt.json", "topologies/dgx-a100-x1.json", "grid"}, &m,
+             &c);
+  for (int32_t t = 0; t < c.n_types; t++)
+    c.types[t].mem_bytes = 1; /* bytes: nothing fits */
+  FILE *progress =
+      fopencookie(NULL, "w", (cookie_io_functions_t){NULL, interrupt_on_write, NULL, NULL});
+  ck_assert(progress != NULL);
+  psim_grid_options o;
+  psim_grid_options_init(&o);
+  o.progress = progress;
+  psim_grid_result r;
+  psim_status st = psim_grid_search(&m, &c, &o, &r);
+  psim_set_interrupt(0);
+  fclose(progress);
+  ck_assert_msg(st == PSIM_EINTERRUPTED, "status %d, found %d, %lld evaluated, %s", st, r.found,
+                (long long)r.evaluations, psim_error_message());
+  ck_assert(!r.found && r.evaluations >= 1);
+  ck_assert_msg(strstr(psim_error_message(), "before a configuration") == NULL, "%s",
+                psim_error_message());
+  char want[64];
+  snprintf(want, sizeof want, "after %lld of", (long long)r.evaluations);
+  ck_assert_msg(strstr(psim_error_message(), want) != NULL, "%s", psim_error_message());
+  psim_error_clear();
+  psim_grid_result_destroy(&r);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 START_TEST(plan_never_slower_than_baselines) {
   const policy_case *pc = &POLICY_CASES[_i];
   psim_model m;
@@ -563,6 +608,7 @@ int main(void) {
   tcase_add_test(tc, mcmc_is_reproducible);
   tcase_add_test(tc, fix_is_kept);
   tcase_add_test(tc, interrupt_returns_best_so_far);
+  tcase_add_test(tc, grid_interrupted_after_evaluations_says_so);
   tcase_add_loop_test(tc, plan_never_slower_than_baselines, 0,
                       (int)(sizeof POLICY_CASES / sizeof POLICY_CASES[0]));
   tcase_add_test(tc, plan_takes_a_faster_baseline);
