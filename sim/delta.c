@@ -5,7 +5,7 @@
  * rebuild, schedule (psim_tg_simulate: ties broken by task id, no
  * randomness), iteration end, memory peak. The only difference is the
  * build: here psim_build_graph_reusing builds the same graph, array for
- * array, from the last one (sim/build/ argues why the copied parts equal what
+ * array, from the last one (sim/builder/ argues why the copied parts equal what
  * the builder would build; test_delta compares the graphs), so the iteration
  * time and fits are the same bits. The pipeline skips what a search does not
  * read (the time breakdown, the throughput figures, the trace copy) and the
@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "sim/build/build.h"
+#include "sim/builder/build.h"
 #include "sim/core/alloc.h"
 #include "sim/core/hashmap.h"
 #include "sim/simulate_impl.h"

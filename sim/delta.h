@@ -9,7 +9,7 @@
  *    so a proposal that returns to a known strategy costs a lookup;
  *  - the last task graph and the configuration of every op it was built
  *    for: the next graph copies from it what the changed ops cannot affect
- *    (shard costs, communication of untouched ops; sim/build/build.h);
+ *    (shard costs, communication of untouched ops; sim/builder/build.h);
  *  - the schedule's buffers and those of the graph before last;
  *  - only what the search needs is derived (iteration time and the memory
  *    peak; no time breakdown, no throughput figures).

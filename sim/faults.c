@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/build/ps.h"
+#include "sim/builder/ps.h"
 #include "sim/core/alloc.h"
 #include "sim/faults_impl.h"
 

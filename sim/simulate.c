@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "sim/build/build.h"
-#include "sim/build/ps.h"
+#include "sim/builder/build.h"
+#include "sim/builder/ps.h"
 #include "sim/core/alloc.h"
 #include "sim/simulate_impl.h"
 

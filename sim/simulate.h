@@ -11,7 +11,7 @@
 #ifndef PSIM_SIMULATE_H
 #define PSIM_SIMULATE_H
 
-#include "sim/build/memory.h" /* the memory model's rules, for searchers that estimate memory */
+#include "sim/builder/memory.h" /* the memory model's rules, for searchers that estimate memory */
 #include "sim/engine/simulation.h"
 
 psim_status psim_simulate(const psim_model *m, psim_cluster *c, const psim_strategy *s,

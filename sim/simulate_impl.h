@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sim/build/build.h"
+#include "sim/builder/build.h"
 #include "sim/engine/simulation.h"
 
 /* How the pipeline builds the graph. prev == NULL (or reuse == NULL): in

@@ -54,7 +54,7 @@ typedef struct psim_sh_cost {
 
 /* Activation bytes (<= 0) an edge's choice pair takes off the consumer's
  * count: a saved input gathered from the producer's smaller shards is kept as
- * that shard and gathered again in backward (as sim/build/memory.c counts it).
+ * that shard and gathered again in backward (as sim/builder/memory.c counts it).
  * n_a * n_b entries each, like psim_ilp_edge.cost. */
 typedef struct psim_sh_edge_act {
   double *all, *sel; /* all activations; without the attention core (selective) */

@@ -264,7 +264,7 @@ static double act_bytes(const psim_model *m, const psim_sh_mesh *mesh, const psi
 }
 
 /* Weights of op: memory (18 bytes per parameter for 16-bit models, 16 for
- * fp32: sim/build/memory.c, after Korthikanti et al. 2022 and ZeRO 3.1) and the
+ * fp32: sim/builder/memory.c, after Korthikanti et al. 2022 and ZeRO 3.1) and the
  * all-reduce of their gradients along the axes that replicate them. */
 static void weight_costs(const psim_model *m, const psim_sh_mesh *mesh, const psim_op *op,
                          psim_sh_strat s, psim_sh_cost *c) {
@@ -496,7 +496,7 @@ static double rs_instead_of_ar(const psim_model *m, const psim_sh_mesh *mesh, co
 /* Bytes (<= 0) by which act_bytes overcounts tensor tc saved by consumer
  * qop: a saved input that arrives gathered from smaller producer shards
  * (spec sp) is kept as the producer's shard and gathered again in backward
- * (Megatron-LM's sequence parallelism; sim/build/memory.c counts it so). */
+ * (Megatron-LM's sequence parallelism; sim/builder/memory.c counts it so). */
 static double gathered_again(const psim_model *m, const psim_sh_mesh *mesh, const psim_op *qop,
                              psim_sh_strat qs, int32_t tc, const int32_t sp[2], int64_t mb) {
   if (!psim_memory_saves_inputs(qop) || m->tensors[tc].kind != PSIM_TENSOR_ACTIVATION)

@@ -352,7 +352,7 @@ static psim_status timeline(hbuf *b, const psim_plan_doc *d, const psim_sim_resu
 
 /* Peak activation bytes per device (n_devices, owned; NULL when none were simulated or out of
  * memory). Folded (#18 defect 9): each device takes its stage representative's peak (the
- * stage's first device, the one simulated: sim/build/locals.c), as its peers do identical work;
+ * stage's first device, the one simulated: sim/builder/locals.c), as its peers do identical work;
  * before, only the representatives showed activations. */
 static double *activations(const psim_plan_doc *d, const psim_sim_result *r) {
   double *act = r->activation_peak ? psim_malloc(sizeof *act * (size_t)r->n_devices) : NULL;

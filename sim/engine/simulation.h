@@ -1,6 +1,6 @@
 /* simulation.h - what one simulation is asked and what it answers: the options
  * (fidelity, folding, cost database, limits) and the result (iteration time, memory, time
- * breakdown, the graph when kept). The builder (sim/build) fills parts of the result, the
+ * breakdown, the graph when kept). The builder (sim/builder) fills parts of the result, the
  * pipeline (sim/simulate.c) the rest, so these types live below both. */
 #ifndef PSIM_SIMULATION_H
 #define PSIM_SIMULATION_H

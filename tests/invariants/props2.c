@@ -5,7 +5,7 @@
 
 #include "inv.h"
 #include "search/policy/policy.h"
-#include "sim/build/memory.h"
+#include "sim/builder/memory.h"
 #include "sim/delta.h"
 
 /* Bytes moved over links in a kept, expanded-fidelity graph: every transfer task holds the
@@ -70,7 +70,7 @@ static bool inv_eq(double a, double b, double rel) {
 /* (e) ZeRO's communication volume by stage (docs/simulator.md, "ZeRO stages": per rank of a
  * data-parallel group of n, ring volumes 2(n-1)/n P g at stage 0, (n-1)/n P (g + w) at 1
  * and 2, (n-1)/n P (g + 2 m w) at 3, with g and w the bytes per gradient and per parameter
- * of the memory table, sim/build/memory.h, and m the micro-batches). With U = stage 0's
+ * of the memory table, sim/builder/memory.h, and m the micro-batches). With U = stage 0's
  * data-parallel bytes / 2g: stages 1 and 2 move exactly U (g + w) (so with g = w, as fp32
  * and fp16 models, exactly stage 0's bytes; with bf16 or fp8 parameters and fp32 gradients
  * 0.75 of them), stage 3 at least U (g + 2 m w) (stage 2's bytes plus the parameter gathers:

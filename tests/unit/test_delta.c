@@ -8,7 +8,7 @@
 
 #include "models/generators.h"
 #include "search/mcmc/space.h"
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 #include "sim/core/alloc.h"
 #include "sim/delta.h"
 #include "topologies/presets.h"

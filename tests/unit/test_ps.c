@@ -10,7 +10,7 @@
 #include <cJSON.h>
 
 #include "models/generators.h"
-#include "sim/build/ps.h"
+#include "sim/builder/ps.h"
 #include "sim/core/alloc.h"
 #include "sim/simulate.h"
 

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "sim/build/build.h"
+#include "sim/builder/build.h"
 #include "sim/simulate.h"
 
 #define DATA PSIM_SOURCE_ROOT "/tests/data/"

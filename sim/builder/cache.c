@@ -1,6 +1,6 @@
 /* cache.c - the builder's hash maps: (key1, key2) -> task, and the record of
  * what each connect segment put into them (incremental builds). */
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -24,7 +24,7 @@
  * c + max((cp - 1) c, (cp - 1) x): the same. Backward reduces dK/dV after the
  * attention backward (the ring's dK/dV traffic, not overlapped: an upper
  * bound). docs/simulator.md, "Context parallelism". */
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 bool psim_build_is_view(const psim_op *op) {
   return op->kind == PSIM_OP_RESHAPE || op->kind == PSIM_OP_SPLIT;

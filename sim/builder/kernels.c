@@ -1,6 +1,6 @@
 /* kernels.c - compute tasks: shard costs, kernel issue on each device's
  * stream, and the pipeline schedules' issue order. */
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* comm.c - communication from layouts: reductions of partial sums,
  * all-gathers, scatter-gather pipeline transfers, point-to-point gathers, and
  * the per-edge connect of producer to consumer shards (see build.c). */
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 #include <assert.h>
 #include <math.h>
@@ -60,7 +60,7 @@ psim_status psim_build_group_fits(const psim_group *g) {
     return PSIM_OK;
   return psim_error(PSIM_ELIMIT,
                     "a collective over %d devices: the simulator handles groups of at most %d "
-                    "(PSIM_BUILD_MAX_GROUP in sim/build/build_impl.h)",
+                    "(PSIM_BUILD_MAX_GROUP in sim/builder/build_impl.h)",
                     (int)g->wanted, PSIM_BUILD_MAX_GROUP);
 }
 

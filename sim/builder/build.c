@@ -18,7 +18,7 @@
  * gradients of shards that differ only in non-weight dims are synchronised
  * (all-reduce, or reduce-scatter under ZeRO >= 2) in buckets, optionally
  * overlapped with the backward pass; then the optimizer update runs. */
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 #include <assert.h>
 #include <string.h>

@@ -1,12 +1,12 @@
 /* gradsync.c - weight-gradient synchronisation in buckets, the optimizer
  * update, and under ZeRO-1/2 the all-gather of the updated parameters. */
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "sim/build/memory.h"
-#include "sim/build/zero.h"
+#include "sim/builder/memory.h"
+#include "sim/builder/zero.h"
 #include "sim/core/alloc.h"
 #include "sim/engine/collective.h"
 

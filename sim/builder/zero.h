@@ -1,4 +1,4 @@
-/* zero.h - ZeRO's parameter all-gathers (zero.c), private to sim/build/.
+/* zero.h - ZeRO's parameter all-gathers (zero.c), private to sim/builder/.
  *
  * ZeRO-1/2 (and Megatron-LM's distributed optimizer) keep full parameters:
  * gradients are reduce-scattered, each rank updates its shard, and the
@@ -11,7 +11,7 @@
 #ifndef PSIM_BUILD_ZERO_H
 #define PSIM_BUILD_ZERO_H
 
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 /* Calls fn once per data-parallel group of op o's weight (the op dims in
  * mask split it): once per group when every device is simulated, once per

@@ -1,4 +1,4 @@
-/* memory.h - the public part of the memory model (sim/build/memory.c). */
+/* memory.h - the public part of the memory model (sim/builder/memory.c). */
 #ifndef PSIM_MEMORY_H
 #define PSIM_MEMORY_H
 

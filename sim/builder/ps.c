@@ -1,13 +1,13 @@
 /* ps.c - parameter-server gradient synchronisation in the task graph (issue 8).
  * The model is described in ps.h; the builder calls psim_build_ps_sync from
  * its optimizer step when the strategy's gradient_sync is a parameter server. */
-#include "sim/build/ps.h"
+#include "sim/builder/ps.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 #include "sim/core/alloc.h"
 #include "sim/engine/collective.h"
 

@@ -3,7 +3,7 @@
  * What the simulate pipeline (sim/simulate.c, sim/delta.c) needs of a build:
  * make one (in full or from the previous one), its graph, a few totals, the
  * memory peak and the parameter servers' figures. The build itself is opaque
- * here (sim/build/build_impl.h; build.c states the rules that turn layouts
+ * here (sim/builder/build_impl.h; build.c states the rules that turn layouts
  * into communication). */
 #ifndef PSIM_BUILD_H
 #define PSIM_BUILD_H

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/build/build_impl.h"
-#include "sim/build/memory.h"
-#include "sim/build/zero.h"
+#include "sim/builder/build_impl.h"
+#include "sim/builder/memory.h"
+#include "sim/builder/zero.h"
 #include "sim/core/alloc.h"
 
 void psim_memory_param_bytes(psim_dtype dtype, double out[3]) {

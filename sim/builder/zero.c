@@ -1,11 +1,11 @@
 /* zero.c - ZeRO-3's parameter all-gathers, prefetched as DeepSpeed and
  * PyTorch FSDP issue them (zero.h). */
-#include "sim/build/zero.h"
+#include "sim/builder/zero.h"
 
 #include <assert.h>
 #include <string.h>
 
-#include "sim/build/memory.h"
+#include "sim/builder/memory.h"
 #include "sim/core/alloc.h"
 
 /* ---- groups ---------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /* reuse.c - incremental builds (psim_build_graph_reusing): connect
  * segments, their copies from the previous build, and what the changed ops
  * leave valid. */
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 #include <assert.h>
 #include <math.h>

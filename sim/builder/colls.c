@@ -1,6 +1,6 @@
 /* colls.c - collectives with costed templates: the same collective (kind,
  * group, bytes, contention) recurs for every layer and micro-batch. */
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 #include <assert.h>
 #include <math.h>

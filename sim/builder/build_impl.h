@@ -1,4 +1,4 @@
-/* build_impl.h - the task-graph builder's internals, private to sim/build/.
+/* build_impl.h - the task-graph builder's internals, private to sim/builder/.
  *
  * The builder is split by concern: build.c (entry points, the order of the
  * phases, the rules in its opening comment), locals.c (simulated devices and
@@ -7,7 +7,7 @@
  * gradsync.c (gradient buckets, optimizer), reuse.c (incremental builds),
  * cache.c (the hash maps), memory.c (memory model), ps.c (parameter
  * servers). Everything here is shared between those files; the rest of the
- * simulator sees sim/build/build.h. */
+ * simulator sees sim/builder/build.h. */
 #ifndef PSIM_BUILD_IMPL_H
 #define PSIM_BUILD_IMPL_H
 
@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "costdb/cost.h"
-#include "sim/build/build.h"
+#include "sim/builder/build.h"
 #include "sim/core/hashmap.h"
 #include "sim/engine/collective.h"
 #include "sim/engine/simulation.h"

@@ -1,6 +1,6 @@
 /* locals.c - which devices and op shards are simulated (folding), and their
  * task slots. */
-#include "sim/build/build_impl.h"
+#include "sim/builder/build_impl.h"
 
 #include <math.h>
 #include <string.h>
