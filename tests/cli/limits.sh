@@ -44,9 +44,17 @@ print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$OUT" "$ERR"
   RSS_KB=${res#* }
 }
 
-# expect_rss NAME MAX_KB: the last run_rss peaked under MAX_KB more than the baseline.
+# AddressSanitizer's redzones and quarantine make every allocation dearer: the bounds below
+# are doubled in a sanitizer build (the old code's 548 MB at dp 1,250 is still far over).
+RSS_SLACK=1
+if [ "${PSIM_SANITIZED:-0}" = 1 ] || ldd "$PLANSIM" 2>/dev/null | grep -qE "libasan|libubsan"; then
+  RSS_SLACK=2
+fi
+
+# expect_rss NAME MAX_KB: the last run_rss peaked under MAX_KB (times RSS_SLACK) more than the
+# baseline.
 expect_rss() {
-  if [ "$((RSS_KB - BASE_KB))" -le "$2" ]; then ok "$1"; else
+  if [ "$((RSS_KB - BASE_KB))" -le "$(($2 * RSS_SLACK))" ]; then ok "$1"; else
     not_ok "$1" "peak RSS $RSS_KB KB, $((RSS_KB - BASE_KB)) KB over the baseline $BASE_KB KB (bound $2 KB)"
   fi
 }
