@@ -35,16 +35,18 @@ static void print_row(const modern_row *r) {
          (int)r->dp, (int)r->micro_batch, (int)r->zero, rc_name(r->recompute),
          r->fp8 ? "fp8" : "bf16", (long long)r->seq, (long long)r->batch, r->note, r->measured);
   if (r->unsupported[0])
-    printf(" - | unsupported: %s |\n", r->unsupported);
+    printf(" - | unsupported: %s | |\n", r->unsupported);
   else
-    printf(" %.6g | %+.1f%%%s%s |\n", r->predicted, 100 * err_of(r),
-           r->fits ? "" : " (over memory)", r->duplicate ? " (duplicate, not counted)" : "");
+    printf(" %.6g | %+.1f%%%s%s | %s |\n", r->predicted, 100 * err_of(r),
+           r->fits ? "" : " (over memory)", r->duplicate ? " (duplicate, not counted)" : "",
+           r->breakdown);
 }
 
 typedef struct summary {
   int rows, simulated, unsupported;
   double sum_abs, sum, worst;
   int worst_line;
+  const char *worst_source;
 } summary;
 
 static void add(summary *s, const modern_row *r) {
@@ -62,6 +64,7 @@ static void add(summary *s, const modern_row *r) {
   if (fabs(e) >= fabs(s->worst)) {
     s->worst = e;
     s->worst_line = r->line;
+    s->worst_source = r->source;
   }
 }
 
@@ -70,9 +73,9 @@ static void print_summary(const char *what, const summary *s) {
     printf("| %s | %d | 0 | %d | - | - | - |\n", what, s->rows, s->unsupported);
     return;
   }
-  printf("| %s | %d | %d | %d | %.1f%% | %+.1f%% | %+.1f%% (row %d) |\n", what, s->rows,
+  printf("| %s | %d | %d | %d | %.1f%% | %+.1f%% | %+.1f%% (%s row %d) |\n", what, s->rows,
          s->simulated, s->unsupported, 100 * s->sum_abs / s->simulated, 100 * s->sum / s->simulated,
-         100 * s->worst, s->worst_line);
+         100 * s->worst, s->worst_source, s->worst_line);
 }
 
 static const char *const source_names[] = {"llm-foundry", "torchtitan", "megatron-bridge",
@@ -80,11 +83,14 @@ static const char *const source_names[] = {"llm-foundry", "torchtitan", "megatro
 
 static void print_source(const modern_rows *rows, const char *src) {
   printf("\n## %s\n\nerror = predicted / measured - 1 (tokens/s per GPU; positive = predicted "
-         "too fast); parallel = tp/pp/cp/vp/dp; mb = micro-batch; zero = ZeRO stage.\n\n",
+         "too fast); parallel = tp/pp/cp/vp/dp; mb = micro-batch; zero = ZeRO stage; "
+         "simulated = share of the simulated iteration in compute (c), exposed tensor-parallel "
+         "(t), pipeline (p) and data-parallel (d) communication, pipeline bubble (b) and host "
+         "waits (h), in %%.\n\n",
          src);
   printf("| row | model | gpu | gpus | parallel | mb | zero | recompute | linears | seq | batch | "
-         "note | measured | predicted | error |\n"
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+         "note | measured | predicted | error | simulated |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < rows->n; i++)
     if (strcmp(rows->v[i].source, src) == 0)
       print_row(&rows->v[i]);

@@ -52,6 +52,7 @@ typedef struct modern_row {
   char unsupported[160]; /* non-empty: what plansim lacks to simulate the row */
   double predicted;      /* tokens/s per GPU; 0 when not simulated */
   bool fits;
+  char breakdown[64]; /* where the simulated iteration goes, % of it */
 } modern_row;
 
 typedef struct modern_rows {

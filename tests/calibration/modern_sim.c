@@ -152,6 +152,10 @@ void modern_simulate(modern_row *r) {
   if (st == PSIM_OK && res.iteration_time_s > 0) {
     r->predicted = (double)r->batch * (double)r->seq / res.iteration_time_s / r->gpus;
     r->fits = res.fits;
+    double t = res.iteration_time_s / 100;
+    snprintf(r->breakdown, sizeof r->breakdown, "c%.0f t%.0f p%.0f d%.0f b%.0f h%.0f",
+             res.compute_s / t, res.exposed_comm_s[0] / t, res.exposed_comm_s[1] / t,
+             res.exposed_comm_s[2] / t, res.bubble_s / t, res.wait_s[PSIM_WAIT_HOST] / t);
   } else {
     snprintf(r->unsupported, sizeof r->unsupported, "simulation refused: %.120s",
              psim_error_message());
