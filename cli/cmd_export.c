@@ -10,25 +10,26 @@
 
 const char psim_cmd_export_help[] =
     "Turns a plan (plansim.plan/1, from 'plansim plan -o PLAN') into the configuration of a\n"
-    "training runtime. Formats (docs/export.md):\n"
-    "  plansim    the plan itself, as docs/plan.md and docs/plan.schema.json describe it\n"
-    "  megatron   Megatron-LM arguments (a bash array MEGATRON_ARGS): tensor, pipeline and\n"
-    "             virtual-pipeline sizes, micro and global batch, sequence parallelism,\n"
-    "             recomputation, distributed optimizer, and the model's shape\n"
-    "  deepspeed  a DeepSpeed config JSON: batch sizes, gradient accumulation, ZeRO stage,\n"
-    "             pipeline stages, activation checkpointing, precision\n"
-    "  gspmd      a JAX-style PartitionSpec per tensor over a named mesh, and the mesh shape\n"
-    "  flexflow   FlexFlow's per-op strategy (strategy.proto text): op, device type, output\n"
-    "             partition degrees, device ids\n"
-    "A plan the target cannot express (per-op placements for Megatron, a pipeline for GSPMD,\n"
-    "a split of a contracted dim for FlexFlow, ...) is refused with the reason (exit 1); no\n"
-    "format approximates a plan.\n"
+    "training runtime. Formats (docs/export.md, which names the runtime versions):\n"
+    "  plansim     the plan itself, as docs/plan.md and docs/plan.schema.json describe it\n"
+    "  megatron    Megatron-LM arguments (a bash array MEGATRON_ARGS): parallel sizes, uneven\n"
+    "              or virtual pipeline stages, batch, sequence parallelism, recomputation,\n"
+    "              distributed optimizer, overlap, precision, and the model (LLaMA, MoE, BERT)\n"
+    "  deepspeed   a DeepSpeed config JSON: batch sizes, gradient accumulation, ZeRO stage\n"
+    "              and buckets, precision and gradient accumulation dtype\n"
+    "  deepspeed-pipeline  the PipelineModule arguments of a pipelined plan (Python)\n"
+    "  gspmd       a JAX-style PartitionSpec per tensor over a named mesh, and the mesh shape\n"
+    "  torchtitan  a torchtitan job config (TOML) for LLaMA-family models\n"
+    "  flexflow    refused: no current FlexFlow release reads a strategy file\n"
+    "A plan the runtime cannot express, or a model it would build differently (per-op\n"
+    "placements for Megatron, a GPT for torchtitan, a pipeline for GSPMD, ...), is refused with\n"
+    "the reason (exit 2); no format approximates a plan.\n"
     "\n"
     "The model and cluster are the files the plan records (\"model_file\", \"cluster_file\",\n"
     "tried as written and then beside the plan), or those given with --model and --cluster.\n"
     "\n"
     "Options:\n"
-    "  --format F     plansim, megatron, deepspeed, gspmd or flexflow (required)\n"
+    "  --format F     one of the formats above (required)\n"
     "  --model FILE   the plan's model file\n"
     "  --cluster FILE the plan's cluster file\n"
     "  -o FILE        write FILE atomically instead of standard output\n"
@@ -63,8 +64,8 @@ static psim_status parse_args(int argc, char **argv, export_args *a) {
   if (!a->plan)
     return psim_cli_usage("export", "expected PLAN");
   if (!a->format)
-    return psim_cli_usage("export", "--format is required (plansim, megatron, deepspeed, gspmd, "
-                                    "flexflow)");
+    return psim_cli_usage("export", "--format is required (plansim, megatron, deepspeed, "
+                                    "deepspeed-pipeline, gspmd, torchtitan)");
   return PSIM_OK;
 }
 
@@ -97,8 +98,10 @@ psim_status psim_cmd_export(int argc, char **argv) {
     st = psim_cli_check_distinct((const char *const[]){d.model_file, d.cluster_file}, 2, &a.out, 1);
   if (st == PSIM_OK)
     st = psim_export(&d, f, &text, &len);
-  if (st == PSIM_EFAILED)
+  if (st == PSIM_EFAILED) { /* a refusal: the plan is input the format cannot take (exit 2) */
     psim_error_prefix("%s: cannot export to %s: ", a.plan, psim_export_format_name(f));
+    st = PSIM_EINPUT;
+  }
   if (st == PSIM_OK)
     st = write_out(a.out, text, len);
   psim_free(text);

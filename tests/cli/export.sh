@@ -23,19 +23,20 @@ golden() { # golden NAME FORMAT FILE
 golden tp2-pp2-dp2 megatron "$G/tp2-pp2-dp2.megatron.txt"
 golden tp1-pp2-dp4 megatron "$G/tp1-pp2-dp4.megatron.txt"
 golden tp1-pp2-dp4 deepspeed "$G/tp1-pp2-dp4.deepspeed.json"
+golden tp1-pp2-dp4 deepspeed-pipeline "$G/tp1-pp2-dp4.deepspeed-pipeline.py"
 golden tp4-dp2 gspmd "$G/tp4-dp2.gspmd.json"
 golden dp8 gspmd "$G/dp8.gspmd.json"
 golden dp8 deepspeed "$G/dp8.deepspeed.json"
-golden dp8 flexflow "$G/dp8.flexflow.txt"
 
 refused() { # refused NAME FORMAT REGEX
   run export "$G/$1.plan.json" --format "$2"
-  expect "export $1 --format $2 is refused with the reason" 1 stdout-empty stderr-nonempty "" "$3"
+  expect "export $1 --format $2 is refused with the reason" 2 stdout-empty stderr-nonempty "" "$3"
 }
 refused tp2-pp2-dp2 deepspeed "tensor parallelism \(tp 2\)"
 refused tp2-pp2-dp2 gspmd "2 pipeline stages"
-refused tp2-pp2-dp2 flexflow "2 micro-batches"
-refused tp4-dp2 flexflow "op 'embed' splits dim 'v' 4 ways"
+refused dp8 flexflow "no current FlexFlow release reads a strategy file"
+refused dp8 deepspeed-pipeline "the plan has no pipeline"
+refused tp2-pp2-dp2 torchtitan "model 'tiny-gpt' differs: it uses LayerNorm or a GeLU MLP"
 refused override megatron "op 'layer\.1\.fc1' has a per-op placement"
 
 # Per-op strategies (what Alpa and MCMC plans hold): gspmd infers one mesh for all ops. The
@@ -51,11 +52,11 @@ perop() { # perop NAME OPS: a plan of tiny-gpt on one DGX A100 with the per-op o
   run export "$TEST_TMP/$1.json" --format gspmd
 }
 perop subset '{"*": {"split": {"b": 8}}, "embed": {"split": {"b": 4}, "devices": [0, 1, 2, 3]}}'
-expect "gspmd refuses an op that leaves devices idle" 1 stdout-empty stderr-nonempty "" \
+expect "gspmd refuses an op that leaves devices idle" 2 stdout-empty stderr-nonempty "" \
   "op 'embed' runs on 4 of the 8 devices"
 perop crossed '{"*": {"split": {"b": 2}, "replicas": 4},
   "layer.0.ln1": {"split": {"b": 2}, "replicas": 4, "devices": [0, 1, 2, 4, 3, 5, 6, 7]}}'
-expect "gspmd refuses shards that no mesh lays out, naming the first such op" 1 stdout-empty \
+expect "gspmd refuses shards that no mesh lays out, naming the first such op" 2 stdout-empty \
   stderr-nonempty "" \
   "op 'layer\.0\.ln1' \(split b:2, 4 replicas, devices 0\.\.\) cannot be expressed on one device mesh"
 perop dp8 '{"*": {"split": {"b": 8}}}'
@@ -95,6 +96,78 @@ run export "$TEST_TMP/bad-pred.json" --format plansim
 expect "export refuses a prediction whose time is not seconds" 2 stdout-empty stderr-nonempty "" "prediction.iteration_time_s: expected seconds"
 run report "$TEST_TMP/bad-pred.json" -o "$TEST_TMP/bad.html"
 expect "report refuses it too" 2 stdout-empty stderr-nonempty "" "prediction.iteration_time_s"
+
+# Every shipped model family x every exporter: the export obeys the runtime's rules and
+# round-trips to the model (tests/cli/export_rules.py cites the runtime files and versions), or
+# it is refused with the reason. family NAME MODEL CLUSTER WORLD STRATEGY-FIELDS FORMAT:EXPECT...
+# (EXPECT: "ok" or a regex of the refusal).
+family() {
+  local name=$1 model=$2 cluster=$3 world=$4 fields=$5
+  shift 5
+  printf '{"format": "plansim.plan/1", "model_file": "%s", "cluster_file": "%s",
+  "strategy": {"format": "plansim.strategy/1", %s}}\n' "$model" "$cluster" "$fields" \
+    >"$TEST_TMP/$name.json"
+  for fe in "$@"; do
+    local f=${fe%%:*} want=${fe#*:}
+    run export "$TEST_TMP/$name.json" --format "$f" -o "$TEST_TMP/$name.$f"
+    if [ "$want" != ok ]; then
+      expect "$name --format $f is refused with the reason" 2 stdout-empty stderr-nonempty "" "$want"
+    elif [ "$STATUS" -ne 0 ]; then
+      not_ok "$name --format $f exports" "$(head -3 "$ERR")"
+    elif [ "$f" = gspmd ] || [ "$f" = deepspeed-pipeline ] ||
+      python3 tests/cli/export_rules.py "$f" "$model" "$TEST_TMP/$name.$f" "$world" \
+        >"$TEST_TMP/rules.log" 2>&1; then
+      ok "$name --format $f obeys the runtime's rules and round-trips the model"
+    else not_ok "$name --format $f obeys the runtime's rules" "$(head -5 "$TEST_TMP/rules.log")"; fi
+  done
+}
+X16=topologies/dgx-a100-x16.json
+if command -v python3 >/dev/null && python3 -c 'import tomllib' 2>/dev/null; then
+family llama7b models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4, "dp": 4,
+  "sequence_parallel": true, "zero": 1, "overlap_grad_reduce": true' megatron:ok \
+  "deepspeed:tensor parallelism \(tp 8\)" "torchtitan:ZeRO stage 1: torchtitan v0\.2\.2" \
+  "gspmd:4 pipeline stages" "flexflow:no current FlexFlow"
+family llama70b models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 8,
+  "dp": 2, "sequence_parallel": true, "recompute": "full", "zero": 3, "overlap_grad_reduce": true' \
+  "megatron:ZeRO stage 3: Megatron-LM's distributed optimizer" torchtitan:ok
+family llama7b-tp1 models/llama2-7b.json $X16 16 '"template": "megatron", "tp": 1, "pp": 1,
+  "dp": 16, "micro_batch": 4, "sequence_parallel": true' megatron:ok deepspeed:ok \
+  "torchtitan:DDP always overlaps"
+family gpt-uneven models/gpt-1.3b.json $X16 20 '"template": "megatron", "tp": 2, "pp": 5,
+  "dp": 2, "micro_batch": 4' megatron:ok "torchtitan:learned position embeddings"
+family gpt-interleaved models/gpt-175b.json topologies/dgx-a100-x128.json 128 '"template":
+  "megatron", "tp": 8, "pp": 8, "dp": 2, "virtual_stages": 2, "sequence_parallel": true' megatron:ok
+family moe models/moe-1.3b-8e.json $X16 16/2 '"template": "megatron", "tp": 1, "pp": 2, "dp": 8,
+  "micro_batch": 4, "zero": 1, "overlap_grad_reduce": true' megatron:ok deepspeed:ok \
+  deepspeed-pipeline:ok "torchtitan:mixture-of-experts"
+family moe-tp models/moe-1.3b-8e.json $X16 16 '"template": "megatron", "tp": 2, "pp": 1,
+  "dp": 8, "sequence_parallel": true' "megatron:expert biases with expert tensor parallelism 1"
+family bert models/bert-large.json $X16 16 '"template": "megatron", "tp": 2, "pp": 1, "dp": 8,
+  "micro_batch": 8' megatron:ok "torchtitan:it is an encoder" gspmd:ok
+family resnet models/resnet50.json $X16 8 '"template": "data_parallel", "dp": 8' \
+  "megatron:Megatron-LM trains transformers" deepspeed:ok "torchtitan:not a transformer" gspmd:ok
+grep -q -- "examples/bert/pretrain_bert.py" "$TEST_TMP/bert.megatron" &&
+  grep -q -- "--bert-no-binary-head" "$TEST_TMP/bert.megatron" &&
+  ok "BERT runs Megatron-LM's examples/bert/pretrain_bert.py without the NSP head" ||
+  not_ok "BERT runs Megatron-LM's examples/bert/pretrain_bert.py without the NSP head"
+grep -q -- "--decoder-last-pipeline-num-layers 4$" "$TEST_TMP/gpt-uneven.megatron" &&
+  ok "24 layers over 5 stages (5, 5, 5, 5, 4): --decoder-last-pipeline-num-layers 4" ||
+  not_ok "24 layers over 5 stages: --decoder-last-pipeline-num-layers 4"
+grep -q -- "--sequence-parallel" "$TEST_TMP/llama7b-tp1.megatron" &&
+  not_ok "no --sequence-parallel at tp 1 (Megatron turns it off)" ||
+  ok "no --sequence-parallel at tp 1 (Megatron turns it off)"
+# The README's AlexNet MCMC plan: every exporter answers with a precise reason.
+run plan models/alexnet.json topologies/p100-nvlink-x4.json --search mcmc --budget 2000 --seed 7 \
+  --no-baselines -o "$TEST_TMP/alexnet.json"
+expect "the README's AlexNet MCMC plan is written" 0 stdout-nonempty any
+for fe in "megatron:Megatron-LM trains transformers: model 'alexnet'" \
+  "torchtitan:model 'alexnet' differs: it has no heads-role" "deepspeed:per-op placement" \
+  "gspmd:op '.*' (runs on|splits|\(split)" "flexflow:no current FlexFlow"; do
+  run export "$TEST_TMP/alexnet.json" --format "${fe%%:*}"
+  expect "AlexNet MCMC --format ${fe%%:*}: refused with the reason" 2 stdout-empty stderr-nonempty \
+    "" "${fe#*:}"
+done
+else skip "model families x exporters" "python3 with tomllib is not installed"; fi
 
 # Emitted plans: schema-valid, and --format plansim gives the plan back unchanged.
 if ! command -v python3 >/dev/null; then
