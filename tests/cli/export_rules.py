@@ -73,6 +73,10 @@ def megatron():
             a[k], i = body[i + 1], i + 2
         else:
             a[k], i = True, i + 1
+    megatron_core(a)
+
+
+def megatron_core(a):
     tp, pp = int(a["--tensor-model-parallel-size"]), int(a["--pipeline-model-parallel-size"])
     L = int(a["--num-layers"])
     first, last = a.get("--decoder-first-pipeline-num-layers"), a.get("--decoder-last-pipeline-num-layers")
@@ -146,6 +150,102 @@ def deepspeed():
     need(c["data_types"]["grad_accum_dtype"] == want, "grad_accum_dtype")
 
 
-{"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed}[fmt]()
+def load_yaml(path):
+    try:
+        import yaml
+        return yaml.safe_load(open(path))
+    except ImportError:  # the two-level subset plansim writes: "key:" sections, "  key: value"
+        d, sec = {}, None
+        for line in open(path):
+            if not line.strip() or line.startswith("#"):
+                continue
+            k, _, v = line.strip().partition(":")
+            v = v.strip()
+            val = None if v in ("null", "") else True if v == "true" else False if v == "false" else v
+            if not line.startswith(" "):
+                sec = d.setdefault(k, {}) if v == "" else None
+                if v != "":
+                    d[k] = val
+            else:
+                sec[k] = int(v) if re.fullmatch(r"-?\d+", v) else val
+        return d
+
+
+# Megatron-Bridge 0.7.0 (NVIDIA-NeMo/Megatron-Bridge 067f987df0): the ConfigContainer fields this
+# file may set (training/config.py; model: models/gpt_provider.py GPTModelProvider and
+# Megatron-Core TransformerConfig / ModelParallelConfig fields, Megatron-LM d98e8a64dd), the
+# registered precision presets (training/mixed_precision.py) and GPTModelProvider's
+# position_embedding_type Literal.
+BRIDGE_KEYS = {
+    "model": {"tensor_model_parallel_size", "pipeline_model_parallel_size",
+              "virtual_pipeline_model_parallel_size", "num_layers_in_first_pipeline_stage",
+              "num_layers_in_last_pipeline_stage", "sequence_parallel", "context_parallel_size",
+              "recompute_granularity", "recompute_method", "recompute_num_layers", "num_layers",
+              "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size",
+              "seq_length", "vocab_size", "make_vocab_size_divisible_by",
+              "position_embedding_type", "normalization", "gated_linear_unit", "add_bias_linear",
+              "share_embeddings_and_output_weights", "hidden_dropout", "attention_dropout",
+              "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
+              "expert_model_parallel_size", "moe_token_dispatcher_type",
+              "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"},
+    "train": {"micro_batch_size", "global_batch_size"}, "dataset": {"seq_length"},
+    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "bucket_size"},
+    "optimizer": {"use_distributed_optimizer", "bf16", "fp16"}, "mixed_precision": None,
+    "env_vars": {"NCCL_ALGO"},
+}
+PRESETS = {None: "fp32", "bf16_mixed": "bf16", "fp16_mixed": "fp16",
+           "bf16_with_fp8_delayed_scaling_mixed": "fp8"}
+
+
+def bridge():
+    transformer_facts()
+    c = load_yaml(export)
+    for sec, v in c.items():
+        need(sec in BRIDGE_KEYS, "unknown ConfigContainer field %s" % sec)
+        if isinstance(v, dict):
+            bad = set(v) - (BRIDGE_KEYS.get(sec) or set())
+            need(not bad, "unknown %s fields %s" % (sec, sorted(bad)))
+    m, t, ddp, opt = c["model"], c["train"], c["ddp"], c["optimizer"]
+    need(m["seq_length"] == c["dataset"]["seq_length"], "model.seq_length != dataset.seq_length")
+    need(m["position_embedding_type"] in ("learned_absolute", "rope", "yarn"), "position type")
+    need(c["mixed_precision"] in PRESETS, "mixed_precision is no registered preset")
+    need(ddp["use_distributed_optimizer"] == opt["use_distributed_optimizer"], "dist. optimizer")
+    # the same run as Megatron-LM flags: one set of Megatron-Core rules and the round trip
+    a = {"--%s" % k.replace("_", "-"): v for k, v in m.items() if v is not None and v is not False}
+    ren = {"--num-layers-in-first-pipeline-stage": "--decoder-first-pipeline-num-layers",
+           "--num-layers-in-last-pipeline-stage": "--decoder-last-pipeline-num-layers",
+           "--num-moe-experts": "--num-experts", "--gated-linear-unit": "--swiglu"}
+    a = {ren.get(k, k): v for k, v in a.items()}
+    a.pop("--add-bias-linear", None)
+    if not m["add_bias_linear"]:
+        a["--disable-bias-linear"] = True
+    a.pop("--share-embeddings-and-output-weights", None)
+    if not m["share_embeddings_and_output_weights"]:
+        a["--untie-embeddings-and-output-weights"] = True
+    if m.get("virtual_pipeline_model_parallel_size"):
+        a["--num-layers-per-virtual-pipeline-stage"] = m["num_layers"] // (
+            m["pipeline_model_parallel_size"] * m["virtual_pipeline_model_parallel_size"])
+    a.pop("--sequence-parallel", None)
+    if m["sequence_parallel"]:
+        a["--sequence-parallel"] = True
+    a["--micro-batch-size"], a["--global-batch-size"] = t["micro_batch_size"], t["global_batch_size"]
+    if ddp["overlap_grad_reduce"]:
+        a["--overlap-grad-reduce"] = True
+    if ddp["bucket_size"] is not None:
+        a["--ddp-bucket-size"] = ddp["bucket_size"]
+    prec = PRESETS.get(c["mixed_precision"], "?")
+    if prec in ("bf16", "fp8"):
+        a["--bf16"] = True
+    if prec == "fp16":
+        a["--fp16"] = True
+    if prec == "fp8":
+        a["--fp8-format"] = "hybrid"
+    need(opt["bf16"] == (prec in ("bf16", "fp8")) and opt["fp16"] == (prec == "fp16"),
+         "optimizer precision differs from the preset")
+    megatron_core(a)
+
+
+{"megatron": megatron, "megatron-bridge": bridge, "torchtitan": torchtitan,
+ "deepspeed": deepspeed}[fmt]()
 print("\n".join(errors) if errors else "ok")
 sys.exit(1 if errors else 0)
