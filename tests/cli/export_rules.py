@@ -245,7 +245,63 @@ def bridge():
     megatron_core(a)
 
 
+def tensor_ranks():
+    """Every tensor of the model (block tensors as BLOCK.I.NAME) and its rank."""
+    r = {}
+    for sec in ("inputs", "weights", "tensors"):
+        r.update({k: len(v["dims"]) for k, v in model.get(sec, {}).items()})
+    for op in model["ops"]:
+        if "block" in op:
+            inner = dict(op.get("tensors", {}), **op.get("weights", {}))
+            for i in range(op["repeat"]):
+                r.update({"%s.%d.%s" % (op["block"], i, k): len(v["dims"]) for k, v in inner.items()})
+    return r
+
+
+def gspmd():
+    """jax.sharding conventions: Mesh(devices.reshape(shape), axis_names) takes each device once
+    and distinct axis names; a PartitionSpec has one entry per array dim (fewer: the rest
+    replicated), each None, an axis name or a tuple of them, naming mesh axes only and none
+    twice (JAX rejects a duplicate axis); every tensor the model has a spec for is a model
+    tensor."""
+    c = json.load(open(export))
+    mesh, specs = c["mesh"], c["partition_specs"]
+    names, shape, ids = mesh["axis_names"], mesh["shape"], mesh["device_ids"]
+    need(len(names) == len(set(names)) == len(shape), "mesh axis names")
+    n = 1
+    for k in shape:
+        n *= k
+    need(n == len(ids) == len(set(ids)), "mesh shape %s over %d device ids" % (shape, len(ids)))
+    if world:
+        need(len(ids) == world, "the mesh holds %d devices, the plan %d" % (len(ids), world))
+    ranks = tensor_ranks()
+    for t, spec in specs.items():
+        axes = [a for e in spec if e is not None for a in ([e] if isinstance(e, str) else e)]
+        need(set(axes) <= set(names), "%s names axes outside the mesh" % t)
+        need(len(axes) == len(set(axes)), "%s uses a mesh axis twice" % t)
+        need(t in ranks and len(spec) <= ranks[t], "%s: spec %s for a tensor of rank %s" %
+             (t, spec, ranks.get(t)))
+    need(c["gradient_accumulation_steps"] >= 1 and c["remat"] in ("none", "full", "selective"),
+         "accumulation / remat")
+
+
+def deepspeed_pipeline():
+    """DeepSpeed 0.19.6 deepspeed/runtime/pipe/module.py: PipelineModule(num_stages=...,
+    partition_method="type:REGEX", activation_checkpoint_interval=N); 'type:' balances the
+    layers whose class matches over the stages, so plansim's split is it only when the stages
+    hold equal layer counts. WORLD is DEVICES/PP."""
+    kw = dict(re.findall(r"^\s+(\w+)=([^,\n]+),?$", open(export).read(), re.M))
+    need(set(kw) <= {"num_stages", "partition_method", "activation_checkpoint_interval"},
+         "unknown PipelineModule arguments %s" % sorted(kw))
+    stages = int(kw["num_stages"])
+    need(stages == pp_arg, "num_stages %d, the plan's pipeline %d" % (stages, pp_arg))
+    need(kw["partition_method"].strip('"').startswith("type:"), "partition_method")
+    need(int(kw["activation_checkpoint_interval"]) >= 0, "activation_checkpoint_interval")
+    layers = sum(o["repeat"] for o in model["ops"] if "block" in o)
+    need(layers > 0 and layers % stages == 0, "%d repeated layers over %d stages" % (layers, stages))
+
+
 {"megatron": megatron, "megatron-bridge": bridge, "torchtitan": torchtitan,
- "deepspeed": deepspeed}[fmt]()
+ "deepspeed": deepspeed, "deepspeed-pipeline": deepspeed_pipeline, "gspmd": gspmd}[fmt]()
 print("\n".join(errors) if errors else "ok")
 sys.exit(1 if errors else 0)
