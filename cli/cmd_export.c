@@ -92,8 +92,10 @@ static psim_status write_out(const char *path, const char *text, size_t len) {
 /* --check FILE: the report on standard output; exit 1 when a setting differs. */
 static psim_status check_file(const psim_plan_doc *d, const export_args *a, psim_export_format f,
                               const char *text) {
-  if (!a->format)
-    PSIM_CHECK(psim_export_detect(text, &f));
+  if (!a->format && psim_export_detect(text, &f) != PSIM_OK) {
+    psim_error_prefix("%s: ", a->check);
+    return PSIM_EINPUT;
+  }
   char *report = NULL;
   size_t len = 0;
   int32_t diff = 0;

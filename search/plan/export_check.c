@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "search/plan/export.h"
@@ -16,6 +17,7 @@
 
 typedef struct setting {
   char *key, *val;
+  int32_t at; /* the order read: of a key set twice, the last value counts */
 } setting;
 
 typedef struct settings {
@@ -31,8 +33,7 @@ static void settings_destroy(settings *s) {
   memset(s, 0, sizeof *s);
 }
 
-/* Adds key = val (each len bytes, -1: to the NUL), whitespace trimmed; a key set twice keeps
- * its last value, as every reader here does. */
+/* Adds key = val (kn and vn bytes), white space around val trimmed. */
 static void put(settings *s, const char *key, int kn, const char *val, int vn) {
   while (vn > 0 && isspace((unsigned char)val[vn - 1]))
     vn--;
@@ -51,13 +52,30 @@ static void put(settings *s, const char *key, int kn, const char *val, int vn) {
   }
   snprintf(k, (size_t)kn + 1, "%.*s", kn, key);
   snprintf(v, (size_t)vn + 1, "%.*s", vn, val);
-  for (int32_t i = 0; i < s->n; i++)
-    if (strcmp(s->v[i].key, k) == 0) {
+  s->v[s->n] = (setting){k, v, s->n};
+  s->n++;
+}
+
+static int by_key(const void *a, const void *b) {
+  const setting *x = a, *y = b;
+  int c = strcmp(x->key, y->key);
+  return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* Sorts by key and keeps the last value of a key set twice, as each runtime's reader does
+ * (argparse, TOML and YAML loaders would refuse some repeats; plansim writes none).
+ * O(n log n): a hostile file of many settings costs no more. */
+static void settings_sort(settings *s) {
+  qsort(s->v, (size_t)s->n, sizeof *s->v, by_key);
+  int32_t w = 0;
+  for (int32_t i = 0; i < s->n; i++) {
+    if (i + 1 < s->n && strcmp(s->v[i].key, s->v[i + 1].key) == 0) {
       psim_free_each((void *[]){s->v[i].key, s->v[i].val}, 2);
-      s->v[i] = (setting){k, v};
-      return;
+      continue;
     }
-  s->v[s->n++] = (setting){k, v};
+    s->v[w++] = s->v[i];
+  }
+  s->n = w;
 }
 
 /* ---- readers ---- */
@@ -188,7 +206,10 @@ static psim_status read_settings(psim_export_format f, const char *t, settings *
     cJSON_Delete(j);
   }
   }
-  return s->oom ? psim_error(PSIM_ENOMEM, "out of memory") : PSIM_OK;
+  if (s->oom)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  settings_sort(s);
+  return PSIM_OK;
 }
 
 psim_status psim_export_detect(const char *t, psim_export_format *f) {
@@ -208,10 +229,16 @@ psim_status psim_export_detect(const char *t, psim_export_format *f) {
 }
 
 static const char *find(const settings *s, const char *key) {
-  for (int32_t i = 0; i < s->n; i++)
-    if (strcmp(s->v[i].key, key) == 0)
-      return s->v[i].val;
-  return NULL;
+  setting probe = {(char *)key, NULL, 0};
+  int32_t lo = 0, hi = s->n; /* the first key >= key (keys are unique after settings_sort) */
+  while (lo < hi) {
+    int32_t mid = lo + (hi - lo) / 2;
+    if (strcmp(s->v[mid].key, probe.key) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < s->n && strcmp(s->v[lo].key, key) == 0 ? s->v[lo].val : NULL;
 }
 
 /* The report: the file's settings, then each difference from the plan's export. */

@@ -71,6 +71,34 @@ if grep -q -- "--global-batch-size 8$" "$OUT" && grep -q -- "--micro-batch-size 
   ok "dp 8 over a batch of 8: micro-batch 1, global 8"
 else not_ok "dp 8 over a batch of 8: micro-batch 1, global 8"; fi
 
+# export --check: read back, differences (exit 1), refusals and unknown files (exit 2).
+run export "$G/tp2-pp2-dp2.plan.json" --format megatron -o "$TEST_TMP/tp2.sh"
+run export "$G/tp2-pp2-dp2.plan.json" --check "$TEST_TMP/tp2.sh"
+expect "--check reads an export back as the plan" 0 stdout-nonempty stderr-empty \
+  "^matches the plan: all [0-9]+ settings of its megatron export agree"
+run export "$G/tp1-pp2-dp4.plan.json" --check "$TEST_TMP/tp2.sh"
+expect "--check of another plan's export lists each difference (exit 1)" 1 stdout-nonempty \
+  stderr-nonempty "^differs: --tensor-model-parallel-size: the file sets 2, the plan's export 1" \
+  "settings differ from the plan's megatron export"
+run export "$G/tp2-pp2-dp2.plan.json" --check "$G/dp8.gspmd.json"
+expect "--check of a format the plan cannot take is its refusal (exit 2)" 2 stdout-empty \
+  stderr-nonempty "" "cannot export to gspmd: 2 pipeline stages"
+run export "$G/tp2-pp2-dp2.plan.json" --check tests/data/tiny-gpt.json
+expect "--check of a file no exporter writes (exit 2)" 2 stdout-empty stderr-nonempty "" \
+  "tiny-gpt.json: not a file plansim exports"
+run export "$G/tp2-pp2-dp2.plan.json" --check "$TEST_TMP/tp2.sh" -o "$TEST_TMP/x"
+expect "--check takes no -o" 2 stdout-empty stderr-nonempty "" "-o is not taken"
+# Many settings cost O(n log n): 100,000 flags are read and compared at once (a quadratic
+# reader took half a minute).
+{
+  echo 'MEGATRON_ARGS=('
+  seq 1 100000 | sed 's/.*/  --k& &/'
+  echo ')'
+} >"$TEST_TMP/many.sh"
+PSIM_CLI_TIMEOUT=10 run export "$G/tp2-pp2-dp2.plan.json" --check "$TEST_TMP/many.sh"
+expect "--check of 100,000 settings ends within 10 s" 1 stdout-nonempty stderr-nonempty "" \
+  "100022 settings differ"
+
 # Usage errors.
 run export "$G/dp8.plan.json"
 expect "export without --format exits 2" 2 stdout-empty stderr-nonempty "" "--format is required"
@@ -205,65 +233,11 @@ else not_ok "the schema check rejects a broken plan (3 errors)" "got $n errors";
 # Plans from the searches, whose strategies are given per op, export to gspmd, and each op's
 # output spec lays out the op's shards as the plan places them: for every device, its
 # coordinates on the spec's mesh axes (mixed radix, major first) give the shard index the
-# plan's device list gives it. check_specs.py MODEL PLAN GSPMD OPS (those ops must be checked).
-cat >"$TEST_TMP/check_specs.py" <<'PY'
-import json, sys
-model, plan, exp = (json.load(open(f)) for f in sys.argv[1:4])
-dims, outs = {}, {}  # tensor -> dims; op -> its output tensor
-for sec in ("inputs", "weights", "tensors"):
-    dims.update({k: v["dims"] for k, v in model.get(sec, {}).items()})
-for op in model["ops"]:
-    if "block" not in op:
-        outs[op["name"]] = op["out"][0]
-        continue
-    inner = {k: v["dims"] for k, v in op.get("tensors", {}).items()}
-    for r in range(op["repeat"]):
-        for o in op["ops"]:
-            t = o["out"][0]
-            if t in inner and t not in op["outputs"]:
-                name = "%s.%d.%s" % (op["block"], r, t)
-                outs["%s.%d.%s" % (op["block"], r, o["name"])], dims[name] = name, inner[t]
-mesh, specs = exp["mesh"], exp["partition_specs"]
-names, shape, ids = mesh["axis_names"], mesh["shape"], mesh["device_ids"]
-size = dict(zip(names, shape))
-def mesh_coords(dev):
-    p, c = ids.index(dev), {}
-    for a in reversed(range(len(shape))):
-        c[names[a]], p = p % shape[a], p // shape[a]
-    return c
-def devices(v):
-    return list(range(v["first"], v["first"] + v["count"])) if isinstance(v, dict) else v
-checked, bad = [], []
-for name, cfg in plan["strategy"].get("ops", {}).items():
-    if name not in outs:
-        continue
-    t, split = outs[name], [(d, n) for d, n in cfg["split"].items() if n > 1]
-    for k, d in enumerate(dims[t]):
-        e = specs[t][k]
-        axes = [] if e is None else [e] if isinstance(e, str) else e
-        n = 1
-        for a in axes:
-            n *= size[a]
-        ok = n == dict(split).get(d, 1)
-        for j, dev in enumerate(devices(cfg["devices"])):
-            s, shard = j // cfg.get("replicas", 1), {}
-            for dn, deg in reversed(split):
-                shard[dn], s = s % deg, s // deg
-            c, x = mesh_coords(dev), 0
-            for a in axes:
-                x = x * size[a] + c[a]
-            ok = ok and x == shard.get(d, 0)
-        if not ok:
-            bad.append("%s: %s dim %s: spec %s, plan split %s" % (name, t, d, e, cfg["split"]))
-    checked.append(name)
-bad += ["op %s not checked" % o for o in sys.argv[4].split(",") if o not in checked]
-print("\n".join(bad) if bad else "%d ops checked" % len(checked))
-sys.exit(1 if bad else 0)
-PY
+# plan's device list gives it (tests/cli/export_specs.py MODEL PLAN GSPMD OPS).
 spec_check() { # spec_check NAME MODEL PLAN OPS
   run export "$3" --format gspmd -o "$TEST_TMP/$1.gspmd.json"
   expect "export of the $1 plan --format gspmd" 0 stdout-empty stderr-empty
-  if python3 "$TEST_TMP/check_specs.py" "$2" "$3" "$TEST_TMP/$1.gspmd.json" "$4" \
+  if python3 tests/cli/export_specs.py "$2" "$3" "$TEST_TMP/$1.gspmd.json" "$4" \
     >"$TEST_TMP/spec.log" 2>&1; then
     ok "the $1 plan's specs lay out its shards ($(cat "$TEST_TMP/spec.log"))"
   else not_ok "the $1 plan's specs lay out its shards" "$(head -20 "$TEST_TMP/spec.log")"; fi
