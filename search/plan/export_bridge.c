@@ -2,7 +2,10 @@
  *
  * Keys from NVIDIA-NeMo/Megatron-Bridge 0.7.0 at commit 067f987df0 (2026-08-22):
  * src/megatron/bridge/training/config.py (ConfigContainer: model, train, ddp, optimizer, dataset,
- * mixed_precision, env_vars; validate: model.seq_length == dataset.seq_length),
+ * mixed_precision, env_vars; validate: model.seq_length == dataset.seq_length), training/setup.py
+ * (_validate_and_set_vocab_size: model.vocab_size is kept, unpadded, unless
+ * tokenizer.use_tokenizer_vocab_size), the llama3 recipes (recipes/llama/h100/llama3.py: context
+ * parallelism 2, overlap_param_gather and distributed optimizer on, so all are set here),
  * src/megatron/bridge/models/gpt_provider.py (GPTModelProvider:
  * share_embeddings_and_output_weights, position_embedding_type learned_absolute|rope|yarn,
  * seq_length, vocab_size, make_vocab_size_divisible_by, normalization; the rest are Megatron-Core
@@ -118,8 +121,15 @@ static void training_keys(psim_sb *b, const psim_export_facts *f) {
   psim_sb_printf(b, "\ntrain:\n  micro_batch_size: %d\n  global_batch_size: %lld\n",
                  f->lay.micro_batch, (long long)f->batch);
   psim_sb_printf(b, "\ndataset:\n  seq_length: %lld\n", (long long)f->seq);
-  psim_sb_printf(b, "\nddp:\n  use_distributed_optimizer: %s\n  overlap_grad_reduce: %s\n",
-                 s->zero_stage == 1 ? "true" : "false", s->overlap_grad_reduce ? "true" : "false");
+  /* setup.py _validate_and_set_vocab_size: model.vocab_size counts unless this is true */
+  psim_sb_printf(b, "\ntokenizer:\n  use_tokenizer_vocab_size: false\n");
+  /* the llama3 recipes turn on overlap_param_gather (Megatron-LM's default and plansim: off);
+   * gradients are reduced in fp32 except for fp16 (memory.h's gradient bytes) */
+  psim_sb_printf(b,
+                 "\nddp:\n  use_distributed_optimizer: %s\n  overlap_grad_reduce: %s\n"
+                 "  overlap_param_gather: false\n  grad_reduce_in_fp32: %s\n",
+                 s->zero_stage == 1 ? "true" : "false", s->overlap_grad_reduce ? "true" : "false",
+                 f->dtype == PSIM_DTYPE_FP16 ? "false" : "true");
   if (s->overlap_grad_reduce) /* gradient elements: fp32 main grads for bf16 and fp8 */
     psim_sb_printf(b, "  bucket_size: %.0f\n", s->bucket_bytes / f->grad_bytes);
   else
@@ -145,7 +155,7 @@ static void bridge_header(psim_sb *b, const psim_plan_doc *d, const psim_export_
                  "config_filepath=THIS_FILE)\n"
                  "# (megatron.bridge.training.utils.omegaconf_utils), then pretrain(cfg, ...).\n"
                  "# World size %d = tensor %d x pipeline %d x data %d. The tokenizer must have "
-                 "%lld tokens.\n",
+                 "at most %lld tokens.\n",
                  f->swiglu ? "llama3_8b_pretrain_config" : "vanilla_gpt_pretrain_config",
                  f->swiglu ? "SiLU, gated" : "GeLU", o->tp * o->pp * o->dp, o->tp, o->pp, o->dp,
                  (long long)f->vocab);

@@ -189,7 +189,9 @@ BRIDGE_KEYS = {
               "expert_model_parallel_size", "moe_token_dispatcher_type",
               "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"},
     "train": {"micro_batch_size", "global_batch_size"}, "dataset": {"seq_length"},
-    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "bucket_size"},
+    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "bucket_size",
+            "overlap_param_gather", "grad_reduce_in_fp32"},
+    "tokenizer": {"use_tokenizer_vocab_size"},
     "optimizer": {"use_distributed_optimizer", "bf16", "fp16"}, "mixed_precision": None,
     "env_vars": {"NCCL_ALGO"},
 }
@@ -210,6 +212,12 @@ def bridge():
     need(m["position_embedding_type"] in ("learned_absolute", "rope", "yarn"), "position type")
     need(c["mixed_precision"] in PRESETS, "mixed_precision is no registered preset")
     need(ddp["use_distributed_optimizer"] == opt["use_distributed_optimizer"], "dist. optimizer")
+    # training/setup.py _validate_and_set_vocab_size: else the tokenizer's size replaces the model's
+    need(c["tokenizer"]["use_tokenizer_vocab_size"] is False, "use_tokenizer_vocab_size")
+    need(m["vocab_size"] == role["vocab"][0], "vocab %s != %s" % (m["vocab_size"], role["vocab"][0]))
+    need(ddp["overlap_param_gather"] is False, "overlap_param_gather (plansim: not overlapped)")
+    need(ddp["grad_reduce_in_fp32"] == (PRESETS.get(c["mixed_precision"]) != "fp16"),
+         "gradients reduced in fp32 (fp16: in fp16)")
     # the same run as Megatron-LM flags: one set of Megatron-Core rules and the round trip
     a = {"--%s" % k.replace("_", "-"): v for k, v in m.items() if v is not None and v is not False}
     ren = {"--num-layers-in-first-pipeline-stage": "--decoder-first-pipeline-num-layers",
