@@ -181,6 +181,22 @@ grep -q -- "examples/bert/pretrain_bert.py" "$TEST_TMP/bert.megatron" &&
 grep -q -- "--decoder-last-pipeline-num-layers 4$" "$TEST_TMP/gpt-uneven.megatron" &&
   ok "24 layers over 5 stages (5, 5, 5, 5, 4): --decoder-last-pipeline-num-layers 4" ||
   not_ok "24 layers over 5 stages: --decoder-last-pipeline-num-layers 4"
+# --check reads settings, not layout: the torchtitan stage lists on one line, comments and
+# blank lines dropped, still match; one layer moved to the other stage does not.
+python3 - "$TEST_TMP/llama70b.torchtitan" "$TEST_TMP/relaid.toml" "$TEST_TMP/moved.toml" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+a = t.index("module_fqns_per_model_part = ["); b = t.index("\n]\n", a) + 3
+one = re.sub(r"\s+", " ", t[a:b].strip()) + "\n"
+open(sys.argv[2], "w").write("\n".join(l for l in (t[:a] + one + t[b:]).splitlines()
+                                       if l and not l.startswith("#")) + "\n")
+open(sys.argv[3], "w").write(t.replace('"layers.9"],', '],', 1).replace('["layers.10"', '["layers.9", "layers.10"', 1))
+PY
+run export "$TEST_TMP/llama70b.json" --check "$TEST_TMP/relaid.toml"
+expect "--check: a relaid torchtitan file still matches" 0 stdout-nonempty stderr-empty "^matches the plan"
+run export "$TEST_TMP/llama70b.json" --check "$TEST_TMP/moved.toml"
+expect "--check: a layer moved between stages differs" 1 stdout-nonempty stderr-nonempty \
+  "^differs: parallelism.module_fqns_per_model_part: the file sets"
 grep -q -- "--sequence-parallel" "$TEST_TMP/llama7b-tp1.megatron" &&
   not_ok "no --sequence-parallel at tp 1 (Megatron turns it off)" ||
   ok "no --sequence-parallel at tp 1 (Megatron turns it off)"
