@@ -13,6 +13,7 @@
 
 #include "search/plan/export.h"
 #include "sim/core/alloc.h"
+#include "sim/core/json.h"
 #include "sim/core/strbuf.h"
 
 typedef struct setting {
@@ -197,8 +198,9 @@ static psim_status read_settings(psim_export_format f, const char *t, settings *
   case PSIM_EXPORT_MEGATRON_BRIDGE: read_lines(t, ':', s); break;
   case PSIM_EXPORT_DEEPSPEED_PIPELINE: read_lines(t, '=', s); break;
   default: {
-    cJSON *j = cJSON_Parse(t);
-    if (!j || !cJSON_IsObject(j)) {
+    cJSON *j = NULL;
+    PSIM_CHECK(psim_json_parse("the file", t, strlen(t), &j)); /* ENOMEM or where it breaks */
+    if (!cJSON_IsObject(j)) {
       cJSON_Delete(j);
       return psim_error(PSIM_EINPUT, "not a JSON object");
     }

@@ -157,14 +157,16 @@ family llama7b models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, 
   "gspmd:4 pipeline stages" "flexflow:no current FlexFlow"
 family llama70b models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 8,
   "dp": 2, "sequence_parallel": true, "recompute": "full", "zero": 3, "overlap_grad_reduce": true' \
-  "megatron:ZeRO stage 3: Megatron-LM's distributed optimizer" torchtitan:ok
+  "megatron:ZeRO stage 3: Megatron-LM's distributed optimizer" torchtitan:ok \
+  "megatron-bridge:ZeRO stage 3"
 family llama7b-tp1 models/llama2-7b.json $X16 16 '"template": "megatron", "tp": 1, "pp": 1,
   "dp": 16, "micro_batch": 4, "sequence_parallel": true' megatron:ok deepspeed:ok \
   "torchtitan:DDP always overlaps"
 family gpt-uneven models/gpt-1.3b.json $X16 20 '"template": "megatron", "tp": 2, "pp": 5,
-  "dp": 2, "micro_batch": 4' megatron:ok "torchtitan:learned position embeddings"
+  "dp": 2, "micro_batch": 4' megatron:ok megatron-bridge:ok "torchtitan:learned position embeddings"
 family gpt-interleaved models/gpt-175b.json topologies/dgx-a100-x128.json 128 '"template":
-  "megatron", "tp": 8, "pp": 8, "dp": 2, "virtual_stages": 2, "sequence_parallel": true' megatron:ok
+  "megatron", "tp": 8, "pp": 8, "dp": 2, "virtual_stages": 2, "sequence_parallel": true' megatron:ok \
+  megatron-bridge:ok
 family moe models/moe-1.3b-8e.json $X16 16/2 '"template": "megatron", "tp": 1, "pp": 2, "dp": 8,
   "micro_batch": 4, "zero": 1, "overlap_grad_reduce": true' megatron:ok deepspeed:ok \
   deepspeed-pipeline:ok "torchtitan:mixture-of-experts"
@@ -178,6 +180,10 @@ grep -q -- "examples/bert/pretrain_bert.py" "$TEST_TMP/bert.megatron" &&
   grep -q -- "--bert-no-binary-head" "$TEST_TMP/bert.megatron" &&
   ok "BERT runs Megatron-LM's examples/bert/pretrain_bert.py without the NSP head" ||
   not_ok "BERT runs Megatron-LM's examples/bert/pretrain_bert.py without the NSP head"
+grep -q -- "^  num_layers_in_last_pipeline_stage: 4$" "$TEST_TMP/gpt-uneven.megatron-bridge" &&
+  grep -q -- "^  virtual_pipeline_model_parallel_size: 2$" "$TEST_TMP/gpt-interleaved.megatron-bridge" &&
+  ok "Megatron-Bridge: uneven last stage and 2 virtual stages as Megatron-Core fields" ||
+  not_ok "Megatron-Bridge: uneven last stage and 2 virtual stages as Megatron-Core fields"
 grep -q -- "--decoder-last-pipeline-num-layers 4$" "$TEST_TMP/gpt-uneven.megatron" &&
   ok "24 layers over 5 stages (5, 5, 5, 5, 4): --decoder-last-pipeline-num-layers 4" ||
   not_ok "24 layers over 5 stages: --decoder-last-pipeline-num-layers 4"
