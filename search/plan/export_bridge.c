@@ -13,9 +13,10 @@
  * src/megatron/bridge/training/ mixed_precision.py (the registered presets bf16_mixed, fp16_mixed,
  * bf16_with_fp8_delayed_scaling_mixed) and training/utils/omegaconf_utils.py
  * (process_config_with_overrides merges the YAML over a recipe; callables such as
- * activation_func are not YAML and come from the recipe, so the header names the recipe whose
- * activation the model has). The file is Megatron-Core's run, so every Megatron-LM refusal
- * applies (export_megatron.c). */
+ * activation_func are not YAML values: the header names the recipe, vanilla_gpt_pretrain_config,
+ * bare GPTModelProvider defaults with GeLU, and for SwiGLU models the override
+ * model.activation_func=silu that recipes/gpt/h100/vanilla_gpt.py documents). The file is
+ * Megatron-Core's run, so every Megatron-LM refusal applies (export_megatron.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -148,17 +149,21 @@ static void bridge_header(psim_sb *b, const psim_plan_doc *d, const psim_export_
   psim_sb_printf(b, "# Megatron-Bridge recipe overrides for model ");
   /* names hold no control characters (psim_export_check_names): safe in a comment */
   psim_sb_printf(b, "'%s' on cluster '%s'", d->model.name, d->cluster.name);
-  psim_sb_printf(b,
-                 "\n# (plansim export; ConfigContainer keys of " MB ", commit 067f987df0).\n"
-                 "# Merge over the recipe %s (its activation_func, %s,\n"
-                 "# is not a YAML value): process_config_with_overrides(cfg, "
-                 "config_filepath=THIS_FILE)\n"
-                 "# (megatron.bridge.training.utils.omegaconf_utils), then pretrain(cfg, ...).\n"
-                 "# World size %d = tensor %d x pipeline %d x data %d. The tokenizer must have "
-                 "at most %lld tokens.\n",
-                 f->swiglu ? "llama3_8b_pretrain_config" : "vanilla_gpt_pretrain_config",
-                 f->swiglu ? "SiLU, gated" : "GeLU", o->tp * o->pp * o->dp, o->tp, o->pp, o->dp,
-                 (long long)f->vocab);
+  psim_sb_printf(
+      b,
+      "\n# (plansim export; ConfigContainer keys of " MB ", commit 067f987df0).\n"
+      "# Merge over the recipe vanilla_gpt_pretrain_config (recipes/gpt/h100/vanilla_gpt.py:\n"
+      "# Megatron-LM pretrain_gpt.py defaults, GeLU) with\n"
+      "# process_config_with_overrides(cfg, config_filepath=THIS_FILE%s)\n"
+      "# (megatron.bridge.training.utils.omegaconf_utils), then pretrain(cfg, ...); or "
+      "give each\n# key as a KEY=VALUE override of scripts/training/run_recipe.py "
+      "--recipe vanilla_gpt_pretrain_config.\n"
+      "# World size %d = tensor %d x pipeline %d x data %d. The tokenizer must have "
+      "at most %lld tokens.\n",
+      f->swiglu ? ",\n#     cli_overrides=[\"model.activation_func=silu\"])  (SwiGLU: a "
+                  "callable, not a YAML value"
+                : "",
+      o->tp * o->pp * o->dp, o->tp, o->pp, o->dp, (long long)f->vocab);
   if (!f->s->overlap_grad_reduce)
     psim_sb_printf(b, "# Gradients are reduced after the backward pass in one bucket; plansim "
                       "simulated buckets\n# of the plan's size.\n");
