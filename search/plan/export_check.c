@@ -158,6 +158,11 @@ static void read_lines(const char *t, char sep, settings *s) {
       psim_sb_printf(&v, "%.*s", n, l);
       d += bracket_depth(l, n);
     }
+    if (v.oom) { /* psim_sb keeps the failure: the whole read is PSIM_ENOMEM */
+      psim_free(v.text);
+      s->oom = true;
+      return;
+    }
     char *val = v.text ? v.text : "";
     bool array = strchr(val, '[') != NULL;
     size_t w = 0; /* arrays: whitespace out, so that layout is not a setting */

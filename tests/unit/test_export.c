@@ -267,7 +267,7 @@ END_TEST
  * allocation failure anywhere is PSIM_ENOMEM, never a different answer. tiny-gpt, Megatron
  * tp 1 x pp 2 x dp 4 (what megatron and deepspeed-pipeline take; the others refuse it or the
  * model: tests/cli/export_matrix.sh reads every format back). The allocation failures run over
- * the megatron reader and the JSON one. */
+ * the megatron reader, the JSON one and the line reader (TOML, YAML, Python). */
 static int32_t check_diff(const psim_plan_doc *d, psim_export_format f, const char *text) {
   char *report = NULL;
   size_t len = 0;
@@ -311,8 +311,10 @@ START_TEST(check_reads_exports_back) {
     flags++;
   ck_assert_int_eq(check_diff(&d, PSIM_EXPORT_MEGATRON, edited), 1 + 1 + (flags - 1));
   psim_free(text);
-  for (int k = 0; k < 2; k++) {
-    psim_export_format f = k ? PSIM_EXPORT_PLANSIM : PSIM_EXPORT_MEGATRON;
+  static const psim_export_format failing[] = {PSIM_EXPORT_MEGATRON, PSIM_EXPORT_PLANSIM,
+                                               PSIM_EXPORT_DEEPSPEED_PIPELINE};
+  for (size_t k = 0; k < sizeof failing / sizeof *failing; k++) {
+    psim_export_format f = failing[k];
     ck_assert(psim_export(&d, f, &text, &len) == PSIM_OK);
     for (long n = 1;; n++) { /* every allocation of the check fails once */
       psim_alloc_fail_at(n);
