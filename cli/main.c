@@ -175,7 +175,8 @@ const psim_cli_command psim_cli_commands[] = {
      "plansim sweep SWEEP [-o RESULTS] [--resume] [-j N] [--check BASELINE]",
      "run models x clusters x searchers and collect results", psim_cmd_sweep_help},
     {"export", psim_cmd_export,
-     "plansim export PLAN --format plansim|megatron|deepspeed|gspmd|torchtitan|...",
+     "plansim export PLAN --format plansim|megatron|megatron-bridge|deepspeed|gspmd|torchtitan|... "
+     "| --check FILE",
      "turn a plan into a runtime's configuration", psim_cmd_export_help},
     {"report", psim_cmd_report, "plansim report PLAN [-o report.html]",
      "render a plan as a self-contained HTML page", psim_cmd_report_help},

@@ -22,7 +22,8 @@
 #include "sim/core/json.h"
 
 static const char *const format_names[PSIM_EXPORT_COUNT] = {
-    "plansim", "megatron", "deepspeed", "deepspeed-pipeline", "gspmd", "torchtitan", "flexflow"};
+    "plansim", "megatron",   "deepspeed", "deepspeed-pipeline",
+    "gspmd",   "torchtitan", "flexflow",  "megatron-bridge"};
 
 const char *psim_export_format_name(psim_export_format f) {
   return f >= 0 && f < PSIM_EXPORT_COUNT ? format_names[f] : "unknown";
@@ -35,8 +36,8 @@ psim_status psim_export_format_parse(const char *name, psim_export_format *out) 
       return PSIM_OK;
     }
   return psim_error(PSIM_EINPUT,
-                    "unknown export format '%s' (plansim, megatron, deepspeed, deepspeed-pipeline, "
-                    "gspmd, torchtitan)",
+                    "unknown export format '%s' (plansim, megatron, megatron-bridge, deepspeed, "
+                    "deepspeed-pipeline, gspmd, torchtitan)",
                     name);
 }
 
@@ -229,6 +230,7 @@ psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **tex
   PSIM_CHECK(psim_export_facts_of(d, &facts));
   switch (f) {
   case PSIM_EXPORT_MEGATRON: return psim_export_megatron(d, &facts, text, len);
+  case PSIM_EXPORT_MEGATRON_BRIDGE: return psim_export_bridge(d, &facts, text, len);
   case PSIM_EXPORT_DEEPSPEED: return psim_export_deepspeed(d, &facts, text, len);
   case PSIM_EXPORT_DEEPSPEED_PIPELINE: return psim_export_deepspeed_pipeline(d, &facts, text, len);
   case PSIM_EXPORT_TORCHTITAN: return psim_export_torchtitan(d, &facts, text, len);

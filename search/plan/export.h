@@ -4,6 +4,7 @@
  * A plan (plansim.plan/1) holds the explicit strategy; exporters turn it into
  *   plansim    the plan itself (validated against docs/plan.schema.json);
  *   megatron   Megatron-LM command-line arguments;
+ *   megatron-bridge  a Megatron-Bridge recipe override file (YAML);
  *   deepspeed  a DeepSpeed config JSON (deepspeed-pipeline: PipelineModule's arguments);
  *   gspmd      JAX-style PartitionSpecs per tensor over a named mesh (the
  *              plan's, or one inferred from a strategy given per op);
@@ -33,6 +34,7 @@ typedef enum psim_export_format {
   PSIM_EXPORT_GSPMD,
   PSIM_EXPORT_TORCHTITAN,
   PSIM_EXPORT_FLEXFLOW, /* refused: nothing current reads a FlexFlow strategy (docs/export.md) */
+  PSIM_EXPORT_MEGATRON_BRIDGE, /* a Megatron-Bridge recipe override file (YAML) */
   PSIM_EXPORT_COUNT
 } psim_export_format;
 
@@ -64,6 +66,18 @@ psim_status psim_plan_doc_load(const char *plan_file, const char *model_file,
  * O(ops * devices * log devices) per candidate mesh, of which it tries a few
  * thousand at most (docs/export.md). */
 psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **text, size_t *len);
+
+/* The format an exported file's text shows (MEGATRON_ARGS, the Bridge header, [parallelism],
+ * PipelineModule, partition_specs, train_batch_size, a plan); PSIM_EINPUT when none. O(length). */
+psim_status psim_export_detect(const char *text, psim_export_format *f);
+/* `export PLAN --check FILE`: reads text, a file exported in format f, into the settings its
+ * runtime reads (flags, keys, arguments; comments and layout are not settings) and compares
+ * them with those of d's own export in f. *report (owned, psim_free) lists the file's settings
+ * and every difference (a setting missing, different or extra); *differences counts them. The
+ * export's refusal (PSIM_EFAILED) when f cannot express the plan; PSIM_EINPUT when text is not
+ * of format f. O(settings^2 + export). */
+psim_status psim_export_check(const psim_plan_doc *d, psim_export_format f, const char *text,
+                              char **report, size_t *len, int32_t *differences);
 
 /* The Megatron-LM parameters a strategy equals, if any: tp, pp, dp,
  * micro_batch (per data-parallel rank) and virtual_stages in o. The strategy

@@ -32,6 +32,10 @@ static psim_status deepspeed_refusals(const psim_export_facts *f) {
   if (o->pp > 1 && s->schedule != PSIM_SCHED_1F1B)
     return psim_export_refuse("the %s schedule: DeepSpeed's pipeline engine runs 1F1B only",
                               psim_schedule_name(s->schedule));
+  if (o->pp > 1 && f->layers == 0)
+    return psim_export_refuse("a pipeline of a model without repeated layers: PipelineModule's "
+                              "type: partition balances the layers of one class over the "
+                              "stages, and the model has no repeated block to name");
   if (o->pp > 1 && f->layers % o->pp != 0)
     return psim_export_refuse("%d layers over %d stages: PipelineModule's type: partition "
                               "balances the layers, not plansim's first-stages-first split",

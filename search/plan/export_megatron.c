@@ -14,8 +14,8 @@
 #include "search/plan/export_impl.h"
 #include "sim/core/strbuf.h"
 
-/* The plan-level refusals. */
-static psim_status megatron_plan_refusals(const psim_export_facts *f) {
+/* The plan-level refusals (export_impl.h). */
+psim_status psim_export_megatron_plan_refusals(const psim_export_facts *f) {
   const psim_strategy *s = f->s;
   if (s->zero_stage >= 2)
     return psim_export_refuse("ZeRO stage %d: Megatron-LM's distributed optimizer shards the "
@@ -35,8 +35,8 @@ static psim_status megatron_plan_refusals(const psim_export_facts *f) {
   return PSIM_OK;
 }
 
-/* The model-level refusals: what no Megatron-LM flag builds. */
-static psim_status megatron_model_refusals(const psim_export_facts *f) {
+/* The model-level refusals: what no Megatron-LM flag builds (export_impl.h). */
+psim_status psim_export_megatron_model_refusals(const psim_export_facts *f) {
   if (f->dropout_mixed)
     return psim_export_refuse("the model's dropout ops use different probabilities; Megatron-LM "
                               "has one --hidden-dropout and one --attention-dropout");
@@ -162,8 +162,8 @@ psim_status psim_export_megatron(const psim_plan_doc *d, const psim_export_facts
                               "hidden-role dim",
                               d->model.name);
   PSIM_CHECK(psim_export_need_layout(f, "Megatron-LM"));
-  PSIM_CHECK(megatron_plan_refusals(f));
-  PSIM_CHECK(megatron_model_refusals(f));
+  PSIM_CHECK(psim_export_megatron_plan_refusals(f));
+  PSIM_CHECK(psim_export_megatron_model_refusals(f));
   psim_sb b = {0};
   megatron_header(&b, d, f);
   psim_sb_printf(&b, "MEGATRON_ARGS=(\n");

@@ -22,9 +22,6 @@ static const char *llama_difference(const psim_export_facts *f) {
     return "it has no heads-role or hidden-role dim (not a transformer)";
   if (f->encoder || f->embedding_norm)
     return "it is an encoder (BERT: LM-head transform, embedding norm)";
-  if (f->experts > 0)
-    return "its layers are mixture-of-experts (torchtitan's MoE models, llama4 and deepseek_v3, "
-           "have other routers, shared experts and no learned positions)";
   if (f->learned_positions)
     return "it has learned position embeddings (llama3 uses rotary ones)";
   if (!f->rmsnorm || !f->swiglu)
@@ -36,6 +33,23 @@ static const char *llama_difference(const psim_export_facts *f) {
   if (f->hidden_dropout > 0 || f->attention_dropout > 0)
     return "it has dropout (llama3 has none)";
   return NULL;
+}
+
+/* torchtitan v0.2.2's MoE layer (torchtitan/models/moe/moe.py, used by llama4, deepseek_v3 and
+ * qwen3): MoEArgs has no capacity (every routed token is computed: dropless grouped GEMMs),
+ * its experts are SwiGLU (w2(silu(w1 x) * w3 x)) and num_shared_experts defaults to 1; the
+ * llama3 model has no MoE layer. plansim's MoE computes a fixed capacity per expert and drops
+ * the rest, so no torchtitan config runs it. */
+static psim_status moe_refusal(const psim_plan_doc *d, const psim_export_facts *f) {
+  return psim_export_refuse(
+      TT " cannot run the mixture-of-experts layers of model '%s' (%d experts, top-%d): they "
+         "compute a "
+         "fixed capacity per expert (capacity factor %g; tokens beyond it are dropped)%s, while "
+         "torchtitan's MoE (torchtitan/models/moe/moe.py, MoEArgs) has no capacity and computes "
+         "every routed token (dropless grouped GEMMs) through SwiGLU experts, and its llama3 "
+         "model has no MoE layer",
+      d->model.name, f->experts, f->top_k, f->capacity_factor,
+      f->swiglu ? "" : " with GeLU experts");
 }
 
 static psim_status torchtitan_refusals(const psim_export_facts *f) {
@@ -199,6 +213,8 @@ static void parallelism_section(psim_sb *b, const psim_export_facts *f) {
 
 psim_status psim_export_torchtitan(const psim_plan_doc *d, const psim_export_facts *f, char **text,
                                    size_t *len) {
+  if (f->transformer && f->experts > 0)
+    return moe_refusal(d, f);
   const char *why = llama_difference(f);
   if (why)
     return psim_export_refuse(TT " builds llama3 transformers (torchtitan/models/llama3): model "

@@ -73,6 +73,10 @@ def megatron():
             a[k], i = body[i + 1], i + 2
         else:
             a[k], i = True, i + 1
+    megatron_core(a)
+
+
+def megatron_core(a):
     tp, pp = int(a["--tensor-model-parallel-size"]), int(a["--pipeline-model-parallel-size"])
     L = int(a["--num-layers"])
     first, last = a.get("--decoder-first-pipeline-num-layers"), a.get("--decoder-last-pipeline-num-layers")
@@ -146,6 +150,166 @@ def deepspeed():
     need(c["data_types"]["grad_accum_dtype"] == want, "grad_accum_dtype")
 
 
-{"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed}[fmt]()
+def load_yaml(path):
+    try:
+        import yaml
+        return yaml.safe_load(open(path))
+    except ImportError:  # the two-level subset plansim writes: "key:" sections, "  key: value"
+        d, sec = {}, None
+        for line in open(path):
+            if not line.strip() or line.startswith("#"):
+                continue
+            k, _, v = line.strip().partition(":")
+            v = v.strip()
+            val = None if v in ("null", "") else True if v == "true" else False if v == "false" else v
+            if not line.startswith(" "):
+                sec = d.setdefault(k, {}) if v == "" else None
+                if v != "":
+                    d[k] = val
+            else:
+                sec[k] = int(v) if re.fullmatch(r"-?\d+", v) else val
+        return d
+
+
+# Megatron-Bridge 0.7.0 (NVIDIA-NeMo/Megatron-Bridge 067f987df0): the ConfigContainer fields this
+# file may set (training/config.py; model: models/gpt_provider.py GPTModelProvider and
+# Megatron-Core TransformerConfig / ModelParallelConfig fields, Megatron-LM d98e8a64dd), the
+# registered precision presets (training/mixed_precision.py) and GPTModelProvider's
+# position_embedding_type Literal.
+BRIDGE_KEYS = {
+    "model": {"tensor_model_parallel_size", "pipeline_model_parallel_size",
+              "virtual_pipeline_model_parallel_size", "num_layers_in_first_pipeline_stage",
+              "num_layers_in_last_pipeline_stage", "sequence_parallel", "context_parallel_size",
+              "recompute_granularity", "recompute_method", "recompute_num_layers", "num_layers",
+              "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size",
+              "seq_length", "vocab_size", "make_vocab_size_divisible_by",
+              "position_embedding_type", "normalization", "gated_linear_unit", "add_bias_linear",
+              "share_embeddings_and_output_weights", "hidden_dropout", "attention_dropout",
+              "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
+              "expert_model_parallel_size", "moe_token_dispatcher_type",
+              "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"},
+    "train": {"micro_batch_size", "global_batch_size"}, "dataset": {"seq_length"},
+    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "bucket_size",
+            "overlap_param_gather", "grad_reduce_in_fp32"},
+    "tokenizer": {"use_tokenizer_vocab_size"},
+    "optimizer": {"use_distributed_optimizer", "bf16", "fp16"}, "mixed_precision": None,
+    "env_vars": {"NCCL_ALGO"},
+}
+PRESETS = {None: "fp32", "bf16_mixed": "bf16", "fp16_mixed": "fp16",
+           "bf16_with_fp8_delayed_scaling_mixed": "fp8"}
+
+
+def bridge():
+    transformer_facts()
+    c = load_yaml(export)
+    for sec, v in c.items():
+        need(sec in BRIDGE_KEYS, "unknown ConfigContainer field %s" % sec)
+        if isinstance(v, dict):
+            bad = set(v) - (BRIDGE_KEYS.get(sec) or set())
+            need(not bad, "unknown %s fields %s" % (sec, sorted(bad)))
+    m, t, ddp, opt = c["model"], c["train"], c["ddp"], c["optimizer"]
+    need(m["seq_length"] == c["dataset"]["seq_length"], "model.seq_length != dataset.seq_length")
+    need(m["position_embedding_type"] in ("learned_absolute", "rope", "yarn"), "position type")
+    need(c["mixed_precision"] in PRESETS, "mixed_precision is no registered preset")
+    need(ddp["use_distributed_optimizer"] == opt["use_distributed_optimizer"], "dist. optimizer")
+    # training/setup.py _validate_and_set_vocab_size: else the tokenizer's size replaces the model's
+    need(c["tokenizer"]["use_tokenizer_vocab_size"] is False, "use_tokenizer_vocab_size")
+    need(m["vocab_size"] == role["vocab"][0], "vocab %s != %s" % (m["vocab_size"], role["vocab"][0]))
+    need(ddp["overlap_param_gather"] is False, "overlap_param_gather (plansim: not overlapped)")
+    need(ddp["grad_reduce_in_fp32"] == (PRESETS.get(c["mixed_precision"]) != "fp16"),
+         "gradients reduced in fp32 (fp16: in fp16)")
+    # the same run as Megatron-LM flags: one set of Megatron-Core rules and the round trip
+    a = {"--%s" % k.replace("_", "-"): v for k, v in m.items() if v is not None and v is not False}
+    ren = {"--num-layers-in-first-pipeline-stage": "--decoder-first-pipeline-num-layers",
+           "--num-layers-in-last-pipeline-stage": "--decoder-last-pipeline-num-layers",
+           "--num-moe-experts": "--num-experts", "--gated-linear-unit": "--swiglu"}
+    a = {ren.get(k, k): v for k, v in a.items()}
+    a.pop("--add-bias-linear", None)
+    if not m["add_bias_linear"]:
+        a["--disable-bias-linear"] = True
+    a.pop("--share-embeddings-and-output-weights", None)
+    if not m["share_embeddings_and_output_weights"]:
+        a["--untie-embeddings-and-output-weights"] = True
+    if m.get("virtual_pipeline_model_parallel_size"):
+        a["--num-layers-per-virtual-pipeline-stage"] = m["num_layers"] // (
+            m["pipeline_model_parallel_size"] * m["virtual_pipeline_model_parallel_size"])
+    a.pop("--sequence-parallel", None)
+    if m["sequence_parallel"]:
+        a["--sequence-parallel"] = True
+    a["--micro-batch-size"], a["--global-batch-size"] = t["micro_batch_size"], t["global_batch_size"]
+    if ddp["overlap_grad_reduce"]:
+        a["--overlap-grad-reduce"] = True
+    if ddp["bucket_size"] is not None:
+        a["--ddp-bucket-size"] = ddp["bucket_size"]
+    prec = PRESETS.get(c["mixed_precision"], "?")
+    if prec in ("bf16", "fp8"):
+        a["--bf16"] = True
+    if prec == "fp16":
+        a["--fp16"] = True
+    if prec == "fp8":
+        a["--fp8-format"] = "hybrid"
+    need(opt["bf16"] == (prec in ("bf16", "fp8")) and opt["fp16"] == (prec == "fp16"),
+         "optimizer precision differs from the preset")
+    megatron_core(a)
+
+
+def tensor_ranks():
+    """Every tensor of the model (block tensors as BLOCK.I.NAME) and its rank."""
+    r = {}
+    for sec in ("inputs", "weights", "tensors"):
+        r.update({k: len(v["dims"]) for k, v in model.get(sec, {}).items()})
+    for op in model["ops"]:
+        if "block" in op:
+            inner = dict(op.get("tensors", {}), **op.get("weights", {}))
+            for i in range(op["repeat"]):
+                r.update({"%s.%d.%s" % (op["block"], i, k): len(v["dims"]) for k, v in inner.items()})
+    return r
+
+
+def gspmd():
+    """jax.sharding conventions: Mesh(devices.reshape(shape), axis_names) takes each device once
+    and distinct axis names; a PartitionSpec has one entry per array dim (fewer: the rest
+    replicated), each None, an axis name or a tuple of them, naming mesh axes only and none
+    twice (JAX rejects a duplicate axis); every tensor the model has a spec for is a model
+    tensor."""
+    c = json.load(open(export))
+    mesh, specs = c["mesh"], c["partition_specs"]
+    names, shape, ids = mesh["axis_names"], mesh["shape"], mesh["device_ids"]
+    need(len(names) == len(set(names)) == len(shape), "mesh axis names")
+    n = 1
+    for k in shape:
+        n *= k
+    need(n == len(ids) == len(set(ids)), "mesh shape %s over %d device ids" % (shape, len(ids)))
+    if world:
+        need(len(ids) == world, "the mesh holds %d devices, the plan %d" % (len(ids), world))
+    ranks = tensor_ranks()
+    for t, spec in specs.items():
+        axes = [a for e in spec if e is not None for a in ([e] if isinstance(e, str) else e)]
+        need(set(axes) <= set(names), "%s names axes outside the mesh" % t)
+        need(len(axes) == len(set(axes)), "%s uses a mesh axis twice" % t)
+        need(t in ranks and len(spec) <= ranks[t], "%s: spec %s for a tensor of rank %s" %
+             (t, spec, ranks.get(t)))
+    need(c["gradient_accumulation_steps"] >= 1 and c["remat"] in ("none", "full", "selective"),
+         "accumulation / remat")
+
+
+def deepspeed_pipeline():
+    """DeepSpeed 0.19.6 deepspeed/runtime/pipe/module.py: PipelineModule(num_stages=...,
+    partition_method="type:REGEX", activation_checkpoint_interval=N); 'type:' balances the
+    layers whose class matches over the stages, so plansim's split is it only when the stages
+    hold equal layer counts. WORLD is DEVICES/PP."""
+    kw = dict(re.findall(r"^\s+(\w+)=([^,\n]+),?$", open(export).read(), re.M))
+    need(set(kw) <= {"num_stages", "partition_method", "activation_checkpoint_interval"},
+         "unknown PipelineModule arguments %s" % sorted(kw))
+    stages = int(kw["num_stages"])
+    need(stages == pp_arg, "num_stages %d, the plan's pipeline %d" % (stages, pp_arg))
+    need(kw["partition_method"].strip('"').startswith("type:"), "partition_method")
+    need(int(kw["activation_checkpoint_interval"]) >= 0, "activation_checkpoint_interval")
+    layers = sum(o["repeat"] for o in model["ops"] if "block" in o)
+    need(layers > 0 and layers % stages == 0, "%d repeated layers over %d stages" % (layers, stages))
+
+
+{"megatron": megatron, "megatron-bridge": bridge, "torchtitan": torchtitan,
+ "deepspeed": deepspeed, "deepspeed-pipeline": deepspeed_pipeline, "gspmd": gspmd}[fmt]()
 print("\n".join(errors) if errors else "ok")
 sys.exit(1 if errors else 0)
