@@ -285,13 +285,13 @@ static psim_status load_explicit(psim_jctx *j, const cJSON *root, psim_cbuild *b
 
 static const char *const explicit_keys[] = {"format",   "name",     "description", "device_types",
                                             "devices",  "switches", "links",       "collectives",
-                                            "slowdown", NULL};
+                                            "slowdown", "stack",    NULL};
 static const char *const hier_keys[] = {"format",        "name",        "description",
                                         "device_types",  "nodes",       "devices_per_node",
                                         "device_type",   "intra_node",  "nics_per_node",
                                         "nic_bandwidth", "nic_latency", "pcie_bandwidth",
                                         "pcie_latency",  "fabric",      "collectives",
-                                        "slowdown",      NULL};
+                                        "slowdown",      "stack",       NULL};
 
 static psim_status check_format(psim_jctx *j, const cJSON *root) {
   PSIM_CHECK(psim_json_expect_object(j, root));
@@ -322,6 +322,17 @@ static psim_status check_connected(psim_jctx *j, psim_cluster *c, bool is_explic
                    c->vertex_names[a], c->vertex_names[d]);
 }
 
+/* "stack": the software stack (sim/ir/stack.h, docs/stacks.md). */
+static psim_status load_stack(psim_jctx *j, const cJSON *root, psim_cluster *c) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "stack");
+  if (!v)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(j, "stack");
+  PSIM_CHECK(psim_stack_from_value(j, v, &c->stack));
+  psim_jctx_pop(j, sv);
+  return PSIM_OK;
+}
+
 static psim_status from_json(psim_jctx *j, const cJSON *root, psim_cluster *c) {
   PSIM_CHECK(check_format(j, root));
   bool is_explicit = cJSON_GetObjectItemCaseSensitive(root, "devices") != NULL;
@@ -339,6 +350,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *root, psim_cluster *c) {
   psim_cluster_count_nodes(c);
   PSIM_CHECK(load_collectives(j, root, c));
   PSIM_CHECK(load_slowdown(j, root, c));
+  PSIM_CHECK(load_stack(j, root, c));
   return check_connected(j, c, is_explicit);
 }
 
