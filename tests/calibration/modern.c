@@ -247,11 +247,13 @@ static bool parse(int argc, char **argv, modern_args *a) {
   a->dir = PSIM_SOURCE_ROOT "/../shared/calibration/modern";
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(argv[i], "--no-base") == 0)
+    if (strcmp(argv[i], "--no-base") == 0) {
       a->no_base = true;
-    else if (!v)
+      continue;
+    }
+    if (!v)
       return false;
-    else if (strcmp(argv[i], "--calibration") == 0)
+    if (strcmp(argv[i], "--calibration") == 0)
       a->dir = v;
     else if (strcmp(argv[i], "--only") == 0)
       a->only = v;
