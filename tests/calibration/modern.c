@@ -2,7 +2,7 @@
  * ../shared/calibration/modern (issue 20), row by row
  * (docs/accuracy-modern.md keeps the output).
  *
- *   psim-calibrate-modern [--calibration DIR] [--only SOURCE] [--no-base]
+ *   psim-calibrate-modern [--calibration DIR] [--only SOURCE] [--no-base] [--check]
  *                         [--gemm X] [--attn X] [--launch S] [--tsv FILE]
  *
  * Every row of every source is printed: predicted vs measured tokens/s per GPU
@@ -237,9 +237,33 @@ static void write_tsv(const char *file, const modern_rows *rows) {
   fclose(f);
 }
 
+/* --check: each guarded source's mean |error| on its stack stays under its bound
+ * (docs/accuracy-modern.md): the issue's 8% where it is met, today's figure
+ * with a margin where it is not yet (torchtitan); mlperf-gpt3 is not guarded
+ * until the network model's 54% is fixed. Returns the number over. */
+static int check_targets(const modern_rows *rows) {
+  static const struct {
+    const char *source;
+    double bound;
+  } guard[] = {{"llm-foundry", 0.08}, {"megatron-bridge", 0.08}, {"torchtitan", 0.15}};
+  int over = 0;
+  for (size_t g = 0; g < sizeof guard / sizeof guard[0]; g++) {
+    summary sm = {0};
+    for (int i = 0; i < rows->n; i++)
+      if (strcmp(rows->v[i].source, guard[g].source) == 0)
+        add(&sm, &rows->v[i]);
+    double mean = sm.simulated ? sm.sum_abs / sm.simulated : 1.0;
+    bool ok = sm.simulated > 0 && mean <= guard[g].bound;
+    printf("check: %s mean |error| %.1f%% (bound %.0f%%): %s\n", guard[g].source, 100 * mean,
+           100 * guard[g].bound, ok ? "ok" : "OVER");
+    over += !ok;
+  }
+  return over;
+}
+
 typedef struct modern_args {
   const char *dir, *only, *tsv;
-  bool no_base;
+  bool no_base, check;
   modern_stack_opts so;
 } modern_args;
 
@@ -247,8 +271,8 @@ static bool parse(int argc, char **argv, modern_args *a) {
   a->dir = PSIM_SOURCE_ROOT "/../shared/calibration/modern";
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(argv[i], "--no-base") == 0) {
-      a->no_base = true;
+    if (strcmp(argv[i], "--no-base") == 0 || strcmp(argv[i], "--check") == 0) {
+      *(argv[i][2] == 'n' ? &a->no_base : &a->check) = true;
       continue;
     }
     if (!v)
@@ -298,7 +322,7 @@ int main(int argc, char **argv) {
   modern_args a = {0};
   if (!parse(argc, argv, &a)) {
     fprintf(stderr, "usage: psim-calibrate-modern [--calibration DIR] [--only SOURCE] "
-                    "[--no-base] [--gemm X] [--attn X] [--launch S] [--tsv FILE]\n");
+                    "[--no-base] [--check] [--gemm X] [--attn X] [--launch S] [--tsv FILE]\n");
     return 2;
   }
   const char *only = a.only;
@@ -316,6 +340,7 @@ int main(int argc, char **argv) {
       print_source(&rows, *s);
   print_summaries(&rows);
   print_ranking(&rows);
+  int over = a.check ? check_targets(&rows) : 0;
   modern_rows_destroy(&rows);
-  return 0;
+  return over ? 1 : 0;
 }
