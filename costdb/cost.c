@@ -201,7 +201,10 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
  * write p: 8), lerp of m (read m, g; write m: 12), mul and addcmul of v (8 + 12),
  * sqrt, division and eps of v's root into a temporary (8 + 8 + 8), addcdiv into p
  * (read p, m, temporary; write p: 16), plus the gradient-norm read (4) = 84
- * bytes; composer's DecoupledAdamW runs the same ops tensor by tensor. */
+ * bytes. composer's DecoupledAdamW (composer/optim/decoupled_weight_decay.py) loops
+ * over the tensors with the equivalent unfused ops (mul/add for m, mul/addcmul for v,
+ * sqrt, div, add, addcdiv: 88 bytes); it is costed as foreach. torchtitan's
+ * optimizer.implementation defaults to "fused" (torch fused AdamW). */
 static double adam_bytes(psim_optim_impl impl) {
   return impl == PSIM_OPTIM_TORCH_FUSED ? 32.0
          : impl == PSIM_OPTIM_FOREACH   ? 84.0

@@ -322,17 +322,6 @@ static psim_status check_connected(psim_jctx *j, psim_cluster *c, bool is_explic
                    c->vertex_names[a], c->vertex_names[d]);
 }
 
-/* "stack": the software stack (sim/ir/stack.h, docs/stacks.md). */
-static psim_status load_stack(psim_jctx *j, const cJSON *root, psim_cluster *c) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "stack");
-  if (!v)
-    return PSIM_OK;
-  size_t sv = psim_jctx_key(j, "stack");
-  PSIM_CHECK(psim_stack_from_value(j, v, &c->stack));
-  psim_jctx_pop(j, sv);
-  return PSIM_OK;
-}
-
 static psim_status from_json(psim_jctx *j, const cJSON *root, psim_cluster *c) {
   PSIM_CHECK(check_format(j, root));
   bool is_explicit = cJSON_GetObjectItemCaseSensitive(root, "devices") != NULL;
@@ -350,7 +339,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *root, psim_cluster *c) {
   psim_cluster_count_nodes(c);
   PSIM_CHECK(load_collectives(j, root, c));
   PSIM_CHECK(load_slowdown(j, root, c));
-  PSIM_CHECK(load_stack(j, root, c));
+  PSIM_CHECK(psim_stack_from_key(j, root, &c->stack)); /* docs/stacks.md */
   return check_connected(j, c, is_explicit);
 }
 

@@ -280,6 +280,16 @@ psim_status psim_stack_from_value(struct psim_jctx *j, const cJSON *v, psim_stac
   return PSIM_OK;
 }
 
+psim_status psim_stack_from_key(struct psim_jctx *j, const cJSON *obj, psim_stack *s) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "stack");
+  if (!v)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(j, "stack");
+  PSIM_CHECK(psim_stack_from_value(j, v, s));
+  psim_jctx_pop(j, sv);
+  return PSIM_OK;
+}
+
 psim_status psim_stack_select(const char *name_or_file, psim_stack *s) {
   if (!strchr(name_or_file, '/') && !strstr(name_or_file, ".json"))
     return psim_stack_builtin(name_or_file, s);

@@ -86,6 +86,8 @@ psim_status psim_stack_from_json(const char *file, const struct cJSON *root, psi
  * psim_stack_select, or a profile object; errors carry j's path. */
 struct psim_jctx;
 psim_status psim_stack_from_value(struct psim_jctx *j, const struct cJSON *v, psim_stack *s);
+/* The "stack" key of obj, when present, into s (unchanged when absent). */
+psim_status psim_stack_from_key(struct psim_jctx *j, const struct cJSON *obj, psim_stack *s);
 /* NAME of a built-in profile or a FILE holding a profile object. */
 psim_status psim_stack_select(const char *name_or_file, psim_stack *s);
 /* The name to print ("megatron-lm-2021" for the zero value). */

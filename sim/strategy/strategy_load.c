@@ -221,18 +221,6 @@ static psim_status expand_explicit(psim_jctx *c, const psim_strategy_spec *sp, c
   return explicit_ps(c, sp, cl, s);
 }
 
-/* "stack" (issue 20, docs/stacks.md): the software stack the strategy runs on,
- * set on the cluster it is loaded against (over the cluster file's). */
-static psim_status read_stack(psim_jctx *c, const cJSON *root, psim_cluster *cl) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "stack");
-  if (!v)
-    return PSIM_OK;
-  size_t sv = psim_jctx_key(c, "stack");
-  PSIM_CHECK(psim_stack_from_value(c, v, &cl->stack));
-  psim_jctx_pop(c, sv);
-  return PSIM_OK;
-}
-
 psim_status psim_strategy_from_json(const char *file, const cJSON *root, const psim_model *m,
                                     psim_cluster *cl, psim_strategy *s) {
   psim_jctx c;
@@ -240,8 +228,8 @@ psim_status psim_strategy_from_json(const char *file, const cJSON *root, const p
   psim_strategy_spec sp;
   psim_strategy_init(s);
   psim_status st = psim_strategy_read_spec(&c, root, &sp);
-  if (st == PSIM_OK)
-    st = read_stack(&c, root, cl);
+  if (st == PSIM_OK) /* "stack" (docs/stacks.md): over the cluster file's */
+    st = psim_stack_from_key(&c, root, &cl->stack);
   if (st != PSIM_OK) {
     psim_strategy_spec_destroy(&sp);
     return st;

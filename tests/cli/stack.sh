@@ -9,6 +9,8 @@ source "$(dirname "$0")/lib.bash"
 # The --json output without its wall-clock figures (build_s, simulate_s).
 figures() { grep -vE '"(build|simulate)_s"' "$1"; }
 same() { [ "$(figures "$1")" = "$(figures "$2")" ]; }
+# check NAME FILE: the last run's figures equal FILE's.
+check() { if same "$OUT" "$2"; then ok "$1"; else not_ok "$1" "figures differ"; fi; }
 
 M="$ROOT/models/gpt-22b.json"
 C="$ROOT/topologies/dgx-h100-x1.json"
@@ -19,8 +21,7 @@ expect "simulate without --stack" 0 stdout-nonempty any 'iteration_time_s'
 figures "$OUT" >"$TEST_TMP/none.json"
 run simulate "$M" "$C" "$S" --json --stack megatron-lm-2021
 expect "--stack megatron-lm-2021" 0 stdout-nonempty
-if same "$OUT" "$TEST_TMP/none.json"; then ok "megatron-lm-2021 is the default"; else
-  not_ok "megatron-lm-2021 is the default" "outputs differ"; fi
+check "megatron-lm-2021 is the default" "$TEST_TMP/none.json"
 
 run simulate "$M" "$C" "$S" --json --stack megatron-core
 expect "--stack megatron-core" 0 stdout-nonempty
@@ -28,28 +29,21 @@ figures "$OUT" >"$TEST_TMP/core.json"
 if same "$OUT" "$TEST_TMP/none.json"; then not_ok "megatron-core changes the prediction"; else
   ok "megatron-core changes the prediction"; fi
 run simulate "$M" "$C" "$S" --json --stack "$ROOT/stacks/megatron-core.json"
-if same "$OUT" "$TEST_TMP/core.json"; then ok "stacks/megatron-core.json = the built-in"; else
-  not_ok "stacks/megatron-core.json = the built-in"; fi
+check "stacks/megatron-core.json = the built-in" "$TEST_TMP/core.json"
 
-python3 - "$C" "$TEST_TMP/c.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); d["stack"] = "megatron-core"
-json.dump(d, open(sys.argv[2], "w"))
-PY
+# with_stack IN OUT: a copy of the JSON file IN with "stack": "megatron-core".
+with_stack() {
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["stack"] = "megatron-core"
+json.dump(d, open(sys.argv[2], "w"))' "$1" "$2"
+}
+with_stack "$C" "$TEST_TMP/c.json"
 run simulate "$M" "$TEST_TMP/c.json" "$S" --json
-if same "$OUT" "$TEST_TMP/core.json"; then ok "the cluster key selects the stack"; else
-  not_ok "the cluster key selects the stack"; fi
+check "the cluster key selects the stack" "$TEST_TMP/core.json"
 run simulate "$M" "$TEST_TMP/c.json" "$S" --json --stack megatron-lm-2021
-if same "$OUT" "$TEST_TMP/none.json"; then ok "--stack wins over the cluster key"; else
-  not_ok "--stack wins over the cluster key"; fi
-python3 - "$S" "$TEST_TMP/s.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1])); d["stack"] = "megatron-core"
-json.dump(d, open(sys.argv[2], "w"))
-PY
+check "--stack wins over the cluster key" "$TEST_TMP/none.json"
+with_stack "$S" "$TEST_TMP/s.json"
 run simulate "$M" "$C" "$TEST_TMP/s.json" --json
-if same "$OUT" "$TEST_TMP/core.json"; then ok "the strategy key selects the stack"; else
-  not_ok "the strategy key selects the stack"; fi
+check "the strategy key selects the stack" "$TEST_TMP/core.json"
 
 run simulate "$M" "$C" "$S" --stack no-such-stack
 expect "unknown --stack" 2 stdout-empty stderr-nonempty '' 'no-such-stack'
