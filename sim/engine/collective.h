@@ -1,8 +1,9 @@
 /* collective.h - collective communication over the real topology.
  *
- * Two fidelities that agree within 1% where links are uncontended:
+ * Two fidelities that agree within 1% where links are uncontended
+ * (docs/simulator.md says how they differ under contention):
  *  - aggregated: one task per collective holding the comm engines of the
- *    group and every link its algorithm uses, for the duration given by the
+ *    group and the links its algorithm fills, for the duration given by the
  *    algorithm's alpha-beta formula at the bottleneck bandwidth of its routes
  *    (or a measured bus-bandwidth table of the cluster where one applies);
  *  - expanded: the algorithm's point-to-point steps as transfer tasks on the
@@ -63,7 +64,8 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
 double psim_coll_table_time(const psim_coll_table *t, double bytes);
 
 /* Adds a point-to-point transfer of bytes from device src to dst over its
- * route: one PSIM_TASK_TRANSFER task holding every link of the route for
+ * route: one PSIM_TASK_TRANSFER task holding the links it fills (those at
+ * the route's bottleneck bandwidth; faster links carry other traffic) for
  * the cut-through time of psim_p2p_time (the limit of segments pipelined
  * across hops; docs/simulator.md gives the error). *entry == *exit == that
  * task; src == dst adds a zero-duration barrier. */
