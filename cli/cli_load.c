@@ -36,3 +36,16 @@ void psim_cli_inputs_destroy(psim_cli_inputs *in) {
   psim_cli_costdb_close(in->costdb);
   in->costdb = NULL;
 }
+
+psim_status psim_cli_apply_stack(psim_cli_inputs *in, const char *stack) {
+  if (!stack)
+    return PSIM_OK;
+  psim_stack st;
+  psim_status s = psim_stack_select(stack, &st);
+  if (s != PSIM_OK) {
+    psim_error_prefix("--stack: ");
+    return s;
+  }
+  in->cluster.stack = st;
+  return PSIM_OK;
+}

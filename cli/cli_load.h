@@ -22,5 +22,8 @@ psim_status psim_cli_load_inputs(psim_cli_inputs *in, const char *model_file,
                                  const char *cluster_file, const char *strategy_file,
                                  const char *costdb_file);
 void psim_cli_inputs_destroy(psim_cli_inputs *in);
+/* --stack NAME|FILE (docs/stacks.md): replaces the stack of the cluster file and
+ * the strategy; NULL leaves theirs. */
+psim_status psim_cli_apply_stack(psim_cli_inputs *in, const char *stack);
 
 #endif

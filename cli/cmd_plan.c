@@ -19,7 +19,7 @@
 typedef struct plan_args {
   const char *files[2];
   int n_files;
-  const char *out, *search, *budget, *costdb, *trace, *fix, *init;
+  const char *out, *search, *budget, *costdb, *trace, *fix, *init, *stack;
   const char *max_tasks, *max_memory; /* --max-tasks, --max-memory (cli_limits.c) */
   uint64_t seed;
   int64_t verify_every; /* --verify-every N (debug) */
@@ -32,7 +32,7 @@ typedef struct plan_args {
 
 static const char *const value_options[] = {
     "-o",     "--search",  "--budget",    "--seed",       "--costdb",       "--trace", "--fix",
-    "--init", "--threads", "--max-tasks", "--max-memory", "--verify-every", NULL};
+    "--init", "--threads", "--max-tasks", "--max-memory", "--verify-every", "--stack", NULL};
 
 static bool takes_value(const char *opt) {
   for (const char *const *v = value_options; *v; v++)
@@ -57,6 +57,8 @@ static psim_status set_option(plan_args *a, const char *opt, const char *val) {
     a->fix = val;
   else if (strcmp(opt, "--init") == 0)
     a->init = val;
+  else if (strcmp(opt, "--stack") == 0)
+    a->stack = val;
   else if (strcmp(opt, "--max-tasks") == 0)
     a->max_tasks = val;
   else if (strcmp(opt, "--max-memory") == 0)
@@ -216,6 +218,7 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
   if (a->max_memory)
     PSIM_CHECK(psim_cli_limit_option("plan", "--max-memory", a->max_memory, &p->sim));
   PSIM_CHECK(psim_cli_load_inputs(&p->in, a->files[0], a->files[1], NULL, a->costdb));
+  PSIM_CHECK(psim_cli_apply_stack(&p->in, a->stack));
   p->sim.costdb = p->in.costdb;
   p->so.sim = &p->sim;
   p->so.seed = a->seed;

@@ -17,6 +17,7 @@ typedef struct simulate_args {
   bool json;
   const char *trace;
   const char *costdb;
+  const char *stack; /* --stack NAME|FILE (docs/stacks.md) */
   psim_sim_options opts;
   psim_fault_options faults; /* issue 8: stragglers, faults, --iterations (sim/faults.h) */
 } simulate_args;
@@ -41,10 +42,13 @@ static psim_status parse_args(int argc, char **argv, simulate_args *a) {
     } else if (strcmp(arg, "--no-fold") == 0) {
       a->opts.fold = false;
     } else if (strcmp(arg, "--trace") == 0 || strcmp(arg, "--costdb") == 0 ||
-               strcmp(arg, "--fidelity") == 0 || psim_cli_is_limit_option(arg)) {
+               strcmp(arg, "--fidelity") == 0 || strcmp(arg, "--stack") == 0 ||
+               psim_cli_is_limit_option(arg)) {
       PSIM_CHECK(psim_cli_need_value("simulate", argc, argv, i));
       i++;
-      if (strcmp(arg, "--trace") == 0)
+      if (strcmp(arg, "--stack") == 0)
+        a->stack = val;
+      else if (strcmp(arg, "--trace") == 0)
         a->trace = val;
       else if (strcmp(arg, "--costdb") == 0)
         a->costdb = val;
@@ -168,6 +172,8 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
   PSIM_CHECK(psim_cli_check_distinct(ins, 4, &a.trace, 1));
   psim_cli_inputs in;
   psim_status s = psim_cli_load_inputs(&in, a.files[0], a.files[1], a.files[2], a.costdb);
+  if (s == PSIM_OK)
+    s = psim_cli_apply_stack(&in, a.stack);
   psim_sim_result r;
   psim_sim_result_init(&r);
   psim_fault_report rep; /* issue 8 */

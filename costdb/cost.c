@@ -4,6 +4,8 @@
 #include <assert.h>
 #include <math.h>
 
+#include "costdb/kernels.h"
+
 bool psim_cost_is_gemm(psim_op_kind k) {
   return k == PSIM_OP_MATMUL || k == PSIM_OP_ATTENTION || k == PSIM_OP_CONV2D;
 }
@@ -64,6 +66,101 @@ static bool db_shard(const psim_costdb *db, const psim_model *m, const psim_op *
   return psim_costdb_lookup(db, &key, NULL, seconds, origin);
 }
 
+bool psim_cost_stack_active(const psim_stack *st) {
+  return st->launch_s > 0 || st->flash_version > 0 || st->fp8_cast_bytes > 0 ||
+         st->fp8_scale_s > 0 || st->wave_quant || st->attn_scale > 0 || st->gemm_scale > 0 ||
+         st->n_fit > 0 || st->optimizer != PSIM_OPTIM_FUSED;
+}
+
+/* Elements of tensor ti in the shard (op dims at their shard extents, the others
+ * whole). */
+static double shard_elems(const psim_model *m, const psim_op *op, const int64_t *shard,
+                          int32_t ti) {
+  const psim_tensor *x = &m->tensors[ti];
+  double e = 1;
+  for (int32_t k = 0; k < x->rank; k++) {
+    double n = (double)m->dims[x->dims[k]].size;
+    for (int32_t i = 0; i < op->n_dims; i++)
+      if (op->dims[i].dim == x->dims[k])
+        n = (double)shard[i];
+    e *= n;
+  }
+  return e;
+}
+
+/* The flash kernel's efficiency for an attention shard (key/value length from
+ * the key's sequence dim); 0 when the stack or the table has none. */
+static double flash_eff(const psim_gpu_arch *a, const psim_stack *st, const psim_model *m,
+                        const psim_op *op, const int64_t *shard, psim_pass pass) {
+  if (op->kind != PSIM_OP_ATTENTION || !op->attrs.flash || st->flash_version < 2)
+    return 0;
+  int32_t kv = m->tensors[op->in[1]].dims[1];
+  double seq_kv = (double)m->dims[kv].size;
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (op->dims[i].dim == kv)
+      seq_kv = (double)shard[i];
+  return psim_kernels_flash_eff(st->flash_version, a, pass, seq_kv);
+}
+
+/* Wave quantisation of a matmul shard: the output's tiles forward, the mean over
+ * the two gradient GEMMs (shaped like the inputs) backward. */
+static double wave_eff(const psim_gpu_arch *a, const psim_model *m, const psim_op *op,
+                       const int64_t *shard, psim_pass pass) {
+  if (op->kind != PSIM_OP_MATMUL || op->n_in < 2)
+    return 1.0;
+  if (pass == PSIM_PASS_FWD)
+    return psim_kernels_wave_eff(a, shard_elems(m, op, shard, op->out[0]));
+  return 0.5 * (psim_kernels_wave_eff(a, shard_elems(m, op, shard, op->in[0])) +
+                psim_kernels_wave_eff(a, shard_elems(m, op, shard, op->in[1])));
+}
+
+/* FP8 GEMMs: the casts of their operands to FP8 (memory-bound, one kernel each)
+ * and the scaling kernels, s: the forward casts both inputs, the backward the
+ * output gradient (the transposed copies come from the forward's
+ * cast-transpose). */
+static double fp8_casts(const psim_device_type *t, const psim_stack *st, const psim_model *m,
+                        const psim_op *op, const int64_t *shard, psim_pass pass, double launch) {
+  if (st->fp8_cast_bytes <= 0 && st->fp8_scale_s <= 0)
+    return 0;
+  bool fwd = pass == PSIM_PASS_FWD;
+  double elems = fwd ? shard_elems(m, op, shard, op->in[0]) + shard_elems(m, op, shard, op->in[1])
+                     : shard_elems(m, op, shard, op->out[0]);
+  double mem_eff = t->eff.mem > 0 ? t->eff.mem : 1.0;
+  double bytes_s = t->mem_bw > 0 ? elems * st->fp8_cast_bytes / (t->mem_bw * mem_eff) : 0;
+  return bytes_s + st->fp8_scale_s + (fwd ? 2 : 1) * launch;
+}
+
+/* A compute shard under a software stack other than megatron-lm-2021's zero
+ * value (sim/ir/stack.h): its launch overhead, the flash kernel for attention,
+ * wave quantisation of GEMMs, FP8 casts, the fitted efficiency scales. */
+static double stack_compute(const psim_device_type *t, const psim_stack *st, const psim_model *m,
+                            const psim_op *op, const int64_t *shard, psim_pass pass, double flops,
+                            double bytes) {
+  psim_gpu_arch a = psim_kernels_arch(t->name);
+  double attn_scale, gemm_scale;
+  psim_stack_scales(st, t->name, &attn_scale, &gemm_scale);
+  double launch = st->launch_s > 0 ? st->launch_s : t->launch_s;
+  psim_dtype dt = op_dtype(m, op);
+  bool gemm = psim_cost_is_gemm(op->kind);
+  double mem_eff = t->eff.mem > 0 ? t->eff.mem : 1.0;
+  double t_bytes = t->mem_bw > 0 ? bytes / (t->mem_bw * mem_eff) : 0;
+  double fe = flash_eff(&a, st, m, op, shard, pass) * attn_scale;
+  if (fe > 0) { /* one fused kernel forward; the backward's preprocessing and main kernel */
+    double peak = psim_cost_peak_flops(t, dt, true);
+    double t_flops = peak > 0 && flops > 0 ? flops / (peak * fmin(fe, 1.0)) : 0;
+    return fmax(t_flops, t_bytes) + (pass == PSIM_PASS_FWD ? 1 : 2) * launch;
+  }
+  psim_efficiency eff = t->eff;
+  eff.gemm_max = fmin(1.0, (eff.gemm_max > 0 ? eff.gemm_max : 1.0) * gemm_scale);
+  if (gemm && st->wave_quant)
+    eff.gemm_max *= wave_eff(&a, m, op, shard, pass);
+  double roof = psim_cost_roofline(t, &eff, dt, gemm, flops, bytes) - t->launch_s;
+  double time = roof + psim_cost_kernels(m, op, pass) * launch;
+  if (gemm && dt == PSIM_DTYPE_FP8 && op->kind == PSIM_OP_MATMUL && op->n_in >= 2)
+    time += fp8_casts(t, st, m, op, shard, pass, launch);
+  return time;
+}
+
 double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m, const psim_op *op,
                          const int64_t *shard, psim_pass pass, const psim_costdb *db,
                          psim_cost_origin *origin) {
@@ -81,6 +178,8 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
   double flops = 0, bytes = 0;
   psim_op_shard_work(m, op, shard, pass, &flops, &bytes);
   *origin = PSIM_ORIGIN_ESTIMATED;
+  if (psim_cost_stack_active(&c->stack))
+    return stack_compute(t, &c->stack, m, op, shard, pass, flops, bytes) * slow;
   /* the roofline includes one launch; a backward of k kernels pays k */
   double extra = (psim_cost_kernels(m, op, pass) - 1) * t->launch_s;
   bool gemm = psim_cost_is_gemm(op->kind);
@@ -93,6 +192,24 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
  * 16-bit weight: 2), zero the main gradient (write 4) = 46 bytes
  * (tests/calibration/prototype/FINDINGS.md 3.8). */
 #define PSIM_ADAM_BYTES_PER_PARAM 46.0
+
+/* Traffic per parameter of the other implementations (sim/ir/stack.h):
+ * torch.optim.AdamW(fused=True) on fp32 shards (FSDP keeps fp32 parameters): one
+ * kernel reads parameter, gradient and both moments and writes parameter and
+ * moments (28) plus the gradient-norm read (4) = 32 bytes. foreach=True
+ * (_multi_tensor_adamw, torch/optim/adamw.py, PyTorch 2.x): weight decay (read,
+ * write p: 8), lerp of m (read m, g; write m: 12), mul and addcmul of v (8 + 12),
+ * sqrt, division and eps of v's root into a temporary (8 + 8 + 8), addcdiv into p
+ * (read p, m, temporary; write p: 16), plus the gradient-norm read (4) = 84
+ * bytes. composer's DecoupledAdamW (composer/optim/decoupled_weight_decay.py) loops
+ * over the tensors with the equivalent unfused ops (mul/add for m, mul/addcmul for v,
+ * sqrt, div, add, addcdiv: 88 bytes); it is costed as foreach. torchtitan's
+ * optimizer.implementation defaults to "fused" (torch fused AdamW). */
+static double adam_bytes(psim_optim_impl impl) {
+  return impl == PSIM_OPTIM_TORCH_FUSED ? 32.0
+         : impl == PSIM_OPTIM_FOREACH   ? 84.0
+                                        : PSIM_ADAM_BYTES_PER_PARAM;
+}
 
 /* db's time for the update of n_params fp32 parameters; false when none. */
 static bool db_optimizer(const psim_costdb *db, double n_params, double *seconds) {
@@ -116,7 +233,7 @@ double psim_cost_optimizer(const psim_cluster *c, int32_t dev, double n_params,
   if (db_optimizer(db, n_params, &measured))
     return measured * slow + t->rt.iteration_s;
   return psim_cost_roofline(t, NULL, PSIM_DTYPE_FP32, false, 10.0 * n_params,
-                            PSIM_ADAM_BYTES_PER_PARAM * n_params) *
+                            adam_bytes(c->stack.optimizer) * n_params) *
              slow +
          t->rt.iteration_s;
 }

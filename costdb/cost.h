@@ -34,6 +34,10 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
                          const int64_t *shard, psim_pass pass, const psim_costdb *db,
                          psim_cost_origin *origin);
 
+/* True when st changes any compute cost (every field of megatron-lm-2021 is
+ * zero: then every cost is the calibrated roofline's, unchanged). */
+bool psim_cost_stack_active(const psim_stack *st);
+
 /* Kernels a pass of op launches: one forward; a GEMM-like backward one per
  * matrix operand that needs a gradient (a linear layer's dX and dW are two
  * GEMMs; bias gradients fuse), other backwards one. */

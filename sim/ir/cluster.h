@@ -14,6 +14,7 @@
 
 #include "sim/core/status.h"
 #include "sim/ir/model.h"
+#include "sim/ir/stack.h"
 
 typedef enum psim_link_kind {
   PSIM_LINK_NVLINK = 0, /* NVLink / NVSwitch port */
@@ -133,6 +134,7 @@ typedef struct psim_cluster {
   unsigned char *vertex_kinds; /* n_vertices psim_vertex_kind values */
   int32_t *name_index;         /* vertex indices sorted by name (private; for lookups) */
   int32_t n_racks;             /* racks / leaf switches (1 when flat) */
+  psim_stack stack;            /* issue 20: the software stack (zero: megatron-lm-2021) */
 } psim_cluster;
 
 void psim_cluster_init(psim_cluster *c);

@@ -97,6 +97,7 @@ static psim_status copy_without(const psim_cluster *c, int32_t a, int32_t b, psi
   out->n_nodes = c->n_nodes;
   out->devices_per_node = c->devices_per_node;
   out->n_racks = c->n_racks;
+  out->stack = c->stack;
   bool unique;
   int32_t x, y;
   PSIM_CHECK(psim_cluster_index_names(out, &unique, &x, &y));

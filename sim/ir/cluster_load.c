@@ -285,13 +285,13 @@ static psim_status load_explicit(psim_jctx *j, const cJSON *root, psim_cbuild *b
 
 static const char *const explicit_keys[] = {"format",   "name",     "description", "device_types",
                                             "devices",  "switches", "links",       "collectives",
-                                            "slowdown", NULL};
+                                            "slowdown", "stack",    NULL};
 static const char *const hier_keys[] = {"format",        "name",        "description",
                                         "device_types",  "nodes",       "devices_per_node",
                                         "device_type",   "intra_node",  "nics_per_node",
                                         "nic_bandwidth", "nic_latency", "pcie_bandwidth",
                                         "pcie_latency",  "fabric",      "collectives",
-                                        "slowdown",      NULL};
+                                        "slowdown",      "stack",       NULL};
 
 static psim_status check_format(psim_jctx *j, const cJSON *root) {
   PSIM_CHECK(psim_json_expect_object(j, root));
@@ -339,6 +339,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *root, psim_cluster *c) {
   psim_cluster_count_nodes(c);
   PSIM_CHECK(load_collectives(j, root, c));
   PSIM_CHECK(load_slowdown(j, root, c));
+  PSIM_CHECK(psim_stack_from_key(j, root, &c->stack)); /* docs/stacks.md */
   return check_connected(j, c, is_explicit);
 }
 

@@ -228,6 +228,8 @@ psim_status psim_strategy_from_json(const char *file, const cJSON *root, const p
   psim_strategy_spec sp;
   psim_strategy_init(s);
   psim_status st = psim_strategy_read_spec(&c, root, &sp);
+  if (st == PSIM_OK) /* "stack" (docs/stacks.md): over the cluster file's */
+    st = psim_stack_from_key(&c, root, &cl->stack);
   if (st != PSIM_OK) {
     psim_strategy_spec_destroy(&sp);
     return st;

@@ -118,16 +118,18 @@ static const char *const megatron_keys[] = {"format",
                                             "bucket_size",
                                             "zero_prefetch",
                                             "checkpoint",
+                                            "stack",
                                             NULL};
-static const char *const dp_keys[] = {
-    "format",     "name", "description",         "template",  "dp",          "micro_batches",
-    "recompute",  "zero", "overlap_grad_reduce", "allreduce", "bucket_size", "zero_prefetch",
-    "checkpoint", NULL};
+static const char *const dp_keys[] = {"format",     "name",        "description",
+                                      "template",   "dp",          "micro_batches",
+                                      "recompute",  "zero",        "overlap_grad_reduce",
+                                      "allreduce",  "bucket_size", "zero_prefetch",
+                                      "checkpoint", "stack",       NULL};
 static const char *const zero_keys[] = {"format",        "name",        "description",
                                         "template",      "stage",       "dp",
                                         "micro_batches", "recompute",   "overlap_grad_reduce",
                                         "allreduce",     "bucket_size", "zero_prefetch",
-                                        "checkpoint",    NULL};
+                                        "checkpoint",    "stack",       NULL};
 
 static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
   psim_megatron_opts *o = &sp->mo;
@@ -184,12 +186,24 @@ static psim_status read_template(psim_jctx *c, const cJSON *root, const char *na
 
 /* ---------------- explicit form: structure ---------------- */
 
-static const char *const explicit_keys[] = {
-    "format",      "name",          "description",       "mesh",
-    "layout",      "ops",           "pipeline",          "gradient_sync",
-    "zero",        "recompute",     "sequence_parallel", "overlap_grad_reduce",
-    "bucket_size", "zero_prefetch", "template_info",     "checkpoint",
-    NULL};
+static const char *const explicit_keys[] = {"format",
+                                            "name",
+                                            "description",
+                                            "mesh",
+                                            "layout",
+                                            "ops",
+                                            "pipeline",
+                                            "gradient_sync",
+                                            "zero",
+                                            "recompute",
+                                            "sequence_parallel",
+                                            "overlap_grad_reduce",
+                                            "bucket_size",
+                                            "zero_prefetch",
+                                            "template_info",
+                                            "checkpoint",
+                                            "stack",
+                                            NULL};
 
 static int32_t axis_find(const psim_mesh *mesh, const char *name) {
   for (int32_t a = 0; a < mesh->n_axes; a++)

@@ -2,14 +2,20 @@
  * ../shared/calibration/modern (issue 20), row by row
  * (docs/accuracy-modern.md keeps the output).
  *
- *   psim-calibrate-modern [--calibration DIR] [--only SOURCE]
+ *   psim-calibrate-modern [--calibration DIR] [--only SOURCE] [--no-base] [--check]
+ *                         [--gemm X] [--attn X] [--launch S] [--tsv FILE]
  *
  * Every row of every source is printed: predicted vs measured tokens/s per GPU
  * and the error (positive = predicted too fast), or "unsupported: <what is
  * missing>". Then the mean absolute error per source and per GPU generation,
  * and the ranking figures per group of rows sharing source (stack), model, GPU
- * and GPU count: Spearman's rank correlation and the pick regret. No row is
- * corrected or fitted: the generic simulator as it stands. */
+ * and GPU count: Spearman's rank correlation and the pick regret. Each row runs
+ * on its source's stack profile (docs/stacks.md) and, for the before/after
+ * columns, on megatron-lm-2021 (--no-base skips that). The profiles' fitted
+ * scales (one set per stack and device type) were fitted on the rows that are
+ * not held out (every fourth row of each source is: fit_modern.py); the summary
+ * reports both. --gemm/--attn/--launch replace the fitted scales for every row
+ * and --tsv writes one line per row (for fit_modern.py). No row is corrected. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,22 +35,32 @@ static bool counted(const modern_row *r) {
   return r->predicted > 0 && !r->duplicate;
 }
 
+/* The error on megatron-lm-2021 (before the stacks), "-" when not run. */
+static const char *base_error(const modern_row *r) {
+  static char buf[32];
+  if (!(r->predicted_base > 0))
+    return "-";
+  snprintf(buf, sizeof buf, "%+.1f%%", 100 * (r->predicted_base / r->measured - 1));
+  return buf;
+}
+
 static void print_row(const modern_row *r) {
-  printf("| %d | %s | %s | %d | %d/%d/%d/%d/%d | %d | %d | %s | %s | %lld | %lld | %s | %.6g |",
-         r->line, r->model, r->gpu, (int)r->gpus, (int)r->tp, (int)r->pp, (int)r->cp, (int)r->vp,
-         (int)r->dp, (int)r->micro_batch, (int)r->zero, rc_name(r->recompute),
-         r->fp8 ? "fp8" : "bf16", (long long)r->seq, (long long)r->batch, r->note, r->measured);
+  printf("| %d%s | %s | %s | %d | %d/%d/%d/%d/%d | %d | %d | %s | %s | %lld | %lld | %s | %.6g |",
+         r->line, r->heldout ? "*" : "", r->model, r->gpu, (int)r->gpus, (int)r->tp, (int)r->pp,
+         (int)r->cp, (int)r->vp, (int)r->dp, (int)r->micro_batch, (int)r->zero,
+         rc_name(r->recompute), r->fp8 ? "fp8" : "bf16", (long long)r->seq, (long long)r->batch,
+         r->note, r->measured);
   if (r->unsupported[0])
     printf(" - | unsupported: %s | |\n", r->unsupported);
   else
-    printf(" %.6g | %+.1f%%%s%s | %s |\n", r->predicted, 100 * err_of(r),
+    printf(" %.6g | %+.1f%%%s%s | %s | %s |\n", r->predicted, 100 * err_of(r),
            r->fits ? "" : " (over memory)", r->duplicate ? " (duplicate, not counted)" : "",
-           r->breakdown);
+           r->breakdown, base_error(r));
 }
 
 typedef struct summary {
-  int rows, simulated, unsupported;
-  double sum_abs, sum, worst;
+  int rows, simulated, unsupported, n_base, n_held;
+  double sum_abs, sum, worst, base_abs, base_sum, held_abs;
   int worst_line;
   const char *worst_source;
 } summary;
@@ -61,6 +77,16 @@ static void add(summary *s, const modern_row *r) {
   s->simulated++;
   s->sum_abs += fabs(e);
   s->sum += e;
+  if (r->heldout) {
+    s->n_held++;
+    s->held_abs += fabs(e);
+  }
+  if (r->predicted_base > 0) {
+    double b = r->predicted_base / r->measured - 1;
+    s->n_base++;
+    s->base_abs += fabs(b);
+    s->base_sum += b;
+  }
   if (fabs(e) >= fabs(s->worst)) {
     s->worst = e;
     s->worst_line = r->line;
@@ -70,12 +96,25 @@ static void add(summary *s, const modern_row *r) {
 
 static void print_summary(const char *what, const summary *s) {
   if (s->simulated == 0) {
-    printf("| %s | %d | 0 | %d | - | - | - |\n", what, s->rows, s->unsupported);
+    printf("| %s | %d | 0 | %d | - | - | - | - | - | - | - |\n", what, s->rows, s->unsupported);
     return;
   }
-  printf("| %s | %d | %d | %d | %.1f%% | %+.1f%% | %+.1f%% (%s row %d) |\n", what, s->rows,
-         s->simulated, s->unsupported, 100 * s->sum_abs / s->simulated, 100 * s->sum / s->simulated,
-         100 * s->worst, s->worst_source, s->worst_line);
+  int n_fit = s->simulated - s->n_held;
+  printf("| %s | %d | %d | %d | ", what, s->rows, s->simulated, s->unsupported);
+  if (s->n_base)
+    printf("%.1f%% | %+.1f%% | ", 100 * s->base_abs / s->n_base, 100 * s->base_sum / s->n_base);
+  else
+    printf("- | - | ");
+  printf("%.1f%% | %+.1f%% | ", 100 * s->sum_abs / s->simulated, 100 * s->sum / s->simulated);
+  if (n_fit > 0)
+    printf("%.1f%% (%d) | ", 100 * (s->sum_abs - s->held_abs) / n_fit, n_fit);
+  else
+    printf("- | ");
+  if (s->n_held > 0)
+    printf("%.1f%% (%d) | ", 100 * s->held_abs / s->n_held, s->n_held);
+  else
+    printf("- | ");
+  printf("%+.1f%% (%s row %d) |\n", 100 * s->worst, s->worst_source, s->worst_line);
 }
 
 static const char *const source_names[] = {"llm-foundry", "torchtitan", "megatron-bridge",
@@ -86,11 +125,12 @@ static void print_source(const modern_rows *rows, const char *src) {
          "too fast); parallel = tp/pp/cp/vp/dp; mb = micro-batch; zero = ZeRO stage; "
          "simulated = share of the simulated iteration in compute (c), exposed tensor-parallel "
          "(t), pipeline (p) and data-parallel (d) communication, pipeline bubble (b) and host "
-         "waits (h), in %%.\n\n",
+         "waits (h), in %%; before = the error on megatron-lm-2021 (the stack before issue "
+         "20's profiles); * = held out of the stack fit.\n\n",
          src);
   printf("| row | model | gpu | gpus | parallel | mb | zero | recompute | linears | seq | batch | "
-         "note | measured | predicted | error | simulated |\n"
-         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+         "note | measured | predicted | error | simulated | before |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < rows->n; i++)
     if (strcmp(rows->v[i].source, src) == 0)
       print_row(&rows->v[i]);
@@ -98,9 +138,12 @@ static void print_source(const modern_rows *rows, const char *src) {
 
 static void print_summaries(const modern_rows *rows) {
   printf("\n## Summary\n\nmean |error| and mean signed error over the simulated rows "
-         "(duplicates left out); worst = the row with the largest |error|.\n\n"
-         "| source / generation | rows | simulated | unsupported | mean abs | mean signed | "
-         "worst |\n|---|---|---|---|---|---|---|\n");
+         "(duplicates left out), before (megatron-lm-2021) and after (each source's stack "
+         "profile); fitted = the rows the profiles' scales were fitted on, held out = every "
+         "fourth row of each source (rows); worst = the row with the largest |error| after.\n\n"
+         "| source / generation | rows | simulated | unsupported | before abs | before signed | "
+         "mean abs | mean signed | fitted abs | held-out abs | worst |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const char *const *s = source_names; *s; s++) {
     summary sm = {0};
     for (int i = 0; i < rows->n; i++)
@@ -177,34 +220,127 @@ static void print_ranking(const modern_rows *rows) {
          groups4, met);
 }
 
-int main(int argc, char **argv) {
-  const char *dir = PSIM_SOURCE_ROOT "/../shared/calibration/modern", *only = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--calibration") == 0 && i + 1 < argc)
-      dir = argv[++i];
-    else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
-      only = argv[++i];
-    else {
-      fprintf(stderr, "usage: psim-calibrate-modern [--calibration DIR] [--only SOURCE]\n");
-      return 2;
-    }
+/* One line per row for fit_modern.py: source, line, stack, device type,
+ * held out, measured, predicted (0 when not simulated). */
+static void write_tsv(const char *file, const modern_rows *rows) {
+  FILE *f = fopen(file, "w");
+  if (!f) {
+    perror(file);
+    exit(2);
   }
+  for (int i = 0; i < rows->n; i++) {
+    const modern_row *r = &rows->v[i];
+    fprintf(f, "%s\t%d\t%s\t%s\t%d\t%.9g\t%.9g\t%d\n", r->source, r->line, r->stack,
+            r->type[0] ? r->type : "-", r->heldout, r->measured,
+            counted(r) && !r->unsupported[0] ? r->predicted : 0.0, r->duplicate);
+  }
+  fclose(f);
+}
+
+/* --check: each guarded source's mean |error| on its stack stays under its bound
+ * (docs/accuracy-modern.md): the issue's 8% where it is met, today's figure
+ * with a margin where it is not yet (torchtitan); mlperf-gpt3 is not guarded
+ * until the network model's 54% is fixed. Returns the number over. */
+static int check_targets(const modern_rows *rows) {
+  static const struct {
+    const char *source;
+    double bound;
+  } guard[] = {{"llm-foundry", 0.08}, {"megatron-bridge", 0.08}, {"torchtitan", 0.15}};
+  int over = 0;
+  for (size_t g = 0; g < sizeof guard / sizeof guard[0]; g++) {
+    summary sm = {0};
+    for (int i = 0; i < rows->n; i++)
+      if (strcmp(rows->v[i].source, guard[g].source) == 0)
+        add(&sm, &rows->v[i]);
+    double mean = sm.simulated ? sm.sum_abs / sm.simulated : 1.0;
+    bool ok = sm.simulated > 0 && mean <= guard[g].bound;
+    printf("check: %s mean |error| %.1f%% (bound %.0f%%): %s\n", guard[g].source, 100 * mean,
+           100 * guard[g].bound, ok ? "ok" : "OVER");
+    over += !ok;
+  }
+  return over;
+}
+
+typedef struct modern_args {
+  const char *dir, *only, *tsv;
+  bool no_base, check;
+  modern_stack_opts so;
+} modern_args;
+
+static bool parse(int argc, char **argv, modern_args *a) {
+  a->dir = PSIM_SOURCE_ROOT "/../shared/calibration/modern";
+  for (int i = 1; i < argc; i++) {
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(argv[i], "--no-base") == 0 || strcmp(argv[i], "--check") == 0) {
+      *(argv[i][2] == 'n' ? &a->no_base : &a->check) = true;
+      continue;
+    }
+    if (!v)
+      return false;
+    if (strcmp(argv[i], "--calibration") == 0)
+      a->dir = v;
+    else if (strcmp(argv[i], "--only") == 0)
+      a->only = v;
+    else if (strcmp(argv[i], "--tsv") == 0)
+      a->tsv = v;
+    else if (strcmp(argv[i], "--gemm") == 0)
+      a->so.gemm_scale = atof(v);
+    else if (strcmp(argv[i], "--attn") == 0)
+      a->so.attn_scale = atof(v);
+    else if (strcmp(argv[i], "--launch") == 0)
+      a->so.launch_s = atof(v);
+    else
+      return false;
+    i++;
+  }
+  return true;
+}
+
+/* Simulates every selected row on megatron-lm-2021 (unless no_base), then on
+ * its stack. */
+static void run_rows(modern_rows *rows, const modern_args *a) {
+  modern_stack_opts base = {.base = true};
+  for (int i = 0; i < rows->n; i++) {
+    modern_row *r = &rows->v[i];
+    if (a->only && strcmp(r->source, a->only) != 0) {
+      snprintf(r->unsupported, sizeof r->unsupported, "not run (--only)");
+      continue;
+    }
+    if (!a->no_base) {
+      char why[sizeof r->unsupported];
+      memcpy(why, r->unsupported, sizeof why); /* the reader's, if any */
+      modern_simulate(r, &base);
+      r->predicted_base = r->predicted;
+      r->predicted = 0;
+      memcpy(r->unsupported, why, sizeof why);
+    }
+    modern_simulate(r, &a->so);
+  }
+}
+
+int main(int argc, char **argv) {
+  modern_args a = {0};
+  if (!parse(argc, argv, &a)) {
+    fprintf(stderr, "usage: psim-calibrate-modern [--calibration DIR] [--only SOURCE] "
+                    "[--no-base] [--check] [--gemm X] [--attn X] [--launch S] [--tsv FILE]\n");
+    return 2;
+  }
+  const char *only = a.only;
   modern_rows rows = {0};
-  if (modern_read_all(dir, &rows) == 4) {
-    fprintf(stderr, "psim-calibrate-modern: no modern calibration data under %s\n", dir);
+  if (modern_read_all(a.dir, &rows) == 4) {
+    fprintf(stderr, "psim-calibrate-modern: no modern calibration data under %s\n", a.dir);
     return 77;
   }
-  for (int i = 0; i < rows.n; i++)
-    if (!only || strcmp(rows.v[i].source, only) == 0)
-      modern_simulate(&rows.v[i]);
-    else
-      snprintf(rows.v[i].unsupported, sizeof rows.v[i].unsupported, "not run (--only)");
+  run_rows(&rows, &a);
+  if (a.tsv)
+    write_tsv(a.tsv, &rows);
   printf("# plansim against the modern public measurements (%d rows)\n", rows.n);
   for (const char *const *s = source_names; *s; s++)
     if (!only || strcmp(*s, only) == 0)
       print_source(&rows, *s);
   print_summaries(&rows);
   print_ranking(&rows);
+  int over = a.check ? check_targets(&rows) : 0;
   modern_rows_destroy(&rows);
-  return 0;
+  return over ? 1 : 0;
 }

@@ -36,8 +36,9 @@ typedef enum modern_family { MF_GPT, MF_MPT, MF_LLAMA } modern_family;
 
 typedef struct modern_row {
   const char *source; /* the CSV's short name */
-  const char *stack;  /* the software stack the source ran */
+  const char *stack;  /* the stack profile of the software the source ran (docs/stacks.md) */
   int line;           /* data row number within the source (1-based) */
+  bool heldout;       /* every fourth row of a source: left out of the stack fit */
   char model[48], gpu[32], precision[40], note[64];
   int32_t gpus;
   modern_family family;
@@ -51,6 +52,8 @@ typedef struct modern_row {
   /* results */
   char unsupported[160]; /* non-empty: what plansim lacks to simulate the row */
   double predicted;      /* tokens/s per GPU; 0 when not simulated */
+  double predicted_base; /* the same with megatron-lm-2021 (before issue 20's stacks) */
+  char type[24];         /* the cluster's device type */
   bool fits;
   char breakdown[64]; /* where the simulated iteration goes, % of it */
 } modern_row;
@@ -70,8 +73,16 @@ const char *modern_preset_of(const char *gpu);
 /* "Ampere", "Hopper", "Blackwell" or "other". */
 const char *modern_generation(const char *gpu);
 
+/* How modern_simulate picks the stack: the row's profile, or every row on
+ * megatron-lm-2021 (base), with the fitted scales of the profiles replaced
+ * (scales: gemm, attention; launch overhead in s; 0 = the profile's). */
+typedef struct modern_stack_opts {
+  bool base;
+  double gemm_scale, attn_scale, launch_s;
+} modern_stack_opts;
+
 /* Simulates r (fills predicted / fits, or unsupported). */
-void modern_simulate(modern_row *r);
+void modern_simulate(modern_row *r, const modern_stack_opts *o);
 
 /* ---- ranking (modern_rank.c) */
 /* Spearman's rank correlation of x and y (average ranks for ties); NAN when

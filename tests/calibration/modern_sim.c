@@ -53,6 +53,23 @@ static int32_t preset_dpn(const char *preset) {
   return n;
 }
 
+/* The row's software stack (megatron-lm-2021 with o->base), the scales of o
+ * over the profile's fit when given. */
+static psim_status set_stack(const modern_row *r, const modern_stack_opts *o, psim_cluster *c) {
+  PSIM_CHECK(psim_stack_builtin(o->base ? "megatron-lm-2021" : r->stack, &c->stack));
+  if (o->base)
+    return PSIM_OK;
+  if (o->gemm_scale > 0 || o->attn_scale > 0)
+    c->stack.n_fit = 0;
+  if (o->gemm_scale > 0)
+    c->stack.gemm_scale = o->gemm_scale;
+  if (o->attn_scale > 0)
+    c->stack.attn_scale = o->attn_scale;
+  if (o->launch_s > 0)
+    c->stack.launch_s = o->launch_s;
+  return PSIM_OK;
+}
+
 static psim_status build_cluster(const modern_row *r, const char *preset, psim_cluster *c) {
   psim_preset_opts o;
   psim_preset_opts_init(&o);
@@ -130,7 +147,7 @@ static bool precheck(modern_row *r, const char **preset) {
   return r->unsupported[0] != '\0';
 }
 
-void modern_simulate(modern_row *r) {
+void modern_simulate(modern_row *r, const modern_stack_opts *o) {
   const char *preset = NULL;
   if (precheck(r, &preset))
     return;
@@ -145,6 +162,10 @@ void modern_simulate(modern_row *r) {
   psim_status st = build_model(r, &m);
   if (st == PSIM_OK)
     st = build_cluster(r, preset, &c);
+  if (st == PSIM_OK)
+    st = set_stack(r, o, &c);
+  if (st == PSIM_OK && c.n_types > 0)
+    snprintf(r->type, sizeof r->type, "%s", c.types[0].name);
   if (st == PSIM_OK)
     st = r->cp > 1 ? context_parallel(r, &m, &c, &s) : megatron(r, &m, &c, &s);
   if (st == PSIM_OK)

@@ -1,0 +1,97 @@
+/* stack.h - the software stack a training run uses (issue 20, docs/stacks.md):
+ * what the training software decides and the cost model can use (launch
+ * overhead per kernel, a fused flash-attention kernel and its version, FP8
+ * scaling casts, the optimizer's implementation, GEMM wave quantisation) and
+ * flags for overlap that the builder may read later.
+ *
+ * A stack is a value (no heap): the cluster carries one (psim_cluster.stack),
+ * so every cost of costdb/cost.c sees it. The zero value is the stack the
+ * simulator was calibrated on, megatron-lm-2021 (Megatron-LM as Korthikanti
+ * et al. 2022 ran it on DGX A100): every field zero means "as before", so a
+ * cluster without a stack simulates exactly as it did. */
+#ifndef PSIM_STACK_H
+#define PSIM_STACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sim/core/status.h"
+
+struct cJSON;
+
+/* How the optimizer step runs; each moves its own bytes per parameter
+ * (costdb/cost.c, docs/stacks.md). */
+typedef enum psim_optim_impl {
+  PSIM_OPTIM_FUSED = 0,   /* Megatron mixed-precision Adam, fused multi-tensor (46 B/param) */
+  PSIM_OPTIM_TORCH_FUSED, /* torch.optim.AdamW(fused=True) on fp32 shards (32 B/param) */
+  PSIM_OPTIM_FOREACH      /* torch multi-tensor (foreach) AdamW, one pass per step (84 B/param);
+                             also composer's DecoupledAdamW, a per-tensor loop of the same ops */
+} psim_optim_impl;
+
+#define PSIM_STACK_NAME_MAX 48
+#define PSIM_STACK_FIT_MAX  8
+
+typedef struct psim_stack {
+  char name[PSIM_STACK_NAME_MAX]; /* "" = megatron-lm-2021 */
+  /* host/launch overhead per kernel, s (replaces the device type's launch_overhead);
+   * 0 = the device type's */
+  double launch_s;
+  /* Attention: a fused flash kernel costed on its own efficiency curve
+   * (costdb/kernels.h) instead of the GEMM curve. flash_version 2 or 3
+   * (FlashAttention-3 / cuDNN fused attention on Hopper and later); 0 = the GEMM
+   * curve (megatron-lm-2021). attn_scale multiplies the published efficiency
+   * (a fitted stack parameter, 1 = the papers' kernels; 0 reads as 1). */
+  int32_t flash_version;
+  double attn_scale;
+  /* Fused kernels (docs/stacks.md: recorded, not yet consumed by the builder,
+   * whose model files already hold one op per kernel). */
+  bool fused_norm, fused_act;
+  /* FP8 GEMMs (dtype fp8): bytes moved per element of each operand cast to FP8
+   * (read 16-bit, write 8-bit, amax: 3) and fixed time per FP8 GEMM for the scaling
+   * kernels (amax reduction, scale update), s. 0 = none. */
+  double fp8_cast_bytes;
+  double fp8_scale_s;
+  psim_optim_impl optimizer;
+  /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256
+   * (Hopper and later) output tiles on the SM count (costdb/kernels.h). */
+  bool wave_quant;
+  /* Multiplies the device type's GEMM gemm_max (a fitted stack parameter: the
+   * GEMM library and its heuristics; 0 reads as 1). */
+  double gemm_scale;
+  /* Overlap and runtime flags: read by no cost yet (docs/stacks.md lists them);
+   * the builder may read them later. */
+  bool dp_overlap, tp_overlap, pp_overlap, cuda_graphs, compile;
+  int32_t comm_sms; /* SMs NCCL/userbuffers take from compute; 0 = unknown */
+  /* Fitted per device type (the calibration's one set per stack and device type):
+   * device types named here use these scales instead of attn_scale / gemm_scale. */
+  struct psim_stack_fit {
+    char type[24];
+    double attn_scale, gemm_scale;
+  } fit[PSIM_STACK_FIT_MAX];
+  int32_t n_fit;
+} psim_stack;
+
+/* attn_scale and gemm_scale of s for device type name (the per-type fit, else the
+ * stack's own; 0 read as 1). */
+void psim_stack_scales(const psim_stack *s, const char *type, double *attn, double *gemm);
+
+/* The built-in profiles (docs/stacks.md), NULL-terminated. */
+const char *const *psim_stack_builtin_names(void);
+/* Fills s with built-in profile name; PSIM_EINPUT naming it when unknown. */
+psim_status psim_stack_builtin(const char *name, psim_stack *s);
+/* A profile object (plansim.stack/1, docs/stacks.md): "base" names a built-in the
+ * object starts from; errors name file and JSON path. */
+psim_status psim_stack_from_json(const char *file, const struct cJSON *root, psim_stack *s);
+/* A "stack" value inside another file (cluster, strategy): a name or file as
+ * psim_stack_select, or a profile object; errors carry j's path. */
+struct psim_jctx;
+psim_status psim_stack_from_value(struct psim_jctx *j, const struct cJSON *v, psim_stack *s);
+/* The "stack" key of obj, when present, into s (unchanged when absent). */
+psim_status psim_stack_from_key(struct psim_jctx *j, const struct cJSON *obj, psim_stack *s);
+/* NAME of a built-in profile or a FILE holding a profile object. */
+psim_status psim_stack_select(const char *name_or_file, psim_stack *s);
+/* The name to print ("megatron-lm-2021" for the zero value). */
+const char *psim_stack_name(const psim_stack *s);
+const char *psim_optim_impl_name(psim_optim_impl o);
+
+#endif
