@@ -1,11 +1,17 @@
 /* route.c - shortest routes between devices, cached per (src, dst) pair.
  *
- * A route minimises, in order: the number of hops, the summed latency, and
- * then maximises the bottleneck bandwidth; remaining ties go to the link
- * added first, so routes are deterministic. It is found by a breadth-first
+ * A route minimises, in order: the number of hops; then it maximises the
+ * bottleneck bandwidth and minimises the summed latency; remaining ties go to
+ * the link added first, so routes are deterministic. This is NCCL's rule for
+ * the paths between its devices (src/graph/paths.cc, ncclTopoSetPaths, read
+ * at NVIDIA/nccl 04cdb80: a breadth-first search where a path replaces
+ * another only when it is no longer and wider); latency only breaks ties of
+ * width, so two hops over NVLink through a peer (NCCL's NVB) win over two
+ * hops over PCIe through a host bridge. It is found by a breadth-first
  * search over the directed links from the source, level by level (all
- * vertices h hops away are final before any h+1 away is expanded, so the
- * latency and bandwidth tie-breaks within a level are exact). This is BFS
+ * vertices h hops away are final before any h+1 away is expanded; as in
+ * NCCL each vertex keeps its best label only, so the width-then-latency
+ * tie-break is exact for width and greedy for latency). This is BFS
  * rather than igraph_get_shortest_path because the lexicographic key and
  * the NIC transit rule below are not expressible as igraph edge weights;
  * igraph validates the same graph (cluster.c) and the unit tests check that
@@ -136,12 +142,13 @@ static bool may_follow(const psim_cluster *c, int32_t u, int32_t in, int32_t out
   return in_net != out_net;
 }
 
-/* Is (lat, bw) over link l from u better than v's current label? */
+/* Is (bw, lat) over link l from u better than v's current label (wider, then
+ * lower latency)? */
 static bool better(const psim_route_cache *r, const psim_link *l, int32_t u, int32_t v) {
   double lat = r->lat[u] + l->latency_s, bw = fmin(r->bw[u], l->bw / l->slowdown);
-  if (lat != r->lat[v])
-    return lat < r->lat[v];
-  return bw > r->bw[v];
+  if (bw != r->bw[v])
+    return bw > r->bw[v];
+  return lat < r->lat[v];
 }
 
 static void relax(const psim_cluster *c, psim_route_cache *r, int32_t u, int32_t li,

@@ -2,12 +2,16 @@
  * drawn at random (issue 18; docs/testing.md, "The invariant suite").
  *
  *   psim-invariants [--seed N] [--cases N] [--only NAME,...] [--expect-fail NAME,...]
- *                   [--case SEED] [--time-limit S] [--no-shrink] [--list] [--verbose]
+ *                   [--case SEED] [--time-limit S] [--shard K/N] [--no-shrink] [--list]
+ *                   [--verbose]
  *
  * Each case is drawn from its own seed (printed with every failure; --case SEED runs it
  * alone). A failing property is shrunk (fewer nodes, smaller dp/tp/pp, fewer layers, smaller
  * batch...) while it keeps failing, and the smallest case's model, cluster and strategy
  * documents are printed. --time-limit S stops drawing cases after S seconds (long runs).
+ * --shard K/N runs only the cases i < --cases with i mod N = K (0 <= K < N): N processes
+ * with K = 0..N-1 together run exactly the cases of one unsharded run (same seeds), so a long
+ * run spreads over N cores (docs/testing.md, "The invariant suite").
  * Properties named in --expect-fail are known failures (defects being
  * fixed): their failures are reported as such and do not fail the run. Exit 0 when every
  * other property passed, 1 otherwise, 2 on usage errors. */
@@ -38,6 +42,7 @@ typedef struct inv_run {
   long pass[32], fail[32], skip[32];
   uint64_t first_fail[32];
   double time_limit_s; /* stop drawing cases after this long; 0 = none */
+  long shard, shards;  /* run the cases i with i mod shards == shard */
 } inv_run;
 
 static bool in_list(const char *list, const char *name) {
@@ -194,8 +199,8 @@ static void run_case(inv_run *r, long i) {
 
 static int summary(inv_run *r, double secs, long cases) {
   int bad = 0;
-  printf("invariants: %ld cases in %.1f s (%.1f cases/s), seed %llu\n", cases, secs,
-         secs > 0 ? cases / secs : 0.0, (unsigned long long)r->seed);
+  printf("invariants: %ld cases in %.1f s (%.1f cases/s), seed %llu, shard %ld/%ld\n", cases, secs,
+         secs > 0 ? cases / secs : 0.0, (unsigned long long)r->seed, r->shard, r->shards);
   for (int pi = 0; pi < inv_n_props; pi++) {
     const inv_prop *p = &inv_props[pi];
     if (r->only && !in_list(r->only, p->name))
@@ -210,10 +215,23 @@ static int summary(inv_run *r, double secs, long cases) {
   return bad ? 1 : 0;
 }
 
+/* "K/N" with 0 <= K < N. */
+static bool parse_shard(const char *v, inv_run *r) {
+  char *e = NULL, *e2 = NULL;
+  long k = strtol(v, &e, 10);
+  if (e == v || *e != '/')
+    return false;
+  long n = strtol(e + 1, &e2, 10);
+  if (e2 == e + 1 || *e2 || n < 1 || k < 0 || k >= n)
+    return false;
+  r->shard = k, r->shards = n;
+  return true;
+}
+
 static int usage(void) {
   fprintf(stderr, "usage: psim-invariants [--seed N] [--cases N] [--only NAME,...] "
-                  "[--expect-fail NAME,...] [--case SEED] [--time-limit S] [--no-shrink] [--list] "
-                  "[--verbose]\n");
+                  "[--expect-fail NAME,...] [--case SEED] [--time-limit S] [--shard K/N] "
+                  "[--no-shrink] [--list] [--verbose]\n");
   return 2;
 }
 
@@ -223,6 +241,7 @@ int main(int argc, char **argv) {
   r.seed = 1;
   r.cases = INV_DEFAULT_CASES;
   r.shrink = true;
+  r.shards = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--list")) {
@@ -241,6 +260,9 @@ int main(int argc, char **argv) {
       r.cases = strtol(argv[++i], NULL, 10);
     } else if (!strcmp(a, "--time-limit")) {
       r.time_limit_s = strtod(argv[++i], NULL);
+    } else if (!strcmp(a, "--shard")) {
+      if (!parse_shard(argv[++i], &r))
+        return usage();
     } else if (!strcmp(a, "--case")) {
       r.one = true, r.case_seed = strtoull(argv[++i], NULL, 10);
     } else if (!strcmp(a, "--only")) {
@@ -255,7 +277,8 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   long n = r.one ? 1 : r.cases, done = 0;
   double secs = 0;
-  for (long i = 0; i < n && (r.time_limit_s <= 0 || secs < r.time_limit_s); i++, done++) {
+  for (long i = r.one ? 0 : r.shard; i < n && (r.time_limit_s <= 0 || secs < r.time_limit_s);
+       i += r.one ? 1 : r.shards, done++) {
     run_case(&r, i);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);

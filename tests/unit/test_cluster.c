@@ -454,6 +454,30 @@ START_TEST(preset_node_counts_of_shipped_files) {
 }
 END_TEST
 
+/* Among routes of equal hop count the wider wins, then the lower latency (NCCL's rule,
+ * sim/ir/route.c): in explicit-ring.json gpu0 reaches gpu2 in two hops either through gpu1
+ * (NVLink 50 GB/s, 0.6 + 0.6 us) or through the host bridge (PCIe 15.75 GB/s, 0.5 + 0.5 us);
+ * the route is the NVLink one, though its latency is higher. */
+START_TEST(equal_hop_routes_take_the_wider) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/topologies/explicit-ring.json", ROOT);
+  psim_cluster c;
+  psim_cluster_init(&c);
+  ck_assert_msg(psim_cluster_load(path, &c) == PSIM_OK, "%s", psim_error_message());
+  int32_t a = psim_cluster_find_device(&c, "gpu0"), b = psim_cluster_find_device(&c, "gpu2");
+  const int32_t *links;
+  int32_t n;
+  ck_assert_int_eq(psim_cluster_route(&c, a, b, &links, &n), PSIM_OK);
+  double bw, lat;
+  psim_cluster_route_cost(&c, links, n, &bw, &lat);
+  ck_assert_int_eq(n, 2);
+  ck_assert_double_eq_tol(bw, 50e9, 1);
+  ck_assert_double_eq_tol(lat, 1.2e-6, 1e-12);
+  ck_assert_str_eq(c.vertex_names[c.links[links[0]].dst], "gpu1");
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 /* ---- route cache and scale --------------------------------------------------------- */
 
 START_TEST(route_cache_returns_same_route) {
@@ -607,6 +631,7 @@ int main(void) {
   tcase_add_test(tc, cpu_preset_uses_this_machine);
   tcase_add_test(tc, shipped_topologies_load);
   tcase_add_test(tc, preset_node_counts_of_shipped_files);
+  tcase_add_test(tc, equal_hop_routes_take_the_wider);
   tcase_add_test(tc, route_cache_returns_same_route);
   tcase_add_test(tc, large_cluster_routes_fast);
   tcase_add_test(tc, hop_counts_match_igraph);

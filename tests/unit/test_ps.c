@@ -136,9 +136,12 @@ START_TEST(backup_leaves_straggler_behind) {
   /* sync waits for the straggler's push: + 3 x its compute */
   ck_assert_msg(sync4 > sync0 + 0.95 * 3 * c3, "sync: %g s -> %g s (compute %g s)", sync0, sync4,
                 c3);
-  /* backup_k = n - 1 proceeds with the three others: the healthy pace */
-  ck_assert_msg(fabs(backup4 - sync0) < 0.02 * sync0, "backup: %g s, healthy sync %g s", backup4,
-                sync0);
+  /* backup_k = n - 1 proceeds with the three others: no slower than the healthy sync run (which
+   * waits for all four pushes), and a straggler never makes it faster than the healthy backup
+   * run (which also proceeds with the first three); where between depends on the routes the
+   * pushes share (sim/ir/route.c) */
+  ck_assert_msg(backup4 <= sync0 * 1.02 && backup4 >= backup0 * (1 - 1e-9),
+                "backup: %g s, healthy backup %g s, healthy sync %g s", backup4, backup0, sync0);
   psim_strategy_destroy(&sync);
   psim_strategy_destroy(&backup);
   unload(&f);
