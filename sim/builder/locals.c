@@ -3,6 +3,7 @@
 #include "sim/builder/build_impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
@@ -47,6 +48,42 @@ static bool op_in_stage(const psim_op_config *cfg, const psim_stage *st, unsigne
   return all_in;
 }
 
+/* Whether every dim op o splits is a dim of tensor t: its shards then hold
+ * distinct regions of t. */
+static bool splits_in(const psim_build *b, int32_t o, int32_t t) {
+  const psim_op *op = &b->m->ops[o];
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (b->s->ops[o].degree[i] > 1 && !psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
+      return false;
+  return true;
+}
+
+/* Degree of op o along model dim d (1 when o does not iterate d). */
+static int32_t degree_along(const psim_build *b, int32_t o, int32_t d) {
+  int32_t i = psim_op_dim_index(&b->m->ops[o], d);
+  return i < 0 ? 1 : b->s->ops[o].degree[i];
+}
+
+/* A pipeline edge x -t-> y folds when each sender serves one receiver at the
+ * same position of the next stage: both ops hold distinct regions of t split
+ * alike, with as many replicas, and entry e of x sits where entry e of y does
+ * (pos: a device's position in its stage). Then peer k's transfer is the
+ * representative's moved to position k. */
+static bool pipeline_edge_aligned(const psim_build *b, int32_t x, int32_t y, int32_t t,
+                                  const int32_t *pos) {
+  const psim_op_config *cx = &b->s->ops[x], *cy = &b->s->ops[y];
+  if (!splits_in(b, x, t) || !splits_in(b, y, t) || cx->replicas != cy->replicas)
+    return false;
+  const psim_tensor *ten = &b->m->tensors[t];
+  for (int32_t j = 0; j < ten->rank; j++)
+    if (degree_along(b, x, ten->dims[j]) != degree_along(b, y, ten->dims[j]))
+      return false;
+  for (int32_t e = 0; e < cx->n_devices; e++)
+    if (pos[cx->devices[e]] != pos[cy->devices[e]])
+      return false;
+  return true;
+}
+
 /* Folding applies when every op is spread evenly over all of its stage's
  * devices and the stages are equally large. */
 static bool can_fold(const psim_build *b, unsigned char *mark) {
@@ -68,17 +105,174 @@ static bool can_fold(const psim_build *b, unsigned char *mark) {
   return true;
 }
 
+/* ---- folding: classes of symmetric positions --------------------------------
+ * docs/simulator.md, "Folding symmetric devices". A stage's devices are
+ * numbered by position; the peers at one position across the stages form a
+ * column. Columns whose pipeline routes look alike (same hops, latency and
+ * bottleneck bandwidth, both ways, at every boundary) are one class; one
+ * column per class is simulated. Folding is declined when two columns would
+ * hold a common link (their transfers would queue on it). */
+
+/* Most classes folded (columns simulated per stage) before folding is declined. */
+#define PSIM_FOLD_MAX_CLASSES 64
+
+typedef struct fold_state {
+  int32_t *pos;   /* per device: its position in its stage, or -1 */
+  int32_t *pairs; /* stage entries (from, to) that pipeline edges join, two per pair */
+  size_t n_pairs, cap_pairs;
+  int32_t n_pos;  /* devices per stage */
+  double *sig;    /* per position: 6 figures per pair (fold_signatures) */
+  int32_t *owner; /* per link: the position whose transfers hold it, or -1 */
+  int32_t *role;  /* per link: which of them (route_figures' role), when owned */
+} fold_state;
+
+static int32_t n_entries(const psim_build *b) {
+  return b->s->n_stages * (b->s->virtual_stages > 0 ? b->s->virtual_stages : 1);
+}
+
+/* Each device's position in its stage; false when a device has two. */
+static bool stage_positions(const psim_build *b, int32_t *pos) {
+  for (int32_t d = 0; d < b->c->n_devices; d++)
+    pos[d] = -1;
+  for (int32_t v = 0; v < n_entries(b); v++)
+    for (int32_t k = 0; k < b->s->stages[v].n_devices; k++) {
+      int32_t d = b->s->stages[v].devices[k];
+      if (pos[d] >= 0 && pos[d] != k)
+        return false;
+      pos[d] = k;
+    }
+  return true;
+}
+
+/* The stage entries joined by pipeline edges, each pair once; *ok false when
+ * an edge is not aligned (pipeline_edge_aligned). */
+static psim_status pipeline_pairs(const psim_build *b, fold_state *f, bool *ok) {
+  for (int32_t y = 0; y < b->m->n_ops && *ok; y++)
+    for (int32_t i = 0; i < b->m->ops[y].n_in && *ok; i++) {
+      int32_t t = b->m->ops[y].in[i], x = b->m->tensors[t].producer;
+      int32_t from = x < 0 ? -1 : b->s->ops[x].stage, to = b->s->ops[y].stage;
+      if (x < 0 || from == to)
+        continue;
+      *ok = pipeline_edge_aligned(b, x, y, t, f->pos);
+      bool seen = false;
+      for (size_t j = 0; j < f->n_pairs && !seen; j++)
+        seen = f->pairs[2 * j] == from && f->pairs[2 * j + 1] == to;
+      if (seen || !*ok)
+        continue;
+      PSIM_CHECK(PSIM_VEC_RESERVE(f->pairs, f->cap_pairs, 2 * f->n_pairs + 2));
+      f->pairs[2 * f->n_pairs] = from;
+      f->pairs[2 * f->n_pairs + 1] = to;
+      f->n_pairs++;
+    }
+  return PSIM_OK;
+}
+
+/* The route src -> dst into sig (hops, latency, bottleneck bandwidth), its
+ * held links marked as position p's in owner (the k-th held link of route
+ * `route` as role route * 64 + k); *ok false when another position holds one
+ * of them. */
+static psim_status route_figures(psim_build *b, fold_state *f, int32_t src, int32_t dst, int32_t p,
+                                 int32_t route, double *sig, bool *ok) {
+  const int32_t *links;
+  int32_t nl, held[64], nh;
+  PSIM_CHECK(psim_cluster_route(b->c, src, dst, &links, &nl));
+  psim_cluster_route_cost(b->c, links, nl, &sig[2], &sig[1]);
+  sig[0] = nl;
+  PSIM_CHECK(psim_p2p_held_links(b->c, src, dst, held, 64, &nh));
+  for (int32_t j = 0; j < nh; j++) {
+    *ok = *ok && (f->owner[held[j]] < 0 || f->owner[held[j]] == p);
+    if (f->owner[held[j]] < 0)
+      f->role[held[j]] = route * 64 + j;
+    f->owner[held[j]] = p;
+  }
+  return PSIM_OK;
+}
+
+/* Every position's signature: for each pair, its route forward and back. */
+static psim_status fold_signatures(psim_build *b, fold_state *f, bool *ok) {
+  size_t per = 6 * f->n_pairs;
+  f->sig = psim_malloc(((size_t)f->n_pos * per + 1) * sizeof *f->sig);
+  f->owner = psim_malloc(((size_t)b->c->n_links + 1) * sizeof *f->owner);
+  f->role = psim_malloc(((size_t)b->c->n_links + 1) * sizeof *f->role);
+  if (!f->sig || !f->owner || !f->role)
+    return psim_error(PSIM_ENOMEM, "out of memory for folding's classes");
+  for (int32_t l = 0; l < b->c->n_links; l++)
+    f->owner[l] = -1;
+  for (size_t j = 0; j < f->n_pairs && *ok; j++) {
+    const psim_stage *a = &b->s->stages[f->pairs[2 * j]], *z = &b->s->stages[f->pairs[2 * j + 1]];
+    for (int32_t p = 0; p < f->n_pos && *ok; p++) {
+      double *sig = &f->sig[(size_t)p * per + 6 * j];
+      int32_t fwd = (int32_t)(2 * j), back = fwd + 1;
+      PSIM_CHECK(route_figures(b, f, a->devices[p], z->devices[p], p, fwd, sig, ok));
+      PSIM_CHECK(route_figures(b, f, z->devices[p], a->devices[p], p, back, sig + 3, ok));
+    }
+  }
+  return PSIM_OK;
+}
+
+/* Marks one column per class simulated and maps every device to its class's
+ * column (rep_of); *ok false over PSIM_FOLD_MAX_CLASSES classes. */
+static void fold_mark(psim_build *b, const fold_state *f, bool *ok) {
+  size_t per = 6 * f->n_pairs;
+  int32_t reps[PSIM_FOLD_MAX_CLASSES], n_reps = 0;
+  for (int32_t p = 0; p < f->n_pos && *ok; p++) {
+    int32_t r = 0;
+    while (r < n_reps && memcmp(&f->sig[(size_t)reps[r] * per], &f->sig[(size_t)p * per],
+                                per * sizeof *f->sig) != 0)
+      r++;
+    if (r == n_reps && n_reps == PSIM_FOLD_MAX_CLASSES) {
+      *ok = false;
+      break;
+    }
+    if (r == n_reps)
+      reps[n_reps++] = p;
+    for (int32_t v = 0; v < n_entries(b); v++) {
+      const psim_stage *st = &b->s->stages[v];
+      b->rep_of[st->devices[p]] = st->devices[reps[r]];
+      b->simulated[st->devices[p]] = reps[r] == p;
+    }
+  }
+}
+
+/* Chooses the simulated columns of a foldable strategy; *ok false (nothing
+ * marked) when the columns are not symmetric. */
+static psim_status fold_columns(psim_build *b, bool *ok) {
+  fold_state f = {0};
+  f.n_pos = b->s->stages[0].n_devices;
+  f.pos = psim_malloc(((size_t)b->c->n_devices + 1) * sizeof *f.pos);
+  psim_status st = f.pos ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory for folding");
+  *ok = st == PSIM_OK && stage_positions(b, f.pos);
+  if (*ok)
+    st = pipeline_pairs(b, &f, ok);
+  if (st == PSIM_OK && *ok)
+    st = fold_signatures(b, &f, ok);
+  if (st == PSIM_OK && *ok)
+    fold_mark(b, &f, ok);
+  if (st != PSIM_OK || !*ok)
+    for (int32_t d = 0; d < b->c->n_devices; d++) {
+      b->simulated[d] = 0;
+      b->rep_of[d] = d;
+    }
+  b->fold_pos = f.pos;     /* kept for psim_build_fold_check_coll */
+  b->fold_owner = f.owner; /* ... and psim_build_fold_check_graph */
+  b->fold_role = f.role;
+  psim_free(f.pairs);
+  psim_free(f.sig);
+  return st;
+}
+
 psim_status psim_build_choose_simulated(psim_build *b) {
   int32_t nd = b->c->n_devices;
-  b->simulated = psim_calloc((size_t)nd, 1);
-  if (!b->simulated)
+  b->simulated = psim_calloc((size_t)nd + 1, 1);
+  b->rep_of = psim_malloc(((size_t)nd + 1) * sizeof *b->rep_of);
+  if (!b->simulated || !b->rep_of)
     return psim_error(PSIM_ENOMEM, "out of memory choosing simulated devices");
+  for (int32_t d = 0; d < nd; d++)
+    b->rep_of[d] = d;
   b->folded = b->o->fold && can_fold(b, b->simulated); /* simulated: zeroed scratch here */
-  int32_t n_entries = b->s->n_stages * (b->s->virtual_stages > 0 ? b->s->virtual_stages : 1);
-  if (b->folded) {
-    for (int32_t v = 0; v < n_entries; v++)
-      b->simulated[b->s->stages[v].devices[0]] = 1;
-  } else {
+  if (b->folded)
+    PSIM_CHECK(fold_columns(b, &b->folded));
+  if (!b->folded) {
     for (int32_t o = 0; o < b->m->n_ops; o++)
       for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
         b->simulated[b->s->ops[o].devices[e]] = 1;
@@ -86,6 +280,84 @@ psim_status psim_build_choose_simulated(psim_build *b) {
   for (int32_t d = 0; d < nd; d++)
     b->n_simulated += b->simulated[d];
   return PSIM_OK;
+}
+
+/* ---- folding's checks during the build ------------------------------------ */
+
+psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
+  if (!b->folded || b->fold_broken || d->concurrent_groups <= 1 || d->n < 2)
+    return PSIM_OK;
+  if (d->group_stride == 0) {
+    /* the peers' routes are unknown, which is an error in the first column (its groups
+     * come first); another class's group lies amid its peers (their stride runs past the
+     * cluster), which the first column's checks and the columns' signatures cover */
+    b->fold_broken = b->fold_pos[d->devices[0]] == 0;
+    return PSIM_OK;
+  }
+  psim_coll_desc alone = *d;
+  alone.concurrent_groups = 1;
+  alone.group_stride = 0;
+  double with_peers, by_itself;
+  PSIM_CHECK(psim_coll_time(b->c, d, &with_peers));
+  PSIM_CHECK(psim_coll_time(b->c, &alone, &by_itself));
+  b->fold_broken = with_peers != by_itself;
+  return PSIM_OK;
+}
+
+/* The position of the column that stands for position p's. */
+static int32_t rep_position(const psim_build *b, int32_t p) {
+  return b->fold_pos[b->rep_of[b->s->stages[0].devices[p]]];
+}
+
+/* A link of a column's pipeline routes as (position << 32 | role). */
+static uint64_t owned_key(int32_t p, int32_t role) {
+  return (uint64_t)(uint32_t)p << 32 | (uint32_t)role;
+}
+
+static int key_order(const void *a, const void *c) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)c;
+  return (x > y) - (x < y);
+}
+
+/* Whether task t, for every link of a folded-away column's pipeline routes it
+ * holds, also holds the same link of its class's simulated column (keys:
+ * scratch of at least the task's resource count). */
+static bool task_symmetric(const psim_build *b, int32_t t, uint64_t *keys) {
+  const psim_taskgraph *g = &b->g;
+  int32_t nd = b->c->n_devices;
+  size_t n = 0;
+  for (int32_t r = g->res_first[t]; r < g->res_first[t + 1]; r++) {
+    int32_t l = g->res[r] - 2 * nd; /* psim_res_link's inverse */
+    if (l >= 0 && l < b->c->n_links && b->fold_owner[l] >= 0)
+      keys[n++] = owned_key(b->fold_owner[l], b->fold_role[l]);
+  }
+  qsort(keys, n, sizeof *keys, key_order);
+  for (size_t i = 0; i < n; i++) {
+    int32_t p = (int32_t)(keys[i] >> 32), rp = rep_position(b, p);
+    uint64_t want = owned_key(rp, (int32_t)(uint32_t)keys[i]);
+    if (rp != p && !bsearch(&want, keys, n, sizeof *keys, key_order))
+      return false;
+  }
+  return true;
+}
+
+void psim_build_fold_check_graph(psim_build *b) {
+  if (!b->folded || b->fold_broken)
+    return;
+  int32_t widest = 1;
+  for (int32_t t = 0; t < b->g.n_tasks; t++)
+    widest = b->g.res_first[t + 1] - b->g.res_first[t] > widest
+                 ? b->g.res_first[t + 1] - b->g.res_first[t]
+                 : widest;
+  uint64_t *keys = psim_malloc((size_t)widest * sizeof *keys);
+  /* out of memory: declined, which is never wrong */
+  for (int32_t t = 0; !b->fold_broken && t < b->g.n_tasks; t++)
+    b->fold_broken = !keys || !task_symmetric(b, t, keys);
+  psim_free(keys);
+}
+void psim_build_fold_check_transfer(psim_build *b, int pipeline) {
+  if (b->folded && !pipeline)
+    b->fold_broken = true;
 }
 
 /* Bytes of the per-(op, weight, device) shares of the static memory model

@@ -8,7 +8,8 @@
  *    largest summed latency of its routes, B the smallest over its routes'
  *    links of bandwidth / load, load = number of the phase's routes (of this
  *    group and of its concurrent replicas) crossing the link. One task holds
- *    every rank's comm engine and every link the group's routes use.
+ *    every rank's comm engine and the links the group's routes occupy (all
+ *    but those at least twice as wide as the route's bottleneck: occupies()).
  *  - expanded: one transfer task per message and repeat, holding its route's
  *    links, lasting latency + bytes / (its bottleneck bandwidth divided by the
  *    replicas' load); a message waits for its sender's previous message and
@@ -321,6 +322,25 @@ static double link_bw(const psim_link *l) {
   return l->bw / (l->slowdown > 0 ? l->slowdown : 1.0);
 }
 
+/* Bottleneck bandwidth of a route, uncontended (bytes/s). */
+static double route_bw(const psim_cluster *c, const int32_t *links, int32_t nl) {
+  double bw = INFINITY;
+  for (int32_t j = 0; j < nl; j++) {
+    double b = link_bw(&c->links[links[j]]);
+    bw = b < bw ? b : bw;
+  }
+  return bw;
+}
+
+/* Whether a flow over a route of bottleneck bandwidth bw occupies link l for
+ * the engine (a resource serves one task at a time): only when l could not
+ * carry a second such flow at full rate. A link at least twice as wide as
+ * the route's bottleneck (a rack uplink carrying NIC-limited flows) is left
+ * free, so flows that the link carries together are not serialised on it. */
+static bool occupies(const psim_link *l, double bw) {
+  return link_bw(l) < 2 * bw;
+}
+
 static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const int32_t **links,
                          int32_t *n) {
   return psim_cluster_route(x->c, group_device(x, k, m->src), group_device(x, k, m->dst), links, n);
@@ -538,12 +558,17 @@ static psim_status add_barrier(psim_taskgraph *g, const psim_task_info *info, in
  * (marked in x->load, which is left zeroed). */
 static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t **res,
                                         int32_t *n) {
-  int32_t nd = x->c->n_devices, groups = x->groups, cnt = x->d->n;
-  x->groups = 1;
+  int32_t nd = x->c->n_devices, cnt = x->d->n;
   psim_status s = PSIM_OK;
-  for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++)
-    s = phase_load(x, p, &p->phases[i], 0, 1);
-  x->groups = groups;
+  for (size_t i = 0; i < p->n_msgs && s == PSIM_OK; i++) {
+    const int32_t *links;
+    int32_t nl;
+    s = route(x, 0, &p->msgs[i], &links, &nl);
+    double rb = s == PSIM_OK ? route_bw(x->c, links, nl) : 0;
+    for (int32_t j = 0; s == PSIM_OK && j < nl; j++)
+      if (occupies(&x->c->links[links[j]], rb))
+        x->load[links[j]] = 1;
+  }
   for (int32_t l = 0; l < x->c->n_links; l++)
     cnt += x->load[l] > 0;
   *res = s == PSIM_OK ? psim_malloc((size_t)cnt * sizeof **res) : NULL;
@@ -605,8 +630,12 @@ static psim_status add_message(psim_taskgraph *g, coll_ctx *x, const exp_state *
   int32_t res[64], *rp = nl <= 64 ? res : psim_malloc((size_t)nl * sizeof *rp);
   if (!rp)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  double rb = route_bw(x->c, links, nl);
+  int32_t nr = 0;
   for (int32_t j = 0; j < nl; j++)
-    rp[j] = psim_res_link(x->c->n_devices, links[j]);
+    if (occupies(&x->c->links[links[j]], rb))
+      rp[nr++] = psim_res_link(x->c->n_devices, links[j]);
+  nl = nr;
   double d = (lat + (m->bytes > 0 ? m->bytes / bw : 0)) * e->scale;
   psim_task_info ti = task_info(info, PSIM_TASK_TRANSFER, group_device(x, 0, m->src));
   psim_status s = psim_tg_add_task(g, d, rp, nl, &ti, id);
@@ -721,6 +750,20 @@ static psim_status p2p_route(psim_cluster *c, int32_t src, int32_t dst, double b
   return PSIM_OK;
 }
 
+psim_status psim_p2p_held_links(psim_cluster *c, int32_t src, int32_t dst, int32_t *held,
+                                int32_t cap, int32_t *n) {
+  const int32_t *links;
+  int32_t nl;
+  double t;
+  *n = 0;
+  PSIM_CHECK(p2p_route(c, src, dst, 0, &links, &nl, &t));
+  double bw = route_bw(c, links, nl);
+  for (int32_t j = 0; j < nl; j++)
+    if (occupies(&c->links[links[j]], bw) && *n < cap)
+      held[(*n)++] = links[j];
+  return PSIM_OK;
+}
+
 psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double bytes,
                           double *seconds) {
   const int32_t *links;
@@ -742,10 +785,13 @@ psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_
   int32_t res[64], *rp = nl <= 64 ? res : psim_malloc((size_t)nl * sizeof *rp);
   if (!rp)
     return psim_error(PSIM_ENOMEM, "transfer: out of memory");
+  double bw = route_bw(c, links, nl);
+  int32_t nr = 0;
   for (int32_t j = 0; j < nl; j++)
-    rp[j] = psim_res_link(c->n_devices, links[j]);
+    if (occupies(&c->links[links[j]], bw))
+      rp[nr++] = psim_res_link(c->n_devices, links[j]);
   psim_task_info ti = task_info(info, PSIM_TASK_TRANSFER, src);
-  psim_status s = psim_tg_add_task(g, t, rp, nl, &ti, entry);
+  psim_status s = psim_tg_add_task(g, t, rp, nr, &ti, entry);
   if (rp != res)
     psim_free(rp);
   *exit = *entry;

@@ -2,7 +2,8 @@
  *
  * Two fidelities that agree within 1% where links are uncontended:
  *  - aggregated: one task per collective holding the comm engines of the
- *    group and every link its algorithm uses, for the duration given by the
+ *    group and every link its algorithm uses (links at least twice as wide
+ *    as a route's bottleneck are not held: psim_p2p_held_links), for the duration given by the
  *    algorithm's alpha-beta formula at the bottleneck bandwidth of its routes
  *    (or a measured bus-bandwidth table of the cluster where one applies);
  *  - expanded: the algorithm's point-to-point steps as transfer tasks on the
@@ -69,6 +70,13 @@ double psim_coll_table_time(const psim_coll_table *t, double bytes);
  * task; src == dst adds a zero-duration barrier. */
 psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_t dst, double bytes,
                          const psim_task_info *info, int32_t *entry, int32_t *exit);
+/* The links of the route from src to dst that a transfer over it holds in
+ * the engine (a resource serves one task at a time): those narrower than
+ * twice the route's bottleneck; a wider link (a rack uplink under NIC-limited
+ * flows) carries several such flows at once and is not held. Writes at most
+ * cap link ids to held and their number to *n. O(route length). */
+psim_status psim_p2p_held_links(psim_cluster *c, int32_t src, int32_t dst, int32_t *held,
+                                int32_t cap, int32_t *n);
 /* Time of that transfer when uncontended, s: the route's summed latency plus
  * bytes / its bottleneck bandwidth (link bandwidth / slowdown). */
 psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double bytes, double *seconds);
