@@ -129,6 +129,9 @@ static psim_status refill_unfolded(psim_build *b, const psim_model *m, psim_clus
   psim_build_destroy(b);
   psim_status st = psim_build_fill(b, m, c, s, own, prev, changed, NULL);
   b->nofold_opts = own; /* fill zeroed b; fold is off, so no second refill */
+  if (st == PSIM_ELIMIT)
+    psim_error_prefix("folding was declined (the devices of a stage are not symmetric: "
+                      "docs/simulator.md, \"Folding symmetric devices\"), and unfolded ");
   return st;
 }
 
