@@ -234,6 +234,56 @@ static void fold_mark(psim_build *b, const fold_state *f, bool *ok) {
   }
 }
 
+/* Whether the shards of op `to` find their region of tensor t on their own
+ * device in op from's layout all alike, or all not (ent: per device, -1,
+ * scratch left so): a representative that reads locally while its peers
+ * fetch from each other would not see their transfers. Reductions (from's
+ * view of t is a partial sum) are collectives of symmetric groups. */
+static bool locality_uniform(const psim_build *b, int32_t from, int32_t to, int32_t t, int dir,
+                             int32_t *ent) {
+  const psim_op_config *cf = &b->s->ops[from], *ct = &b->s->ops[to];
+  if (psim_build_partial_mask(b, from, t, dir))
+    return true;
+  const psim_tensor *ten = &b->m->tensors[t];
+  for (int32_t e = 0; e < cf->n_devices; e++)
+    ent[cf->devices[e]] = e;
+  int local = -1;
+  bool ok = true;
+  for (int32_t e = 0; e < ct->n_devices && ok; e++) {
+    int32_t ef = ent[ct->devices[e]];
+    psim_region rf, rt;
+    psim_build_tensor_region(b, to, e / ct->replicas, t, &rt);
+    if (ef >= 0)
+      psim_build_tensor_region(b, from, ef / cf->replicas, t, &rf);
+    int here = ef >= 0 &&
+               psim_build_overlap(&rf, &rt, ten->rank) == psim_build_region_elems(&rt, ten->rank);
+    ok = local < 0 || here == local;
+    local = here;
+  }
+  for (int32_t e = 0; e < cf->n_devices; e++)
+    ent[cf->devices[e]] = -1;
+  return ok;
+}
+
+/* locality_uniform for every edge inside a stage, both ways. */
+static psim_status stage_edges_uniform(const psim_build *b, bool *ok) {
+  int32_t *ent = psim_malloc(((size_t)b->c->n_devices + 1) * sizeof *ent);
+  if (!ent)
+    return psim_error(PSIM_ENOMEM, "out of memory for folding");
+  for (int32_t d = 0; d < b->c->n_devices; d++)
+    ent[d] = -1;
+  for (int32_t y = 0; y < b->m->n_ops && *ok; y++)
+    for (int32_t i = 0; i < b->m->ops[y].n_in && *ok; i++) {
+      int32_t t = b->m->ops[y].in[i], x = b->m->tensors[t].producer;
+      if (x < 0 || b->s->ops[x].stage != b->s->ops[y].stage)
+        continue;
+      *ok = locality_uniform(b, x, y, t, PSIM_DIR_FWD, ent) &&
+            locality_uniform(b, y, x, t, PSIM_DIR_BWD, ent);
+    }
+  psim_free(ent);
+  return PSIM_OK;
+}
+
 /* Chooses the simulated columns of a foldable strategy; *ok false (nothing
  * marked) when the columns are not symmetric. */
 static psim_status fold_columns(psim_build *b, bool *ok) {
@@ -243,6 +293,8 @@ static psim_status fold_columns(psim_build *b, bool *ok) {
   psim_status st = f.pos ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory for folding");
   *ok = st == PSIM_OK && stage_positions(b, f.pos);
   if (*ok)
+    st = stage_edges_uniform(b, ok);
+  if (st == PSIM_OK && *ok)
     st = pipeline_pairs(b, &f, ok);
   if (st == PSIM_OK && *ok)
     st = fold_signatures(b, &f, ok);
