@@ -116,12 +116,21 @@ static bool can_fold(const psim_build *b, unsigned char *mark) {
 /* Most classes folded (columns simulated per stage) before folding is declined. */
 #define PSIM_FOLD_MAX_CLASSES 64
 
+/* Route searches (sources x (vertices + links), sim/ir/route.c: one breadth-first search per
+ * source) above which the columns' routes are searched once per hierarchy key (route_key)
+ * rather than per device: about 0.3 s on the development VM. */
+#define PSIM_FOLD_ROUTE_BUDGET 5e7
+
 typedef struct fold_state {
   int32_t *pos;   /* per device: its position in its stage, or -1 */
   int32_t *pairs; /* stage entries (from, to) that pipeline edges join, two per pair */
   size_t n_pairs, cap_pairs;
   int32_t n_pos;  /* devices per stage */
   double *sig;    /* per position: 6 figures per pair (fold_signatures) */
+  bool by_key;    /* routes searched once per route_key (large clusters) */
+  psim_hmap keys; /* route_key -> index into key_sig */
+  double *key_sig;
+  size_t n_key, cap_key;
   int32_t *owner; /* per link: the position whose transfers hold it, or -1 */
   int32_t *role;  /* per link: which of them (route_figures' role), when owned */
 } fold_state;
@@ -171,8 +180,41 @@ static psim_status pipeline_pairs(const psim_build *b, fold_state *f, bool *ok) 
  * held links marked as position p's in owner (the k-th held link of route
  * `route` as role route * 64 + k); *ok false when another position holds one
  * of them. */
+/* What a route in a generated (hierarchical) cluster depends on: the two
+ * devices' types and local ranks, and whether they share a node or a rack. */
+static psim_hmap_key route_key(const psim_cluster *c, int32_t src, int32_t dst) {
+  const psim_device *a = &c->devices[src], *z = &c->devices[dst];
+  return (psim_hmap_key){(uint64_t)(uint32_t)a->local_rank << 32 | (uint32_t)z->local_rank,
+                         (uint64_t)(uint32_t)a->type << 34 | (uint64_t)(uint32_t)z->type << 4 |
+                             (uint64_t)(a->node == z->node) << 1 | (a->rack == z->rack)};
+}
+
+/* route_figures' memo for large clusters: true (sig filled) when a route of
+ * the same key was searched. */
+static psim_status figures_by_key(const psim_build *b, fold_state *f, int32_t src, int32_t dst,
+                                  double *sig, bool *hit) {
+  int32_t i;
+  *hit = f->by_key && psim_hmap_find(&f->keys, route_key(b->c, src, dst), &i);
+  if (*hit)
+    memcpy(sig, &f->key_sig[3 * (size_t)i], 3 * sizeof *sig);
+  return PSIM_OK;
+}
+
+static psim_status remember_key(const psim_build *b, fold_state *f, int32_t src, int32_t dst,
+                                const double *sig) {
+  if (!f->by_key)
+    return PSIM_OK;
+  PSIM_CHECK(PSIM_VEC_RESERVE(f->key_sig, f->cap_key, 3 * f->n_key + 3));
+  memcpy(&f->key_sig[3 * f->n_key], sig, 3 * sizeof *sig);
+  return psim_hmap_put(&f->keys, route_key(b->c, src, dst), (int32_t)f->n_key++);
+}
+
 static psim_status route_figures(psim_build *b, fold_state *f, int32_t src, int32_t dst, int32_t p,
                                  int32_t route, double *sig, bool *ok) {
+  bool hit;
+  PSIM_CHECK(figures_by_key(b, f, src, dst, sig, &hit));
+  if (hit)
+    return PSIM_OK;
   const int32_t *links;
   int32_t nl, held[64], nh;
   PSIM_CHECK(psim_cluster_route(b->c, src, dst, &links, &nl));
@@ -185,7 +227,7 @@ static psim_status route_figures(psim_build *b, fold_state *f, int32_t src, int3
       f->role[held[j]] = route * 64 + j;
     f->owner[held[j]] = p;
   }
-  return PSIM_OK;
+  return remember_key(b, f, src, dst, sig);
 }
 
 /* Every position's signature: for each pair, its route forward and back. */
@@ -198,15 +240,19 @@ static psim_status fold_signatures(psim_build *b, fold_state *f, bool *ok) {
     return psim_error(PSIM_ENOMEM, "out of memory for folding's classes");
   for (int32_t l = 0; l < b->c->n_links; l++)
     f->owner[l] = -1;
-  for (size_t j = 0; j < f->n_pairs && *ok; j++) {
-    const psim_stage *a = &b->s->stages[f->pairs[2 * j]], *z = &b->s->stages[f->pairs[2 * j + 1]];
-    for (int32_t p = 0; p < f->n_pos && *ok; p++) {
-      double *sig = &f->sig[(size_t)p * per + 6 * j];
-      int32_t fwd = (int32_t)(2 * j), back = fwd + 1;
-      PSIM_CHECK(route_figures(b, f, a->devices[p], z->devices[p], p, fwd, sig, ok));
-      PSIM_CHECK(route_figures(b, f, z->devices[p], a->devices[p], p, back, sig + 3, ok));
-    }
-  }
+  double sources = (double)f->n_pos * n_entries(b);
+  f->by_key = sources * (double)(b->c->n_vertices + b->c->n_links) > PSIM_FOLD_ROUTE_BUDGET;
+  /* by source device: the routes from one source cost one search (sim/ir/route.c) */
+  for (int32_t p = 0; p < f->n_pos && *ok; p++)
+    for (int32_t v = 0; v < n_entries(b) && *ok; v++)
+      for (size_t j = 0; j < f->n_pairs && *ok; j++) {
+        int32_t from = f->pairs[2 * j], to = f->pairs[2 * j + 1], dir = v == to;
+        if (v != from && v != to)
+          continue;
+        int32_t src = b->s->stages[v].devices[p], dst = b->s->stages[dir ? from : to].devices[p];
+        double *sig = &f->sig[(size_t)p * per + 6 * j + 3 * (size_t)dir];
+        PSIM_CHECK(route_figures(b, f, src, dst, p, (int32_t)(2 * j) + dir, sig, ok));
+      }
   return PSIM_OK;
 }
 
@@ -265,23 +311,63 @@ static bool locality_uniform(const psim_build *b, int32_t from, int32_t to, int3
   return ok;
 }
 
+/* A hash of what locality_uniform reads of op o and tensor t: t's extents,
+ * the op's degree along each of its dims and where t has it, its replicas
+ * and device list (hash_dev[o]). Edges of every layer repeat a few of them. */
+static uint64_t layout_hash(const psim_build *b, int32_t o, int32_t t, const uint64_t *hash_dev) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_tensor *ten = &b->m->tensors[t];
+  uint64_t h = psim_hmap_mix64(hash_dev[o] ^ (uint64_t)(uint32_t)b->s->ops[o].replicas << 8 ^
+                               (uint64_t)(uint32_t)ten->rank);
+  for (int32_t j = 0; j < ten->rank; j++)
+    h = psim_hmap_mix64(h ^ (uint64_t)psim_build_dim_size(b, ten->dims[j]));
+  for (int32_t i = 0; i < op->n_dims; i++) {
+    int32_t d = op->dims[i].dim, j = 0;
+    while (j < b->m->tensors[t].rank && b->m->tensors[t].dims[j] != d)
+      j++;
+    h = psim_hmap_mix64(h ^ (uint64_t)(uint32_t)b->s->ops[o].degree[i] << 20 ^
+                        (uint64_t)(uint32_t)j << 8 ^ (uint64_t)(uint32_t)i ^
+                        (uint64_t)psim_build_dim_size(b, d) << 32);
+  }
+  return h;
+}
+
+/* locality_uniform of the edge x -t-> y both ways, once per layout pair. */
+static psim_status edge_uniform(const psim_build *b, int32_t x, int32_t y, int32_t t,
+                                const uint64_t *hash_dev, psim_hmap *seen, int32_t *ent, bool *ok) {
+  psim_hmap_key k = {layout_hash(b, x, t, hash_dev), layout_hash(b, y, t, hash_dev)};
+  int32_t v;
+  if (psim_hmap_find(seen, k, &v))
+    return PSIM_OK; /* a failure stops the scan: a key seen is a key that passed */
+  *ok = locality_uniform(b, x, y, t, PSIM_DIR_FWD, ent) &&
+        locality_uniform(b, y, x, t, PSIM_DIR_BWD, ent);
+  return psim_hmap_put(seen, k, 1);
+}
+
 /* locality_uniform for every edge inside a stage, both ways. */
 static psim_status stage_edges_uniform(const psim_build *b, bool *ok) {
   int32_t *ent = psim_malloc(((size_t)b->c->n_devices + 1) * sizeof *ent);
-  if (!ent)
-    return psim_error(PSIM_ENOMEM, "out of memory for folding");
-  for (int32_t d = 0; d < b->c->n_devices; d++)
+  uint64_t *hash_dev = psim_malloc(((size_t)b->m->n_ops + 1) * sizeof *hash_dev);
+  psim_hmap seen;
+  psim_hmap_init(&seen);
+  psim_status st = ent && hash_dev ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory for folding");
+  for (int32_t d = 0; st == PSIM_OK && d < b->c->n_devices; d++)
     ent[d] = -1;
-  for (int32_t y = 0; y < b->m->n_ops && *ok; y++)
-    for (int32_t i = 0; i < b->m->ops[y].n_in && *ok; i++) {
+  for (int32_t o = 0; st == PSIM_OK && o < b->m->n_ops; o++) {
+    hash_dev[o] = (uint64_t)(uint32_t)b->s->ops[o].n_devices;
+    for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
+      hash_dev[o] = psim_hmap_mix64(hash_dev[o] ^ (uint64_t)(uint32_t)b->s->ops[o].devices[e]);
+  }
+  for (int32_t y = 0; st == PSIM_OK && y < b->m->n_ops && *ok; y++)
+    for (int32_t i = 0; st == PSIM_OK && i < b->m->ops[y].n_in && *ok; i++) {
       int32_t t = b->m->ops[y].in[i], x = b->m->tensors[t].producer;
-      if (x < 0 || b->s->ops[x].stage != b->s->ops[y].stage)
-        continue;
-      *ok = locality_uniform(b, x, y, t, PSIM_DIR_FWD, ent) &&
-            locality_uniform(b, y, x, t, PSIM_DIR_BWD, ent);
+      if (x >= 0 && b->s->ops[x].stage == b->s->ops[y].stage)
+        st = edge_uniform(b, x, y, t, hash_dev, &seen, ent, ok);
     }
+  psim_hmap_destroy(&seen);
   psim_free(ent);
-  return PSIM_OK;
+  psim_free(hash_dev);
+  return st;
 }
 
 /* Chooses the simulated columns of a foldable strategy; *ok false (nothing
@@ -310,6 +396,8 @@ static psim_status fold_columns(psim_build *b, bool *ok) {
   b->fold_role = f.role;
   psim_free(f.pairs);
   psim_free(f.sig);
+  psim_free(f.key_sig);
+  psim_hmap_destroy(&f.keys);
   return st;
 }
 
@@ -336,6 +424,34 @@ psim_status psim_build_choose_simulated(psim_build *b) {
 
 /* ---- folding's checks during the build ------------------------------------ */
 
+/* Whether each concurrent peer group of d takes, alone, the time d takes
+ * alone (t_s): their routes may differ (a hybrid cube mesh doubles some
+ * NVLinks). Each group routes its own members (a search per new source,
+ * sim/ir/route.c), so past PSIM_FOLD_ROUTE_BUDGET the peers are taken to be
+ * alike, as the columns' route keys are (a generated cluster's tiers). */
+static psim_status peers_alike(psim_build *b, const psim_coll_desc *d, double t_s) {
+  double work = (double)d->concurrent_groups * d->n * (b->c->n_vertices + b->c->n_links);
+  if (work > PSIM_FOLD_ROUTE_BUDGET)
+    return PSIM_OK;
+  int32_t *dev = psim_malloc((size_t)d->n * sizeof *dev);
+  if (!dev)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  psim_coll_desc peer = *d;
+  peer.devices = dev;
+  peer.concurrent_groups = 1;
+  peer.group_stride = 0;
+  psim_status st = PSIM_OK;
+  for (int32_t k = 1; k < d->concurrent_groups && st == PSIM_OK && !b->fold_broken; k++) {
+    for (int32_t i = 0; i < d->n; i++)
+      dev[i] = d->devices[i] + k * d->group_stride;
+    double t;
+    st = psim_coll_time(b->c, &peer, &t);
+    b->fold_broken = st == PSIM_OK && t != t_s;
+  }
+  psim_free(dev);
+  return st;
+}
+
 psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
   if (!b->folded || b->fold_broken || d->concurrent_groups <= 1 || d->n < 2)
     return PSIM_OK;
@@ -353,7 +469,7 @@ psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
   PSIM_CHECK(psim_coll_time(b->c, d, &with_peers));
   PSIM_CHECK(psim_coll_time(b->c, &alone, &by_itself));
   b->fold_broken = with_peers != by_itself;
-  return PSIM_OK;
+  return b->fold_broken ? PSIM_OK : peers_alike(b, d, by_itself);
 }
 
 /* The position of the column that stands for position p's. */
