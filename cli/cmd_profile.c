@@ -27,7 +27,7 @@ const char psim_cmd_profile_help[] =
     "\n"
     "Options:\n"
     "  --device cpu|cuda        where to measure (default cpu; cuda fails with status 1\n"
-    "                           when no GPU is present)\n"
+    "                           when no GPU or no CUDA library is present)\n"
     "  --model M --cluster C    every shard shape: each op, each power-of-two split of\n"
     "                           its splittable dims with at most C's device count\n"
     "  --grid                   the standard grid (GEMMs 64..4096, memory-bound sizes)\n"
@@ -177,16 +177,10 @@ static psim_status pick_backend(const profile_args *a, psim_costdb_fingerprint *
     *measure = psim_profile_cpu_measure;
     return psim_profile_cpu_fingerprint(fp);
   }
-#if PSIM_HAVE_CUDA
+  /* loads the CUDA profiler module (dlopen) on this first call; fails clearly without it */
   PSIM_CHECK(psim_profile_cuda_available(a->opts.device_index));
   *measure = psim_profile_cuda_measure;
   return psim_profile_cuda_fingerprint(a->opts.device_index, fp);
-#else
-  (void)fp;
-  (void)measure;
-  return psim_error(PSIM_EFAILED, "this plansim was built without CUDA (meson found no nvcc "
-                                  "and cuBLAS); --device cuda is unavailable");
-#endif
 }
 
 static psim_status open_db(const profile_args *a, psim_costdb *db) {

@@ -175,12 +175,14 @@ const psim_cli_command psim_cli_commands[] = {
      "plansim sweep SWEEP [-o RESULTS] [--resume] [-j N] [--check BASELINE]",
      "run models x clusters x searchers and collect results", psim_cmd_sweep_help},
     {"export", psim_cmd_export,
-     "plansim export PLAN --format plansim|megatron|deepspeed|gspmd|flexflow",
+     "plansim export PLAN --format plansim|megatron|megatron-bridge|deepspeed|gspmd|torchtitan|... "
+     "| --check FILE",
      "turn a plan into a runtime's configuration", psim_cmd_export_help},
     {"report", psim_cmd_report, "plansim report PLAN [-o report.html]",
      "render a plan as a self-contained HTML page", psim_cmd_report_help},
     {"model", psim_cmd_model, "plansim model FAMILY [options] [-o FILE]",
-     "generate a model file (gpt, llama, bert, moe, mlp, alexnet, resnet, inception, dlrm)",
+     "generate a model file (gpt, llama, llama3, mpt, bert, moe, mlp, alexnet, resnet, inception, "
+     "dlrm)",
      "Writes a plansim.model/1 file (docs/model.md) to FILE, or to standard output.\n\n"
      "  -o FILE   write FILE atomically instead of standard output\n\n"
      "--flash replaces the attention core (scores matmul, softmax, dropout, context matmul,\n"

@@ -1,4 +1,4 @@
-/* gen_transformer.c - the transformer families: gpt, llama, bert, moe. */
+/* gen_transformer.c - the transformer families: gpt, mpt, llama, llama3, bert, moe. */
 #include "models/generators.h"
 
 #include <math.h>
@@ -11,7 +11,7 @@
 
 /* ============================================================ transformers */
 
-typedef enum tf_family { TF_GPT, TF_LLAMA, TF_BERT, TF_MOE } tf_family;
+typedef enum tf_family { TF_GPT, TF_MPT, TF_LLAMA, TF_BERT, TF_MOE } tf_family;
 
 typedef struct tf {
   psim_gb *g;
@@ -55,6 +55,25 @@ void psim_gen_llama_opts_init(psim_gen_tf_opts *o) {
   o->flash = true;
 }
 
+void psim_gen_llama3_opts_init(psim_gen_tf_opts *o) {
+  psim_gen_llama_opts_init(o);
+  o->kv_heads = 8;
+  o->ffn = 14336;
+  o->seq = 8192;
+  o->vocab = 128256;
+  o->batch = 512;
+}
+
+void psim_gen_mpt_opts_init(psim_gen_tf_opts *o) {
+  tf_defaults(o);
+  o->layers = 32;
+  o->hidden = 4096;
+  o->heads = 32;
+  o->vocab = 50368;
+  o->batch = 1024;
+  o->flash = true;
+}
+
 void psim_gen_bert_opts_init(psim_gen_tf_opts *o) {
   tf_defaults(o);
   o->hidden = 1024;
@@ -74,6 +93,8 @@ static psim_status tf_check(const psim_gen_tf_opts *o, tf_family fam) {
   if (o->ffn)
     PSIM_CHECK(psim_gb_positive("ffn", o->ffn, big));
   PSIM_CHECK(psim_gb_check_dtype(o->dtype));
+  if (o->linear_dtype)
+    PSIM_CHECK(psim_gb_check_dtype(o->linear_dtype));
   if (o->hidden % o->heads)
     return psim_error(PSIM_EINPUT, "--hidden %lld is not a multiple of --heads %lld",
                       (long long)o->hidden, (long long)o->heads);
@@ -156,7 +177,7 @@ static void linear(tf *t, const char *name, const char *x, const char *wdims, co
   snprintf(w, sizeof w, "w_%s", name);
   snprintf(b, sizeof b, "b_%s", name);
   psim_gb_tensor(g, t->b.weights, w, wdims, NULL);
-  act(g, t->b.tensors, y, ydims);
+  psim_gb_tensor(g, t->b.tensors, y, ydims, t->o->linear_dtype);
   snprintf(in, sizeof in, "%s %s", x, w);
   if (bdims) {
     psim_gb_tensor(g, t->b.weights, b, bdims, NULL);
@@ -258,13 +279,14 @@ static void tf_layer(tf *t) {
   psim_gb *g = t->g;
   psim_gb_blk *b = &t->b;
   const char *bsh = "batch seq hidden";
-  bool drop = t->fam != TF_LLAMA;
+  bool drop = t->fam != TF_LLAMA && t->fam != TF_MPT;
   const char *names_[] = {"ln1", "res1", "ln2", "y"};
   for (int i = 0; i < 4; i++)
     act(g, b->tensors, names_[i], bsh);
   tf_norm(t, b->weights, b->ops, "ln1", "x", "ln1");
   tf_qkv_core(t, "ln1");
-  linear(t, "proj", "ctx", "heads head_dim hidden", drop ? "hidden" : NULL, "attn", bsh);
+  linear(t, "proj", "ctx", "heads head_dim hidden", t->fam != TF_LLAMA ? "hidden" : NULL, "attn",
+         bsh);
   if (drop) {
     act(g, b->tensors, "attn_d", bsh);
     psim_gb_op(g, b->ops, "attn_out_dropout", "dropout", "attn", "attn_d");
@@ -291,8 +313,10 @@ static void tf_embed(tf *t) {
     return;
   psim_gb_tensor(g, g->weights, "wpe", "seq hidden", NULL);
   act(g, g->tensors, "emb_pos", bsh);
-  act(g, g->tensors, "emb", bsh);
   psim_gb_ew(g, g->ops, "position", "add", "emb_tok wpe", "emb_pos");
+  if (t->fam == TF_MPT)
+    return;
+  act(g, g->tensors, "emb", bsh);
   if (t->fam == TF_BERT) {
     act(g, g->tensors, "emb_ln", bsh);
     tf_norm(t, g->weights, g->ops, "emb_norm", "emb_pos", "emb_ln");
@@ -351,8 +375,8 @@ static psim_status gen_tf(const psim_gen_tf_opts *o, tf_family fam, const char *
   }
   tf_embed(&t);
   act(&g, g.tensors, "x_out", "batch seq hidden");
-  t.b =
-      psim_gb_block(&g, "layer", o->layers, "x", "y", fam == TF_LLAMA ? "emb_tok" : "emb", "x_out");
+  const char *in = fam == TF_LLAMA ? "emb_tok" : fam == TF_MPT ? "emb_pos" : "emb";
+  t.b = psim_gb_block(&g, "layer", o->layers, "x", "y", in, "x_out");
   tf_layer(&t);
   tf_head(&t);
   return psim_gb_finish(&g, out);
@@ -363,6 +387,9 @@ psim_status psim_gen_gpt(const psim_gen_tf_opts *o, struct cJSON **out) {
 }
 psim_status psim_gen_llama(const psim_gen_tf_opts *o, struct cJSON **out) {
   return gen_tf(o, TF_LLAMA, "llama", out);
+}
+psim_status psim_gen_mpt(const psim_gen_tf_opts *o, struct cJSON **out) {
+  return gen_tf(o, TF_MPT, "mpt", out);
 }
 psim_status psim_gen_bert(const psim_gen_tf_opts *o, struct cJSON **out) {
   return gen_tf(o, TF_BERT, "bert", out);

@@ -15,18 +15,20 @@
 
 struct cJSON;
 
-/* Transformers: gpt, llama, bert, moe. */
+/* Transformers: gpt, mpt, llama, llama3, bert, moe. */
 typedef struct psim_gen_tf_opts {
-  const char *name;       /* model name; NULL = family-based default */
-  int64_t layers;         /* transformer layers */
-  int64_t hidden;         /* model width h */
-  int64_t heads;          /* attention heads (query heads for llama) */
-  int64_t kv_heads;       /* llama: key/value heads (grouped-query attention); 0 = heads */
-  int64_t seq;            /* sequence length (tokens) */
-  int64_t vocab;          /* vocabulary size */
-  int64_t batch;          /* global batch (sequences per iteration) */
-  int64_t ffn;            /* feed-forward width; 0 = 4h (gpt, bert, moe), 11008-style for llama */
-  const char *dtype;      /* tensor dtype: bf16 by default */
+  const char *name;         /* model name; NULL = family-based default */
+  int64_t layers;           /* transformer layers */
+  int64_t hidden;           /* model width h */
+  int64_t heads;            /* attention heads (query heads for llama) */
+  int64_t kv_heads;         /* llama: key/value heads (grouped-query attention); 0 = heads */
+  int64_t seq;              /* sequence length (tokens) */
+  int64_t vocab;            /* vocabulary size */
+  int64_t batch;            /* global batch (sequences per iteration) */
+  int64_t ffn;              /* feed-forward width; 0 = 4h (gpt, bert, moe), 11008-style for llama */
+  const char *dtype;        /* tensor dtype: bf16 by default */
+  const char *linear_dtype; /* dtype of the linear layers' outputs (their GEMMs run at its
+                               rate, e.g. fp8 for FP8 linears); NULL = dtype */
   bool flash;             /* one fused attention op (FlashAttention) instead of the separate core */
   int64_t experts;        /* moe: experts per MoE layer */
   int64_t top_k;          /* moe: experts per token */
@@ -40,6 +42,14 @@ void psim_gen_gpt_opts_init(psim_gen_tf_opts *o);
 /* Defaults: LLaMA-2 7B (Touvron et al. 2023): 32 layers, 4096, 32 heads, 32
  * kv heads, ffn 11008, seq 4096, vocab 32000, batch 1024 (4M tokens), flash. */
 void psim_gen_llama_opts_init(psim_gen_tf_opts *o);
+/* Defaults: Llama-3-8B (Meta, Llama 3 model card and params.json): 32 layers,
+ * 4096, 32 heads, 8 kv heads, ffn 14336, vocab 128256 (untied), seq 8192,
+ * batch 512 (4M tokens), flash. 70B: 80 layers, 8192, 64 heads, 8 kv, ffn
+ * 28672; 405B: 126 layers, 16384, 128 heads, 8 kv, ffn 53248. */
+void psim_gen_llama3_opts_init(psim_gen_tf_opts *o);
+/* Defaults: MPT-7B (llm-foundry scripts/train/yamls/pretrain/mpt-7b.yaml):
+ * 32 layers, 4096, 32 heads, seq 2048, vocab 50368, batch 1024, flash. */
+void psim_gen_mpt_opts_init(psim_gen_tf_opts *o);
 /* Defaults: BERT-large (Devlin et al. 2019): 24 layers, 1024, 16 heads, seq
  * 512, vocab 30522, batch 256. */
 void psim_gen_bert_opts_init(psim_gen_tf_opts *o);
@@ -49,6 +59,9 @@ void psim_gen_moe_opts_init(psim_gen_tf_opts *o);
 psim_status psim_gen_gpt(const psim_gen_tf_opts *o, struct cJSON **out);
 psim_status psim_gen_llama(const psim_gen_tf_opts *o, struct cJSON **out);
 psim_status psim_gen_bert(const psim_gen_tf_opts *o, struct cJSON **out);
+/* MPT (llm-foundry): gpt's layer (LayerNorm, GELU MLP of 4h, biases, learned
+ * positions, tied embedding) without dropout (MPT's pdrop 0). */
+psim_status psim_gen_mpt(const psim_gen_tf_opts *o, struct cJSON **out);
 psim_status psim_gen_moe(const psim_gen_tf_opts *o, struct cJSON **out);
 
 /* Vision, MLP and recommendation models. */

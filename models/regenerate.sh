@@ -16,7 +16,8 @@ gen gpt-175b.json gpt --name gpt-175b --layers 96 --hidden 12288 --heads 96 --se
 # Korthikanti et al. 2022, Table 3 (../shared/calibration/korthikanti2022_iterations.csv).
 gen gpt-22b.json gpt --name gpt-22b --layers 48 --hidden 6144 --heads 64 --seq 2048 --vocab 51200 --batch 4
 gen gpt-530b.json gpt --name gpt-530b --layers 105 --hidden 20480 --heads 128 --seq 2048 --vocab 51200 --batch 280
-gen gpt-1t.json gpt --name gpt-1t --layers 128 --hidden 25600 --heads 160 --seq 2048 --vocab 51200 --batch 512
+# Narayanan et al. 2021, Table 1: 1T on 3072 GPUs with global batch 3072 (strategies/megatron-1t-x384.json).
+gen gpt-1t.json gpt --name gpt-1t --layers 128 --hidden 25600 --heads 160 --seq 2048 --vocab 51200 --batch 3072
 # LLaMA-2 (Touvron et al. 2023): 4M-token batches of 4096-token sequences.
 gen llama2-7b.json llama --name llama2-7b
 gen llama2-70b.json llama --name llama2-70b --layers 80 --hidden 8192 --heads 64 --kv-heads 8 --ffn 28672 --batch 1024

@@ -8,7 +8,7 @@
 
 #define TF(f)  offsetof(psim_gen_tf_opts, f)
 #define NET(f) offsetof(psim_gen_net_opts, f)
-#define TFS    "gpt llama bert moe"
+#define TFS    "gpt mpt llama llama3 bert moe"
 #define NETS   "mlp alexnet resnet inception dlrm"
 #define COUNT  1, (double)INT64_MAX /* counts and sizes: whole numbers from 1 */
 #define FACTOR 0, HUGE_VAL          /* factors: positive numbers */
@@ -21,13 +21,15 @@ static const psim_gen_option tf_options[] = {
     {"layers", PSIM_GEN_INT, TF(layers), TFS, COUNT, NULL, "transformer layers"},
     {"hidden", PSIM_GEN_INT, TF(hidden), TFS, COUNT, NULL, "model width"},
     {"heads", PSIM_GEN_INT, TF(heads), TFS, COUNT, NULL, "attention heads"},
-    {"kv_heads", PSIM_GEN_INT, TF(kv_heads), "llama", COUNT, "heads",
+    {"kv_heads", PSIM_GEN_INT, TF(kv_heads), "llama llama3", COUNT, "heads",
      "key/value heads (fewer than heads needs --flash)"},
     {"seq", PSIM_GEN_INT, TF(seq), TFS, COUNT, NULL, "sequence length (tokens)"},
     {"vocab", PSIM_GEN_INT, TF(vocab), TFS, COUNT, NULL, "vocabulary size"},
     {"batch", PSIM_GEN_INT, TF(batch), TFS, COUNT, NULL, "global batch (sequences)"},
     {"ffn", PSIM_GEN_INT, TF(ffn), TFS, COUNT, "4*hidden", "feed-forward width"},
     {"dtype", PSIM_GEN_STR, TF(dtype), TFS, NONE, NULL, "fp32, fp16, bf16, fp8 or fp64"},
+    {"linear_dtype", PSIM_GEN_STR, TF(linear_dtype), TFS, NONE, "dtype",
+     "dtype of the linear layers' outputs (fp8: FP8 GEMMs)"},
     {"name", PSIM_GEN_STR, TF(name), TFS, NONE, "the family's", "model name"},
     {"flash", PSIM_GEN_BOOL, TF(flash), TFS, NONE, NULL, "one fused attention op"},
     {"experts", PSIM_GEN_INT, TF(experts), "moe", COUNT, NULL, "experts per MoE layer"},
@@ -53,8 +55,12 @@ static const psim_gen_option net_options[] = {
 static const psim_gen_family families[] = {
     {"gpt", "GPT-3 1.3B by default (Brown et al. 2020)", psim_gen_gpt_opts_init, psim_gen_gpt,
      NULL},
+    {"mpt", "MPT-7B by default (llm-foundry): gpt without dropout, vocab 50368",
+     psim_gen_mpt_opts_init, psim_gen_mpt, NULL},
     {"llama", "LLaMA-2 7B by default: RMSNorm, SwiGLU, rotary positions (not modelled)",
      psim_gen_llama_opts_init, psim_gen_llama, NULL},
+    {"llama3", "Llama-3-8B by default: llama with 8 kv heads, ffn 14336, vocab 128256",
+     psim_gen_llama3_opts_init, psim_gen_llama, NULL},
     {"bert", "BERT-large by default", psim_gen_bert_opts_init, psim_gen_bert, NULL},
     {"moe", "gpt with every FFN a mixture of experts", psim_gen_moe_opts_init, psim_gen_moe, NULL},
     {"mlp", "a multi-layer perceptron", NULL, NULL, psim_gen_mlp},
@@ -76,7 +82,7 @@ const psim_gen_family *psim_gen_family_find(const char *name) {
 }
 
 const char *psim_gen_family_list(void) {
-  return "gpt, llama, bert, moe, mlp, alexnet, resnet, inception, dlrm";
+  return "gpt, mpt, llama, llama3, bert, moe, mlp, alexnet, resnet, inception, dlrm";
 }
 
 void psim_gen_opts_init(const psim_gen_family *f, psim_gen_opts *o) {

@@ -1,13 +1,17 @@
-/* grid.c - the Megatron grid baseline. */
+/* grid.c - the Megatron grid: the driver (candidates and pruning rules: grid_space.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "search/grid.h"
+#include "search/grid_impl.h"
 #include "search/search.h"
 
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "sim/core/alloc.h"
+#include "sim/core/json.h"
 
 void psim_grid_options_init(psim_grid_options *o) {
   memset(o, 0, sizeof *o);
@@ -16,6 +20,10 @@ void psim_grid_options_init(psim_grid_options *o) {
   memcpy(o->micro_batches, mbs, sizeof mbs);
   o->n_micro_batches = 4;
   o->try_recompute = true;
+  o->max_virtual_stages = 8;
+  o->max_zero = 1;
+  o->try_sequence_parallel_off = false;
+  o->prune_by_estimate = true;
   o->max_evaluations = 10000;
 }
 
@@ -41,27 +49,31 @@ typedef struct grid_state {
   psim_cluster *c;
   const psim_grid_options *o;
   psim_grid_result *r;
+  grid_space sp;
   double t0, last_shown;
   size_t cap_curve;
-  int32_t max_tp;
-  double last_s;    /* wall seconds of the last configuration simulated */
-  bool static_over; /* the last configuration is over memory on static memory alone */
+  double last_s; /* wall seconds of the last configuration simulated */
 } grid_state;
 
-/* The estimated seconds left: the mean cost of the configurations simulated
- * so far times those not yet visited, at most what the budget leaves. */
+/* The estimated seconds left: the mean cost of the configurations simulated so far times
+ * the candidates not yet visited that no rule pruned so far, at most what the budget
+ * leaves. */
 static double seconds_left(const grid_state *g, double now) {
   const psim_grid_result *r = g->r;
   if (r->evaluations == 0)
     return NAN;
-  double left = (now - g->t0) / (double)r->evaluations * (double)(r->total - g->r->visited);
+  int64_t left_n = 0;
+  for (int64_t i = r->visited; i < g->sp.n; i++)
+    left_n += g->sp.c[i].state == GRID_PENDING;
+  double left = (now - g->t0) / (double)r->evaluations * (double)left_n;
   if (g->o->budget_s > 0 && left > g->t0 + g->o->budget_s - now)
     left = fmax(0, g->t0 + g->o->budget_s - now);
   return left;
 }
 
-/* "\rgrid: 12/288 configurations (40 pruned: over memory), 3.2 s, ~20 s left,
- * best ..." at most twice a second, and on every new best. */
+/* "\rgrid: 120/2304 candidates (1800 pruned: 900 divisibility, 700 memory, 150 dominated,
+ * 50 bound), 64 simulated, 3.2 s, ~20 s left, best ..." at most twice a second, and on every
+ * new best. */
 static void show(grid_state *g, bool force) {
   double now = now_s();
   if (!g->o->progress || (!force && now - g->last_shown < 0.5))
@@ -70,13 +82,17 @@ static void show(grid_state *g, bool force) {
   const psim_grid_result *r = g->r;
   const psim_megatron_opts *b = &r->best;
   fprintf(g->o->progress,
-          "\rgrid: %lld/%lld configurations (%lld pruned: over memory), %.1f s, ~%.0f s left",
-          (long long)g->r->visited, (long long)r->total, (long long)r->pruned, now - g->t0,
-          seconds_left(g, now));
+          "\rgrid: %lld/%lld candidates (%lld pruned: %lld divisibility, %lld memory, %lld "
+          "dominated, %lld bound), %lld simulated, %.1f s, ~%.0f s left",
+          (long long)(r->visited + r->pruned_divisibility), (long long)r->total,
+          (long long)r->pruned, (long long)r->pruned_divisibility,
+          (long long)(r->pruned_memory_estimate + r->pruned_memory_implied),
+          (long long)r->pruned_dominated, (long long)r->pruned_bound, (long long)r->evaluations,
+          now - g->t0, seconds_left(g, now));
   if (r->found)
-    fprintf(g->o->progress, ", best %.4f s (tp %d pp %d dp %d mb %d %s)",
-            r->best_sim.iteration_time_s, b->tp, b->pp, b->dp, b->micro_batch,
-            psim_recompute_name(b->recompute));
+    fprintf(g->o->progress, ", best %.4f s (tp %d pp %d dp %d vp %d mb %d %s zero %d%s)",
+            r->best_sim.iteration_time_s, b->tp, b->pp, b->dp, b->virtual_stages, b->micro_batch,
+            psim_recompute_name(b->recompute), b->zero_stage, b->sequence_parallel ? " sp" : "");
   fprintf(g->o->progress, "   ");
   fflush(g->o->progress);
 }
@@ -99,22 +115,22 @@ static psim_status record(grid_state *g, const psim_megatron_opts *mo, psim_sim_
   return PSIM_OK;
 }
 
-/* Weights, gradients and optimizer state of the peak device exceed its
- * memory: no micro-batch or recompute mode of this (tp, pp) can fit. */
+/* Weights, gradients and optimizer state of the peak device exceed its memory. */
 static bool over_on_static(const psim_sim_result *sim) {
   const psim_mem_breakdown *b = &sim->memory;
   return !sim->fits && b->weights + b->gradients + b->optimizer > sim->capacity_bytes;
 }
 
-/* Evaluates one configuration; expansion failures (does not fit the model)
- * are skipped quietly, other failures propagate. */
-static psim_status evaluate(grid_state *g, const psim_megatron_opts *mo) {
+/* Simulates candidate k and records what became of it; expansion failures (does not fit
+ * the model) and the simulator's limits mark it refused, other failures propagate. */
+static psim_status evaluate(grid_state *g, grid_cand *k) {
   psim_strategy s;
   psim_strategy_init(&s);
-  psim_status st = psim_strategy_megatron(g->m, g->c, mo, &s);
+  psim_status st = psim_strategy_megatron(g->m, g->c, &k->mo, &s);
   if (st == PSIM_EINPUT) {
     psim_strategy_destroy(&s);
     psim_error_clear();
+    k->state = GRID_REFUSED;
     return PSIM_OK;
   }
   psim_sim_result sim;
@@ -128,32 +144,19 @@ static psim_status evaluate(grid_state *g, const psim_megatron_opts *mo) {
   show(g, false);
   if (st == PSIM_ELIMIT) {
     psim_error_clear();
+    k->state = GRID_REFUSED;
     return PSIM_OK;
   }
   if (st != PSIM_OK)
     return st;
+  k->compute_s = sim.compute_s;
+  k->time_s = sim.iteration_time_s;
+  k->state = sim.fits ? GRID_FITS : over_on_static(&sim) ? GRID_STATIC_OVER : GRID_OVER;
   if (!sim.fits) {
-    g->static_over = over_on_static(&sim);
     psim_sim_result_destroy(&sim);
     return PSIM_OK;
   }
-  return record(g, mo, &sim);
-}
-
-static int32_t divides_layers(const psim_model *m, int32_t pp) {
-  return pp <= m->n_layers && m->n_layers % pp == 0;
-}
-
-/* The next (tp, pp) pair of the grid after *tp, *pp (start with pp = 0, tp
- * = 1): tp a power of two up to max_tp, pp dividing the layers, tp * pp
- * dividing the devices. False when there is none. */
-static bool next_pair(const grid_state *g, int32_t *tp, int32_t *pp) {
-  int32_t n = g->c->n_devices;
-  for (; *tp <= g->max_tp && *tp <= n; *tp *= 2, *pp = 0)
-    while (++*pp * *tp <= n)
-      if (n % (*tp * *pp) == 0 && divides_layers(g->m, *pp))
-        return true;
-  return false;
+  return record(g, &k->mo, &sim);
 }
 
 /* Whether the next configuration may start: evaluations and time left. A
@@ -171,37 +174,77 @@ static bool may_start(grid_state *g) {
   return !r->stopped_by_time;
 }
 
-static const psim_recompute modes[] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_SELECTIVE,
-                                       PSIM_RECOMPUTE_FULL};
+static void count_pruned(psim_grid_result *r, grid_state_kind k) {
+  r->pruned_memory_estimate += k == GRID_MEM_ESTIMATE;
+  r->pruned_memory_implied += k == GRID_MEM_IMPLIED;
+  r->pruned_dominated += k == GRID_DOMINATED;
+  r->pruned_bound += k == GRID_BOUND;
+  r->pruned = r->pruned_divisibility + r->pruned_memory_estimate + r->pruned_memory_implied +
+              r->pruned_dominated + r->pruned_bound;
+}
 
-/* Every micro-batch and recompute mode of one (tp, pp) pair. *more is false
- * once the grid must stop (budget, interruption). */
-static psim_status visit_pair(grid_state *g, int32_t tp, int32_t pp, int n_modes, bool *more) {
-  int64_t per_pair = (int64_t)g->o->n_micro_batches * n_modes, k = 0;
-  g->static_over = false;
-  for (int32_t i = 0; i < g->o->n_micro_batches; i++)
-    for (int j = 0; j < n_modes; j++, k++) {
-      if (g->static_over) {
-        g->r->pruned += per_pair - k;
-        g->r->visited += per_pair - k;
-        return PSIM_OK;
-      }
-      if (!(*more = may_start(g)))
-        return PSIM_OK;
-      g->r->visited++;
-      psim_megatron_opts mo;
-      psim_megatron_opts_init(&mo);
-      mo.tp = tp;
-      mo.pp = pp;
-      mo.dp = g->c->n_devices / (tp * pp);
-      mo.micro_batch = g->o->micro_batches[i];
-      mo.recompute = modes[j];
-      mo.sequence_parallel = tp > 1 && modes[j] == PSIM_RECOMPUTE_SELECTIVE;
-      psim_status es = evaluate(g, &mo);
-      if (es == PSIM_EINTERRUPTED) /* issue 9: keep the best so far */
-        return (*more = false), PSIM_OK;
-      PSIM_CHECK(es);
+/* Visits candidates [from, to): pruned by a rule or simulated. *more is false once the
+ * grid must stop (budget, interruption). */
+static psim_status visit(grid_state *g, int64_t from, int64_t to, bool *more) {
+  psim_grid_result *r = g->r;
+  for (int64_t i = from; i < to && *more; i++) {
+    grid_cand *k = &g->sp.c[i];
+    if (k->state == GRID_PENDING)
+      k->state = (int8_t)psim_grid_prune(&g->sp, i, r->found, r->best_sim.iteration_time_s);
+    if (k->state != GRID_PENDING) {
+      count_pruned(r, (grid_state_kind)k->state);
+      r->visited++;
+      continue;
     }
+    if (!(*more = may_start(g)))
+      return PSIM_OK;
+    r->visited++;
+    psim_status es = evaluate(g, k);
+    if (es == PSIM_EINTERRUPTED) /* issue 9: keep the best so far */
+      return (*more = false), PSIM_OK;
+    PSIM_CHECK(es);
+    r->refused += k->state == GRID_REFUSED;
+  }
+  return PSIM_OK;
+}
+
+/* The classic candidates, then the others ordered by their pair's best classic time. */
+static psim_status run_grid(grid_state *g) {
+  int64_t n_classic = 0;
+  while (n_classic < g->sp.n && g->sp.c[n_classic].classic)
+    n_classic++;
+  bool more = true;
+  PSIM_CHECK(visit(g, 0, n_classic, &more));
+  if (!more)
+    return PSIM_OK;
+  double *pair_best = psim_malloc((size_t)(g->sp.n_pairs + 1) * sizeof *pair_best);
+  if (!pair_best)
+    return psim_error(PSIM_ENOMEM, "out of memory ordering the grid");
+  for (int32_t p = 0; p <= g->sp.n_pairs; p++)
+    pair_best[p] = INFINITY;
+  for (int64_t i = 0; i < n_classic; i++)
+    if (g->sp.c[i].state == GRID_FITS)
+      pair_best[g->sp.c[i].pair] = fmin(pair_best[g->sp.c[i].pair], g->sp.c[i].time_s);
+  psim_grid_space_order(&g->sp, pair_best);
+  psim_free(pair_best);
+  return visit(g, n_classic, g->sp.n, &more);
+}
+
+static psim_status finish(const psim_model *m, psim_cluster *c, psim_grid_result *r) {
+  if (!r->found && psim_interrupted() && r->evaluations == 0)
+    return psim_error(PSIM_EINTERRUPTED, "interrupted before a configuration was evaluated");
+  if (!r->found && psim_interrupted()) /* issue 24: evaluated, none fits so far */
+    return psim_error(PSIM_EINTERRUPTED,
+                      "interrupted after %lld of %lld configurations were evaluated, none of "
+                      "which fits %s",
+                      (long long)r->evaluations, (long long)r->total, c->name);
+  if (!r->found)
+    return psim_error(PSIM_EFAILED,
+                      "no Megatron configuration of %s fits on %s (%lld of %lld candidates "
+                      "simulated, %lld over memory by the static estimate%s)",
+                      m->name, c->name, (long long)r->evaluations, (long long)r->total,
+                      (long long)r->pruned_memory_estimate,
+                      r->stopped_by_time ? ", stopped by the time budget" : "");
   return PSIM_OK;
 }
 
@@ -211,32 +254,68 @@ psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_gr
   if (m->role_dim[PSIM_ROLE_BATCH] < 0)
     return psim_error(PSIM_EINPUT, "%s: the grid search needs a dim with role 'batch'",
                       m->file ? m->file : m->name);
-  grid_state g = {m, c, o, r, now_s(), 0, 0, 0, 0, false};
-  g.max_tp = o->max_tp > 0 ? o->max_tp : (c->devices_per_node > 0 ? c->devices_per_node : 8);
-  int n_modes = o->try_recompute ? 3 : 1;
-  int32_t tp = 1, pp = 0;
-  while (next_pair(&g, &tp, &pp))
-    r->total += (int64_t)o->n_micro_batches * n_modes;
-  bool more = true;
-  psim_status st = PSIM_OK;
-  for (tp = 1, pp = 0; more && st == PSIM_OK && next_pair(&g, &tp, &pp);)
-    st = visit_pair(&g, tp, pp, n_modes, &more);
+  grid_state g = {.m = m, .c = c, .o = o, .r = r, .t0 = now_s()};
+  int32_t max_tp = o->max_tp > 0 ? o->max_tp : (c->devices_per_node > 0 ? c->devices_per_node : 8);
+  psim_status st = psim_grid_space_build(m, c, o, max_tp, &g.sp);
+  r->total = g.sp.n + g.sp.pruned_divisibility;
+  r->pruned_divisibility = g.sp.pruned_divisibility;
+  if (st == PSIM_OK)
+    st = run_grid(&g);
+  r->pruned = r->pruned_divisibility + r->pruned_memory_estimate + r->pruned_memory_implied +
+              r->pruned_dominated + r->pruned_bound;
   r->wall_s = now_s() - g.t0;
   show(&g, true);
   if (o->progress)
     fprintf(o->progress, "\n");
+  psim_grid_space_destroy(&g.sp);
   PSIM_CHECK(st);
-  if (!r->found && psim_interrupted() && r->evaluations == 0)
-    return psim_error(PSIM_EINTERRUPTED, "interrupted before a configuration was evaluated");
-  if (!r->found && psim_interrupted()) /* issue 24: evaluated, none fits so far */
-    return psim_error(PSIM_EINTERRUPTED,
-                      "interrupted after %lld of %lld configurations were evaluated, none of "
-                      "which fits %s",
-                      (long long)r->evaluations, (long long)r->total, c->name);
-  if (!r->found)
-    return psim_error(PSIM_EFAILED, "no Megatron configuration of %s fits on %s (%lld evaluated%s)",
-                      m->name, c->name, (long long)r->evaluations,
-                      r->stopped_by_time ? ", stopped by the time budget" : "");
+  return finish(m, c, r);
+}
+
+static void describe(const psim_grid_result *g, char *out, size_t size) {
+  const psim_megatron_opts *b = &g->best;
+  int n = snprintf(out, size, "Megatron tp %d, pp %d, dp %d", b->tp, b->pp, b->dp);
+  if (b->virtual_stages > 1)
+    n += snprintf(out + n, size - (size_t)n, ", %d virtual stages", b->virtual_stages);
+  n += snprintf(out + n, size - (size_t)n, ", micro-batch %d, recompute %s%s", b->micro_batch,
+                psim_recompute_name(b->recompute),
+                b->sequence_parallel ? ", sequence parallel" : "");
+  if (b->zero_stage == 1)
+    snprintf(out + n, size - (size_t)n, ", distributed optimizer");
+  else if (b->zero_stage > 1)
+    snprintf(out + n, size - (size_t)n, ", ZeRO-%d", b->zero_stage);
+}
+
+/* search.stats: the candidates, what pruned them, how many were simulated. */
+static psim_status stats_json(const psim_grid_result *g, psim_search_result *r) {
+  cJSON *s = cJSON_CreateObject();
+  if (!s)
+    return psim_error(PSIM_ENOMEM, "out of memory (stats)");
+  r->stats = s;
+  const char *names[] = {"candidates",
+                         "pruned",
+                         "pruned_divisibility",
+                         "pruned_memory_estimate",
+                         "pruned_memory_implied",
+                         "pruned_dominated",
+                         "pruned_bound",
+                         "simulated",
+                         "feasible",
+                         "refused",
+                         "visited"};
+  int64_t v[] = {g->total,
+                 g->pruned,
+                 g->pruned_divisibility,
+                 g->pruned_memory_estimate,
+                 g->pruned_memory_implied,
+                 g->pruned_dominated,
+                 g->pruned_bound,
+                 g->evaluations,
+                 g->feasible,
+                 g->refused,
+                 g->visited};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    PSIM_CHECK(psim_json_add_number(s, names[i], (double)v[i]));
   return PSIM_OK;
 }
 
@@ -259,15 +338,13 @@ psim_status psim_search_grid(const psim_model *m, psim_cluster *c, const psim_se
     psim_sim_result_init(&g.best_sim);
     r->evaluations = g.evaluations;
     r->wall_s = g.wall_s;
-    snprintf(r->description, sizeof r->description,
-             "Megatron tp %d, pp %d, dp %d, micro-batch %d, recompute %s%s", g.best.tp, g.best.pp,
-             g.best.dp, g.best.micro_batch, psim_recompute_name(g.best.recompute),
-             g.best.sequence_parallel ? ", sequence parallel" : "");
+    describe(&g, r->description, sizeof r->description);
+    st = stats_json(&g, r);
     if (g.stopped_by_time) {
       size_t used = strlen(r->description);
       snprintf(r->description + used, sizeof r->description - used,
-               " (time budget: %lld of %lld configurations)", (long long)(g.visited),
-               (long long)g.total);
+               " (time budget: %lld of %lld configurations)",
+               (long long)(g.visited + g.pruned_divisibility), (long long)g.total);
     }
     for (int32_t i = 0; i < g.n_curve && st == PSIM_OK; i++)
       st = psim_search_record(r, g.curve[i].evaluation, g.curve[i].wall_s, g.curve[i].best_time_s);

@@ -1,5 +1,8 @@
-/* grid.h - the Megatron grid baseline: every tp x pp x dp x micro-batch x
- * recompute combination that fits, simulated, the fastest kept. */
+/* grid.h - the Megatron grid: every Megatron-Core configuration (tp x pp x dp, virtual
+ * stages, distributed optimizer / ZeRO stage, sequence parallelism, micro-batch,
+ * recompute) that the runtime accepts, pruned by divisibility, memory, dominance and a
+ * compute bound before simulation, the rest simulated, the fastest that fits kept
+ * (docs/search.md, "The Megatron grid"). */
 #ifndef PSIM_GRID_H
 #define PSIM_GRID_H
 
@@ -12,11 +15,24 @@ typedef struct psim_grid_options {
   int32_t max_tp;           /* default: devices per node (NVLink domain) */
   int32_t micro_batches[8]; /* micro-batch sizes tried; default 1, 2, 4, 8 */
   int32_t n_micro_batches;
-  bool try_recompute;      /* none, selective and full; default true */
-  int64_t max_evaluations; /* default 10,000 */
-  double budget_s;         /* wall-time budget, s; 0 = none (default). The grid stops before a
-                              configuration that the mean cost of those simulated so far says
-                              would end past it (issue 18: a baseline affordable at scale) */
+  bool try_recompute;             /* none, selective and full; default true */
+  int32_t max_virtual_stages;     /* interleaving: virtual stages per pipeline rank tried, 1..this
+                                     (those Megatron-Core accepts); default 8, 1 = none */
+  int32_t max_zero;               /* ZeRO stages tried, 0..this; default 1 (Megatron-Core's
+                                     distributed optimizer); at most 3 */
+  bool try_sequence_parallel_off; /* at tp > 1 also try without sequence parallelism
+                                     (default false: sequence parallelism moves the same bytes
+                                     (reduce-scatter + all-gather for each all-reduce), runs the
+                                     norms and dropout on 1/tp of the tokens and keeps 1/tp of
+                                     their activations, Korthikanti et al. 2022, 4.2.2); tp 1
+                                     never has it */
+  bool prune_by_estimate;         /* skip candidates whose weights, gradients and optimizer state
+                                     alone exceed a device by a lower bound (default true; false
+                                     simulates them: the tests check the bound that way) */
+  int64_t max_evaluations;        /* default 10,000 */
+  double budget_s; /* wall-time budget, s; 0 = none (default). The grid stops before a
+                      configuration that the mean cost of those simulated so far says
+                      would end past it (issue 18: a baseline affordable at scale) */
   const psim_sim_options *sim;
   FILE *progress; /* progress lines (a terminal) or NULL */
 } psim_grid_options;
@@ -35,11 +51,21 @@ typedef struct psim_grid_result {
   psim_sim_result best_sim;
   bool found;
   int64_t evaluations, feasible;
-  int64_t total;        /* configurations in the grid (tp x pp pairs x micro-batches x modes) */
-  int64_t visited;      /* configurations reached: simulated, refused by the template, pruned */
-  int64_t pruned;       /* skipped: their pair's weights, gradients and optimizer state alone
-                           exceed a device's memory */
-  bool stopped_by_time; /* budget_s ran out before the grid was done */
+  int64_t total;               /* candidates: every combination of the knobs above */
+  int64_t visited;             /* candidates reached: simulated, refused by the template, pruned */
+  int64_t pruned;              /* all pruned candidates (the sum of the five counts below) */
+  int64_t pruned_divisibility; /* a rule of Megatron-Core refuses them (tp dividing heads and
+                                  ffn, pp and pp x vp dividing the layers, the batch, ...) */
+  int64_t pruned_memory_estimate; /* static memory lower bound over a device */
+  int64_t pruned_memory_implied;  /* over memory because a simulated candidate that needs no
+                                     more memory is (memory grows with the micro-batch, with
+                                     less recomputation, without sequence parallelism, with a
+                                     lower ZeRO stage) */
+  int64_t pruned_dominated;       /* a candidate with less recomputation, the rest equal, fits */
+  int64_t pruned_bound;           /* the compute of a device, known from a simulated candidate
+                                     with the same kernels, is already over the best time */
+  int64_t refused;                /* refused by the template or the simulator's limits */
+  bool stopped_by_time;           /* budget_s ran out before the grid was done */
   double wall_s;
   psim_search_point *curve; /* best so far after each improvement */
   int32_t n_curve;
@@ -48,12 +74,10 @@ typedef struct psim_grid_result {
 void psim_grid_result_init(psim_grid_result *r);
 void psim_grid_result_destroy(psim_grid_result *r);
 
-/* Searches the grid. Static memory (weights, gradients, optimizer state) does
- * not depend on the micro-batch or the recompute mode, so once one
- * configuration of a (tp, pp) pair is over memory on static memory alone, the
- * pair's other configurations are skipped unsimulated (pruned). Needs the model's batch, heads and
- * ffn roles (ops of a Megatron-style transformer); PSIM_EINPUT otherwise. Strategies that do not
- * expand (tp not dividing the heads, ...) are skipped, not errors. */
+/* Searches the grid: the classic configurations first (no interleaving, ZeRO 0, sequence
+ * parallelism at tp > 1), then the others, most promising (tp, pp) pair first. Needs the
+ * model's batch, heads and ffn roles (ops of a Megatron-style transformer); PSIM_EINPUT
+ * otherwise. Strategies that do not expand are skipped, not errors. */
 psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_grid_options *o,
                              psim_grid_result *r);
 

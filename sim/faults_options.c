@@ -252,6 +252,7 @@ static psim_status unknown_name(const psim_cluster *c, const char *opt, const ch
 /* A device (device_only) or any vertex, by name or index. */
 psim_status psim_faults_find_vertex(const psim_cluster *c, const char *opt, const char *name,
                                     bool device_only, int32_t *out) {
+  *out = -1; /* set on every path: callers read it after PSIM_CHECK */
   int32_t v = device_only ? psim_cluster_find_device(c, name) : psim_cluster_find_vertex(c, name);
   if (v < 0) {
     char *end;

@@ -16,6 +16,9 @@
 #define PCIE3_X16 15.75e9
 #define PCIE4_X16 31.5e9
 #define PCIE5_X16 63e9
+/* Gen6 64 GT/s, PAM4 with FLIT mode (PCI-SIG PCIe 6.0): 128 GB/s raw per
+ * direction x16, 121 GB/s after FLIT overhead (242 of 256 bytes). */
+#define PCIE6_X16 121e9
 /* PCIe 3.0 x16 as achieved GPU-to-GPU through a PCIe switch: about 12 GB/s
  * per direction (CUDA sample p2pBandwidthLatencyTest on Gen3 systems reports
  * 10-13 GB/s unidirectional of the 15.75 GB/s line rate). */
@@ -26,6 +29,7 @@
 #define IB_EDR  (100e9 / 8)
 #define IB_HDR  (200e9 / 8)
 #define IB_NDR  (400e9 / 8)
+#define IB_XDR  (800e9 / 8)
 #define ETH_25G (25e9 / 8)
 
 typedef struct preset {
@@ -63,6 +67,26 @@ typedef struct preset {
  * PCIe box: 8 V100 (built-in v100 figures; a V100 PCIe card peaks at 112
  *   TFLOP/s fp16, 10% under SXM2) under two PCIe 3.0 switches of 4 GPUs,
  *   12 GB/s achieved per direction, one EDR NIC.
+ * DGX B200: DGX B200 data sheet and user guide: 8 B200 on 2 fifth-generation
+ *   NVSwitch chips, NVLink 5 at 1.8 TB/s per GPU both directions = 900 GB/s
+ *   per direction (14.4 TB/s per system); 8 single-port ConnectX-7 at 400
+ *   Gb/s for the compute fabric, PCIe Gen5 host; DGX SuperPOD B200 reference
+ *   architecture: scalable unit of 32 DGX B200, rail-optimised non-blocking
+ *   fat tree.
+ * GB200 NVL72: GB200 NVL72 data sheet: 72 Blackwell GPUs (18 compute trays
+ *   of 2 GB200 superchips = 4 GPUs each, 36 Grace CPUs) in one NVLink domain
+ *   through 9 NVLink switch trays, 130 TB/s = 1.8 TB/s per GPU both
+ *   directions; one ConnectX-7 400 Gb/s per GPU for the compute fabric (DGX
+ *   GB200 user guide: 4 per compute tray), PCIe Gen5. A preset "node" is one
+ *   NVLink domain (a rack). The cluster format allows at most 64 NICs per
+ *   node, so the rack's 72 x 400 Gb/s are written as 36 x 800 Gb/s, GPUs d
+ *   and d + 36 sharing one: the same aggregate, and the same 400 Gb/s per GPU
+ *   when all of them send (collectives). DGX SuperPOD GB200: scalable unit of
+ *   8 racks (576 GPUs).
+ * GB300 NVL72: GB300 NVL72 data sheet: the same rack of 72 Blackwell Ultra
+ *   GPUs, NVLink 130 TB/s; one ConnectX-8 SuperNIC of 800 Gb/s per GPU
+ *   (written as 36 x 1.6 Tb/s as above), whose host interface is PCIe Gen6
+ *   x16 (ConnectX-8 SuperNIC data sheet); scalable unit of 8 racks.
  * CPU: this machine's cores (sim/ir/device_types.c), one shared memory bus per
  *   node, 25 Gb/s Ethernet; 10 us per Ethernet hop (typical kernel TCP
  *   latency on 25 GbE; estimate). */
@@ -75,6 +99,15 @@ static const preset presets[] = {
      450e9, 0, 8, IB_NDR, 1e-6, PCIE5_X16, 32},
     {"dgx-h200", "h200", "NVIDIA DGX H200: 8 H200 on NVSwitch, 8x NDR 400 Gb/s", 8, "nvswitch",
      450e9, 0, 8, IB_NDR, 1e-6, PCIE5_X16, 32},
+    {"dgx-b200", "b200", "NVIDIA DGX B200: 8 B200 on NVSwitch (NVLink 5), 8x NDR 400 Gb/s", 8,
+     "nvswitch", 900e9, 0, 8, IB_NDR, 1e-6, PCIE5_X16, 32},
+    {"gb200-nvl72", "gb200",
+     "NVIDIA GB200 NVL72: 72 B200 GPUs (18 trays of 4) in one NVLink 5 domain, 400 Gb/s per GPU",
+     72, "nvswitch", 900e9, 0, 36, IB_XDR, 1e-6, PCIE5_X16, 8},
+    {"gb300-nvl72", "gb300",
+     "NVIDIA GB300 NVL72: 72 Blackwell Ultra GPUs (18 trays of 4) in one NVLink 5 domain, 800 "
+     "Gb/s per GPU",
+     72, "nvswitch", 900e9, 0, 36, 2 * IB_XDR, 1e-6, PCIE6_X16, 8},
     {"dgx1-v100", "v100", "NVIDIA DGX-1 V100: 8 V100 in a hybrid cube mesh, 4x EDR 100 Gb/s", 8,
      "hybrid_cube_mesh", 25e9, 0, 4, IB_EDR, 1e-6, PCIE3_X16, 16},
     {"p100-nvlink", "p100", "4 P100 per node on all-to-all NVLink, 1x EDR 100 Gb/s", 4,
@@ -88,8 +121,9 @@ static const preset presets[] = {
     {NULL, NULL, NULL, 0, NULL, 0, 0, 0, 0, 0, 0, 0}};
 
 static const char *const names[] = {
-    "dgx-a100-80g", "dgx-a100-40g", "dgx-h100", "dgx-h200", "dgx1-v100",
-    "p100-nvlink",  "k80-pcie",     "pcie-box", "cpu",      NULL};
+    "dgx-a100-80g", "dgx-a100-40g", "dgx-h100",  "dgx-h200",    "dgx-b200",
+    "gb200-nvl72",  "gb300-nvl72",  "dgx1-v100", "p100-nvlink", "k80-pcie",
+    "pcie-box",     "cpu",          NULL};
 
 const char *const *psim_preset_names(void) {
   return names;

@@ -76,15 +76,20 @@ void psim_profile_cpu_kernel_run(psim_profile_kernel *k);
 /* Frees the kernel; NULL is allowed. */
 void psim_profile_cpu_kernel_destroy(psim_profile_kernel *k);
 
-#if PSIM_HAVE_CUDA
 /* CUDA backend: cublasGemmEx (fp32, fp16, bf16 with tensor cores) and small
- * kernels, timed with CUDA events. Fails with PSIM_EFAILED and a clear
- * message when no GPU is present at run time. */
+ * kernels, timed with CUDA events. Declared in every build: the kernels live
+ * in the CUDA profiler module (libplansim_cuda.so), which the first call opens
+ * with dlopen (profile_cuda_load.c), so only `profile --device cuda` loads
+ * libcudart and cuBLAS. Fails with PSIM_EFAILED and a message naming what is
+ * missing: the module (a build without CUDA), a CUDA library, or a GPU. */
 psim_status psim_profile_cuda_available(int32_t device_index);
 psim_status psim_profile_cuda_fingerprint(int32_t device_index, psim_costdb_fingerprint *fp);
 psim_status psim_profile_cuda_measure(const psim_cost_key *key, const psim_profile_opts *o,
                                       psim_cost_entry *out);
-#endif
+/* The module the loader opens: $PSIM_CUDA_MODULE when set, else the build
+ * tree's while it exists, else the installed one; NULL in a build without
+ * CUDA and no PSIM_CUDA_MODULE. */
+const char *psim_profile_cuda_module_path(void);
 
 /* Collective tables of a CPU cluster (plansim profile --collectives,
  * costdb/profile/coll_cpu.c): a shared-memory ring all-reduce between group_size

@@ -1,17 +1,20 @@
 /* profile_cuda.cu - CUDA backend of plansim profile: cublasGemmEx (fp32, fp16
  * and bf16 with tensor cores; fp64) for matmul and attention, and small CUDA
  * kernels for the memory-bound ops, timed with CUDA events
- * (docs/profiling.md). Built only when meson finds nvcc and cuBLAS. */
+ * (docs/profiling.md). Built only when meson finds nvcc and cuBLAS, as the
+ * shared module libplansim_cuda.so that profile_cuda_load.c opens with dlopen
+ * (profile_cuda_impl.h): it links libcudart and cuBLAS, nothing of libplansim,
+ * and reaches the host only through the psim_cuda_host it is given. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 extern "C" {
-#include "costdb/profile/profile.h"
-#include "sim/core/alloc.h"
+#include "costdb/profile/profile_cuda_impl.h"
 }
 
 #define NBUF 10
@@ -32,13 +35,23 @@ struct gpu_kernel {
 
 cublasHandle_t g_handle;
 int g_handle_device = -1;
+const psim_cuda_host *g_host; /* set by psim_cuda_module_open */
+
+/* psim_error through the host (the module has no error state of its own). */
+__attribute__((format(printf, 2, 3))) psim_status fail(psim_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  s = g_host->verror(s, fmt, ap);
+  va_end(ap);
+  return s;
+}
 
 psim_status cuda_fail(cudaError_t e, const char *what) {
-  return psim_error(PSIM_EFAILED, "CUDA %s failed: %s", what, cudaGetErrorString(e));
+  return fail(PSIM_EFAILED, "CUDA %s failed: %s", what, cudaGetErrorString(e));
 }
 
 psim_status blas_fail(cublasStatus_t s, const char *what) {
-  return psim_error(PSIM_EFAILED, "cuBLAS %s failed with status %d", what, (int)s);
+  return fail(PSIM_EFAILED, "cuBLAS %s failed with status %d", what, (int)s);
 }
 
 template <typename T> __device__ float to_f(T v) {
@@ -300,8 +313,7 @@ psim_status pick_type(gpu_kernel *k) {
     k->type = CUDA_R_64F, k->elem = 8, k->compute = CUBLAS_COMPUTE_64F;
     return PSIM_OK;
   default:
-    return psim_error(PSIM_EUNIMPLEMENTED, "no %s kernels on CUDA",
-                      psim_costdb_dtype_name(k->key->dtype));
+    return fail(PSIM_EUNIMPLEMENTED, "no %s kernels on CUDA", g_host->dtype_name(k->key->dtype));
   }
 }
 
@@ -355,7 +367,7 @@ psim_status time_events(gpu_kernel *k, const psim_profile_opts *o, psim_cost_ent
   cudaEventDestroy(b);
   if (s != PSIM_OK)
     return s;
-  psim_profile_summary(samples, n, &out->median_s, &out->iqr_s, &out->min_s);
+  g_host->summary(samples, n, &out->median_s, &out->iqr_s, &out->min_s);
   out->count = n;
   out->scale = 1;
   return PSIM_OK;
@@ -374,24 +386,21 @@ psim_status ensure_handle(int device) {
   return PSIM_OK;
 }
 
-} // namespace
-
-extern "C" psim_status psim_profile_cuda_available(int32_t device_index) {
+psim_status cuda_available(int32_t device_index) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0)
-    return psim_error(PSIM_EFAILED,
-                      "no CUDA GPU is present on this machine (%s); "
-                      "--device cuda needs one",
-                      e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    return fail(PSIM_EFAILED,
+                "no CUDA GPU is present on this machine (%s); "
+                "--device cuda needs one",
+                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
   if (device_index < 0 || device_index >= n)
-    return psim_error(PSIM_EINPUT, "GPU %d does not exist (this machine has %d)", device_index, n);
+    return fail(PSIM_EINPUT, "GPU %d does not exist (this machine has %d)", device_index, n);
   return PSIM_OK;
 }
 
-extern "C" psim_status psim_profile_cuda_fingerprint(int32_t device_index,
-                                                     psim_costdb_fingerprint *fp) {
-  PSIM_CHECK(psim_profile_cuda_available(device_index));
+psim_status cuda_fingerprint(int32_t device_index, psim_costdb_fingerprint *fp) {
+  PSIM_CHECK(cuda_available(device_index));
   PSIM_CHECK(ensure_handle(device_index));
   cudaDeviceProp p;
   cudaError_t e = cudaGetDeviceProperties(&p, device_index);
@@ -411,8 +420,8 @@ extern "C" psim_status psim_profile_cuda_fingerprint(int32_t device_index,
   return PSIM_OK;
 }
 
-extern "C" psim_status psim_profile_cuda_measure(const psim_cost_key *key,
-                                                 const psim_profile_opts *o, psim_cost_entry *out) {
+psim_status cuda_measure(const psim_cost_key *key, const psim_profile_opts *o,
+                         psim_cost_entry *out) {
   gpu_kernel k;
   memset(&k, 0, sizeof k);
   k.key = key;
@@ -420,12 +429,26 @@ extern "C" psim_status psim_profile_cuda_measure(const psim_cost_key *key,
   out->key = *key;
   PSIM_CHECK(pick_type(&k));
   if (!plan(&k))
-    return psim_error(PSIM_EUNIMPLEMENTED, "no CUDA kernel for %s (the roofline estimate is used)",
-                      psim_costdb_kind_name(key->kind));
+    return fail(PSIM_EUNIMPLEMENTED, "no CUDA kernel for %s (the roofline estimate is used)",
+                g_host->kind_name(key->kind));
   PSIM_CHECK(ensure_handle(o->device_index));
   psim_status s = allocate(&k);
   if (s == PSIM_OK)
     s = time_events(&k, o, out);
   release(&k);
   return s;
+}
+
+} // namespace
+
+/* The module's one exported symbol (PSIM_CUDA_MODULE_ENTRY). */
+extern "C" __attribute__((visibility("default"))) psim_status
+psim_cuda_module_open(int32_t abi, const psim_cuda_host *host, psim_cuda_module *out) {
+  if (abi != PSIM_CUDA_MODULE_ABI || !host || !out)
+    return PSIM_EFAILED;
+  g_host = host;
+  out->available = cuda_available;
+  out->fingerprint = cuda_fingerprint;
+  out->measure = cuda_measure;
+  return PSIM_OK;
 }

@@ -4,13 +4,16 @@
  * A plan (plansim.plan/1) holds the explicit strategy; exporters turn it into
  *   plansim    the plan itself (validated against docs/plan.schema.json);
  *   megatron   Megatron-LM command-line arguments;
- *   deepspeed  a DeepSpeed config JSON;
+ *   megatron-bridge  a Megatron-Bridge recipe override file (YAML);
+ *   deepspeed  a DeepSpeed config JSON (deepspeed-pipeline: PipelineModule's arguments);
  *   gspmd      JAX-style PartitionSpecs per tensor over a named mesh (the
  *              plan's, or one inferred from a strategy given per op);
- *   flexflow   FlexFlow's per-op strategy (protobuf text of strategy.proto).
+ *   torchtitan a torchtitan (v0.2.2) job config TOML;
+ *   flexflow   always refused: no current FlexFlow release reads a strategy file.
  * An exporter never approximates: a plan the target cannot express (per-op
- * placements for Megatron, a contracted-dim split for FlexFlow, ...) is
- * refused with PSIM_EFAILED and a message naming the op or option and why. */
+ * placements for Megatron, a GPT for torchtitan, ...) or a model the runtime
+ * would build differently is refused with PSIM_EFAILED and a message naming the
+ * op, option or model fact and why (export_facts.h). */
 #ifndef PSIM_EXPORT_H
 #define PSIM_EXPORT_H
 
@@ -27,8 +30,11 @@ typedef enum psim_export_format {
   PSIM_EXPORT_PLANSIM = 0,
   PSIM_EXPORT_MEGATRON,
   PSIM_EXPORT_DEEPSPEED,
+  PSIM_EXPORT_DEEPSPEED_PIPELINE, /* PipelineModule's arguments (a Python snippet) */
   PSIM_EXPORT_GSPMD,
-  PSIM_EXPORT_FLEXFLOW,
+  PSIM_EXPORT_TORCHTITAN,
+  PSIM_EXPORT_FLEXFLOW, /* refused: nothing current reads a FlexFlow strategy (docs/export.md) */
+  PSIM_EXPORT_MEGATRON_BRIDGE, /* a Megatron-Bridge recipe override file (YAML) */
   PSIM_EXPORT_COUNT
 } psim_export_format;
 
@@ -61,6 +67,18 @@ psim_status psim_plan_doc_load(const char *plan_file, const char *model_file,
  * thousand at most (docs/export.md). */
 psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **text, size_t *len);
 
+/* The format an exported file's text shows (MEGATRON_ARGS, the Bridge header, [parallelism],
+ * PipelineModule, partition_specs, train_batch_size, a plan); PSIM_EINPUT when none. O(length). */
+psim_status psim_export_detect(const char *text, psim_export_format *f);
+/* `export PLAN --check FILE`: reads text, a file exported in format f, into the settings its
+ * runtime reads (flags, keys, arguments; comments and layout are not settings) and compares
+ * them with those of d's own export in f. *report (owned, psim_free) lists the file's settings
+ * and every difference (a setting missing, different or extra); *differences counts them. The
+ * export's refusal (PSIM_EFAILED) when f cannot express the plan; PSIM_EINPUT when text is not
+ * of format f. O(settings^2 + export). */
+psim_status psim_export_check(const psim_plan_doc *d, psim_export_format f, const char *text,
+                              char **report, size_t *len, int32_t *differences);
+
 /* The Megatron-LM parameters a strategy equals, if any: tp, pp, dp,
  * micro_batch (per data-parallel rank) and virtual_stages in o. The strategy
  * must equal psim_strategy_megatron of those parameters op for op (splits,
@@ -86,7 +104,11 @@ void psim_export_printable(const char *s, char *out, size_t size);
  * [A-Za-z0-9._+-/:@%=,], else in single quotes with each ' written '\''. */
 void psim_export_shell_quote(psim_sb *b, const char *s);
 /* Appends s as a protobuf text-format string literal: in double quotes, " and
- * \ escaped with a backslash, control bytes as octal \NNN. */
+ * \ escaped with a backslash, control bytes as octal \NNN. No exporter writes protobuf text
+ * since the FlexFlow exporter was dropped; kept for tests/fuzz/fuzz_export.c. */
 void psim_export_proto_quote(psim_sb *b, const char *s);
+/* Appends s as a TOML 1.0 basic string: in double quotes, " and \ escaped with a backslash,
+ * control bytes as \u00XX. */
+void psim_export_toml_quote(psim_sb *b, const char *s);
 
 #endif

@@ -22,4 +22,25 @@ bool psim_export_config_equal(const psim_op_config *a, const psim_op_config *b);
 /* The GSPMD exporter (export_gspmd.c): a mesh and PartitionSpecs. */
 psim_status psim_export_gspmd(const psim_plan_doc *d, char **text, size_t *len);
 
+struct psim_export_facts;
+/* Megatron-LM arguments (export_megatron.c) and a torchtitan job config (export_torchtitan.c),
+ * from the plan's facts (export_facts.h). */
+psim_status psim_export_megatron(const psim_plan_doc *d, const struct psim_export_facts *f,
+                                 char **text, size_t *len);
+psim_status psim_export_torchtitan(const psim_plan_doc *d, const struct psim_export_facts *f,
+                                   char **text, size_t *len);
+/* Megatron-Core's refusals, shared by Megatron-LM and Megatron-Bridge (export_megatron.c): the
+ * plan's (ZeRO 2-3, GPipe, all-reduce algorithms, uneven middle stages) and the model's
+ * (mixed dropout, a GPT embedding norm, MoE with tp and no sequence parallelism or biases). */
+psim_status psim_export_megatron_plan_refusals(const struct psim_export_facts *f);
+psim_status psim_export_megatron_model_refusals(const struct psim_export_facts *f);
+/* A Megatron-Bridge recipe override file (YAML) (export_bridge.c). */
+psim_status psim_export_bridge(const psim_plan_doc *d, const struct psim_export_facts *f,
+                               char **text, size_t *len);
+psim_status psim_export_deepspeed(const psim_plan_doc *d, const struct psim_export_facts *f,
+                                  char **text, size_t *len);
+psim_status psim_export_deepspeed_pipeline(const psim_plan_doc *d,
+                                           const struct psim_export_facts *f, char **text,
+                                           size_t *len);
+
 #endif

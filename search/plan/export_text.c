@@ -59,17 +59,26 @@ void psim_export_shell_quote(psim_sb *b, const char *s) {
   psim_sb_printf(b, "%s'", s);
 }
 
-void psim_export_proto_quote(psim_sb *b, const char *s) {
+/* s in double quotes, " and \ escaped with a backslash, control bytes in ctrl's format. */
+static void quote_escaped(psim_sb *b, const char *s, const char *ctrl) {
   psim_sb_printf(b, "\"");
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '"' || *p == '\\')
       psim_sb_printf(b, "\\%c", *p);
     else if (*p < 0x20 || *p == 0x7F)
-      psim_sb_printf(b, "\\%03o", *p); /* octal: text format's escape for any byte */
+      psim_sb_printf(b, ctrl, *p);
     else
       psim_sb_printf(b, "%c", *p);
   }
   psim_sb_printf(b, "\"");
+}
+
+void psim_export_proto_quote(psim_sb *b, const char *s) {
+  quote_escaped(b, s, "\\%03o"); /* octal: text format's escape for any byte */
+}
+
+void psim_export_toml_quote(psim_sb *b, const char *s) {
+  quote_escaped(b, s, "\\u%04X"); /* TOML 1.0 basic strings have no octal escapes */
 }
 
 /* Every name an exporter may write: the model's, the cluster's, its device

@@ -68,6 +68,7 @@ psim_status psim_build_group_fits(const psim_group *g) {
  * over PSIM_BUILD_MAX_GROUP; the caller frees *out. */
 static psim_status new_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                              psim_group **out) {
+  *out = NULL; /* set on every path: callers read it after PSIM_CHECK */
   psim_group *g = psim_malloc(sizeof *g);
   if (!g)
     return psim_error(PSIM_ENOMEM, "out of memory");

@@ -8,11 +8,12 @@
  *    largest summed latency of its routes, B the smallest over its routes'
  *    links of bandwidth / load, load = number of the phase's routes (of this
  *    group and of its concurrent replicas) crossing the link. One task holds
- *    every rank's comm engine and the links the group's routes occupy (all
- *    but those at least twice as wide as the route's bottleneck: occupies()).
- *  - expanded: one transfer task per message and repeat, holding its route's
- *    links, lasting latency + bytes / (its bottleneck bandwidth divided by the
- *    replicas' load); a message waits for its sender's previous message and
+ *    every rank's comm engine and the links some phase fills (load x B
+ *    reaches their bandwidth).
+ *  - expanded: one transfer task per message and repeat, lasting latency +
+ *    bytes / (its route's smallest bandwidth / load, the same loads), holding
+ *    its sender's comm engine and the links it fills where it is group 0's
+ *    only message; a message waits for its sender's previous message and
  *    the last message the sender received.
  * Algorithms and their cost (Thakur, Rabenseifner & Gropp 2005, "Optimization
  * of Collective Communication Operations in MPICH", IJHPCA 19(1)) are in
@@ -311,6 +312,7 @@ typedef struct coll_ctx {
   const psim_coll_desc *d;
   int32_t groups; /* concurrent copies of the group routed */
   int32_t *load;  /* per link: routes of the current phase crossing it */
+  int32_t *own;   /* per link: those of group 0 alone (expanded fidelity) */
 } coll_ctx;
 
 /* Device of rank in the k-th concurrent group. */
@@ -322,23 +324,12 @@ static double link_bw(const psim_link *l) {
   return l->bw / (l->slowdown > 0 ? l->slowdown : 1.0);
 }
 
-/* Bottleneck bandwidth of a route, uncontended (bytes/s). */
-static double route_bw(const psim_cluster *c, const int32_t *links, int32_t nl) {
-  double bw = INFINITY;
-  for (int32_t j = 0; j < nl; j++) {
-    double b = link_bw(&c->links[links[j]]);
-    bw = b < bw ? b : bw;
-  }
-  return bw;
-}
-
-/* Whether a flow over a route of bottleneck bandwidth bw occupies link l for
- * the engine (a resource serves one task at a time): only when l could not
- * carry a second such flow at full rate. A link at least twice as wide as
- * the route's bottleneck (a rack uplink carrying NIC-limited flows) is left
- * free, so flows that the link carries together are not serialised on it. */
-static bool occupies(const psim_link *l, double bw) {
-  return link_bw(l) < 2 * bw;
+/* Whether flows of demand bytes/s fill a link of bandwidth bytes/s (1e-9:
+ * rounding of bandwidth / load). Tasks hold only the links they fill: one with
+ * room to spare carries other traffic at full speed, as a 4 TB/s leaf uplink
+ * carries eight 25 GB/s rings at once (docs/simulator.md, "Collectives"). */
+static int saturates(double demand, double bw) {
+  return demand >= bw * (1 - 1e-9);
 }
 
 static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const int32_t **links,
@@ -355,31 +346,34 @@ static psim_status phase_load(coll_ctx *x, const coll_plan *p, const coll_phase 
       const int32_t *links;
       int32_t nl;
       PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &links, &nl));
-      for (int32_t j = 0; j < nl; j++)
+      for (int32_t j = 0; j < nl; j++) {
         x->load[links[j]] += delta;
+        x->own[links[j]] += k == 0 ? delta : 0;
+      }
     }
   return PSIM_OK;
 }
 
 /* Bandwidth (bytes/s) and summed latency (s) of a route under the current
- * loads; extra is added to every load (1 when the route itself is not
- * counted in load). */
-static void route_under_load(const coll_ctx *x, const int32_t *links, int32_t nl, int32_t extra,
-                             double *bw, double *lat) {
+ * loads (the route itself counted in them). */
+static void route_under_load(const coll_ctx *x, const int32_t *links, int32_t nl, double *bw,
+                             double *lat) {
   *bw = INFINITY;
   *lat = 0;
   for (int32_t j = 0; j < nl; j++) {
     const psim_link *l = &x->c->links[links[j]];
-    double b = link_bw(l) / (double)(x->load[links[j]] + extra);
+    double b = link_bw(l) / (double)x->load[links[j]];
     *bw = b < *bw ? b : *bw;
     *lat += l->latency_s;
   }
 }
 
-/* Aggregated time of one phase: repeat * (max latency + max bytes / min B). */
-static psim_status phase_time(coll_ctx *x, const coll_plan *p, const coll_phase *ph, double *t) {
-  PSIM_CHECK(phase_load(x, p, ph, 0, 1));
-  double bw = INFINITY, lat = 0, bytes = 0;
+/* The phase's bottleneck bandwidth (smallest bandwidth / load over every
+ * group's routes; loads set), largest route latency and largest message. */
+static psim_status phase_rate(coll_ctx *x, const coll_plan *p, const coll_phase *ph, double *bw,
+                              double *lat, double *bytes) {
+  *bw = INFINITY;
+  *lat = *bytes = 0;
   for (int32_t k = 0; k < x->groups; k++)
     for (int32_t i = 0; i < ph->n; i++) {
       const coll_msg *m = &p->msgs[ph->first + i];
@@ -387,12 +381,21 @@ static psim_status phase_time(coll_ctx *x, const coll_plan *p, const coll_phase 
       int32_t nl;
       double b, l;
       PSIM_CHECK(route(x, k, m, &links, &nl));
-      route_under_load(x, links, nl, 0, &b, &l);
-      bw = b < bw ? b : bw;
-      lat = l > lat ? l : lat;
-      bytes = m->bytes > bytes ? m->bytes : bytes;
+      route_under_load(x, links, nl, &b, &l);
+      *bw = b < *bw ? b : *bw;
+      *lat = l > *lat ? l : *lat;
+      *bytes = m->bytes > *bytes ? m->bytes : *bytes;
     }
+  return PSIM_OK;
+}
+
+/* Aggregated time of one phase: repeat * (max latency + max bytes / min B). */
+static psim_status phase_time(coll_ctx *x, const coll_plan *p, const coll_phase *ph, double *t) {
+  PSIM_CHECK(phase_load(x, p, ph, 0, 1));
+  double bw, lat, bytes;
+  psim_status s = phase_rate(x, p, ph, &bw, &lat, &bytes);
   PSIM_CHECK(phase_load(x, p, ph, 0, -1));
+  PSIM_CHECK(s);
   *t = ph->repeat * (lat + (bytes > 0 ? bytes / bw : 0));
   return PSIM_OK;
 }
@@ -409,16 +412,6 @@ static psim_status plan_time(coll_ctx *x, const coll_plan *p, double *t) {
 
 /* ---- measured tables (nccl-tests bus bandwidth) ---- */
 
-/* busbw = algbw * factor (nccl-tests, PERFORMANCE.md; collectives.md). */
-static double busbw_factor(psim_coll_kind k, int32_t n) {
-  switch (k) {
-  case PSIM_COLL_ALL_REDUCE: return 2.0 * (n - 1) / n;
-  case PSIM_COLL_BROADCAST:
-  case PSIM_COLL_REDUCE: return 1.0;
-  default: return (double)(n - 1) / n;
-  }
-}
-
 static const psim_coll_table *find_table(const psim_cluster *c, const psim_coll_desc *d) {
   int same_node = 1;
   for (int32_t i = 1; i < d->n; i++)
@@ -430,24 +423,6 @@ static const psim_coll_table *find_table(const psim_cluster *c, const psim_coll_
       return t;
   }
   return NULL;
-}
-
-double psim_coll_table_time(const psim_coll_table *t, double bytes) {
-  const double *x = t->bytes, *y = t->busbw;
-  int32_t n = t->n_points;
-  double f = busbw_factor(t->kind, t->group_size);
-  if (bytes <= x[0]) /* latency-bound below the first point: its time */
-    return x[0] * f / y[0];
-  if (bytes >= x[n - 1])
-    return bytes * f / y[n - 1];
-  int32_t lo = 0, hi = n - 1;
-  while (hi - lo > 1) {
-    int32_t mid = (lo + hi) / 2;
-    *(x[mid] <= bytes ? &lo : &hi) = mid;
-  }
-  double w = log(bytes / x[lo]) / log(x[hi] / x[lo]);
-  double busbw = y[lo] + w * (y[hi] - y[lo]);
-  return bytes * f / busbw;
 }
 
 /* ---- public entry points ---- */
@@ -489,11 +464,13 @@ static psim_status check_desc(const psim_cluster *c, const psim_coll_desc *d) {
 /* Builds the plan and the context (load array) for d. */
 static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *p, coll_ctx *x) {
   memset(p, 0, sizeof *p);
-  *x = (coll_ctx){c, d, groups_routed(d), NULL};
+  *x = (coll_ctx){c, d, groups_routed(d), NULL, NULL};
   PSIM_CHECK(check_desc(c, d));
-  x->load = psim_calloc((size_t)(c->n_links > 0 ? c->n_links : 1), sizeof *x->load);
+  size_t nl = (size_t)(c->n_links > 0 ? c->n_links : 1);
+  x->load = psim_calloc(2 * nl, sizeof *x->load);
   if (!x->load)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  x->own = x->load + nl;
   psim_status s = plan_build(p, c, d);
   if (s != PSIM_OK) {
     psim_free(x->load);
@@ -554,34 +531,51 @@ static psim_status add_barrier(psim_taskgraph *g, const psim_task_info *info, in
   return psim_tg_add_task(g, 0.0, NULL, 0, &t, id);
 }
 
-/* Resource list of the aggregated task: comm engines, then the group's links
- * (marked in x->load, which is left zeroed). */
+/* Marks in held[] the links of the group's own routes that the phase
+ * saturates: their load (the routes of every concurrent group crossing them)
+ * times the phase's rate reaches their bandwidth. Loads are set. */
+static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_phase *ph,
+                                  unsigned char *held) {
+  double bw, lat, bytes;
+  PSIM_CHECK(phase_rate(x, p, ph, &bw, &lat, &bytes));
+  if (!isfinite(bw))
+    return PSIM_OK;
+  for (int32_t i = 0; i < ph->n; i++) {
+    const int32_t *links;
+    int32_t nl;
+    PSIM_CHECK(route(x, 0, &p->msgs[ph->first + i], &links, &nl));
+    for (int32_t j = 0; j < nl; j++)
+      held[links[j]] |= saturates(x->load[links[j]] * bw, link_bw(&x->c->links[links[j]]));
+  }
+  return PSIM_OK;
+}
+
+/* Resource list of the aggregated task: comm engines, then the links some
+ * phase saturates (x->load is left zeroed). */
 static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t **res,
                                         int32_t *n) {
   int32_t nd = x->c->n_devices, cnt = x->d->n;
-  psim_status s = PSIM_OK;
-  for (size_t i = 0; i < p->n_msgs && s == PSIM_OK; i++) {
-    const int32_t *links;
-    int32_t nl;
-    s = route(x, 0, &p->msgs[i], &links, &nl);
-    double rb = s == PSIM_OK ? route_bw(x->c, links, nl) : 0;
-    for (int32_t j = 0; s == PSIM_OK && j < nl; j++)
-      if (occupies(&x->c->links[links[j]], rb))
-        x->load[links[j]] = 1;
+  unsigned char *held = psim_calloc((size_t)(x->c->n_links > 0 ? x->c->n_links : 1), 1);
+  psim_status s = held ? PSIM_OK : psim_error(PSIM_ENOMEM, "collective: out of memory");
+  for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++) {
+    s = phase_load(x, p, &p->phases[i], 0, 1);
+    if (s == PSIM_OK)
+      s = mark_saturated(x, p, &p->phases[i], held);
+    psim_status s2 = phase_load(x, p, &p->phases[i], 0, -1);
+    s = s != PSIM_OK ? s : s2;
   }
-  for (int32_t l = 0; l < x->c->n_links; l++)
-    cnt += x->load[l] > 0;
+  for (int32_t l = 0; s == PSIM_OK && l < x->c->n_links; l++)
+    cnt += held[l];
   *res = s == PSIM_OK ? psim_malloc((size_t)cnt * sizeof **res) : NULL;
   if (s == PSIM_OK && !*res)
     s = psim_error(PSIM_ENOMEM, "collective: out of memory");
   *n = 0;
   for (int32_t i = 0; *res && i < x->d->n; i++)
     (*res)[(*n)++] = psim_res_comm(x->d->devices[i]);
-  for (int32_t l = 0; l < x->c->n_links; l++) {
-    if (*res && x->load[l] > 0)
+  for (int32_t l = 0; *res && l < x->c->n_links; l++)
+    if (held[l])
       (*res)[(*n)++] = psim_res_link(nd, l);
-    x->load[l] = 0;
-  }
+  psim_free(held);
   return s;
 }
 
@@ -619,36 +613,41 @@ static psim_status message_deps(psim_taskgraph *g, const exp_state *e, const col
   return any ? PSIM_OK : psim_tg_add_edge(g, e->entry, t);
 }
 
-/* One transfer task for message m of group 0, its links loaded by replicas. */
+/* One transfer task for message m of group 0 at its share of its route's
+ * links (loads: the phase's messages of every group). It holds its sender's
+ * comm engine (a rank's collectives run in issue order, as on one NCCL
+ * stream) and the links it fills with its replicas where no other message
+ * of group 0 shares them (those already divide the link: holding it too
+ * would queue them on top of dividing it). */
 static psim_status add_message(psim_taskgraph *g, coll_ctx *x, const exp_state *e,
                                const coll_msg *m, const psim_task_info *info, int32_t *id) {
   const int32_t *links;
   int32_t nl;
   double bw, lat;
   PSIM_CHECK(route(x, 0, m, &links, &nl));
-  route_under_load(x, links, nl, 1, &bw, &lat);
-  int32_t res[64], *rp = nl <= 64 ? res : psim_malloc((size_t)nl * sizeof *rp);
+  route_under_load(x, links, nl, &bw, &lat);
+  int32_t res[64], *rp = nl < 64 ? res : psim_malloc(((size_t)nl + 1) * sizeof *rp), nh = 0;
   if (!rp)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
-  double rb = route_bw(x->c, links, nl);
-  int32_t nr = 0;
-  for (int32_t j = 0; j < nl; j++)
-    if (occupies(&x->c->links[links[j]], rb))
-      rp[nr++] = psim_res_link(x->c->n_devices, links[j]);
-  nl = nr;
+  rp[nh++] = psim_res_comm(group_device(x, 0, m->src));
+  for (int32_t j = 0; j < nl; j++) {
+    int32_t l = links[j];
+    if (x->own[l] == 1 && saturates(bw * x->load[l], link_bw(&x->c->links[l])))
+      rp[nh++] = psim_res_link(x->c->n_devices, l);
+  }
   double d = (lat + (m->bytes > 0 ? m->bytes / bw : 0)) * e->scale;
   psim_task_info ti = task_info(info, PSIM_TASK_TRANSFER, group_device(x, 0, m->src));
-  psim_status s = psim_tg_add_task(g, d, rp, nl, &ti, id);
+  psim_status s = psim_tg_add_task(g, d, rp, nh, &ti, id);
   if (rp != res)
     psim_free(rp);
   PSIM_CHECK(s);
   return message_deps(g, e, m, *id);
 }
 
-/* Adds every repeat of one phase; replicas' traffic loads the links. */
+/* Adds every repeat of one phase; its messages and the replicas' load the links. */
 static psim_status add_phase(psim_taskgraph *g, coll_ctx *x, exp_state *e, const coll_plan *p,
                              const coll_phase *ph, const psim_task_info *info) {
-  PSIM_CHECK(phase_load(x, p, ph, 1, 1));
+  PSIM_CHECK(phase_load(x, p, ph, 0, 1));
   psim_status s = PSIM_OK;
   for (int32_t r = 0; r < ph->repeat && s == PSIM_OK; r++) {
     for (int32_t i = 0; i < ph->n && s == PSIM_OK; i++)
@@ -658,7 +657,7 @@ static psim_status add_phase(psim_taskgraph *g, coll_ctx *x, exp_state *e, const
       e->last_recv[p->msgs[ph->first + i].dst] = e->step_ids[i];
     }
   }
-  psim_status s2 = phase_load(x, p, ph, 1, -1);
+  psim_status s2 = phase_load(x, p, ph, 0, -1);
   return s != PSIM_OK ? s : s2;
 }
 
@@ -728,8 +727,7 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
 
 /* ---- point to point ---- */
 
-/* Cut-through: latency of every hop plus bytes at the route's bottleneck. */
-/* The route from src to dst and the time of bytes over it. */
+/* The route from src to dst and the cut-through time of bytes over it. */
 static psim_status p2p_route(psim_cluster *c, int32_t src, int32_t dst, double bytes,
                              const int32_t **links, int32_t *nl, double *seconds) {
   *seconds = 0;
@@ -750,25 +748,26 @@ static psim_status p2p_route(psim_cluster *c, int32_t src, int32_t dst, double b
   return PSIM_OK;
 }
 
-psim_status psim_p2p_held_links(psim_cluster *c, int32_t src, int32_t dst, int32_t *held,
-                                int32_t cap, int32_t *n) {
-  const int32_t *links;
-  int32_t nl;
-  double t;
-  *n = 0;
-  PSIM_CHECK(p2p_route(c, src, dst, 0, &links, &nl, &t));
-  double bw = route_bw(c, links, nl);
-  for (int32_t j = 0; j < nl; j++)
-    if (occupies(&c->links[links[j]], bw) && *n < cap)
-      held[(*n)++] = links[j];
-  return PSIM_OK;
-}
-
 psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double bytes,
                           double *seconds) {
   const int32_t *links;
   int32_t nl;
   return p2p_route(c, src, dst, bytes, &links, &nl, seconds);
+}
+
+psim_status psim_p2p_held_links(psim_cluster *c, int32_t src, int32_t dst, int32_t *held,
+                                int32_t cap, int32_t *n) {
+  const int32_t *links;
+  int32_t nl;
+  double t, bw = INFINITY;
+  *n = 0;
+  PSIM_CHECK(p2p_route(c, src, dst, 0, &links, &nl, &t));
+  for (int32_t j = 0; j < nl; j++)
+    bw = link_bw(&c->links[links[j]]) < bw ? link_bw(&c->links[links[j]]) : bw;
+  for (int32_t j = 0; j < nl && *n < cap; j++)
+    if (saturates(bw, link_bw(&c->links[links[j]])))
+      held[(*n)++] = links[j];
+  return PSIM_OK;
 }
 
 psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_t dst, double bytes,
@@ -782,16 +781,17 @@ psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_
     *exit = *entry;
     return PSIM_OK;
   }
-  int32_t res[64], *rp = nl <= 64 ? res : psim_malloc((size_t)nl * sizeof *rp);
+  double bw = INFINITY; /* the route's bottleneck: the links the transfer fills */
+  for (int32_t j = 0; j < nl; j++)
+    bw = link_bw(&c->links[links[j]]) < bw ? link_bw(&c->links[links[j]]) : bw;
+  int32_t res[64], *rp = nl <= 64 ? res : psim_malloc((size_t)nl * sizeof *rp), nh = 0;
   if (!rp)
     return psim_error(PSIM_ENOMEM, "transfer: out of memory");
-  double bw = route_bw(c, links, nl);
-  int32_t nr = 0;
   for (int32_t j = 0; j < nl; j++)
-    if (occupies(&c->links[links[j]], bw))
-      rp[nr++] = psim_res_link(c->n_devices, links[j]);
+    if (saturates(bw, link_bw(&c->links[links[j]])))
+      rp[nh++] = psim_res_link(c->n_devices, links[j]);
   psim_task_info ti = task_info(info, PSIM_TASK_TRANSFER, src);
-  psim_status s = psim_tg_add_task(g, t, rp, nr, &ti, entry);
+  psim_status s = psim_tg_add_task(g, t, rp, nh, &ti, entry);
   if (rp != res)
     psim_free(rp);
   *exit = *entry;

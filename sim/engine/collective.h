@@ -1,9 +1,9 @@
 /* collective.h - collective communication over the real topology.
  *
- * Two fidelities that agree within 1% where links are uncontended:
+ * Two fidelities that agree within 1% where links are uncontended
+ * (docs/simulator.md says how they differ under contention):
  *  - aggregated: one task per collective holding the comm engines of the
- *    group and every link its algorithm uses (links at least twice as wide
- *    as a route's bottleneck are not held: psim_p2p_held_links), for the duration given by the
+ *    group and the links its algorithm fills, for the duration given by the
  *    algorithm's alpha-beta formula at the bottleneck bandwidth of its routes
  *    (or a measured bus-bandwidth table of the cluster where one applies);
  *  - expanded: the algorithm's point-to-point steps as transfer tasks on the
@@ -64,17 +64,17 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
 double psim_coll_table_time(const psim_coll_table *t, double bytes);
 
 /* Adds a point-to-point transfer of bytes from device src to dst over its
- * route: one PSIM_TASK_TRANSFER task holding every link of the route for
+ * route: one PSIM_TASK_TRANSFER task holding the links it fills (those at
+ * the route's bottleneck bandwidth; faster links carry other traffic) for
  * the cut-through time of psim_p2p_time (the limit of segments pipelined
  * across hops; docs/simulator.md gives the error). *entry == *exit == that
  * task; src == dst adds a zero-duration barrier. */
 psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_t dst, double bytes,
                          const psim_task_info *info, int32_t *entry, int32_t *exit);
-/* The links of the route from src to dst that a transfer over it holds in
- * the engine (a resource serves one task at a time): those narrower than
- * twice the route's bottleneck; a wider link (a rack uplink under NIC-limited
- * flows) carries several such flows at once and is not held. Writes at most
- * cap link ids to held and their number to *n. O(route length). */
+/* The links a transfer from src to dst holds in the engine (psim_p2p_add:
+ * those it fills, its route's bottleneck links). Writes at most cap link ids
+ * to held and their number to *n (folding's symmetry checks, sim/builder/
+ * locals.c). O(route length). */
 psim_status psim_p2p_held_links(psim_cluster *c, int32_t src, int32_t dst, int32_t *held,
                                 int32_t cap, int32_t *n);
 /* Time of that transfer when uncontended, s: the route's summed latency plus

@@ -57,6 +57,7 @@ static psim_status oom(void) {
 
 psim_status psim_cb_vertex(psim_cbuild *b, const char *name, psim_vertex_kind kind, int32_t *out) {
   psim_cluster *c = b->c;
+  *out = -1; /* set on every path: callers read it after PSIM_CHECK */
   size_t need = (size_t)c->n_vertices + 1;
   if (PSIM_VEC_RESERVE(c->vertex_names, b->vcap, need) != PSIM_OK ||
       PSIM_VEC_RESERVE(c->vertex_kinds, b->kcap, need) != PSIM_OK)

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sim/ir/device_types.h"
+
 #include "sim/core/alloc.h"
 #include "sim/ir/cluster.h"
 
@@ -32,20 +34,21 @@
  * the data constrain it little). Other GPUs: no calibration data in
  * ../shared; gemm_half_flops scaled with the peak (the same tile quantisation
  * takes the same time), gemm_max 0.70 for Hopper (large bf16 GEMMs reach
- * 650-700 of 989 TFLOP/s in cuBLAS), the A100 value elsewhere. */
+ * 650-700 of 989 TFLOP/s in cuBLAS), the A100 value elsewhere. Blackwell
+ * (b200, gb200, gb300): no calibration data either; the Hopper rule (gemm_max
+ * 0.70, gemm_half_flops scaled with the bf16 peak from the A100's 1.5 GFLOP at
+ * 312 TFLOP/s: x 2250/312 = 10.8 GFLOP, x 2500/312 = 12.0 GFLOP). */
 typedef struct eff_row {
   const char *type;
   psim_efficiency eff;
 } eff_row;
-static const eff_row calibrated_eff[] = {{"a100-80g", {0.80, 1.5e9, 0.88}},
-                                         {"a100-40g", {0.80, 1.5e9, 0.88}},
-                                         {"h100", {0.70, 4.75e9, 0.88}},
-                                         {"h200", {0.70, 4.75e9, 0.88}},
-                                         {"v100", {0.80, 0.6e9, 0.88}},
-                                         {"p100", {0.80, 1.0e8, 0.88}},
-                                         {"k80", {0.80, 2.1e7, 0.88}},
-                                         {"cpu", {0.80, 1e8, 0.70}},
-                                         {NULL, {0, 0, 0}}};
+static const eff_row calibrated_eff[] = {
+    {"a100-80g", {0.80, 1.5e9, 0.88}}, {"a100-40g", {0.80, 1.5e9, 0.88}},
+    {"h100", {0.70, 4.75e9, 0.88}},    {"h200", {0.70, 4.75e9, 0.88}},
+    {"b200", {0.70, 10.8e9, 0.88}},    {"gb200", {0.70, 12.0e9, 0.88}},
+    {"gb300", {0.70, 12.0e9, 0.88}},   {"v100", {0.80, 0.6e9, 0.88}},
+    {"p100", {0.80, 1.0e8, 0.88}},     {"k80", {0.80, 2.1e7, 0.88}},
+    {"cpu", {0.80, 1e8, 0.70}},        {NULL, {0, 0, 0}}};
 
 /* Training-runtime overheads of GPUs (PyTorch eager + NCCL as Megatron-LM
  * runs them on a DGX A100 host), fitted with the table above: 60 us of host
@@ -58,6 +61,8 @@ typedef struct gpu_row {
   const char *name;
   double bf16, fp16, tf32, fp32, fp64, fp8; /* FLOP/s, dense */
   double mem_bytes, mem_bw;                 /* bytes, bytes/s */
+  double fp4;                               /* FLOP/s, dense (NVFP4; Blackwell only) */
+  double nvlink_bw;                         /* NVLink per GPU, bytes/s per direction */
 } gpu_row;
 
 /* hardware.csv rows a100-sxm-80g, a100-sxm-40g, h100-sxm-80g, h200-sxm-141g,
@@ -66,19 +71,63 @@ typedef struct gpu_row {
  * V100 SXM2: 7.8; P100 SXM2: 5.3). V100 and P100 have no bf16 (0 =
  * unsupported); P100 has no tensor cores (fp16 21.2 TFLOP/s is its
  * half-precision peak). K80 (data sheet, boost clock): 8.73 TFLOP/s fp32,
- * 2.91 fp64, 24 GB, 480 GB/s per board of two GPUs. */
+ * 2.91 fp64, 24 GB, 480 GB/s per board of two GPUs. NVLink per GPU and
+ * direction: A100 NVLink3 600 GB/s both ways, H100/H200 NVLink4 900 GB/s,
+ * V100 NVLink2 300 GB/s, P100 NVLink1 160 GB/s (the same data sheets).
+ *
+ * Blackwell, dense figures (the data sheets print them "with sparsity",
+ * twice these; MXFP8 runs at the FP8 rate, the block scales being applied in
+ * the tensor core: NVIDIA Blackwell Architecture Technical Brief):
+ * - b200: one GPU of an HGX / DGX B200 (1000 W). NVIDIA HGX B200 data sheet
+ *   (8 GPUs, sparse): FP4 144 PFLOP/s, FP8 72, BF16/FP16 36, TF32 18, FP32
+ *   0.6, FP64 0.296 -> per GPU dense FP4 9, FP8 4.5, BF16 2.25, TF32 1.125
+ *   PFLOP/s, FP32 75, FP64 37 TFLOP/s; DGX B200 data sheet: 1,440 GB of GPU
+ *   memory (180 GB each), HBM3e 62 TB/s (7.7 TB/s each), NVLink 5 at 1.8
+ *   TB/s per GPU both directions (14.4 TB/s per system).
+ * - gb200: one GPU of a GB200 NVL72 (1200 W). NVIDIA GB200 NVL72 data sheet
+ *   (72 GPUs, sparse): FP4 1,440 PFLOP/s, FP8/FP6 720, BF16/FP16 360, TF32
+ *   180, FP64 2,880 TFLOP/s (dense FP64); HBM3e up to 13.4 TB at 576 TB/s;
+ *   NVLink 130 TB/s -> per GPU dense FP4 10, FP8 5, BF16 2.5, TF32 1.25
+ *   PFLOP/s, FP64 40 TFLOP/s, 186 GB at 8 TB/s, NVLink 1.8 TB/s both
+ *   directions. FP32 80 TFLOP/s (GB200 NVL72 page: 5,760 TFLOP/s / 72).
+ * - gb300: one Blackwell Ultra GPU of a GB300 NVL72 (1400 W). NVIDIA GB300
+ *   NVL72 data sheet (72 GPUs): FP4 1,440 PFLOP/s sparse | 1,080 dense,
+ *   FP8/FP6 720 sparse, BF16/FP16 360 sparse, TF32 180 sparse, FP32 6,000
+ *   TFLOP/s, FP64 100 TFLOP/s; HBM3e up to 20 TB at 576 TB/s; NVLink 130 TB/s
+ *   -> per GPU dense FP4 15, FP8 5, BF16 2.5, TF32 1.25 PFLOP/s, FP32 83,
+ *   FP64 1.39 TFLOP/s, 279 GB at 8 TB/s, NVLink 1.8 TB/s both directions. */
 static const gpu_row gpu_table[] = {
-    {"a100-80g", 312e12, 312e12, 156e12, 19.5e12, 9.7e12, 0, 80e9, 2.039e12},
-    {"a100-40g", 312e12, 312e12, 156e12, 19.5e12, 9.7e12, 0, 40e9, 1.555e12},
-    {"h100", 989e12, 989e12, 495e12, 67e12, 34e12, 1979e12, 80e9, 3.35e12},
-    {"h200", 989e12, 989e12, 495e12, 67e12, 34e12, 1979e12, 141e9, 4.8e12},
-    {"v100", 0, 125e12, 0, 15.7e12, 7.8e12, 0, 16e9, 0.9e12},
-    {"p100", 0, 21.2e12, 0, 10.6e12, 5.3e12, 0, 16e9, 0.72e12},
-    {"k80", 0, 0, 0, 8.73e12 / 2, 2.91e12 / 2, 0, 24e9 / 2, 480e9 / 2},
-    {NULL, 0, 0, 0, 0, 0, 0, 0, 0}};
+    {"a100-80g", 312e12, 312e12, 156e12, 19.5e12, 9.7e12, 0, 80e9, 2.039e12, 0, 300e9},
+    {"a100-40g", 312e12, 312e12, 156e12, 19.5e12, 9.7e12, 0, 40e9, 1.555e12, 0, 300e9},
+    {"h100", 989e12, 989e12, 495e12, 67e12, 34e12, 1979e12, 80e9, 3.35e12, 0, 450e9},
+    {"h200", 989e12, 989e12, 495e12, 67e12, 34e12, 1979e12, 141e9, 4.8e12, 0, 450e9},
+    {"b200", 2250e12, 2250e12, 1125e12, 75e12, 37e12, 4500e12, 180e9, 7.7e12, 9000e12, 900e9},
+    {"gb200", 2500e12, 2500e12, 1250e12, 80e12, 40e12, 5000e12, 186e9, 8e12, 10000e12, 900e9},
+    {"gb300", 2500e12, 2500e12, 1250e12, 83e12, 1.39e12, 5000e12, 279e9, 8e12, 15000e12, 900e9},
+    {"v100", 0, 125e12, 0, 15.7e12, 7.8e12, 0, 16e9, 0.9e12, 0, 150e9},
+    {"p100", 0, 21.2e12, 0, 10.6e12, 5.3e12, 0, 16e9, 0.72e12, 0, 80e9},
+    {"k80", 0, 0, 0, 8.73e12 / 2, 2.91e12 / 2, 0, 24e9 / 2, 480e9 / 2, 0, 0},
+    {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
 
-static const char *const builtin_names[] = {"a100-80g", "a100-40g", "h100", "h200", "v100",
-                                            "p100",     "k80",      "cpu",  NULL};
+static const char *const builtin_names[] = {"a100-80g", "a100-40g", "h100", "h200", "b200", "gb200",
+                                            "gb300",    "v100",     "p100", "k80",  "cpu",  NULL};
+
+static const gpu_row *find_gpu(const char *name) {
+  for (const gpu_row *r = gpu_table; name && r->name; r++)
+    if (strcmp(r->name, name) == 0)
+      return r;
+  return NULL;
+}
+
+double psim_device_type_builtin_fp4(const char *name) {
+  const gpu_row *r = find_gpu(name);
+  return r ? r->fp4 : 0;
+}
+
+double psim_device_type_builtin_nvlink(const char *name) {
+  const gpu_row *r = find_gpu(name);
+  return r ? r->nvlink_bw : 0;
+}
 
 const char *const *psim_device_type_builtin_names(void) {
   return builtin_names;
@@ -124,10 +173,7 @@ static void fill_cpu(psim_device_type *t) {
 
 psim_status psim_device_type_builtin(const char *name, psim_device_type *out) {
   memset(out, 0, sizeof *out);
-  const gpu_row *row = NULL;
-  for (const gpu_row *r = gpu_table; r->name; r++)
-    if (strcmp(r->name, name) == 0)
-      row = r;
+  const gpu_row *row = find_gpu(name);
   if (!row && strcmp(name, "cpu") != 0)
     return psim_error(PSIM_EINPUT, "unknown built-in device type '%.80s'", name);
   if (row)

@@ -23,19 +23,20 @@ golden() { # golden NAME FORMAT FILE
 golden tp2-pp2-dp2 megatron "$G/tp2-pp2-dp2.megatron.txt"
 golden tp1-pp2-dp4 megatron "$G/tp1-pp2-dp4.megatron.txt"
 golden tp1-pp2-dp4 deepspeed "$G/tp1-pp2-dp4.deepspeed.json"
+golden tp1-pp2-dp4 deepspeed-pipeline "$G/tp1-pp2-dp4.deepspeed-pipeline.py"
 golden tp4-dp2 gspmd "$G/tp4-dp2.gspmd.json"
 golden dp8 gspmd "$G/dp8.gspmd.json"
 golden dp8 deepspeed "$G/dp8.deepspeed.json"
-golden dp8 flexflow "$G/dp8.flexflow.txt"
 
 refused() { # refused NAME FORMAT REGEX
   run export "$G/$1.plan.json" --format "$2"
-  expect "export $1 --format $2 is refused with the reason" 1 stdout-empty stderr-nonempty "" "$3"
+  expect "export $1 --format $2 is refused with the reason" 2 stdout-empty stderr-nonempty "" "$3"
 }
 refused tp2-pp2-dp2 deepspeed "tensor parallelism \(tp 2\)"
 refused tp2-pp2-dp2 gspmd "2 pipeline stages"
-refused tp2-pp2-dp2 flexflow "2 micro-batches"
-refused tp4-dp2 flexflow "op 'embed' splits dim 'v' 4 ways"
+refused dp8 flexflow "no current FlexFlow release reads a strategy file"
+refused dp8 deepspeed-pipeline "the plan has no pipeline"
+refused tp2-pp2-dp2 torchtitan "model 'tiny-gpt' differs: it uses LayerNorm or a GeLU MLP"
 refused override megatron "op 'layer\.1\.fc1' has a per-op placement"
 
 # Per-op strategies (what Alpa and MCMC plans hold): gspmd infers one mesh for all ops. The
@@ -51,11 +52,11 @@ perop() { # perop NAME OPS: a plan of tiny-gpt on one DGX A100 with the per-op o
   run export "$TEST_TMP/$1.json" --format gspmd
 }
 perop subset '{"*": {"split": {"b": 8}}, "embed": {"split": {"b": 4}, "devices": [0, 1, 2, 3]}}'
-expect "gspmd refuses an op that leaves devices idle" 1 stdout-empty stderr-nonempty "" \
+expect "gspmd refuses an op that leaves devices idle" 2 stdout-empty stderr-nonempty "" \
   "op 'embed' runs on 4 of the 8 devices"
 perop crossed '{"*": {"split": {"b": 2}, "replicas": 4},
   "layer.0.ln1": {"split": {"b": 2}, "replicas": 4, "devices": [0, 1, 2, 4, 3, 5, 6, 7]}}'
-expect "gspmd refuses shards that no mesh lays out, naming the first such op" 1 stdout-empty \
+expect "gspmd refuses shards that no mesh lays out, naming the first such op" 2 stdout-empty \
   stderr-nonempty "" \
   "op 'layer\.0\.ln1' \(split b:2, 4 replicas, devices 0\.\.\) cannot be expressed on one device mesh"
 perop dp8 '{"*": {"split": {"b": 8}}}'
@@ -69,6 +70,34 @@ expect "data parallel is Megatron tp 1 pp 1" 0 stdout-nonempty stderr-empty \
 if grep -q -- "--global-batch-size 8$" "$OUT" && grep -q -- "--micro-batch-size 1$" "$OUT"; then
   ok "dp 8 over a batch of 8: micro-batch 1, global 8"
 else not_ok "dp 8 over a batch of 8: micro-batch 1, global 8"; fi
+
+# export --check: read back, differences (exit 1), refusals and unknown files (exit 2).
+run export "$G/tp2-pp2-dp2.plan.json" --format megatron -o "$TEST_TMP/tp2.sh"
+run export "$G/tp2-pp2-dp2.plan.json" --check "$TEST_TMP/tp2.sh"
+expect "--check reads an export back as the plan" 0 stdout-nonempty stderr-empty \
+  "^matches the plan: all [0-9]+ settings of its megatron export agree"
+run export "$G/tp1-pp2-dp4.plan.json" --check "$TEST_TMP/tp2.sh"
+expect "--check of another plan's export lists each difference (exit 1)" 1 stdout-nonempty \
+  stderr-nonempty "^differs: --tensor-model-parallel-size: the file sets 2, the plan's export 1" \
+  "settings differ from the plan's megatron export"
+run export "$G/tp2-pp2-dp2.plan.json" --check "$G/dp8.gspmd.json"
+expect "--check of a format the plan cannot take is its refusal (exit 2)" 2 stdout-empty \
+  stderr-nonempty "" "cannot export to gspmd: 2 pipeline stages"
+run export "$G/tp2-pp2-dp2.plan.json" --check tests/data/tiny-gpt.json
+expect "--check of a file no exporter writes (exit 2)" 2 stdout-empty stderr-nonempty "" \
+  "tiny-gpt.json: not a file plansim exports"
+run export "$G/tp2-pp2-dp2.plan.json" --check "$TEST_TMP/tp2.sh" -o "$TEST_TMP/x"
+expect "--check takes no -o" 2 stdout-empty stderr-nonempty "" "-o is not taken"
+# Many settings cost O(n log n): 100,000 flags are read and compared at once (a quadratic
+# reader took half a minute).
+{
+  echo 'MEGATRON_ARGS=('
+  seq 1 100000 | sed 's/.*/  --k& &/'
+  echo ')'
+} >"$TEST_TMP/many.sh"
+PSIM_CLI_TIMEOUT=10 run export "$G/tp2-pp2-dp2.plan.json" --check "$TEST_TMP/many.sh"
+expect "--check of 100,000 settings ends within 10 s" 1 stdout-nonempty stderr-nonempty "" \
+  "100022 settings differ"
 
 # Usage errors.
 run export "$G/dp8.plan.json"
@@ -95,6 +124,100 @@ run export "$TEST_TMP/bad-pred.json" --format plansim
 expect "export refuses a prediction whose time is not seconds" 2 stdout-empty stderr-nonempty "" "prediction.iteration_time_s: expected seconds"
 run report "$TEST_TMP/bad-pred.json" -o "$TEST_TMP/bad.html"
 expect "report refuses it too" 2 stdout-empty stderr-nonempty "" "prediction.iteration_time_s"
+
+# Every shipped model family x every exporter: the export obeys the runtime's rules and
+# round-trips to the model (tests/cli/export_rules.py cites the runtime files and versions), or
+# it is refused with the reason. family NAME MODEL CLUSTER WORLD STRATEGY-FIELDS FORMAT:EXPECT...
+# (EXPECT: "ok" or a regex of the refusal).
+family() {
+  local name=$1 model=$2 cluster=$3 world=$4 fields=$5
+  shift 5
+  printf '{"format": "plansim.plan/1", "model_file": "%s", "cluster_file": "%s",
+  "strategy": {"format": "plansim.strategy/1", %s}}\n' "$model" "$cluster" "$fields" \
+    >"$TEST_TMP/$name.json"
+  for fe in "$@"; do
+    local f=${fe%%:*} want=${fe#*:}
+    run export "$TEST_TMP/$name.json" --format "$f" -o "$TEST_TMP/$name.$f"
+    if [ "$want" != ok ]; then
+      expect "$name --format $f is refused with the reason" 2 stdout-empty stderr-nonempty "" "$want"
+    elif [ "$STATUS" -ne 0 ]; then
+      not_ok "$name --format $f exports" "$(head -3 "$ERR")"
+    elif [ "$f" = gspmd ] || [ "$f" = deepspeed-pipeline ] ||
+      python3 tests/cli/export_rules.py "$f" "$model" "$TEST_TMP/$name.$f" "$world" \
+        >"$TEST_TMP/rules.log" 2>&1; then
+      ok "$name --format $f obeys the runtime's rules and round-trips the model"
+    else not_ok "$name --format $f obeys the runtime's rules" "$(head -5 "$TEST_TMP/rules.log")"; fi
+  done
+}
+X16=topologies/dgx-a100-x16.json
+if command -v python3 >/dev/null && python3 -c 'import tomllib' 2>/dev/null; then
+family llama7b models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4, "dp": 4,
+  "sequence_parallel": true, "zero": 1, "overlap_grad_reduce": true' megatron:ok \
+  "deepspeed:tensor parallelism \(tp 8\)" "torchtitan:ZeRO stage 1: torchtitan v0\.2\.2" \
+  "gspmd:4 pipeline stages" "flexflow:no current FlexFlow"
+family llama70b models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 8,
+  "dp": 2, "sequence_parallel": true, "recompute": "full", "zero": 3, "overlap_grad_reduce": true' \
+  "megatron:ZeRO stage 3: Megatron-LM's distributed optimizer" torchtitan:ok \
+  "megatron-bridge:ZeRO stage 3"
+family llama7b-tp1 models/llama2-7b.json $X16 16 '"template": "megatron", "tp": 1, "pp": 1,
+  "dp": 16, "micro_batch": 4, "sequence_parallel": true' megatron:ok deepspeed:ok \
+  "torchtitan:DDP always overlaps"
+family gpt-uneven models/gpt-1.3b.json $X16 20 '"template": "megatron", "tp": 2, "pp": 5,
+  "dp": 2, "micro_batch": 4' megatron:ok megatron-bridge:ok "torchtitan:learned position embeddings"
+family gpt-interleaved models/gpt-175b.json topologies/dgx-a100-x128.json 128 '"template":
+  "megatron", "tp": 8, "pp": 8, "dp": 2, "virtual_stages": 2, "sequence_parallel": true' megatron:ok \
+  megatron-bridge:ok
+family moe models/moe-1.3b-8e.json $X16 16/2 '"template": "megatron", "tp": 1, "pp": 2, "dp": 8,
+  "micro_batch": 4, "zero": 1, "overlap_grad_reduce": true' megatron:ok deepspeed:ok \
+  deepspeed-pipeline:ok "torchtitan:mixture-of-experts"
+family moe-tp models/moe-1.3b-8e.json $X16 16 '"template": "megatron", "tp": 2, "pp": 1,
+  "dp": 8, "sequence_parallel": true' "megatron:expert biases with expert tensor parallelism 1"
+family bert models/bert-large.json $X16 16 '"template": "megatron", "tp": 2, "pp": 1, "dp": 8,
+  "micro_batch": 8' megatron:ok "torchtitan:it is an encoder" gspmd:ok
+family resnet models/resnet50.json $X16 8 '"template": "data_parallel", "dp": 8' \
+  "megatron:Megatron-LM trains transformers" deepspeed:ok "torchtitan:not a transformer" gspmd:ok
+grep -q -- "examples/bert/pretrain_bert.py" "$TEST_TMP/bert.megatron" &&
+  grep -q -- "--bert-no-binary-head" "$TEST_TMP/bert.megatron" &&
+  ok "BERT runs Megatron-LM's examples/bert/pretrain_bert.py without the NSP head" ||
+  not_ok "BERT runs Megatron-LM's examples/bert/pretrain_bert.py without the NSP head"
+grep -q -- "^  num_layers_in_last_pipeline_stage: 4$" "$TEST_TMP/gpt-uneven.megatron-bridge" &&
+  grep -q -- "^  virtual_pipeline_model_parallel_size: 2$" "$TEST_TMP/gpt-interleaved.megatron-bridge" &&
+  ok "Megatron-Bridge: uneven last stage and 2 virtual stages as Megatron-Core fields" ||
+  not_ok "Megatron-Bridge: uneven last stage and 2 virtual stages as Megatron-Core fields"
+grep -q -- "--decoder-last-pipeline-num-layers 4$" "$TEST_TMP/gpt-uneven.megatron" &&
+  ok "24 layers over 5 stages (5, 5, 5, 5, 4): --decoder-last-pipeline-num-layers 4" ||
+  not_ok "24 layers over 5 stages: --decoder-last-pipeline-num-layers 4"
+# --check reads settings, not layout: the torchtitan stage lists on one line, comments and
+# blank lines dropped, still match; one layer moved to the other stage does not.
+python3 - "$TEST_TMP/llama70b.torchtitan" "$TEST_TMP/relaid.toml" "$TEST_TMP/moved.toml" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+a = t.index("module_fqns_per_model_part = ["); b = t.index("\n]\n", a) + 3
+one = re.sub(r"\s+", " ", t[a:b].strip()) + "\n"
+open(sys.argv[2], "w").write("\n".join(l for l in (t[:a] + one + t[b:]).splitlines()
+                                       if l and not l.startswith("#")) + "\n")
+open(sys.argv[3], "w").write(t.replace('"layers.9"],', '],', 1).replace('["layers.10"', '["layers.9", "layers.10"', 1))
+PY
+run export "$TEST_TMP/llama70b.json" --check "$TEST_TMP/relaid.toml"
+expect "--check: a relaid torchtitan file still matches" 0 stdout-nonempty stderr-empty "^matches the plan"
+run export "$TEST_TMP/llama70b.json" --check "$TEST_TMP/moved.toml"
+expect "--check: a layer moved between stages differs" 1 stdout-nonempty stderr-nonempty \
+  "^differs: parallelism.module_fqns_per_model_part: the file sets"
+grep -q -- "--sequence-parallel" "$TEST_TMP/llama7b-tp1.megatron" &&
+  not_ok "no --sequence-parallel at tp 1 (Megatron turns it off)" ||
+  ok "no --sequence-parallel at tp 1 (Megatron turns it off)"
+# The README's AlexNet MCMC plan: every exporter answers with a precise reason.
+run plan models/alexnet.json topologies/p100-nvlink-x4.json --search mcmc --budget 2000 --seed 7 \
+  --no-baselines -o "$TEST_TMP/alexnet.json"
+expect "the README's AlexNet MCMC plan is written" 0 stdout-nonempty any
+for fe in "megatron:Megatron-LM trains transformers: model 'alexnet'" \
+  "torchtitan:model 'alexnet' differs: it has no heads-role" "deepspeed:per-op placement" \
+  "gspmd:op '.*' (runs on|splits|\(split)" "flexflow:no current FlexFlow"; do
+  run export "$TEST_TMP/alexnet.json" --format "${fe%%:*}"
+  expect "AlexNet MCMC --format ${fe%%:*}: refused with the reason" 2 stdout-empty stderr-nonempty \
+    "" "${fe#*:}"
+done
+else skip "model families x exporters" "python3 with tomllib is not installed"; fi
 
 # Emitted plans: schema-valid, and --format plansim gives the plan back unchanged.
 if ! command -v python3 >/dev/null; then
@@ -132,75 +255,24 @@ else not_ok "the schema check rejects a broken plan (3 errors)" "got $n errors";
 # Plans from the searches, whose strategies are given per op, export to gspmd, and each op's
 # output spec lays out the op's shards as the plan places them: for every device, its
 # coordinates on the spec's mesh axes (mixed radix, major first) give the shard index the
-# plan's device list gives it. check_specs.py MODEL PLAN GSPMD OPS (those ops must be checked).
-cat >"$TEST_TMP/check_specs.py" <<'PY'
-import json, sys
-model, plan, exp = (json.load(open(f)) for f in sys.argv[1:4])
-dims, outs = {}, {}  # tensor -> dims; op -> its output tensor
-for sec in ("inputs", "weights", "tensors"):
-    dims.update({k: v["dims"] for k, v in model.get(sec, {}).items()})
-for op in model["ops"]:
-    if "block" not in op:
-        outs[op["name"]] = op["out"][0]
-        continue
-    inner = {k: v["dims"] for k, v in op.get("tensors", {}).items()}
-    for r in range(op["repeat"]):
-        for o in op["ops"]:
-            t = o["out"][0]
-            if t in inner and t not in op["outputs"]:
-                name = "%s.%d.%s" % (op["block"], r, t)
-                outs["%s.%d.%s" % (op["block"], r, o["name"])], dims[name] = name, inner[t]
-mesh, specs = exp["mesh"], exp["partition_specs"]
-names, shape, ids = mesh["axis_names"], mesh["shape"], mesh["device_ids"]
-size = dict(zip(names, shape))
-def mesh_coords(dev):
-    p, c = ids.index(dev), {}
-    for a in reversed(range(len(shape))):
-        c[names[a]], p = p % shape[a], p // shape[a]
-    return c
-def devices(v):
-    return list(range(v["first"], v["first"] + v["count"])) if isinstance(v, dict) else v
-checked, bad = [], []
-for name, cfg in plan["strategy"].get("ops", {}).items():
-    if name not in outs:
-        continue
-    t, split = outs[name], [(d, n) for d, n in cfg["split"].items() if n > 1]
-    for k, d in enumerate(dims[t]):
-        e = specs[t][k]
-        axes = [] if e is None else [e] if isinstance(e, str) else e
-        n = 1
-        for a in axes:
-            n *= size[a]
-        ok = n == dict(split).get(d, 1)
-        for j, dev in enumerate(devices(cfg["devices"])):
-            s, shard = j // cfg.get("replicas", 1), {}
-            for dn, deg in reversed(split):
-                shard[dn], s = s % deg, s // deg
-            c, x = mesh_coords(dev), 0
-            for a in axes:
-                x = x * size[a] + c[a]
-            ok = ok and x == shard.get(d, 0)
-        if not ok:
-            bad.append("%s: %s dim %s: spec %s, plan split %s" % (name, t, d, e, cfg["split"]))
-    checked.append(name)
-bad += ["op %s not checked" % o for o in sys.argv[4].split(",") if o not in checked]
-print("\n".join(bad) if bad else "%d ops checked" % len(checked))
-sys.exit(1 if bad else 0)
-PY
+# plan's device list gives it (tests/cli/export_specs.py MODEL PLAN GSPMD OPS).
 spec_check() { # spec_check NAME MODEL PLAN OPS
   run export "$3" --format gspmd -o "$TEST_TMP/$1.gspmd.json"
   expect "export of the $1 plan --format gspmd" 0 stdout-empty stderr-empty
-  if python3 "$TEST_TMP/check_specs.py" "$2" "$3" "$TEST_TMP/$1.gspmd.json" "$4" \
+  if python3 tests/cli/export_specs.py "$2" "$3" "$TEST_TMP/$1.gspmd.json" "$4" \
     >"$TEST_TMP/spec.log" 2>&1; then
     ok "the $1 plan's specs lay out its shards ($(cat "$TEST_TMP/spec.log"))"
   else not_ok "the $1 plan's specs lay out its shards" "$(head -20 "$TEST_TMP/spec.log")"; fi
 }
 # MCMC keeps every op on the 8 GPUs in order with the batch split 2 ways (--fix) and splits
 # the rest as it likes: the ops' splits differ, so no mesh + layout of the plan gives them.
+# It starts from plain data parallelism: the grid's start may use the distributed optimizer
+# (ZeRO 1), which no PartitionSpec expresses (that refusal is tested in export_matrix.sh).
 printf '{"format": "plansim.strategy/1", "split": {"b": 2},
   "ops": {"*": {"devices": [0, 1, 2, 3, 4, 5, 6, 7]}}}\n' >"$TEST_TMP/fix.json"
 run plan tests/data/tiny-gpt.json topologies/dgx-a100-x1.json --search mcmc --budget 300 \
-  --seed 1 --fix "$TEST_TMP/fix.json" --no-baselines -o "$TEST_TMP/mcmc.json"
+  --seed 1 --fix "$TEST_TMP/fix.json" --init strategies/data-parallel.json --no-baselines \
+  -o "$TEST_TMP/mcmc.json"
 expect "plan --search mcmc writes a per-op plan" 0 stdout-nonempty any
 spec_check mcmc tests/data/tiny-gpt.json "$TEST_TMP/mcmc.json" embed,layer.0.fc1,layer.3.attn,head
 # Alpa gives mlp4 on 16 P100s one stage on a 4 x 4 mesh, its strategy per op with no mesh

@@ -103,8 +103,8 @@ if (cd "$T" && bash -c 'source ./q.sh && echo "${#MEGATRON_ARGS[@]}"') >"$T/q.ou
 else not_ok "sourcing the script runs nothing from the name" "$(head -3 "$T/q.out")"; fi
 run export tests/golden/export/dp8.plan.json --format flexflow --model "$T/quote.json" \
   --cluster "$CLUSTER"
-expect "flexflow export of an op named em\"bed\\ exits 0" 0 stdout-nonempty "" \
-  '^  name: "em\\"bed\\\\"$'
+expect "flexflow export (dropped: nothing reads it) is refused" 2 stdout-empty stderr-nonempty "" \
+  "no current FlexFlow release"
 renamed "$T/esc.json" $'bad\e[2Jname'
 run check "$T/esc.json"
 expect "check prints an ESC in a name escaped" 0 stdout-nonempty "" 'bad\\x1b\[2Jname'

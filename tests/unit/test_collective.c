@@ -232,6 +232,79 @@ START_TEST(shipped_dgx_a100_two_nodes) {
 }
 END_TEST
 
+static void load_topology(psim_cluster *c, const char *name) {
+  psim_cluster_init(c);
+  char path[512];
+  snprintf(path, sizeof path, "%s/topologies/%s", PSIM_SOURCE_ROOT, name);
+  psim_status st = psim_cluster_load(path, c);
+  ck_assert_msg(st == PSIM_OK, "%s", psim_error_message());
+  c->n_coll_tables = 0; /* the formula's figures */
+}
+
+/* Issue 18 defect 5: on 16 DGX A100 the two fidelities agree for ring and
+ * tree over all 128 GPUs, with or without a 4:1 oversubscribed fabric (4
+ * nodes per leaf, each leaf's uplink 200 GB/s = 8 NICs). Before, expanded
+ * messages held every link of their route, so the 32 tree messages of 25
+ * GB/s that a 200 GB/s uplink carries at once ran one after another there:
+ * the tree came out 6.5 times slower expanded than aggregated. */
+START_TEST(fidelities_agree_across_nodes) {
+  const char *clusters[] = {"dgx-a100-x16.json", "dgx-a100-x16-oversub4.json"};
+  int32_t all[128];
+  for (int32_t i = 0; i < 128; i++)
+    all[i] = i;
+  const psim_allreduce_algo algos[] = {PSIM_AR_RING, PSIM_AR_TREE, PSIM_AR_HIERARCHICAL,
+                                       PSIM_AR_HALVING_DOUBLING};
+  for (int k = 0; k < 2; k++) {
+    psim_cluster c;
+    load_topology(&c, clusters[k]);
+    for (size_t a = 0; a < sizeof algos / sizeof *algos; a++)
+      for (double n = 1e6; n < 2e9; n *= 40) {
+        psim_coll_desc d = desc(PSIM_COLL_ALL_REDUCE, algos[a], 128, n);
+        d.devices = all;
+        double agg = coll_time(&c, &d), exp = sim_time(&c, &d, PSIM_FIDELITY_EXPANDED);
+        assert_rel(sim_time(&c, &d, PSIM_FIDELITY_AGGREGATE), agg, 1e-12);
+        ck_assert_msg(fabs(exp - agg) <= 0.03 * agg, "%s algo %d n %g: expanded %g, aggregated %g",
+                      clusters[k], algos[a], n, exp, agg);
+      }
+    psim_cluster_destroy(&c);
+  }
+}
+END_TEST
+
+/* Issue 18 defect 8: two rings crossing the same 4:1 leaf uplink (200 GB/s)
+ * at 25 GB/s each leave it room to spare, so together they take as long as
+ * one; before, each held the uplink for its whole duration and the second
+ * waited for the first (pipeline stages' data-parallel rings, concurrent
+ * groups of an unfolded run). On their shared NICs they must still queue. */
+START_TEST(rings_share_a_wide_uplink) {
+  psim_cluster c;
+  load_topology(&c, "dgx-a100-x16-oversub4.json");
+  int32_t g1[2] = {0, 32}, g2[2] = {8, 40}, g3[2] = {0, 40}; /* node 0/1 (rack 0) - node 4/5 */
+  const int32_t *groups[3] = {g1, g2, g3};
+  for (int fid = 0; fid < 2; fid++) {
+    psim_taskgraph g;
+    psim_tg_init(&g, 2 * c.n_devices + c.n_links);
+    double one = 0;
+    for (int i = 0; i < 3; i++) {
+      psim_coll_desc d = desc(PSIM_COLL_ALL_REDUCE, PSIM_AR_RING, 2, 1e9);
+      d.devices = groups[i];
+      one = coll_time(&c, &d);
+      int32_t entry, exit;
+      ck_assert_int_eq(psim_coll_add(&g, &c, &d, (psim_fidelity)fid, NULL, &entry, &exit), PSIM_OK);
+    }
+    ck_assert_int_eq(psim_tg_finalize(&g), PSIM_OK);
+    psim_schedule_result r;
+    psim_schedule_result_init(&r);
+    ck_assert_int_eq(psim_tg_simulate(&g, &r), PSIM_OK);
+    /* g1 and g2 in parallel; g3 shares GPU 0's NIC with g1, GPU 40's with g2 */
+    assert_rel(r.makespan_s, 2 * one, 0.01);
+    psim_schedule_result_destroy(&r);
+    psim_tg_destroy(&g);
+  }
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 START_TEST(concurrent_groups_share_links) {
   psim_cluster c;
   load(&c, "coll-2node-1nic.json");
@@ -422,6 +495,8 @@ int main(void) {
   tcase_add_test(tc, fidelities_agree_on_nvswitch);
   tcase_add_test(tc, hierarchical_two_nodes);
   tcase_add_test(tc, shipped_dgx_a100_two_nodes);
+  tcase_add_test(tc, fidelities_agree_across_nodes);
+  tcase_add_test(tc, rings_share_a_wide_uplink);
   tcase_add_test(tc, concurrent_groups_share_links);
   tcase_add_test(tc, slowdown_divides_bandwidth);
   tcase_add_test(tc, p2p_cut_through);

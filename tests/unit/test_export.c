@@ -262,6 +262,87 @@ START_TEST(deepspeed_batch_arithmetic) {
 }
 END_TEST
 
+/* export --check (export_check.c): each format's own export is detected and read back with no
+ * difference; a changed value, a missing and an extra setting are one difference each; and an
+ * allocation failure anywhere is PSIM_ENOMEM, never a different answer. tiny-gpt, Megatron
+ * tp 1 x pp 2 x dp 4 (what megatron and deepspeed-pipeline take; the others refuse it or the
+ * model: tests/cli/export_matrix.sh reads every format back). The allocation failures run over
+ * the megatron reader, the JSON one and the line reader (TOML, YAML, Python). */
+static int32_t check_diff(const psim_plan_doc *d, psim_export_format f, const char *text) {
+  char *report = NULL;
+  size_t len = 0;
+  int32_t diff = -1;
+  ck_assert_msg(psim_export_check(d, f, text, &report, &len, &diff) == PSIM_OK, "%s",
+                psim_error_message());
+  psim_free(report);
+  return diff;
+}
+
+START_TEST(check_reads_exports_back) {
+  psim_plan_doc d;
+  psim_plan_doc_init(&d);
+  psim_megatron_opts o;
+  psim_megatron_opts_init(&o);
+  o.tp = 1, o.pp = 2, o.dp = 4;
+  ck_assert(psim_strategy_megatron(&M, &C, &o, &d.strategy) == PSIM_OK);
+  d.root = cJSON_Parse("{\"format\": \"plansim.plan/1\"}");
+  d.model = M; /* borrowed */
+  d.cluster = C;
+  static const psim_export_format fs[] = {PSIM_EXPORT_MEGATRON, PSIM_EXPORT_DEEPSPEED_PIPELINE,
+                                          PSIM_EXPORT_PLANSIM};
+  for (size_t i = 0; i < sizeof fs / sizeof *fs; i++) {
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_msg(psim_export(&d, fs[i], &text, &len) == PSIM_OK, "%s", psim_error_message());
+    psim_export_format g;
+    ck_assert(psim_export_detect(text, &g) == PSIM_OK);
+    ck_assert_int_eq(g, fs[i]);
+    ck_assert_int_eq(check_diff(&d, fs[i], text), 0);
+    psim_free(text);
+  }
+  static const char *const edited =
+      "MEGATRON_ARGS=(\n  --tensor-model-parallel-size 4\n  --extra\n)\n";
+  /* 1 value differs, 1 extra, and every other flag of the export missing */
+  char *text = NULL;
+  size_t len = 0;
+  ck_assert(psim_export(&d, PSIM_EXPORT_MEGATRON, &text, &len) == PSIM_OK);
+  int32_t flags = 0;
+  for (const char *p = strstr(text, "\n  --"); p; p = strstr(p + 1, "\n  --"))
+    flags++;
+  ck_assert_int_eq(check_diff(&d, PSIM_EXPORT_MEGATRON, edited), 1 + 1 + (flags - 1));
+  psim_free(text);
+  static const psim_export_format failing[] = {PSIM_EXPORT_MEGATRON, PSIM_EXPORT_PLANSIM,
+                                               PSIM_EXPORT_DEEPSPEED_PIPELINE};
+  for (size_t k = 0; k < sizeof failing / sizeof *failing; k++) {
+    psim_export_format f = failing[k];
+    ck_assert(psim_export(&d, f, &text, &len) == PSIM_OK);
+    for (long n = 1;; n++) { /* every allocation of the check fails once */
+      psim_alloc_fail_at(n);
+      char *report = NULL;
+      int32_t diff = -1;
+      psim_status st = psim_export_check(&d, f, text, &report, &len, &diff);
+      bool reached = psim_alloc_fail_pending() == 0;
+      psim_alloc_fail_at(0);
+      psim_free(report);
+      if (!reached) {
+        ck_assert_int_eq(st, PSIM_OK);
+        ck_assert_int_eq(diff, 0);
+        break;
+      }
+      ck_assert_msg(st == PSIM_ENOMEM, "%s allocation %ld: %s", psim_export_format_name(f), n,
+                    psim_error_message());
+      psim_error_clear();
+    }
+    psim_free(text);
+  }
+  psim_export_format g;
+  ck_assert_int_eq(psim_export_detect("hello", &g), PSIM_EINPUT);
+  psim_error_clear();
+  cJSON_Delete(d.root);
+  psim_strategy_destroy(&d.strategy);
+}
+END_TEST
+
 START_TEST(format_names) {
   for (int f = 0; f < PSIM_EXPORT_COUNT; f++) {
     psim_export_format g;
@@ -424,6 +505,7 @@ int main(void) {
   tcase_add_test(tc, gspmd_inference_survives_allocation_failures);
   tcase_add_test(tc, deepspeed_batch_arithmetic);
   tcase_add_test(tc, format_names);
+  tcase_add_test(tc, check_reads_exports_back);
   tcase_add_test(tc, names_are_checked_and_quoted);
   tcase_add_test(tc, sweep_row_round_trip);
   tcase_add_test(tc, sweep_row_integer_out_of_range);

@@ -1,0 +1,54 @@
+/* grid_impl.h - the grid's candidates and pruning rules (grid_space.c), shared with the
+ * driver (grid.c). */
+#ifndef PSIM_GRID_IMPL_H
+#define PSIM_GRID_IMPL_H
+
+#include "search/grid.h"
+
+/* What became of a candidate. */
+typedef enum grid_state_kind {
+  GRID_PENDING = 0,
+  GRID_MEM_ESTIMATE, /* pruned: static memory lower bound over a device */
+  GRID_MEM_IMPLIED,  /* pruned: a simulated candidate needing no more memory is over */
+  GRID_DOMINATED,    /* pruned: less recomputation, the rest equal, fits */
+  GRID_BOUND,        /* pruned: a device's compute is over the best time */
+  GRID_REFUSED,      /* the template or the simulator's limits refused it */
+  GRID_FITS,         /* simulated, fits */
+  GRID_OVER,         /* simulated, over memory */
+  GRID_STATIC_OVER   /* simulated, over memory on weights, gradients and optimizer alone */
+} grid_state_kind;
+
+typedef struct grid_cand {
+  psim_megatron_opts mo;
+  int32_t pair;     /* index of its (tp, pp) pair, in enumeration order */
+  bool classic;     /* no interleaving, ZeRO 0, sequence parallel iff tp > 1: searched first */
+  int8_t state;     /* grid_state_kind */
+  int64_t order;    /* position in enumeration order */
+  double compute_s; /* simulated: the critical device's compute, s */
+  double time_s;    /* simulated: the iteration time, s */
+} grid_cand;
+
+typedef struct grid_space {
+  grid_cand *c;
+  int64_t n;
+  size_t cap;
+  int64_t pruned_divisibility; /* combinations never listed */
+  int32_t n_pairs;
+} grid_space;
+
+/* Lists every combination of the options' knobs for m on c that Megatron-Core's rules
+ * accept, classic candidates first; counts the others in pruned_divisibility. With
+ * prune_by_estimate, marks those over memory by the static lower bound. */
+psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
+                                  const psim_grid_options *o, int32_t max_tp, grid_space *s);
+void psim_grid_space_destroy(grid_space *s);
+
+/* Orders the non-classic candidates by the best time of their pair among the classic ones
+ * (pairs with none last), stable. pair_best[pair]: INFINITY when none fits. */
+void psim_grid_space_order(grid_space *s, const double *pair_best);
+
+/* The pruning rule that applies to candidate i given the simulated ones before it
+ * (GRID_PENDING when none does): implied memory, dominance, compute bound. */
+grid_state_kind psim_grid_prune(const grid_space *s, int64_t i, bool found, double best_s);
+
+#endif

@@ -1,0 +1,273 @@
+/* grid_space.c - the Megatron grid's candidates and the rules that prune them before
+ * simulation.
+ *
+ * Megatron-Core's rules (NVIDIA/Megatron-LM d98e8a64dd, Core 0.20.0):
+ * - megatron/training/arguments.py (validate_args, around lines 960-1010): the layers must
+ *   divide by pp ("Number of layers should be divisible by the pipeline-model-parallel
+ *   size"), and with interleaving the layers per pipeline stage by the layers per virtual
+ *   stage, i.e. layers % (pp x vp) == 0; an interleaved schedule needs pp > 1 (with the
+ *   default --overlap-p2p-communication; pp > 2 without it); sequence parallelism is turned
+ *   off at tp 1.
+ * - megatron/core/pipeline_parallel/schedules.py (interleaved forward-backward, around line
+ *   1160): the micro-batch group of a virtual stage (default pp) must lie in [pp, M] and M
+ *   modulo it must be 0 or at least pp: with the default group, M % pp == 0.
+ * - tp divides the attention heads and the ffn size (the template's check_tp_divides). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search/grid_impl.h"
+#include "sim/builder/memory.h"
+#include "sim/core/alloc.h"
+
+static const psim_recompute rc_modes[] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_SELECTIVE,
+                                          PSIM_RECOMPUTE_FULL};
+
+/* Transformer blocks' layer count (the layers a pipeline splits evenly), as the template. */
+static int32_t block_layer_count(const psim_model *m) {
+  int32_t lo = -1, hi = -1;
+  for (int32_t i = 0; i < m->n_ops; i++) {
+    if (m->ops[i].block < 0)
+      continue;
+    if (lo < 0 || m->ops[i].layer < lo)
+      lo = m->ops[i].layer;
+    if (m->ops[i].layer > hi)
+      hi = m->ops[i].layer;
+  }
+  return lo < 0 ? m->n_layers : hi - lo + 1;
+}
+
+static bool tp_divides(const psim_model *m, int32_t tp) {
+  for (int32_t d = 0; d < m->n_dims; d++) {
+    psim_role r = m->dims[d].role;
+    if ((r == PSIM_ROLE_HEADS || r == PSIM_ROLE_FFN) && m->dims[d].size % tp != 0)
+      return false;
+  }
+  return true;
+}
+
+/* Elements of the weights read by ops of repeated blocks (each tensor once). */
+static double block_params(const psim_model *m) {
+  bool *seen = psim_calloc((size_t)(m->n_tensors > 0 ? m->n_tensors : 1), 1);
+  double n = 0;
+  for (int32_t i = 0; seen && i < m->n_ops; i++)
+    for (int32_t k = 0; m->ops[i].block >= 0 && k < m->ops[i].n_in; k++) {
+      int32_t t = m->ops[i].in[k];
+      if (m->tensors[t].kind == PSIM_TENSOR_WEIGHT && !seen[t]) {
+        seen[t] = true;
+        n += psim_tensor_elems(m, &m->tensors[t]);
+      }
+    }
+  psim_free(seen);
+  return n;
+}
+
+/* A lower bound of the static bytes of the fullest device: the blocks' weights spread
+ * evenly over pp stages and tp shards (norms and biases are in fact replicated, the
+ * embedding and head come on top), each byte class divided by dp from its ZeRO stage on
+ * (psim_memory_param_bytes: ZeRO-1 shards the optimizer state, -2 the gradients, -3 the
+ * weights). The fullest device holds at least the mean. */
+static double static_lower_bound(double params, psim_dtype dt, const psim_megatron_opts *mo) {
+  double pb[3];
+  psim_memory_param_bytes(dt, pb);
+  double per = 0;
+  for (int k = 0; k < 3; k++)
+    per += pb[k] / (mo->zero_stage >= 3 - k ? mo->dp : 1);
+  return params / ((double)mo->tp * mo->pp) * per;
+}
+
+static double max_capacity(const psim_cluster *c) {
+  double cap = 0;
+  for (int32_t t = 0; t < c->n_types; t++)
+    cap = fmax(cap, c->types[t].mem_bytes);
+  return cap;
+}
+
+typedef struct space_ctx {
+  const psim_model *m;
+  const psim_grid_options *o;
+  grid_space *s;
+  int64_t batch;
+  int32_t layers, pair;
+  double params, capacity;
+} space_ctx;
+
+/* Megatron-Core accepts this combination (rules above); vp 1 needs nothing more. */
+static bool accepted(const space_ctx *x, const psim_megatron_opts *mo) {
+  int64_t per = (int64_t)mo->micro_batch * mo->dp;
+  if (x->batch % per != 0 || !tp_divides(x->m, mo->tp))
+    return false;
+  int64_t n_micro = x->batch / per;
+  if (mo->virtual_stages == 1)
+    return true;
+  return mo->pp > 1 && x->layers % (mo->pp * mo->virtual_stages) == 0 && n_micro % mo->pp == 0;
+}
+
+static psim_status push(space_ctx *x, const psim_megatron_opts *mo, bool classic) {
+  grid_space *s = x->s;
+  if (!accepted(x, mo)) {
+    s->pruned_divisibility++;
+    return PSIM_OK;
+  }
+  PSIM_CHECK(PSIM_VEC_RESERVE(s->c, s->cap, (size_t)s->n + 1));
+  grid_cand *k = &s->c[s->n++];
+  memset(k, 0, sizeof *k);
+  k->mo = *mo;
+  k->pair = x->pair;
+  k->classic = classic;
+  k->order = s->n - 1;
+  if (x->o->prune_by_estimate && static_lower_bound(x->params, x->m->dtype, mo) > x->capacity)
+    k->state = GRID_MEM_ESTIMATE;
+  return PSIM_OK;
+}
+
+/* Every combination of one (tp, pp) pair, classic ones only or the others: ZeRO stage,
+ * sequence parallelism (on first), virtual stages, micro-batch, recompute (innermost, the
+ * least recomputation first: the dominance rule reads the lighter modes). */
+static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
+  const psim_grid_options *o = x->o;
+  int n_rc = o->try_recompute ? 3 : 1, n_sp = tp > 1 && o->try_sequence_parallel_off ? 2 : 1;
+  for (int32_t z = 0; z <= (dp > 1 ? o->max_zero : 0); z++)
+    for (int sp = 0; sp < n_sp; sp++)
+      for (int32_t vp = 1; vp <= o->max_virtual_stages; vp++) {
+        bool is_classic = z == 0 && sp == 0 && vp == 1;
+        if (is_classic != classic)
+          continue;
+        for (int32_t i = 0; i < o->n_micro_batches; i++)
+          for (int j = 0; j < n_rc; j++) {
+            psim_megatron_opts mo;
+            psim_megatron_opts_init(&mo);
+            mo.tp = tp;
+            mo.pp = pp;
+            mo.dp = dp;
+            mo.virtual_stages = vp;
+            mo.zero_stage = z;
+            mo.sequence_parallel = tp > 1 && sp == 0;
+            mo.micro_batch = o->micro_batches[i];
+            mo.recompute = rc_modes[j];
+            PSIM_CHECK(push(x, &mo, classic));
+          }
+      }
+  return PSIM_OK;
+}
+
+/* The (tp, pp) pairs: tp a power of two up to max_tp, pp dividing the layers, tp x pp
+ * dividing the devices (the classic grid's pairs). */
+static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_tp, bool classic) {
+  int32_t n = c->n_devices;
+  x->pair = 0;
+  for (int32_t tp = 1; tp <= max_tp && tp <= n; tp *= 2)
+    for (int32_t pp = 1; pp * tp <= n; pp++)
+      if (n % (tp * pp) == 0 && pp <= x->m->n_layers && x->m->n_layers % pp == 0) {
+        PSIM_CHECK(push_pair(x, tp, pp, n / (tp * pp), classic));
+        x->pair++;
+      }
+  x->s->n_pairs = x->pair;
+  return PSIM_OK;
+}
+
+psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
+                                  const psim_grid_options *o, int32_t max_tp, grid_space *s) {
+  memset(s, 0, sizeof *s);
+  space_ctx x = {m,
+                 o,
+                 s,
+                 m->dims[m->role_dim[PSIM_ROLE_BATCH]].size,
+                 block_layer_count(m),
+                 0,
+                 block_params(m),
+                 max_capacity(c)};
+  PSIM_CHECK(push_pairs(&x, c, max_tp, true));
+  return push_pairs(&x, c, max_tp, false);
+}
+
+void psim_grid_space_destroy(grid_space *s) {
+  psim_free(s->c);
+  memset(s, 0, sizeof *s);
+}
+
+static const double *sort_pair_best;
+
+/* (best time of the pair among the classic candidates, pair, enumeration order). */
+static int by_pair_best(const void *pa, const void *pb) {
+  const grid_cand *a = pa, *b = pb;
+  double x = sort_pair_best[a->pair], y = sort_pair_best[b->pair];
+  if (x != y)
+    return x < y ? -1 : 1;
+  return a->order < b->order ? -1 : a->order > b->order;
+}
+
+void psim_grid_space_order(grid_space *s, const double *pair_best) {
+  int64_t first = 0;
+  while (first < s->n && s->c[first].classic)
+    first++;
+  sort_pair_best = pair_best;
+  qsort(s->c + first, (size_t)(s->n - first), sizeof *s->c, by_pair_best);
+}
+
+/* How much recomputation: none 0, selective 1, full 2 (more work, less memory). */
+static int rc_rank(psim_recompute r) {
+  return r == PSIM_RECOMPUTE_NONE ? 0 : r == PSIM_RECOMPUTE_SELECTIVE ? 1 : 2;
+}
+
+static bool same_pair(const psim_megatron_opts *a, const psim_megatron_opts *b) {
+  return a->tp == b->tp && a->pp == b->pp;
+}
+
+/* y, over memory, needs no more memory than x: x is over too. Static memory does not
+ * depend on the micro-batch, recomputation, sequence parallelism or the interleaving (every
+ * device holds layers / pp layers either way, the embedding and head on the same devices),
+ * and shrinks with the ZeRO stage. Activations grow with the micro-batch (the samples in
+ * flight, min(pp x mb, batch / dp), do not fall with mb), with less recomputation and
+ * without sequence parallelism, and with interleaving: the first stage of the interleaved
+ * schedule holds (1 + (pp - 1) / (pp vp)) times the activations of 1F1B in its warm-up
+ * (Korthikanti et al. 2022, section 4.2.3), so over without interleaving is over with it; two
+ * interleaved candidates are compared only at the same vp. */
+static bool implies_over(const grid_cand *y, const psim_megatron_opts *x) {
+  const psim_megatron_opts *b = &y->mo;
+  if (!same_pair(b, x) || b->zero_stage < x->zero_stage)
+    return false;
+  if (y->state == GRID_STATIC_OVER)
+    return true;
+  bool vp_ok = b->virtual_stages == x->virtual_stages || b->virtual_stages == 1;
+  return y->state == GRID_OVER && vp_ok && b->micro_batch <= x->micro_batch &&
+         rc_rank(b->recompute) >= rc_rank(x->recompute) &&
+         (b->sequence_parallel || !x->sequence_parallel);
+}
+
+/* y fits with less recomputation and everything else equal: x does the same work and more. */
+static bool dominates(const grid_cand *y, const psim_megatron_opts *x) {
+  const psim_megatron_opts *b = &y->mo;
+  return y->state == GRID_FITS && same_pair(b, x) && b->virtual_stages == x->virtual_stages &&
+         b->micro_batch == x->micro_batch && b->zero_stage == x->zero_stage &&
+         b->sequence_parallel == x->sequence_parallel &&
+         rc_rank(b->recompute) < rc_rank(x->recompute);
+}
+
+/* y was simulated with the same kernels on every device as x: same tp, pp, micro-batch,
+ * recomputation, sequence parallelism and ZeRO stage (which shards the optimizer step);
+ * the interleaving changes which layers a device holds, not how many nor their shapes.
+ * An iteration lasts at least a device's compute. */
+static bool same_kernels(const grid_cand *y, const psim_megatron_opts *x) {
+  const psim_megatron_opts *b = &y->mo;
+  return (y->state == GRID_FITS || y->state == GRID_OVER) && same_pair(b, x) &&
+         b->micro_batch == x->micro_batch && b->recompute == x->recompute &&
+         b->sequence_parallel == x->sequence_parallel && b->zero_stage == x->zero_stage;
+}
+
+grid_state_kind psim_grid_prune(const grid_space *s, int64_t i, bool found, double best_s) {
+  const psim_megatron_opts *x = &s->c[i].mo;
+  grid_state_kind k = GRID_PENDING;
+  for (int64_t j = 0; j < i; j++) {
+    const grid_cand *y = &s->c[j];
+    if (y->state < GRID_FITS)
+      continue;
+    if (implies_over(y, x))
+      return GRID_MEM_IMPLIED;
+    if (dominates(y, x))
+      k = GRID_DOMINATED;
+    else if (k == GRID_PENDING && found && same_kernels(y, x) && y->compute_s >= best_s)
+      k = GRID_BOUND;
+  }
+  return k;
+}

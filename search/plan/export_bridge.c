@@ -1,0 +1,182 @@
+/* export_bridge.c - a Megatron-Bridge recipe override file (YAML) (docs/export.md).
+ *
+ * Keys from NVIDIA-NeMo/Megatron-Bridge 0.7.0 at commit 067f987df0 (2026-08-22):
+ * src/megatron/bridge/training/config.py (ConfigContainer: model, train, ddp, optimizer, dataset,
+ * mixed_precision, env_vars; validate: model.seq_length == dataset.seq_length), training/setup.py
+ * (_validate_and_set_vocab_size: model.vocab_size is kept, unpadded, unless
+ * tokenizer.use_tokenizer_vocab_size), the llama3 recipes (recipes/llama/h100/llama3.py: context
+ * parallelism 2, overlap_param_gather and distributed optimizer on, so all are set here),
+ * src/megatron/bridge/models/gpt_provider.py (GPTModelProvider:
+ * share_embeddings_and_output_weights, position_embedding_type learned_absolute|rope|yarn,
+ * seq_length, vocab_size, make_vocab_size_divisible_by, normalization; the rest are Megatron-Core
+ * TransformerConfig and ModelParallelConfig fields, Megatron-LM d98e8a64dd),
+ * src/megatron/bridge/training/ mixed_precision.py (the registered presets bf16_mixed, fp16_mixed,
+ * bf16_with_fp8_delayed_scaling_mixed) and training/utils/omegaconf_utils.py
+ * (process_config_with_overrides merges the YAML over a recipe; callables such as
+ * activation_func are not YAML values: the header names the recipe, vanilla_gpt_pretrain_config,
+ * bare GPTModelProvider defaults with GeLU, and for SwiGLU models the override
+ * model.activation_func=silu that recipes/gpt/h100/vanilla_gpt.py documents). The file is
+ * Megatron-Core's run, so every Megatron-LM refusal applies (export_megatron.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "search/plan/export_facts.h"
+#include "search/plan/export_impl.h"
+#include "sim/core/strbuf.h"
+
+#define MB "Megatron-Bridge 0.7.0"
+
+static psim_status bridge_refusals(const psim_plan_doc *d, const psim_export_facts *f) {
+  if (!f->transformer)
+    return psim_export_refuse(MB " trains transformers: model '%s' has no heads-role or "
+                                 "hidden-role dim",
+                              d->model.name);
+  if (f->encoder || f->embedding_norm)
+    return psim_export_refuse(MB " has no BERT model provider (models/: GPT, T5, hybrid): model "
+                                 "'%s' is an encoder",
+                              d->model.name);
+  if (!f->learned_positions && !f->rmsnorm)
+    return psim_export_refuse("model '%s' has no position encoding: GPTModelProvider's "
+                              "position_embedding_type is learned_absolute, rope or yarn",
+                              d->model.name);
+  PSIM_CHECK(psim_export_need_layout(f, MB));
+  PSIM_CHECK(psim_export_megatron_plan_refusals(f));
+  PSIM_CHECK(psim_export_megatron_model_refusals(f));
+  if (f->dtype == PSIM_DTYPE_FP8 && f->s->zero_stage == 1)
+    return psim_export_refuse("FP8 with the distributed optimizer: " MB "'s FP8 preset "
+                              "(bf16_with_fp8_delayed_scaling_mixed) gathers FP8 parameters "
+                              "(fp8_param_gather), plansim gathers bf16 ones");
+  if (f->dtype == PSIM_DTYPE_FP64)
+    return psim_export_refuse("fp64: " MB " trains in fp32, bf16, fp16 or FP8");
+  return PSIM_OK;
+}
+
+static void parallel_keys(psim_sb *b, const psim_export_facts *f) {
+  const psim_megatron_opts *o = &f->lay;
+  psim_sb_printf(b, "  tensor_model_parallel_size: %d\n  pipeline_model_parallel_size: %d\n", o->tp,
+                 o->pp);
+  if (o->virtual_stages > 1)
+    psim_sb_printf(b, "  virtual_pipeline_model_parallel_size: %d\n", o->virtual_stages);
+  else
+    psim_sb_printf(b, "  virtual_pipeline_model_parallel_size: null\n");
+  bool uneven = o->virtual_stages == 1 && o->pp > 1 && f->layers % o->pp != 0;
+  bool first = uneven && (o->pp == 2 || f->stage_layers_first != f->stage_layers_mid);
+  bool last = uneven && o->pp > 2 && f->stage_layers_last != f->stage_layers_mid;
+  if (first)
+    psim_sb_printf(b, "  num_layers_in_first_pipeline_stage: %d\n", f->stage_layers_first);
+  else
+    psim_sb_printf(b, "  num_layers_in_first_pipeline_stage: null\n");
+  if (last)
+    psim_sb_printf(b, "  num_layers_in_last_pipeline_stage: %d\n", f->stage_layers_last);
+  else
+    psim_sb_printf(b, "  num_layers_in_last_pipeline_stage: null\n");
+  psim_sb_printf(b, "  sequence_parallel: %s\n  context_parallel_size: 1\n",
+                 o->tp > 1 && f->s->sequence_parallel ? "true" : "false");
+  const char *gran = f->s->recompute == PSIM_RECOMPUTE_FULL        ? "full"
+                     : f->s->recompute == PSIM_RECOMPUTE_SELECTIVE ? "selective"
+                                                                   : "null";
+  bool full = f->s->recompute == PSIM_RECOMPUTE_FULL;
+  psim_sb_printf(b,
+                 "  recompute_granularity: %s\n  recompute_method: %s\n"
+                 "  recompute_num_layers: %s\n",
+                 gran, full ? "uniform" : "null", full ? "1" : "null");
+}
+
+static void model_keys(psim_sb *b, const psim_export_facts *f) {
+  psim_sb_printf(b,
+                 "  num_layers: %d\n  hidden_size: %lld\n  num_attention_heads: %lld\n"
+                 "  num_query_groups: %lld\n  ffn_hidden_size: %lld\n  seq_length: %lld\n"
+                 "  vocab_size: %lld\n  make_vocab_size_divisible_by: 1\n",
+                 f->layers, (long long)f->hidden, (long long)f->heads, (long long)f->kv_heads,
+                 (long long)f->ffn, (long long)f->seq, (long long)f->vocab);
+  psim_sb_printf(b,
+                 "  position_embedding_type: %s\n  normalization: %s\n  gated_linear_unit: %s\n"
+                 "  add_bias_linear: %s\n  share_embeddings_and_output_weights: %s\n"
+                 "  hidden_dropout: %g\n  attention_dropout: %g\n",
+                 f->learned_positions ? "learned_absolute" : "rope",
+                 f->rmsnorm ? "RMSNorm" : "LayerNorm", f->swiglu ? "true" : "false",
+                 f->bias_linear ? "true" : "false", f->tied_embeddings ? "true" : "false",
+                 f->hidden_dropout, f->attention_dropout);
+  if (f->experts > 0)
+    psim_sb_printf(b,
+                   "  num_moe_experts: %d\n  moe_router_topk: %d\n  moe_ffn_hidden_size: %lld\n"
+                   "  expert_model_parallel_size: 1\n  moe_token_dispatcher_type: alltoall\n"
+                   "  moe_expert_capacity_factor: %g\n  moe_pad_expert_input_to_capacity: true\n",
+                   f->experts, f->top_k, (long long)f->ffn, f->capacity_factor);
+  else
+    psim_sb_printf(b, "  num_moe_experts: null\n");
+}
+
+static const char *precision_preset(psim_dtype t) {
+  switch (t) {
+  case PSIM_DTYPE_BF16: return "bf16_mixed";
+  case PSIM_DTYPE_FP16: return "fp16_mixed";
+  case PSIM_DTYPE_FP8: return "bf16_with_fp8_delayed_scaling_mixed";
+  default: return "null";
+  }
+}
+
+static void training_keys(psim_sb *b, const psim_export_facts *f) {
+  const psim_strategy *s = f->s;
+  bool half = f->dtype == PSIM_DTYPE_BF16 || f->dtype == PSIM_DTYPE_FP8;
+  psim_sb_printf(b, "\ntrain:\n  micro_batch_size: %d\n  global_batch_size: %lld\n",
+                 f->lay.micro_batch, (long long)f->batch);
+  psim_sb_printf(b, "\ndataset:\n  seq_length: %lld\n", (long long)f->seq);
+  /* setup.py _validate_and_set_vocab_size: model.vocab_size counts unless this is true */
+  psim_sb_printf(b, "\ntokenizer:\n  use_tokenizer_vocab_size: false\n");
+  /* the llama3 recipes turn on overlap_param_gather (Megatron-LM's default and plansim: off);
+   * gradients are reduced in fp32 except for fp16 (memory.h's gradient bytes) */
+  psim_sb_printf(b,
+                 "\nddp:\n  use_distributed_optimizer: %s\n  overlap_grad_reduce: %s\n"
+                 "  overlap_param_gather: false\n  grad_reduce_in_fp32: %s\n",
+                 s->zero_stage == 1 ? "true" : "false", s->overlap_grad_reduce ? "true" : "false",
+                 f->dtype == PSIM_DTYPE_FP16 ? "false" : "true");
+  if (s->overlap_grad_reduce) /* gradient elements: fp32 main grads for bf16 and fp8 */
+    psim_sb_printf(b, "  bucket_size: %.0f\n", s->bucket_bytes / f->grad_bytes);
+  else
+    psim_sb_printf(b, "  bucket_size: null\n");
+  psim_sb_printf(b, "\noptimizer:\n  use_distributed_optimizer: %s\n  bf16: %s\n  fp16: %s\n",
+                 s->zero_stage == 1 ? "true" : "false", half ? "true" : "false",
+                 f->dtype == PSIM_DTYPE_FP16 ? "true" : "false");
+  psim_sb_printf(b, "\nmixed_precision: %s\n", precision_preset(f->dtype));
+  if (s->allreduce == PSIM_AR_RING || s->allreduce == PSIM_AR_TREE)
+    psim_sb_printf(b, "\nenv_vars:\n  NCCL_ALGO: %s\n",
+                   s->allreduce == PSIM_AR_RING ? "Ring" : "Tree");
+}
+
+static void bridge_header(psim_sb *b, const psim_plan_doc *d, const psim_export_facts *f) {
+  const psim_megatron_opts *o = &f->lay;
+  psim_sb_printf(b, "# Megatron-Bridge recipe overrides for model ");
+  /* names hold no control characters (psim_export_check_names): safe in a comment */
+  psim_sb_printf(b, "'%s' on cluster '%s'", d->model.name, d->cluster.name);
+  psim_sb_printf(
+      b,
+      "\n# (plansim export; ConfigContainer keys of " MB ", commit 067f987df0).\n"
+      "# Merge over the recipe vanilla_gpt_pretrain_config (recipes/gpt/h100/vanilla_gpt.py:\n"
+      "# Megatron-LM pretrain_gpt.py defaults, GeLU) with\n"
+      "# process_config_with_overrides(cfg, config_filepath=THIS_FILE%s)\n"
+      "# (megatron.bridge.training.utils.omegaconf_utils), then pretrain(cfg, ...); or "
+      "give each\n# key as a KEY=VALUE override of scripts/training/run_recipe.py "
+      "--recipe vanilla_gpt_pretrain_config.\n"
+      "# World size %d = tensor %d x pipeline %d x data %d. The tokenizer must have "
+      "at most %lld tokens.\n",
+      f->swiglu ? ",\n#     cli_overrides=[\"model.activation_func=silu\"])  (SwiGLU: a "
+                  "callable, not a YAML value"
+                : "",
+      o->tp * o->pp * o->dp, o->tp, o->pp, o->dp, (long long)f->vocab);
+  if (!f->s->overlap_grad_reduce)
+    psim_sb_printf(b, "# Gradients are reduced after the backward pass in one bucket; plansim "
+                      "simulated buckets\n# of the plan's size.\n");
+}
+
+psim_status psim_export_bridge(const psim_plan_doc *d, const psim_export_facts *f, char **text,
+                               size_t *len) {
+  PSIM_CHECK(bridge_refusals(d, f));
+  psim_sb b = {0};
+  bridge_header(&b, d, f);
+  psim_sb_printf(&b, "model:\n");
+  parallel_keys(&b, f);
+  model_keys(&b, f);
+  training_keys(&b, f);
+  return psim_sb_finish(&b, "export", text, len);
+}

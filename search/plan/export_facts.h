@@ -1,0 +1,62 @@
+/* export_facts.h - what a plan says, in the terms every exporter needs (private to
+ * search/plan/export*.c; docs/export.md).
+ *
+ * psim_export_facts_of reads the model and the strategy once: the model's architecture (the
+ * facts a runtime's flags decide: norm, activation, position encoding, tied embeddings,
+ * biases, dropout, grouped-query attention, experts, precision) and the plan's layout as a
+ * Megatron-LM tp x pp x dp expansion (or the reason it is none), with its schedule,
+ * recomputation, ZeRO stage and overlap settings. Each exporter compares what its runtime
+ * would build from its output with these facts and refuses (psim_export_refuse) on the first
+ * difference; none approximates in silence. */
+#ifndef PSIM_EXPORT_FACTS_H
+#define PSIM_EXPORT_FACTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "search/plan/export.h"
+
+#define PSIM_EXPORT_WHY 512
+
+typedef struct psim_export_facts {
+  /* ---- the model ---- */
+  bool transformer;          /* a heads-role and a hidden-role dim */
+  bool encoder;              /* BERT: an LM-head transform (dense, GeLU, norm) before logits */
+  bool embedding_norm;       /* a norm between the embedding and the first layer (BERT) */
+  int32_t layers;            /* transformer layers (the repeated blocks' layers) */
+  int32_t first_block_layer; /* the model layer of the first transformer layer */
+  int64_t hidden, heads, kv_heads, ffn, seq, vocab, batch; /* kv_heads == heads without GQA */
+  bool rmsnorm, swiglu;     /* RMSNorm (else LayerNorm); SwiGLU MLP (else GeLU) */
+  bool learned_positions;   /* a [seq, hidden] table added to the embedding (else rotary) */
+  bool tied_embeddings;     /* the logits read the embedding table */
+  bool bias_linear;         /* linear layers carry bias weights */
+  double hidden_dropout;    /* p of the dropout ops outside the attention core (0: none) */
+  double attention_dropout; /* p of the dropout ops of the attention core (tag attn_core) */
+  bool dropout_mixed;       /* one of the two groups holds different probabilities */
+  int32_t experts, top_k;   /* MoE: experts per layer and top-k routing; 0 when dense */
+  double capacity_factor;   /* MoE: capacity * experts / (top_k * seq) */
+  psim_dtype dtype;         /* the model's precision */
+  double grad_bytes;        /* bytes per gradient element plansim reduces (memory.h's table) */
+  /* ---- the plan ---- */
+  const psim_strategy *s; /* schedule, recompute, sequence_parallel, zero, overlap, ... */
+  bool megatron;          /* the strategy is a Megatron tp x pp x dp expansion ... */
+  psim_megatron_opts lay; /* ... with these parameters */
+  char megatron_why[PSIM_EXPORT_WHY]; /* else why not (the first difference) */
+  int32_t stage_layers_first, stage_layers_mid, stage_layers_last; /* transformer layers */
+  bool stages_uneven; /* the middle stages differ among themselves (no runtime splits so) */
+  int32_t n_micro;    /* micro-batches per iteration */
+} psim_export_facts;
+
+/* Fills f from the plan: model facts always, the layout when the strategy is a Megatron
+ * expansion (f->megatron; else f->megatron_why). PSIM_ENOMEM only. O(ops * devices * tp
+ * candidates). */
+psim_status psim_export_facts_of(const psim_plan_doc *d, psim_export_facts *f);
+
+/* Records "RUNTIME would ...: reason" as a refusal: PSIM_EFAILED with the message (the CLI
+ * prefixes the plan and format and exits 2). */
+psim_status psim_export_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Refusals shared by the exporters that need a Megatron tp x pp x dp layout. */
+psim_status psim_export_need_layout(const psim_export_facts *f, const char *runtime);
+
+#endif

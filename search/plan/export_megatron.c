@@ -1,0 +1,179 @@
+/* export_megatron.c - Megatron-LM arguments (docs/export.md).
+ *
+ * Flag names and the rules they obey come from NVIDIA/Megatron-LM at commit d98e8a64dd
+ * (Megatron-Core 0.20.0, 2026-08-22): megatron/training/arguments.py (validate_args and the
+ * flags it declares), megatron/core/transformer/transformer_config.py and
+ * megatron/core/model_parallel_config.py (dataclass fields that ArgumentGroupFactory,
+ * megatron/training/argument_utils.py, turns into --field-name flags), and
+ * megatron/core/transformer/moe/moe_layer.py. Each flag is written explicitly, even where it
+ * is the default, so that the script states the model it runs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "search/plan/export_facts.h"
+#include "search/plan/export_impl.h"
+#include "sim/core/strbuf.h"
+
+/* The plan-level refusals (export_impl.h). */
+psim_status psim_export_megatron_plan_refusals(const psim_export_facts *f) {
+  const psim_strategy *s = f->s;
+  if (s->zero_stage >= 2)
+    return psim_export_refuse("ZeRO stage %d: Megatron-LM's distributed optimizer shards the "
+                              "optimizer state (stage 1) only",
+                              s->zero_stage);
+  if (f->lay.pp > 1 && s->schedule == PSIM_SCHED_GPIPE)
+    return psim_export_refuse("the GPipe schedule: Megatron-LM runs 1F1B (or interleaved 1F1B) "
+                              "pipelines only");
+  if (s->allreduce == PSIM_AR_HALVING_DOUBLING || s->allreduce == PSIM_AR_HIERARCHICAL)
+    return psim_export_refuse("all-reduce algorithm '%s' has no NCCL_ALGO equivalent (NCCL offers "
+                              "Ring and Tree; 'auto' lets NCCL choose)",
+                              psim_allreduce_algo_name(s->allreduce));
+  if (f->lay.virtual_stages == 1 && f->stages_uneven)
+    return psim_export_refuse("the middle pipeline stages hold different numbers of layers; "
+                              "Megatron-LM splits the layers between the first and last stage "
+                              "evenly (transformer_config.py, uneven PP)");
+  return PSIM_OK;
+}
+
+/* The model-level refusals: what no Megatron-LM flag builds (export_impl.h). */
+psim_status psim_export_megatron_model_refusals(const psim_export_facts *f) {
+  if (f->dropout_mixed)
+    return psim_export_refuse("the model's dropout ops use different probabilities; Megatron-LM "
+                              "has one --hidden-dropout and one --attention-dropout");
+  if (f->embedding_norm && !f->encoder)
+    return psim_export_refuse("a norm between the embedding and the first layer: Megatron-LM's "
+                              "GPTModel has none");
+  if (f->experts > 0 && f->lay.tp > 1 && !f->s->sequence_parallel)
+    return psim_export_refuse("MoE with tensor parallelism %d and no sequence parallelism: "
+                              "Megatron-LM's MoELayer refuses to train so (moe_layer.py)",
+                              f->lay.tp);
+  if (f->experts > 0 && f->bias_linear && f->lay.tp > 1)
+    return psim_export_refuse("MoE experts with biases split %d ways: Megatron-LM supports expert "
+                              "biases with expert tensor parallelism 1 only "
+                              "(transformer_config.py)",
+                              f->lay.tp);
+  if (f->experts > 0 && (f->top_k < 1 || f->capacity_factor <= 0))
+    return psim_export_refuse("the MoE dispatch has no top-k or capacity Megatron-LM can take");
+  return PSIM_OK;
+}
+
+static void pipeline_args(psim_sb *b, const psim_export_facts *f) {
+  const psim_megatron_opts *o = &f->lay;
+  psim_sb_printf(b, "  --tensor-model-parallel-size %d\n", o->tp);
+  psim_sb_printf(b, "  --pipeline-model-parallel-size %d\n", o->pp);
+  if (o->virtual_stages > 1)
+    psim_sb_printf(b, "  --num-layers-per-virtual-pipeline-stage %d\n",
+                   f->layers / (o->pp * o->virtual_stages));
+  else if (o->pp > 1 && f->layers % o->pp != 0) {
+    /* validate_args: layers % pp == 0 unless the first/last stage counts are given. */
+    if (o->pp == 2 || f->stage_layers_first != f->stage_layers_mid)
+      psim_sb_printf(b, "  --decoder-first-pipeline-num-layers %d\n", f->stage_layers_first);
+    if (o->pp > 2 && f->stage_layers_last != f->stage_layers_mid)
+      psim_sb_printf(b, "  --decoder-last-pipeline-num-layers %d\n", f->stage_layers_last);
+  }
+  if (o->tp > 1 && f->s->sequence_parallel) /* validate_args turns it off at tp 1 */
+    psim_sb_printf(b, "  --sequence-parallel\n");
+}
+
+static void training_args(psim_sb *b, const psim_export_facts *f) {
+  const psim_strategy *s = f->s;
+  psim_sb_printf(b, "  --micro-batch-size %d\n", f->lay.micro_batch);
+  psim_sb_printf(b, "  --global-batch-size %lld\n", (long long)f->batch);
+  if (s->recompute == PSIM_RECOMPUTE_FULL)
+    psim_sb_printf(b, "  --recompute-granularity full\n  --recompute-method uniform\n"
+                      "  --recompute-num-layers 1\n");
+  else if (s->recompute == PSIM_RECOMPUTE_SELECTIVE) /* no method: validate_args */
+    psim_sb_printf(b, "  --recompute-granularity selective\n");
+  if (s->zero_stage == 1)
+    psim_sb_printf(b, "  --use-distributed-optimizer\n");
+  if (s->overlap_grad_reduce) /* buckets count gradient elements (fp32 main grads for bf16) */
+    psim_sb_printf(b, "  --overlap-grad-reduce\n  --ddp-bucket-size %.0f\n",
+                   s->bucket_bytes / f->grad_bytes);
+  if (f->dtype == PSIM_DTYPE_BF16 || f->dtype == PSIM_DTYPE_FP8)
+    psim_sb_printf(b, "  --bf16\n");
+  else if (f->dtype == PSIM_DTYPE_FP16)
+    psim_sb_printf(b, "  --fp16\n");
+  if (f->dtype == PSIM_DTYPE_FP8)
+    psim_sb_printf(b, "  --fp8-format hybrid\n");
+}
+
+static void model_args(psim_sb *b, const psim_export_facts *f) {
+  psim_sb_printf(b, "  --num-layers %d\n  --hidden-size %lld\n  --num-attention-heads %lld\n",
+                 f->layers, (long long)f->hidden, (long long)f->heads);
+  if (f->kv_heads != f->heads)
+    psim_sb_printf(b, "  --group-query-attention\n  --num-query-groups %lld\n",
+                   (long long)f->kv_heads);
+  psim_sb_printf(b, "  --ffn-hidden-size %lld\n", (long long)f->ffn);
+  psim_sb_printf(b, "  --seq-length %lld\n  --max-position-embeddings %lld\n", (long long)f->seq,
+                 (long long)f->seq);
+  psim_sb_printf(b, "  --make-vocab-size-divisible-by 1\n");
+  /* The IR has no rotary op: a model without a position table is rotary when it is
+   * LLaMA-shaped (RMSNorm), else it has no position encoding. */
+  psim_sb_printf(b, "  --position-embedding-type %s\n",
+                 f->learned_positions ? "learned_absolute"
+                 : f->rmsnorm         ? "rope"
+                                      : "none");
+  psim_sb_printf(b, "  --normalization %s\n", f->rmsnorm ? "RMSNorm" : "LayerNorm");
+  if (f->swiglu)
+    psim_sb_printf(b, "  --swiglu\n");
+  if (!f->bias_linear)
+    psim_sb_printf(b, "  --disable-bias-linear\n");
+  if (!f->tied_embeddings)
+    psim_sb_printf(b, "  --untie-embeddings-and-output-weights\n");
+  psim_sb_printf(b, "  --hidden-dropout %g\n  --attention-dropout %g\n", f->hidden_dropout,
+                 f->attention_dropout);
+  if (f->encoder)
+    psim_sb_printf(b, "  --bert-no-binary-head\n");
+  if (f->experts > 0)
+    psim_sb_printf(b,
+                   "  --num-experts %d\n  --moe-router-topk %d\n  --moe-ffn-hidden-size %lld\n"
+                   "  --expert-model-parallel-size 1\n  --moe-token-dispatcher-type alltoall\n"
+                   "  --moe-expert-capacity-factor %g\n  --moe-pad-expert-input-to-capacity\n",
+                   f->experts, f->top_k, (long long)f->ffn, f->capacity_factor);
+}
+
+static void megatron_header(psim_sb *b, const psim_plan_doc *d, const psim_export_facts *f) {
+  const psim_megatron_opts *o = &f->lay;
+  psim_sb_printf(b, "# Megatron-LM arguments for model ");
+  psim_export_shell_quote(b, d->model.name); /* names are shell words even in a comment */
+  psim_sb_printf(b, " on cluster ");
+  psim_export_shell_quote(b, d->cluster.name);
+  psim_sb_printf(b,
+                 "\n# (plansim export; flags of Megatron-LM d98e8a64dd, Megatron-Core 0.20.0).\n"
+                 "# World size %d = tensor %d x pipeline %d x data %d;\n"
+                 "# ranks in Megatron-LM's default order (tensor fastest, then data, then "
+                 "pipeline).\n# The tokenizer must have %lld tokens.\n",
+                 o->tp * o->pp * o->dp, o->tp, o->pp, o->dp, (long long)f->vocab);
+  if (!f->s->overlap_grad_reduce)
+    psim_sb_printf(b, "# Gradients are reduced after the backward pass in one bucket (Megatron "
+                      "ignores the bucket\n# size without --overlap-grad-reduce); plansim "
+                      "simulated buckets of the plan's size.\n");
+  if (f->embedding_norm)
+    psim_sb_printf(b, "# Not built by Megatron-LM: the model's embedding LayerNorm (BertModel "
+                      "has none).\n");
+  if (f->s->allreduce == PSIM_AR_RING || f->s->allreduce == PSIM_AR_TREE)
+    psim_sb_printf(b, "export NCCL_ALGO=%s\n", f->s->allreduce == PSIM_AR_RING ? "Ring" : "Tree");
+}
+
+psim_status psim_export_megatron(const psim_plan_doc *d, const psim_export_facts *f, char **text,
+                                 size_t *len) {
+  if (!f->transformer)
+    return psim_export_refuse("Megatron-LM trains transformers: model '%s' has no heads-role or "
+                              "hidden-role dim",
+                              d->model.name);
+  PSIM_CHECK(psim_export_need_layout(f, "Megatron-LM"));
+  PSIM_CHECK(psim_export_megatron_plan_refusals(f));
+  PSIM_CHECK(psim_export_megatron_model_refusals(f));
+  psim_sb b = {0};
+  megatron_header(&b, d, f);
+  psim_sb_printf(&b, "MEGATRON_ARGS=(\n");
+  pipeline_args(&b, f);
+  training_args(&b, f);
+  model_args(&b, f);
+  int32_t world = f->lay.tp * f->lay.pp * f->lay.dp, per = d->cluster.devices_per_node;
+  psim_sb_printf(&b,
+                 ")\n# torchrun --nproc-per-node %d --nnodes %d %s \"${MEGATRON_ARGS[@]}\" ...\n",
+                 per > 0 && per < world ? per : world, per > 0 ? (world + per - 1) / per : 1,
+                 f->encoder ? "examples/bert/pretrain_bert.py" : "pretrain_gpt.py");
+  return psim_sb_finish(&b, "export", text, len);
+}

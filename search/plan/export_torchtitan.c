@@ -1,0 +1,232 @@
+/* export_torchtitan.c - a torchtitan job config (TOML) (docs/export.md).
+ *
+ * Keys and rules from pytorch/torchtitan v0.2.2 (2026-02-20, the last release read from a TOML
+ * file; main replaced TOML with Python configs in #2386): torchtitan/config/job_config.py (the
+ * sections and keys), torchtitan/models/llama3/__init__.py (the flavors), model/model.py
+ * (FeedForward's hidden size: int(8 dim / 3), times ffn_dim_multiplier, rounded up to
+ * multiple_of), infra/parallelize.py (TP applies SequenceParallel to the norms; DDP only as
+ * the sole parallelism) and train.py (gradient accumulation = global batch / (local batch x
+ * dp)). */
+#include <stdio.h>
+#include <string.h>
+
+#include "search/plan/export_facts.h"
+#include "search/plan/export_impl.h"
+#include "sim/core/strbuf.h"
+
+#define TT "torchtitan v0.2.2"
+
+/* The first fact of the model that torchtitan's llama3 Transformer does not build, or NULL. */
+static const char *llama_difference(const psim_export_facts *f) {
+  if (!f->transformer)
+    return "it has no heads-role or hidden-role dim (not a transformer)";
+  if (f->encoder || f->embedding_norm)
+    return "it is an encoder (BERT: LM-head transform, embedding norm)";
+  if (f->learned_positions)
+    return "it has learned position embeddings (llama3 uses rotary ones)";
+  if (!f->rmsnorm || !f->swiglu)
+    return "it uses LayerNorm or a GeLU MLP (llama3: RMSNorm and SwiGLU)";
+  if (f->bias_linear)
+    return "its linear layers have biases (llama3's have none)";
+  if (f->tied_embeddings)
+    return "its output layer reuses the embedding table (llama3's is separate)";
+  if (f->hidden_dropout > 0 || f->attention_dropout > 0)
+    return "it has dropout (llama3 has none)";
+  return NULL;
+}
+
+/* torchtitan v0.2.2's MoE layer (torchtitan/models/moe/moe.py, used by llama4, deepseek_v3 and
+ * qwen3): MoEArgs has no capacity (every routed token is computed: dropless grouped GEMMs),
+ * its experts are SwiGLU (w2(silu(w1 x) * w3 x)) and num_shared_experts defaults to 1; the
+ * llama3 model has no MoE layer. plansim's MoE computes a fixed capacity per expert and drops
+ * the rest, so no torchtitan config runs it. */
+static psim_status moe_refusal(const psim_plan_doc *d, const psim_export_facts *f) {
+  return psim_export_refuse(
+      TT " cannot run the mixture-of-experts layers of model '%s' (%d experts, top-%d): they "
+         "compute a "
+         "fixed capacity per expert (capacity factor %g; tokens beyond it are dropped)%s, while "
+         "torchtitan's MoE (torchtitan/models/moe/moe.py, MoEArgs) has no capacity and computes "
+         "every routed token (dropless grouped GEMMs) through SwiGLU experts, and its llama3 "
+         "model has no MoE layer",
+      d->model.name, f->experts, f->top_k, f->capacity_factor,
+      f->swiglu ? "" : " with GeLU experts");
+}
+
+static psim_status torchtitan_refusals(const psim_export_facts *f) {
+  const psim_strategy *s = f->s;
+  const psim_megatron_opts *o = &f->lay;
+  if (f->dtype == PSIM_DTYPE_FP16 || f->dtype == PSIM_DTYPE_FP64)
+    return psim_export_refuse("%s precision: " TT " trains in bfloat16 or float32",
+                              psim_dtype_name(f->dtype));
+  if (s->zero_stage == 1 || s->zero_stage == 2)
+    return psim_export_refuse("ZeRO stage %d: " TT " shards with FSDP2 (stage 3, "
+                              "data_parallel_shard_degree) or replicates with DDP (stage 0)",
+                              s->zero_stage);
+  if (o->dp > 1 && s->zero_stage == 0 && (o->tp > 1 || o->pp > 1))
+    return psim_export_refuse("data parallelism without sharding alongside tensor or pipeline "
+                              "parallelism: " TT "'s DDP runs only as the sole parallelism "
+                              "(parallelize.py: 'DDP has not supported > 1D parallelism')");
+  if (o->dp > 1 && s->zero_stage == 0 &&
+      (!s->overlap_grad_reduce || s->bucket_bytes != 25.0 * 1024 * 1024))
+    return psim_export_refuse("DDP always overlaps its all-reduce with the backward pass in "
+                              "25 MiB buckets; the plan does not");
+  if (o->dp > 1 && s->zero_stage == 3 && !s->overlap_grad_reduce)
+    return psim_export_refuse("FSDP2 always overlaps its reduce-scatter with the backward pass; "
+                              "the plan does not");
+  if (o->tp > 1 && !s->sequence_parallel)
+    return psim_export_refuse("tensor parallelism without sequence parallelism: " TT " "
+                              "shards the norms along the sequence (SequenceParallel)");
+  if (s->recompute == PSIM_RECOMPUTE_SELECTIVE)
+    return psim_export_refuse("selective recomputation of the attention core: " TT "'s "
+                              "selective modes recompute per layer or per op kind");
+  if (s->allreduce != PSIM_AR_AUTO)
+    return psim_export_refuse("all-reduce algorithm '%s': " TT " leaves it to NCCL",
+                              psim_allreduce_algo_name(s->allreduce));
+  return PSIM_OK;
+}
+
+typedef struct flavor {
+  const char *name;
+  int64_t dim, layers, heads, kv_heads, ffn, vocab;
+} flavor;
+
+/* torchtitan/models/llama3/__init__.py (v0.2.2), ffn from model.py's rule, vocab 128256. */
+static const flavor flavors[] = {
+    {"8B", 4096, 32, 32, 8, 14336, 128256},
+    {"70B", 8192, 80, 64, 8, 28672, 128256},
+    {"405B", 16384, 126, 128, 8, 53248, 128256},
+};
+
+/* ffn_dim_multiplier (0: None) and multiple_of that give f->ffn by model.py's rule. */
+static bool ffn_rule(const psim_export_facts *f, double *mult, int64_t *multiple_of) {
+  static const double mults[] = {0, 1.3, 1.2, 1.5}; /* None and the shipped flavors' */
+  int64_t base = 8 * f->hidden / 3;
+  for (size_t i = 0; i < sizeof mults / sizeof *mults; i++)
+    for (int64_t m = 4096; m >= 1; m /= 2) {
+      int64_t h = mults[i] > 0 ? (int64_t)(mults[i] * (double)base) : base;
+      if (h > 0 && m * ((h + m - 1) / m) == f->ffn) {
+        *mult = mults[i], *multiple_of = m;
+        return true;
+      }
+    }
+  return false;
+}
+
+static void flavor_args(psim_sb *b, const psim_export_facts *f) {
+  double mult = 0;
+  int64_t m = 0;
+  psim_sb_printf(b, "#   \"plansim\": TransformerModelArgs(dim=%lld, n_layers=%d, n_heads=%lld,\n",
+                 (long long)f->hidden, f->layers, (long long)f->heads);
+  psim_sb_printf(b, "#       ");
+  if (f->kv_heads != f->heads)
+    psim_sb_printf(b, "n_kv_heads=%lld, ", (long long)f->kv_heads);
+  if (!ffn_rule(f, &mult, &m)) /* int(mult * base) <= ffn, rounded up to ffn: ffn */
+    mult = (double)f->ffn / (double)(8 * f->hidden / 3), m = f->ffn;
+  if (mult > 0)
+    psim_sb_printf(b, "ffn_dim_multiplier=%.17g, ", mult);
+  psim_sb_printf(b, "multiple_of=%lld, vocab_size=%lld),\n", (long long)m, (long long)f->vocab);
+}
+
+static const char *flavor_of(const psim_export_facts *f) {
+  for (size_t i = 0; i < sizeof flavors / sizeof *flavors; i++) {
+    const flavor *x = &flavors[i];
+    if (x->dim == f->hidden && x->layers == f->layers && x->heads == f->heads &&
+        x->kv_heads == f->kv_heads && x->ffn == f->ffn && x->vocab == f->vocab)
+      return x->name;
+  }
+  return NULL;
+}
+
+static void model_section(psim_sb *b, const psim_plan_doc *d, const psim_export_facts *f) {
+  const char *fl = flavor_of(f);
+  psim_sb_printf(b, "# torchtitan job config for model ");
+  psim_export_toml_quote(b, d->model.name);
+  psim_sb_printf(b, " (plansim export; keys of " TT ").\n");
+  if (!fl) {
+    psim_sb_printf(b, "# No llama3 flavor of " TT " has this shape (torchtitan fails with a\n"
+                      "# KeyError until it has): add to llama3_args in\n"
+                      "# torchtitan/models/llama3/__init__.py\n");
+    flavor_args(b, f);
+  }
+  psim_sb_printf(b, "[model]\nname = \"llama3\"\nflavor = \"%s\"\n", fl ? fl : "plansim");
+  if (f->dtype == PSIM_DTYPE_FP8)
+    psim_sb_printf(b, "converters = [\"quantize.linear.float8\"]\n");
+}
+
+static void training_section(psim_sb *b, const psim_export_facts *f) {
+  const psim_megatron_opts *o = &f->lay;
+  int64_t local = o->pp > 1 ? f->batch / o->dp : o->micro_batch;
+  psim_sb_printf(b,
+                 "\n[training]\nlocal_batch_size = %lld\nglobal_batch_size = %lld\n"
+                 "seq_len = %lld\nmixed_precision_param = \"%s\"\n"
+                 "mixed_precision_reduce = \"float32\"\n",
+                 (long long)local, (long long)f->batch, (long long)f->seq,
+                 f->dtype == PSIM_DTYPE_FP32 ? "float32" : "bfloat16");
+}
+
+static void item(psim_sb *b, bool *first, const char *fmt, int32_t v) {
+  psim_sb_printf(b, *first ? "" : ", ");
+  psim_sb_printf(b, fmt, v);
+  *first = false;
+}
+
+/* Each pipeline chunk's modules: the embedding first, the norm and output layer last. */
+static void fqns(psim_sb *b, const psim_export_facts *f) {
+  const psim_strategy *s = f->s;
+  int32_t n = s->n_stages * s->virtual_stages, lo = f->first_block_layer;
+  psim_sb_printf(b, "module_fqns_per_model_part = [\n");
+  for (int32_t c = 0; c < n; c++) {
+    const psim_stage *st = &s->stages[c];
+    bool first = true;
+    psim_sb_printf(b, "  [");
+    if (c == 0)
+      item(b, &first, "\"tok_embeddings\"", 0);
+    for (int32_t l = st->first_layer; l <= st->last_layer; l++)
+      if (l >= lo && l < lo + f->layers)
+        item(b, &first, "\"layers.%d\"", l - lo);
+    if (c == n - 1)
+      item(b, &first, "\"norm\", \"output\"", 0);
+    psim_sb_printf(b, "],\n");
+  }
+  psim_sb_printf(b, "]\n");
+}
+
+static void parallelism_section(psim_sb *b, const psim_export_facts *f) {
+  const psim_megatron_opts *o = &f->lay;
+  bool shard = f->s->zero_stage == 3;
+  psim_sb_printf(b,
+                 "\n[parallelism]\ndata_parallel_replicate_degree = %d\n"
+                 "data_parallel_shard_degree = %d\ntensor_parallel_degree = %d\n"
+                 "disable_loss_parallel = false\ncontext_parallel_degree = 1\n"
+                 "expert_parallel_degree = 1\npipeline_parallel_degree = %d\n",
+                 shard ? 1 : o->dp, shard ? o->dp : 1, o->tp, o->pp);
+  if (o->pp > 1) {
+    const char *sched = f->s->schedule == PSIM_SCHED_GPIPE         ? "GPipe"
+                        : f->s->schedule == PSIM_SCHED_INTERLEAVED ? "Interleaved1F1B"
+                                                                   : "1F1B";
+    psim_sb_printf(b,
+                   "pipeline_parallel_schedule = \"%s\"\npipeline_parallel_microbatch_size = %d\n",
+                   sched, o->micro_batch);
+    fqns(b, f);
+  }
+}
+
+psim_status psim_export_torchtitan(const psim_plan_doc *d, const psim_export_facts *f, char **text,
+                                   size_t *len) {
+  if (f->transformer && f->experts > 0)
+    return moe_refusal(d, f);
+  const char *why = llama_difference(f);
+  if (why)
+    return psim_export_refuse(TT " builds llama3 transformers (torchtitan/models/llama3): model "
+                                 "'%s' differs: %s",
+                              d->model.name, why);
+  PSIM_CHECK(psim_export_need_layout(f, TT));
+  PSIM_CHECK(torchtitan_refusals(f));
+  psim_sb b = {0};
+  model_section(&b, d, f);
+  training_section(&b, f);
+  parallelism_section(&b, f);
+  psim_sb_printf(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n\n[compile]\nenable = false\n",
+                 f->s->recompute == PSIM_RECOMPUTE_FULL ? "full" : "none");
+  return psim_sb_finish(&b, "export", text, len);
+}

@@ -1,0 +1,86 @@
+/* modern.h - the simulator against the modern public measurements in
+ * ../shared/calibration/modern (issue 20): one row per measured
+ * configuration, the CSV reader, the ranking figures (modern_rank.c), the row
+ * readers per source (modern_rows.c) and the simulation of a row
+ * (modern_sim.c). Private to tests/calibration. */
+#ifndef PSIM_MODERN_H
+#define PSIM_MODERN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sim/strategy/strategy.h"
+
+/* ---- CSV: '#' comment lines, one header line, RFC 4180 quoting */
+#define MODERN_MAX_COLS 80
+typedef struct modern_csv {
+  FILE *f;
+  int n_cols;
+  char *names[MODERN_MAX_COLS];
+  char *cells[MODERN_MAX_COLS]; /* the current row's cells (into buf) */
+  char buf[1 << 16];
+  char hdr[1 << 14];
+} modern_csv;
+
+/* Opens dir/file and reads the header; false (message on stderr) when absent. */
+bool modern_csv_open(modern_csv *c, const char *dir, const char *file);
+/* Next data row; false at the end. */
+bool modern_csv_next(modern_csv *c);
+/* The cell of column name in the current row; "" when the column is absent. */
+const char *modern_csv_get(const modern_csv *c, const char *name);
+void modern_csv_close(modern_csv *c);
+
+/* ---- a measured row and what the simulator makes of it */
+typedef enum modern_family { MF_GPT, MF_MPT, MF_LLAMA } modern_family;
+
+typedef struct modern_row {
+  const char *source; /* the CSV's short name */
+  const char *stack;  /* the software stack the source ran */
+  int line;           /* data row number within the source (1-based) */
+  char model[48], gpu[32], precision[40], note[64];
+  int32_t gpus;
+  modern_family family;
+  int64_t layers, hidden, heads, kv_heads, ffn, vocab, seq, batch;
+  int32_t tp, pp, vp, cp, dp, micro_batch, zero;
+  psim_recompute recompute;
+  bool sp, fp8;
+  bool hbm2e_96g;  /* Meta Grand Teton H100: 96 GB HBM2e at 2.4 TB/s (torchtitan files) */
+  bool duplicate;  /* the same runs published twice: printed, not counted */
+  double measured; /* tokens/s per GPU */
+  /* results */
+  char unsupported[160]; /* non-empty: what plansim lacks to simulate the row */
+  double predicted;      /* tokens/s per GPU; 0 when not simulated */
+  bool fits;
+  char breakdown[64]; /* where the simulated iteration goes, % of it */
+} modern_row;
+
+typedef struct modern_rows {
+  modern_row *v;
+  int n, cap;
+} modern_rows;
+
+/* Reads every row of the four sources under dir (appending to rows). Returns
+ * the number of sources that could not be opened. */
+int modern_read_all(const char *dir, modern_rows *rows);
+void modern_rows_destroy(modern_rows *rows);
+
+/* The cluster preset for a source's GPU string; NULL when none. */
+const char *modern_preset_of(const char *gpu);
+/* "Ampere", "Hopper", "Blackwell" or "other". */
+const char *modern_generation(const char *gpu);
+
+/* Simulates r (fills predicted / fits, or unsupported). */
+void modern_simulate(modern_row *r);
+
+/* ---- ranking (modern_rank.c) */
+/* Spearman's rank correlation of x and y (average ranks for ties); NAN when
+ * n < 2 or either side is constant. */
+double modern_spearman(const double *x, const double *y, int n);
+/* Pick regret: the measured slowdown of the configuration ranked first by
+ * pred against the measured best, best / chosen - 1 (0 when the first choice
+ * is the best). Configurations tied for first are equally likely picks: the
+ * mean of their slowdowns. NAN when n < 1. */
+double modern_regret(const double *pred, const double *meas, int n);
+
+#endif

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# export_matrix.sh - every shipped model family x every exporter (docs/export.md, "The test
+# matrix"). Rows: every models/*.json and every generator family of `plansim model` (its
+# defaults); columns: every format `plansim export` names but plansim (the plan itself,
+# tests/cli/export.sh). Each column exports one plan on one DGX A100 (8 GPUs; PLANS below). A cell
+# is "yes" when the export exits 0, obeys the runtime's rules and round-trips the model
+# (tests/cli/export_rules.py, which cites the runtime files and versions) and `export --check`
+# reads it back as the plan; else the export must exit 2 with nothing on stdout, and the cell
+# holds the refusal's reason. The table built from these runs must equal the one in
+# docs/export.md (so the docs are this matrix); `export_matrix.sh --table` prints it. A broken
+# export of each format must fail its rules check and --check (else the checks prove nothing).
+# shellcheck source=tests/cli/lib.bash
+source "$(dirname "$0")/lib.bash"
+cd "$ROOT" || exit 1
+if ! command -v python3 >/dev/null || ! python3 -c 'import tomllib' 2>/dev/null; then
+  skip "model families x exporters" "python3 with tomllib is not installed"
+  finish
+  exit
+fi
+FORMATS=(megatron megatron-bridge torchtitan deepspeed deepspeed-pipeline gspmd)
+declare -A PLANS=(
+  [megatron]='"template": "megatron", "tp": 2, "pp": 2, "dp": 2, "sequence_parallel": true, "zero": 1, "overlap_grad_reduce": true'
+  [torchtitan]='"template": "megatron", "tp": 2, "pp": 2, "dp": 2, "sequence_parallel": true, "zero": 3, "overlap_grad_reduce": true, "recompute": "full"'
+  [deepspeed]='"template": "data_parallel", "dp": 4, "zero": 2, "overlap_grad_reduce": true'
+  [deepspeed-pipeline]='"template": "megatron", "tp": 1, "pp": 2, "dp": 4, "zero": 1'
+  [gspmd]='"template": "megatron", "tp": 2, "pp": 1, "dp": 4, "sequence_parallel": true'
+)
+PLANS[megatron-bridge]=${PLANS[megatron]}
+declare -A WORLD=([megatron]=8 [megatron-bridge]=8 [torchtitan]=8 [deepspeed]=4
+  [deepspeed-pipeline]=8/2 [gspmd]=8)
+
+# The formats plansim names (its unknown-format message) must be the columns.
+run export tests/golden/export/dp8.plan.json --format none
+named=$(grep -o "(plansim, [^)]*)" "$ERR" | tr -d '()' | tr ',' '\n' | sed 's/^ //' |
+  grep -v '^plansim$' | sort | tr '\n' ' ')
+cols=$(printf '%s\n' "${FORMATS[@]}" | sort | tr '\n' ' ')
+[ "$named" = "$cols" ] && ok "the matrix has a column per export format ($cols)" ||
+  not_ok "the matrix has a column per export format" "plansim names: $named" "columns: $cols"
+
+# Rows: shipped model files, then generator families (`plansim model --help`: "  NAME: ...").
+rows=()
+for m in models/*.json; do rows+=("$m"); done
+run model --help
+for fam in $(sed -n 's/^  \([a-z0-9]*\): .*/\1/p' "$OUT"); do rows+=("plansim model $fam"); done
+
+reason() { # the refusal's reason in a few words: after "differs: " when it says so, to ( : ;
+  sed 's/.*cannot export to [a-z-]*: //; s/.*differs: //; s/ (.*//; s/[:;].*//' "$1" | head -1 |
+    awk '{ if (length($0) > 70) { $0 = substr($0, 1, 70); sub(/ [^ ]*$/, "") } print }' | sed 's/|/\\|/g'
+}
+
+check_yes() { # check_yes FORMAT MODEL PLAN FILE LABEL
+  if ! python3 tests/cli/export_rules.py "$1" "$2" "$4" "${WORLD[$1]}" >"$TEST_TMP/rules.log" 2>&1; then
+    not_ok "$5: obeys the runtime's rules" "$(head -3 "$TEST_TMP/rules.log")"
+    return 1
+  fi
+  STATUS=0
+  "$PLANSIM" export "$3" --check "$4" >"$OUT" 2>"$ERR" || STATUS=$?
+  if [ "$STATUS" -ne 0 ] || ! grep -q "^matches the plan" "$OUT"; then
+    not_ok "$5: export --check reads it back as the plan" "$(tail -3 "$OUT")" "$(head -2 "$ERR")"
+    return 1
+  fi
+  ok "$5: obeys the runtime's rules, round-trips the model and --check matches the plan"
+}
+
+TABLE="$TEST_TMP/table.md"
+{
+  printf '| model |'
+  printf ' %s |' "${FORMATS[@]}"
+  printf '\n|---|'
+  printf -- '---|%.0s' "${FORMATS[@]}"
+  printf '\n'
+} >"$TABLE"
+i=0
+for row in "${rows[@]}"; do
+  i=$((i + 1))
+  if [ "${row#plansim model }" != "$row" ]; then
+    model="$TEST_TMP/gen-${row#plansim model }.json"
+    "$PLANSIM" model "${row#plansim model }" -o "$model" 2>"$ERR" ||
+      not_ok "$row writes a model" "$(head -2 "$ERR")"
+    label="\`$row\`"
+  else model=$row label="\`$row\`"; fi
+  printf '| %s |' "$label" >>"$TABLE"
+  for f in "${FORMATS[@]}"; do
+    plan="$TEST_TMP/plan-$i-$f.json"
+    printf '{"format": "plansim.plan/1", "model_file": "%s", "cluster_file": "%s",
+  "strategy": {"format": "plansim.strategy/1", %s}}\n' "$model" topologies/dgx-a100-x1.json \
+      "${PLANS[$f]}" >"$plan"
+    run export "$plan" --format "$f" -o "$TEST_TMP/out-$i.$f"
+    name="$row --format $f"
+    if [ "$STATUS" -eq 0 ]; then
+      check_yes "$f" "$model" "$plan" "$TEST_TMP/out-$i.$f" "$name" && cell=yes || cell=FAILS
+    elif [ "$STATUS" -eq 2 ] && [ ! -s "$OUT" ] && grep -q "cannot export to $f: " "$ERR"; then
+      cell="refused: $(reason "$ERR")"
+      ok "$name is refused: $(cut -c1-160 "$ERR")"
+    else
+      cell="ERROR"
+      not_ok "$name exports or is refused with its reason" "status $STATUS" "$(head -2 "$ERR")"
+    fi
+    printf ' %s |' "$cell" >>"$TABLE"
+  done
+  printf '\n' >>"$TABLE"
+done
+
+if [ "${1:-}" = --table ]; then
+  cat "$TABLE"
+  finish
+  exit
+fi
+sed -n '/^<!-- export-matrix begin -->$/,/^<!-- export-matrix end -->$/p' docs/export.md |
+  grep '^|' >"$TEST_TMP/doc.md"
+if diff -u "$TEST_TMP/doc.md" "$TABLE" >"$TEST_TMP/diff"; then
+  ok "docs/export.md's matrix is this run's ($(($(wc -l <"$TABLE") - 2)) models x ${#FORMATS[@]} formats)"
+else not_ok "docs/export.md's matrix is this run's (tests/cli/export_matrix.sh --table)" \
+  "$(head -20 "$TEST_TMP/diff")"; fi
+
+# A broken export fails both checks: one changed setting per format (a model fact, the batch,
+# the stage count, a mesh axis named twice).
+M=models/llama2-7b.json
+broken() { # broken FORMAT SED-EXPR
+  local plan="$TEST_TMP/broken-$1.json" file="$TEST_TMP/broken.$1"
+  printf '{"format": "plansim.plan/1", "model_file": "%s", "cluster_file": "%s",
+  "strategy": {"format": "plansim.strategy/1", %s}}\n' $M topologies/dgx-a100-x1.json \
+    "${PLANS[$1]}" >"$plan"
+  "$PLANSIM" export "$plan" --format "$1" | sed -E "$2" >"$file"
+  if python3 tests/cli/export_rules.py "$1" $M "$file" "${WORLD[$1]}" >/dev/null 2>&1; then
+    not_ok "a broken $1 export fails the rules check"
+  else ok "a broken $1 export fails the rules check"; fi
+  STATUS=0
+  "$PLANSIM" export "$plan" --check "$file" >"$OUT" 2>"$ERR" || STATUS=$?
+  [ "$STATUS" -eq 1 ] && grep -q "^differs: " "$OUT" && ok "a broken $1 export: --check exits 1" ||
+    not_ok "a broken $1 export: --check exits 1 listing the difference" "status $STATUS"
+}
+broken megatron 's/--num-layers 32/--num-layers 33/'
+broken megatron-bridge 's/^  seq_length: 4096/  seq_length: 2048/'
+broken torchtitan 's/^global_batch_size = .*/global_batch_size = 1000/'
+broken deepspeed 's/"train_batch_size":[[:space:]]*[0-9]+/"train_batch_size": 1000/'
+broken deepspeed-pipeline 's/num_stages=2/num_stages=3/'
+broken gspmd 's/"layer\.0\.w_q":[[:space:]]*\[null, "tp"/"layer.0.w_q": ["tp", "tp"/'
+finish

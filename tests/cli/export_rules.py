@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""export_rules.py FORMAT MODEL EXPORT [WORLD] - checks an exported file against the runtime's
+own rules and round-trips it to the model (tests/cli/export.sh; docs/export.md).
+
+megatron: rules of NVIDIA/Megatron-LM d98e8a64dd (Megatron-Core 0.20.0):
+  megatron/training/arguments.py validate_args: num_layers % pp == 0 unless
+    --decoder-first/last-pipeline-num-layers; layers per stage % layers per virtual stage == 0;
+    --sequence-parallel is turned off at tp 1; selective recompute takes no --recompute-method;
+    num_experts % expert_model_parallel_size == 0.
+  megatron/core/transformer/transformer_config.py: uneven PP (middle layers divide evenly over
+    the middle stages); heads and query groups divide by tp; MoE biases only with ETP 1.
+  megatron/core/transformer/moe/moe_layer.py: MoE with tp > 1 needs sequence parallelism.
+  megatron/core/distributed/distributed_data_parallel.py: the bucket size is ignored without
+    --overlap-grad-reduce (so it must not be written without it).
+torchtitan: v0.2.2 torchtitan/config/job_config.py keys; train.py: global batch divisible by
+  local batch x dp; module_fqns_per_model_part lists each layer once, in order.
+deepspeed: DeepSpeed 0.19.6 deepspeed/runtime/config.py: train_batch_size =
+  micro x accumulation x dp; no "pipeline" stages/partition keys (never read).
+Round trip: every model fact the flags decide equals the model file's."""
+import json, re, sys, tomllib
+
+fmt, model_file, export = sys.argv[1:4]
+# WORLD: devices, or DEVICES/PP for a pipelined DeepSpeed plan (dp = DEVICES / PP)
+world_arg = sys.argv[4].split("/") if len(sys.argv) > 4 else ["0"]
+world = int(world_arg[0])
+pp_arg = int(world_arg[1]) if len(world_arg) > 1 else 1
+model = json.load(open(model_file))
+errors = []
+
+
+def need(cond, msg):
+    if not cond:
+        errors.append(msg)
+
+
+dims = model["dims"]
+role = {}
+for name, d in dims.items():
+    role.setdefault(d.get("role"), []).append(d["size"])
+facts = {"dtype": model.get("dtype", "fp32")}
+
+
+def transformer_facts():
+    block = next(o for o in model["ops"] if "block" in o)
+    inner = block["ops"]
+    outer = [o for o in model["ops"] if "block" not in o]
+    kinds = {o["kind"] for o in inner + outer}
+    fns = {o.get("fn") for o in inner + outer}
+    weights = dict(model.get("weights", {}), **block.get("weights", {}))
+    emb = next(o for o in outer if o["kind"] == "embedding")
+    table = next(t for t in emb["in"] if t in weights)
+    facts.update({
+        "layers": block["repeat"], "hidden": role["hidden"][0], "heads": role["heads"][0],
+        "kv": role["heads"][1] if len(role["heads"]) > 1 else role["heads"][0],
+        "ffn": role["ffn"][0], "seq": role["sequence"][0], "batch": role["batch"][0],
+        "rmsnorm": "rmsnorm" in kinds, "swiglu": "swiglu" in fns,
+        "bias": any(o["kind"] == "matmul" and sum(t in weights for t in o["in"]) >= 2 for o in inner),
+        "tied": any(o["kind"] == "matmul" and table in o["in"] for o in outer),
+        "learned_pos": any(o.get("fn") == "add" and any(t in weights for t in o["in"]) for o in outer),
+        "dropout": [o.get("p", 0.1) for o in inner + outer if o["kind"] == "dropout"],
+        "experts": role.get("expert", [0])[0], "dtype": model.get("dtype", "fp32"),
+    })
+
+
+def megatron():
+    transformer_facts()
+    text = open(export).read()
+    body = re.search(r"MEGATRON_ARGS=\((.*?)\n\)", text, re.S).group(1).split()
+    a, i = {}, 0
+    while i < len(body):
+        k = body[i]
+        if i + 1 < len(body) and not body[i + 1].startswith("--"):
+            a[k], i = body[i + 1], i + 2
+        else:
+            a[k], i = True, i + 1
+    megatron_core(a)
+
+
+def megatron_core(a):
+    tp, pp = int(a["--tensor-model-parallel-size"]), int(a["--pipeline-model-parallel-size"])
+    L = int(a["--num-layers"])
+    first, last = a.get("--decoder-first-pipeline-num-layers"), a.get("--decoder-last-pipeline-num-layers")
+    if first is None and last is None:
+        need(L % pp == 0, "layers %d not divisible by pp %d" % (L, pp))
+    else:
+        rest, n = L - int(first or 0) - int(last or 0), pp - (first is not None) - (last is not None)
+        need(bool(rest) == bool(n) and (n == 0 or rest % n == 0), "uneven PP middle %d/%d" % (rest, n))
+    if "--num-layers-per-virtual-pipeline-stage" in a:
+        need((L // pp) % int(a["--num-layers-per-virtual-pipeline-stage"]) == 0, "virtual stages")
+    need(not ("--sequence-parallel" in a and tp == 1), "--sequence-parallel at tp 1")
+    need(not (a.get("--recompute-granularity") == "selective" and "--recompute-method" in a),
+         "selective recompute with a method")
+    heads = int(a["--num-attention-heads"])
+    groups = int(a.get("--num-query-groups", heads))
+    need(heads % tp == 0 and groups % tp == 0, "heads/groups not divisible by tp")
+    need("--ddp-bucket-size" not in a or "--overlap-grad-reduce" in a, "bucket without overlap")
+    E = int(a.get("--num-experts", 0))
+    if E:
+        need(E % int(a["--expert-model-parallel-size"]) == 0, "experts % ep")
+        need(tp == 1 or "--sequence-parallel" in a, "MoE with tp > 1 needs sequence parallelism")
+        need(tp == 1 or "--disable-bias-linear" in a, "MoE biases need ETP 1")
+    # round trip
+    f = facts
+    need(L == f["layers"], "num-layers %d != %d" % (L, f["layers"]))
+    need(int(a["--hidden-size"]) == f["hidden"], "hidden")
+    need(heads == f["heads"] and groups == f["kv"], "heads / query groups")
+    need(int(a["--ffn-hidden-size"]) == f["ffn"], "ffn")
+    need(int(a["--seq-length"]) == f["seq"], "seq")
+    need(int(a["--global-batch-size"]) == f["batch"], "global batch")
+    need((a.get("--normalization") == "RMSNorm") == f["rmsnorm"], "normalization")
+    need(("--swiglu" in a) == f["swiglu"], "swiglu")
+    need(("--disable-bias-linear" in a) == (not f["bias"]), "bias")
+    need(("--untie-embeddings-and-output-weights" in a) == (not f["tied"]), "tied embeddings")
+    need((a.get("--position-embedding-type") == "learned_absolute") == f["learned_pos"], "positions")
+    p = f["dropout"][0] if f["dropout"] else 0.0
+    need(float(a["--hidden-dropout"]) == p and float(a["--attention-dropout"]) == p, "dropout")
+    need(E == f["experts"], "experts %d != %d" % (E, f["experts"]))
+    need(("--bf16" in a) == (f["dtype"] in ("bf16", "fp8")) and ("--fp16" in a) == (f["dtype"] == "fp16"),
+         "precision")
+    need(("--fp8-format" in a) == (f["dtype"] == "fp8"), "fp8")
+    if world:
+        need(tp * pp * (world // (tp * pp)) == world, "world size")
+
+
+def torchtitan():
+    transformer_facts()
+    t = tomllib.load(open(export, "rb"))
+    par, tr = t["parallelism"], t["training"]
+    dp = par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"]
+    need(tr["global_batch_size"] % (tr["local_batch_size"] * dp) == 0, "global batch % local x dp")
+    need(tr["global_batch_size"] == facts["batch"] and tr["seq_len"] == facts["seq"], "batch/seq")
+    if world:
+        need(dp * par["tensor_parallel_degree"] * par["pipeline_parallel_degree"] == world, "world")
+    if par["pipeline_parallel_degree"] > 1:
+        names = [n for part in par["module_fqns_per_model_part"] for n in part]
+        want = ["tok_embeddings"] + ["layers.%d" % i for i in range(facts["layers"])] + ["norm", "output"]
+        need(names == want, "module_fqns_per_model_part does not list every layer once in order")
+        need(len(par["module_fqns_per_model_part"]) % par["pipeline_parallel_degree"] == 0, "parts % pp")
+    need(t["model"]["name"] == "llama3", "model name")
+
+
+def deepspeed():
+    c = json.load(open(export))
+    need("pipeline" not in c, "a pipeline section DeepSpeed never reads")
+    dp = world // pp_arg
+    if dp:
+        need(c["train_batch_size"] == c["train_micro_batch_size_per_gpu"] *
+             c["gradient_accumulation_steps"] * dp, "train_batch_size != micro x accum x dp")
+    want = "fp32" if facts["dtype"] in ("bf16", "fp8", "fp32") else facts["dtype"]
+    need(c["data_types"]["grad_accum_dtype"] == want, "grad_accum_dtype")
+
+
+def load_yaml(path):
+    try:
+        import yaml
+        return yaml.safe_load(open(path))
+    except ImportError:  # the two-level subset plansim writes: "key:" sections, "  key: value"
+        d, sec = {}, None
+        for line in open(path):
+            if not line.strip() or line.startswith("#"):
+                continue
+            k, _, v = line.strip().partition(":")
+            v = v.strip()
+            val = None if v in ("null", "") else True if v == "true" else False if v == "false" else v
+            if not line.startswith(" "):
+                sec = d.setdefault(k, {}) if v == "" else None
+                if v != "":
+                    d[k] = val
+            else:
+                sec[k] = int(v) if re.fullmatch(r"-?\d+", v) else val
+        return d
+
+
+# Megatron-Bridge 0.7.0 (NVIDIA-NeMo/Megatron-Bridge 067f987df0): the ConfigContainer fields this
+# file may set (training/config.py; model: models/gpt_provider.py GPTModelProvider and
+# Megatron-Core TransformerConfig / ModelParallelConfig fields, Megatron-LM d98e8a64dd), the
+# registered precision presets (training/mixed_precision.py) and GPTModelProvider's
+# position_embedding_type Literal.
+BRIDGE_KEYS = {
+    "model": {"tensor_model_parallel_size", "pipeline_model_parallel_size",
+              "virtual_pipeline_model_parallel_size", "num_layers_in_first_pipeline_stage",
+              "num_layers_in_last_pipeline_stage", "sequence_parallel", "context_parallel_size",
+              "recompute_granularity", "recompute_method", "recompute_num_layers", "num_layers",
+              "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size",
+              "seq_length", "vocab_size", "make_vocab_size_divisible_by",
+              "position_embedding_type", "normalization", "gated_linear_unit", "add_bias_linear",
+              "share_embeddings_and_output_weights", "hidden_dropout", "attention_dropout",
+              "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
+              "expert_model_parallel_size", "moe_token_dispatcher_type",
+              "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"},
+    "train": {"micro_batch_size", "global_batch_size"}, "dataset": {"seq_length"},
+    "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "bucket_size",
+            "overlap_param_gather", "grad_reduce_in_fp32"},
+    "tokenizer": {"use_tokenizer_vocab_size"},
+    "optimizer": {"use_distributed_optimizer", "bf16", "fp16"}, "mixed_precision": None,
+    "env_vars": {"NCCL_ALGO"},
+}
+PRESETS = {None: "fp32", "bf16_mixed": "bf16", "fp16_mixed": "fp16",
+           "bf16_with_fp8_delayed_scaling_mixed": "fp8"}
+
+
+def bridge():
+    transformer_facts()
+    c = load_yaml(export)
+    for sec, v in c.items():
+        need(sec in BRIDGE_KEYS, "unknown ConfigContainer field %s" % sec)
+        if isinstance(v, dict):
+            bad = set(v) - (BRIDGE_KEYS.get(sec) or set())
+            need(not bad, "unknown %s fields %s" % (sec, sorted(bad)))
+    m, t, ddp, opt = c["model"], c["train"], c["ddp"], c["optimizer"]
+    need(m["seq_length"] == c["dataset"]["seq_length"], "model.seq_length != dataset.seq_length")
+    need(m["position_embedding_type"] in ("learned_absolute", "rope", "yarn"), "position type")
+    need(c["mixed_precision"] in PRESETS, "mixed_precision is no registered preset")
+    need(ddp["use_distributed_optimizer"] == opt["use_distributed_optimizer"], "dist. optimizer")
+    # training/setup.py _validate_and_set_vocab_size: else the tokenizer's size replaces the model's
+    need(c["tokenizer"]["use_tokenizer_vocab_size"] is False, "use_tokenizer_vocab_size")
+    need(m["vocab_size"] == role["vocab"][0], "vocab %s != %s" % (m["vocab_size"], role["vocab"][0]))
+    need(ddp["overlap_param_gather"] is False, "overlap_param_gather (plansim: not overlapped)")
+    need(ddp["grad_reduce_in_fp32"] == (PRESETS.get(c["mixed_precision"]) != "fp16"),
+         "gradients reduced in fp32 (fp16: in fp16)")
+    # the same run as Megatron-LM flags: one set of Megatron-Core rules and the round trip
+    a = {"--%s" % k.replace("_", "-"): v for k, v in m.items() if v is not None and v is not False}
+    ren = {"--num-layers-in-first-pipeline-stage": "--decoder-first-pipeline-num-layers",
+           "--num-layers-in-last-pipeline-stage": "--decoder-last-pipeline-num-layers",
+           "--num-moe-experts": "--num-experts", "--gated-linear-unit": "--swiglu"}
+    a = {ren.get(k, k): v for k, v in a.items()}
+    a.pop("--add-bias-linear", None)
+    if not m["add_bias_linear"]:
+        a["--disable-bias-linear"] = True
+    a.pop("--share-embeddings-and-output-weights", None)
+    if not m["share_embeddings_and_output_weights"]:
+        a["--untie-embeddings-and-output-weights"] = True
+    if m.get("virtual_pipeline_model_parallel_size"):
+        a["--num-layers-per-virtual-pipeline-stage"] = m["num_layers"] // (
+            m["pipeline_model_parallel_size"] * m["virtual_pipeline_model_parallel_size"])
+    a.pop("--sequence-parallel", None)
+    if m["sequence_parallel"]:
+        a["--sequence-parallel"] = True
+    a["--micro-batch-size"], a["--global-batch-size"] = t["micro_batch_size"], t["global_batch_size"]
+    if ddp["overlap_grad_reduce"]:
+        a["--overlap-grad-reduce"] = True
+    if ddp["bucket_size"] is not None:
+        a["--ddp-bucket-size"] = ddp["bucket_size"]
+    prec = PRESETS.get(c["mixed_precision"], "?")
+    if prec in ("bf16", "fp8"):
+        a["--bf16"] = True
+    if prec == "fp16":
+        a["--fp16"] = True
+    if prec == "fp8":
+        a["--fp8-format"] = "hybrid"
+    need(opt["bf16"] == (prec in ("bf16", "fp8")) and opt["fp16"] == (prec == "fp16"),
+         "optimizer precision differs from the preset")
+    megatron_core(a)
+
+
+def tensor_ranks():
+    """Every tensor of the model (block tensors as BLOCK.I.NAME) and its rank."""
+    r = {}
+    for sec in ("inputs", "weights", "tensors"):
+        r.update({k: len(v["dims"]) for k, v in model.get(sec, {}).items()})
+    for op in model["ops"]:
+        if "block" in op:
+            inner = dict(op.get("tensors", {}), **op.get("weights", {}))
+            for i in range(op["repeat"]):
+                r.update({"%s.%d.%s" % (op["block"], i, k): len(v["dims"]) for k, v in inner.items()})
+    return r
+
+
+def gspmd():
+    """jax.sharding conventions: Mesh(devices.reshape(shape), axis_names) takes each device once
+    and distinct axis names; a PartitionSpec has one entry per array dim (fewer: the rest
+    replicated), each None, an axis name or a tuple of them, naming mesh axes only and none
+    twice (JAX rejects a duplicate axis); every tensor the model has a spec for is a model
+    tensor."""
+    c = json.load(open(export))
+    mesh, specs = c["mesh"], c["partition_specs"]
+    names, shape, ids = mesh["axis_names"], mesh["shape"], mesh["device_ids"]
+    need(len(names) == len(set(names)) == len(shape), "mesh axis names")
+    n = 1
+    for k in shape:
+        n *= k
+    need(n == len(ids) == len(set(ids)), "mesh shape %s over %d device ids" % (shape, len(ids)))
+    if world:
+        need(len(ids) == world, "the mesh holds %d devices, the plan %d" % (len(ids), world))
+    ranks = tensor_ranks()
+    for t, spec in specs.items():
+        axes = [a for e in spec if e is not None for a in ([e] if isinstance(e, str) else e)]
+        need(set(axes) <= set(names), "%s names axes outside the mesh" % t)
+        need(len(axes) == len(set(axes)), "%s uses a mesh axis twice" % t)
+        need(t in ranks and len(spec) <= ranks[t], "%s: spec %s for a tensor of rank %s" %
+             (t, spec, ranks.get(t)))
+    need(c["gradient_accumulation_steps"] >= 1 and c["remat"] in ("none", "full", "selective"),
+         "accumulation / remat")
+
+
+def deepspeed_pipeline():
+    """DeepSpeed 0.19.6 deepspeed/runtime/pipe/module.py: PipelineModule(num_stages=...,
+    partition_method="type:REGEX", activation_checkpoint_interval=N); 'type:' balances the
+    layers whose class matches over the stages, so plansim's split is it only when the stages
+    hold equal layer counts. WORLD is DEVICES/PP."""
+    kw = dict(re.findall(r"^\s+(\w+)=([^,\n]+),?$", open(export).read(), re.M))
+    need(set(kw) <= {"num_stages", "partition_method", "activation_checkpoint_interval"},
+         "unknown PipelineModule arguments %s" % sorted(kw))
+    stages = int(kw["num_stages"])
+    need(stages == pp_arg, "num_stages %d, the plan's pipeline %d" % (stages, pp_arg))
+    need(kw["partition_method"].strip('"').startswith("type:"), "partition_method")
+    need(int(kw["activation_checkpoint_interval"]) >= 0, "activation_checkpoint_interval")
+    layers = sum(o["repeat"] for o in model["ops"] if "block" in o)
+    need(layers > 0 and layers % stages == 0, "%d repeated layers over %d stages" % (layers, stages))
+
+
+{"megatron": megatron, "megatron-bridge": bridge, "torchtitan": torchtitan,
+ "deepspeed": deepspeed, "deepspeed-pipeline": deepspeed_pipeline, "gspmd": gspmd}[fmt]()
+print("\n".join(errors) if errors else "ok")
+sys.exit(1 if errors else 0)

@@ -1,0 +1,150 @@
+/* test_grid.c - the Megatron grid (issue 23): its pruning rules never lose the optimum
+ * (brute force over every candidate of a small GPT on 16 A100s with little memory), the
+ * static memory estimate prunes only candidates that are over memory when simulated,
+ * the counts add up, and the space holds interleaving and the distributed optimizer. */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "models/generators.h"
+#include "search/grid_impl.h"
+#include "sim/core/alloc.h"
+
+#define TOPO PSIM_SOURCE_ROOT "/topologies/"
+
+/* 8 layers, hidden 1024, 16 heads, seq 512, batch 32 on 2 DGX A100 (16 GPUs) whose devices
+ * hold mem_gb: static memory alone is ~1.9 GB at tp = pp = 1. */
+static void setup(psim_model *m, psim_cluster *c, double mem_gb) {
+  psim_gen_tf_opts g;
+  psim_gen_gpt_opts_init(&g);
+  g.layers = 8;
+  g.hidden = 1024;
+  g.heads = 16;
+  g.seq = 512;
+  g.batch = 32;
+  g.vocab = 8192;
+  cJSON *j = NULL;
+  ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
+  psim_model_init(m);
+  ck_assert_msg(psim_model_from_json("gpt", j, m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(j);
+  psim_cluster_init(c);
+  ck_assert_msg(psim_cluster_load(TOPO "dgx-a100-x2.json", c) == PSIM_OK, "%s",
+                psim_error_message());
+  for (int32_t t = 0; t < c->n_types; t++)
+    c->types[t].mem_bytes = mem_gb * 1e9;
+}
+
+static void options(psim_grid_options *o) {
+  psim_grid_options_init(o);
+  o->try_sequence_parallel_off = true; /* every rule in play */
+}
+
+/* Simulates one candidate: its time, or INFINITY when it is refused or over memory. */
+static double simulate(const psim_model *m, psim_cluster *c, const psim_megatron_opts *mo,
+                       bool *fits) {
+  psim_strategy s;
+  psim_strategy_init(&s);
+  *fits = false;
+  if (psim_strategy_megatron(m, c, mo, &s) != PSIM_OK) {
+    psim_error_clear();
+    return INFINITY;
+  }
+  psim_sim_result r;
+  psim_sim_result_init(&r);
+  ck_assert_msg(psim_simulate(m, c, &s, NULL, &r) == PSIM_OK, "%s", psim_error_message());
+  *fits = r.fits;
+  double t = r.fits ? r.iteration_time_s : INFINITY;
+  psim_sim_result_destroy(&r);
+  psim_strategy_destroy(&s);
+  return t;
+}
+
+/* Every candidate simulated (no rule applied) gives the same best time as the grid with its
+ * rules; every candidate the static estimate prunes is over memory. */
+START_TEST(pruning_keeps_the_optimum) {
+  psim_model m;
+  psim_cluster c;
+  setup(&m, &c, 1.2);
+  psim_grid_options o;
+  options(&o);
+  grid_space sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  double brute = INFINITY;
+  int64_t estimated = 0, fitting = 0;
+  for (int64_t i = 0; i < sp.n; i++) {
+    bool fits;
+    double t = simulate(&m, &c, &sp.c[i].mo, &fits);
+    brute = fmin(brute, t);
+    fitting += fits;
+    if (sp.c[i].state == GRID_MEM_ESTIMATE) {
+      estimated++;
+      ck_assert_msg(!fits, "candidate %lld (tp %d pp %d zero %d) fits but was estimated over",
+                    (long long)i, sp.c[i].mo.tp, sp.c[i].mo.pp, sp.c[i].mo.zero_stage);
+    }
+  }
+  ck_assert(estimated > 0 && fitting > 0 && isfinite(brute));
+  psim_grid_result r;
+  ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_msg(r.best_sim.iteration_time_s == brute, "grid %.9g s, brute force %.9g s",
+                r.best_sim.iteration_time_s, brute);
+  /* the rules saved simulations, and the counts add up */
+  ck_assert(r.evaluations < sp.n);
+  ck_assert_int_eq(r.total, sp.n + sp.pruned_divisibility);
+  ck_assert_int_eq(r.visited + r.pruned_divisibility, r.total);
+  ck_assert_int_eq(r.pruned, r.pruned_divisibility + r.pruned_memory_estimate +
+                                 r.pruned_memory_implied + r.pruned_dominated + r.pruned_bound);
+  ck_assert_int_eq(r.pruned + r.evaluations + r.refused, r.total);
+  ck_assert(r.pruned_memory_implied > 0 && r.pruned_dominated > 0);
+  psim_grid_result_destroy(&r);
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+/* Megatron-Core's rules (grid_space.c): interleaving needs pp > 1, layers % (pp vp) == 0 and
+ * micro-batches % pp == 0; sequence parallelism only at tp > 1; ZeRO only at dp > 1. */
+START_TEST(space_follows_megatron_rules) {
+  psim_model m;
+  psim_cluster c;
+  setup(&m, &c, 80);
+  psim_grid_options o;
+  options(&o);
+  grid_space sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  bool interleaved = false, zero = false;
+  for (int64_t i = 0; i < sp.n; i++) {
+    const psim_megatron_opts *mo = &sp.c[i].mo;
+    int64_t n_micro = 32 / ((int64_t)mo->micro_batch * mo->dp);
+    ck_assert(32 % ((int64_t)mo->micro_batch * mo->dp) == 0);
+    if (mo->virtual_stages > 1) {
+      interleaved = true;
+      ck_assert(mo->pp > 1 && 8 % (mo->pp * mo->virtual_stages) == 0 && n_micro % mo->pp == 0);
+    }
+    ck_assert(!mo->sequence_parallel || mo->tp > 1);
+    ck_assert(mo->zero_stage == 0 || mo->dp > 1);
+    zero = zero || mo->zero_stage == 1;
+    ck_assert(16 % mo->tp == 0 && 4096 % mo->tp == 0);
+  }
+  ck_assert(interleaved && zero);
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("grid");
+  TCase *t = tcase_create("grid");
+  tcase_set_timeout(t, 300);
+  tcase_add_test(t, pruning_keeps_the_optimum);
+  tcase_add_test(t, space_follows_megatron_rules);
+  suite_add_tcase(s, t);
+  SRunner *r = srunner_create(s);
+  srunner_run_all(r, CK_NORMAL);
+  int failed = srunner_ntests_failed(r);
+  srunner_free(r);
+  return failed ? 1 : 0;
+}
