@@ -116,13 +116,37 @@ psim_status psim_build_fill(psim_build *b, const psim_model *m, psim_cluster *c,
   return changed ? psim_tg_finalize_unchecked(&b->g) : psim_tg_finalize(&b->g);
 }
 
+/* A folded build whose checks found peers that are not symmetric (locals.c)
+ * is redone unfolded, with options of its own (fold off) that it keeps. */
+static psim_status refill_unfolded(psim_build *b, const psim_model *m, psim_cluster *c,
+                                   const psim_strategy *s, const psim_sim_options *o,
+                                   psim_build *prev, const uint8_t *changed) {
+  psim_sim_options *own = psim_malloc(sizeof *own);
+  if (!own)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  *own = *o;
+  own->fold = false;
+  psim_build_destroy(b);
+  psim_status st = psim_build_fill(b, m, c, s, own, prev, changed, NULL);
+  b->nofold_opts = own; /* fill zeroed b; fold is off, so no second refill */
+  if (st == PSIM_ELIMIT)
+    psim_error_prefix("folding was declined (the devices of a stage are not symmetric: "
+                      "docs/simulator.md, \"Folding symmetric devices\"), and unfolded ");
+  return st;
+}
+
 static psim_status build_new(psim_build **out, const psim_model *m, psim_cluster *c,
                              const psim_strategy *s, const psim_sim_options *o, psim_build *prev,
                              const uint8_t *changed, psim_taskgraph *spare) {
   *out = psim_malloc(sizeof **out);
   if (!*out)
     return psim_error(PSIM_ENOMEM, "out of memory for a task-graph build");
-  return psim_build_fill(*out, m, c, s, o, prev, changed, spare);
+  psim_status st = psim_build_fill(*out, m, c, s, o, prev, changed, spare);
+  if (st == PSIM_OK)
+    psim_build_fold_check_graph(*out);
+  if (st == PSIM_OK && (*out)->fold_broken)
+    st = refill_unfolded(*out, m, c, s, o, prev, changed);
+  return st;
 }
 
 psim_status psim_build_graph(psim_build **out, const psim_model *m, psim_cluster *c,
@@ -170,10 +194,11 @@ static void free_reuse(psim_build_reuse *r) {
 void psim_build_destroy(psim_build *b) {
   psim_tg_destroy(&b->g);
   psim_build_ps_free(b); /* issue 8 */
-  void *arrays[] = {b->simulated, b->locals,     b->loc_first, b->fwd,          b->bwd,
-                    b->rec,       b->last_task,  b->last_bwd,  b->need_sync,    b->next_compute,
-                    b->mem,       b->static_mem, b->wshares,   b->wshare_first, b->save_slots,
-                    b->costs,     b->ps_opts,    b->ps_dropped};
+  void *arrays[] = {b->simulated, b->locals,     b->loc_first,  b->fwd,          b->bwd,
+                    b->rec,       b->last_task,  b->last_bwd,   b->need_sync,    b->next_compute,
+                    b->mem,       b->static_mem, b->wshares,    b->wshare_first, b->save_slots,
+                    b->costs,     b->ps_opts,    b->ps_dropped, b->rep_of,       b->nofold_opts,
+                    b->fold_pos,  b->fold_owner, b->fold_role};
   for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
     psim_free(arrays[i]);
   free_reuse(&b->inc);

@@ -140,10 +140,16 @@ struct psim_build {
   const psim_sim_options *o;
   psim_taskgraph g;
   bool folded;
+  bool fold_broken;   /* folded, and a check found peers that are not symmetric: rebuilt unfolded */
   uint8_t *simulated; /* per device */
+  int32_t *rep_of;    /* per device: the simulated device standing for it (folded), or itself */
+  int32_t *fold_pos;  /* folded: per device, its position in its stage (locals.c), or NULL */
+  int32_t *fold_owner; /* folded: per link, the position whose pipeline transfers hold it, or -1 */
+  int32_t *fold_role;  /* folded: per owned link, which of that position's route links it is */
   int32_t n_simulated;
-  psim_op_local *locals; /* grouped per op */
-  int32_t *loc_first;    /* n_ops + 1 */
+  psim_sim_options *nofold_opts; /* the unfolded rebuild's options (o points to them), owned */
+  psim_op_local *locals;         /* grouped per op */
+  int32_t *loc_first;            /* n_ops + 1 */
   int32_t n_micro;
   int32_t *fwd, *bwd, *rec; /* task per (local, micro): [(loc_first[o] + k) * n_micro + mu] */
   psim_task_cost *costs;    /* per (local, pass): [(loc_first[o] + k) * 3 + pass] */
@@ -354,6 +360,15 @@ void psim_build_colls_free(psim_coll_cache *cc);
 psim_coll_cache *psim_build_colls_new(void);
 void psim_bcache_free(psim_comm_cache *h);
 psim_status psim_build_index_devices(psim_build *b);
+/* Folding's checks during a folded build (locals.c; docs/simulator.md, "Folding symmetric
+ * devices"): a collective whose concurrent peer groups change its time (they share a link
+ * with it), or a point-to-point transfer inside a stage (its sender also serves folded-away
+ * peers), breaks the symmetry: the build is then redone unfolded. */
+psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d);
+void psim_build_fold_check_transfer(psim_build *b, int pipeline);
+/* After a folded build: no task holds a link that a folded-away column's
+ * pipeline transfers hold (they would queue behind each other unfolded). */
+void psim_build_fold_check_graph(psim_build *b);
 psim_status psim_build_choose_simulated(psim_build *b);
 psim_status psim_build_make_locals(psim_build *b);
 psim_status psim_build_issue_compute(psim_build *b);

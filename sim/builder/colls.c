@@ -95,11 +95,14 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
 psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
                                       const psim_task_info *info, int32_t *entry, int32_t *exit) {
   assert(d->n >= 1 && d->n <= PSIM_BUILD_MAX_GROUP);
-  if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2)
+  if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2) {
+    PSIM_CHECK(psim_build_fold_check_coll(b, d));
     return psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit);
+  }
   uint64_t h = coll_hash(d);
   int32_t i = coll_find(b->colls, d, h);
   if (i < 0) {
+    PSIM_CHECK(psim_build_fold_check_coll(b, d)); /* once per template */
     PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
     if (*entry != *exit || *entry != b->g.n_tasks - 1)
       return PSIM_OK; /* not a single task: nothing to reuse */

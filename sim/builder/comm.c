@@ -121,8 +121,10 @@ void psim_build_group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t
 
 int32_t psim_build_src_task(const psim_build *b, int32_t *arr, int32_t o, int32_t d, int32_t mu) {
   int32_t k = psim_build_local_on(b, o, d);
+  if (k < 0) /* folded: the representative stands for its symmetric peers */
+    k = psim_build_local_on(b, o, b->rep_of[d]);
   if (k < 0)
-    k = 0; /* folded: the representative stands for its symmetric peers */
+    k = 0;
   if (b->loc_first[o + 1] == b->loc_first[o])
     return -1;
   return *psim_build_task_slot(b, arr, o, k, mu);
@@ -302,6 +304,7 @@ static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *x
       continue;
     }
     cache->served[id] = 1;
+    psim_build_fold_check_transfer(b, pipeline);
     int32_t src = cx->devices[id * cx->replicas];
     PSIM_CHECK(add_transfer(b, x, xt, src, d, elems * (double)psim_dtype_bytes(ten->dtype), mu,
                             pipeline, *arrived));

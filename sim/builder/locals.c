@@ -3,6 +3,7 @@
 #include "sim/builder/build_impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
@@ -47,6 +48,42 @@ static bool op_in_stage(const psim_op_config *cfg, const psim_stage *st, unsigne
   return all_in;
 }
 
+/* Whether every dim op o splits is a dim of tensor t: its shards then hold
+ * distinct regions of t. */
+static bool splits_in(const psim_build *b, int32_t o, int32_t t) {
+  const psim_op *op = &b->m->ops[o];
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (b->s->ops[o].degree[i] > 1 && !psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
+      return false;
+  return true;
+}
+
+/* Degree of op o along model dim d (1 when o does not iterate d). */
+static int32_t degree_along(const psim_build *b, int32_t o, int32_t d) {
+  int32_t i = psim_op_dim_index(&b->m->ops[o], d);
+  return i < 0 ? 1 : b->s->ops[o].degree[i];
+}
+
+/* A pipeline edge x -t-> y folds when each sender serves one receiver at the
+ * same position of the next stage: both ops hold distinct regions of t split
+ * alike, with as many replicas, and entry e of x sits where entry e of y does
+ * (pos: a device's position in its stage). Then peer k's transfer is the
+ * representative's moved to position k. */
+static bool pipeline_edge_aligned(const psim_build *b, int32_t x, int32_t y, int32_t t,
+                                  const int32_t *pos) {
+  const psim_op_config *cx = &b->s->ops[x], *cy = &b->s->ops[y];
+  if (!splits_in(b, x, t) || !splits_in(b, y, t) || cx->replicas != cy->replicas)
+    return false;
+  const psim_tensor *ten = &b->m->tensors[t];
+  for (int32_t j = 0; j < ten->rank; j++)
+    if (degree_along(b, x, ten->dims[j]) != degree_along(b, y, ten->dims[j]))
+      return false;
+  for (int32_t e = 0; e < cx->n_devices; e++)
+    if (pos[cx->devices[e]] != pos[cy->devices[e]])
+      return false;
+  return true;
+}
+
 /* Folding applies when every op is spread evenly over all of its stage's
  * devices and the stages are equally large. */
 static bool can_fold(const psim_build *b, unsigned char *mark) {
@@ -68,17 +105,314 @@ static bool can_fold(const psim_build *b, unsigned char *mark) {
   return true;
 }
 
+/* ---- folding: classes of symmetric positions --------------------------------
+ * docs/simulator.md, "Folding symmetric devices". A stage's devices are
+ * numbered by position; the peers at one position across the stages form a
+ * column. Columns whose pipeline routes look alike (same hops, latency and
+ * bottleneck bandwidth, both ways, at every boundary) are one class; one
+ * column per class is simulated. Folding is declined when two columns would
+ * hold a common link (their transfers would queue on it). */
+
+/* Most classes folded (columns simulated per stage) before folding is declined. */
+#define PSIM_FOLD_MAX_CLASSES 64
+
+/* Route searches (sources x (vertices + links), sim/ir/route.c: one breadth-first search per
+ * source) above which the columns' routes are searched once per hierarchy key (route_key)
+ * rather than per device: about 0.3 s on the development VM. */
+#define PSIM_FOLD_ROUTE_BUDGET 5e7
+
+typedef struct fold_state {
+  int32_t *pos;   /* per device: its position in its stage, or -1 */
+  int32_t *pairs; /* stage entries (from, to) that pipeline edges join, two per pair */
+  size_t n_pairs, cap_pairs;
+  int32_t n_pos;  /* devices per stage */
+  double *sig;    /* per position: 6 figures per pair (fold_signatures) */
+  bool by_key;    /* routes searched once per route_key (large clusters) */
+  psim_hmap keys; /* route_key -> index into key_sig */
+  double *key_sig;
+  size_t n_key, cap_key;
+  int32_t *owner; /* per link: the position whose transfers hold it, or -1 */
+  int32_t *role;  /* per link: which of them (route_figures' role), when owned */
+} fold_state;
+
+static int32_t n_entries(const psim_build *b) {
+  return b->s->n_stages * (b->s->virtual_stages > 0 ? b->s->virtual_stages : 1);
+}
+
+/* Each device's position in its stage; false when a device has two. */
+static bool stage_positions(const psim_build *b, int32_t *pos) {
+  for (int32_t d = 0; d < b->c->n_devices; d++)
+    pos[d] = -1;
+  for (int32_t v = 0; v < n_entries(b); v++)
+    for (int32_t k = 0; k < b->s->stages[v].n_devices; k++) {
+      int32_t d = b->s->stages[v].devices[k];
+      if (pos[d] >= 0 && pos[d] != k)
+        return false;
+      pos[d] = k;
+    }
+  return true;
+}
+
+/* The stage entries joined by pipeline edges, each pair once; *ok false when
+ * an edge is not aligned (pipeline_edge_aligned). */
+static psim_status pipeline_pairs(const psim_build *b, fold_state *f, bool *ok) {
+  for (int32_t y = 0; y < b->m->n_ops && *ok; y++)
+    for (int32_t i = 0; i < b->m->ops[y].n_in && *ok; i++) {
+      int32_t t = b->m->ops[y].in[i], x = b->m->tensors[t].producer;
+      int32_t from = x < 0 ? -1 : b->s->ops[x].stage, to = b->s->ops[y].stage;
+      if (x < 0 || from == to)
+        continue;
+      *ok = pipeline_edge_aligned(b, x, y, t, f->pos);
+      bool seen = false;
+      for (size_t j = 0; j < f->n_pairs && !seen; j++)
+        seen = f->pairs[2 * j] == from && f->pairs[2 * j + 1] == to;
+      if (seen || !*ok)
+        continue;
+      PSIM_CHECK(PSIM_VEC_RESERVE(f->pairs, f->cap_pairs, 2 * f->n_pairs + 2));
+      f->pairs[2 * f->n_pairs] = from;
+      f->pairs[2 * f->n_pairs + 1] = to;
+      f->n_pairs++;
+    }
+  return PSIM_OK;
+}
+
+/* The route src -> dst into sig (hops, latency, bottleneck bandwidth), its
+ * held links marked as position p's in owner (the k-th held link of route
+ * `route` as role route * 64 + k); *ok false when another position holds one
+ * of them. */
+/* What a route in a generated (hierarchical) cluster depends on: the two
+ * devices' types and local ranks, and whether they share a node or a rack. */
+static psim_hmap_key route_key(const psim_cluster *c, int32_t src, int32_t dst) {
+  const psim_device *a = &c->devices[src], *z = &c->devices[dst];
+  return (psim_hmap_key){(uint64_t)(uint32_t)a->local_rank << 32 | (uint32_t)z->local_rank,
+                         (uint64_t)(uint32_t)a->type << 34 | (uint64_t)(uint32_t)z->type << 4 |
+                             (uint64_t)(a->node == z->node) << 1 | (a->rack == z->rack)};
+}
+
+/* route_figures' memo for large clusters: true (sig filled) when a route of
+ * the same key was searched. */
+static psim_status figures_by_key(const psim_build *b, fold_state *f, int32_t src, int32_t dst,
+                                  double *sig, bool *hit) {
+  int32_t i;
+  *hit = f->by_key && psim_hmap_find(&f->keys, route_key(b->c, src, dst), &i);
+  if (*hit)
+    memcpy(sig, &f->key_sig[3 * (size_t)i], 3 * sizeof *sig);
+  return PSIM_OK;
+}
+
+static psim_status remember_key(const psim_build *b, fold_state *f, int32_t src, int32_t dst,
+                                const double *sig) {
+  if (!f->by_key)
+    return PSIM_OK;
+  PSIM_CHECK(PSIM_VEC_RESERVE(f->key_sig, f->cap_key, 3 * f->n_key + 3));
+  memcpy(&f->key_sig[3 * f->n_key], sig, 3 * sizeof *sig);
+  return psim_hmap_put(&f->keys, route_key(b->c, src, dst), (int32_t)f->n_key++);
+}
+
+static psim_status route_figures(psim_build *b, fold_state *f, int32_t src, int32_t dst, int32_t p,
+                                 int32_t route, double *sig, bool *ok) {
+  bool hit;
+  PSIM_CHECK(figures_by_key(b, f, src, dst, sig, &hit));
+  if (hit)
+    return PSIM_OK;
+  const int32_t *links;
+  int32_t nl, held[64], nh;
+  PSIM_CHECK(psim_cluster_route(b->c, src, dst, &links, &nl));
+  psim_cluster_route_cost(b->c, links, nl, &sig[2], &sig[1]);
+  sig[0] = nl;
+  PSIM_CHECK(psim_p2p_held_links(b->c, src, dst, held, 64, &nh));
+  for (int32_t j = 0; j < nh; j++) {
+    *ok = *ok && (f->owner[held[j]] < 0 || f->owner[held[j]] == p);
+    if (f->owner[held[j]] < 0)
+      f->role[held[j]] = route * 64 + j;
+    f->owner[held[j]] = p;
+  }
+  return remember_key(b, f, src, dst, sig);
+}
+
+/* Every position's signature: for each pair, its route forward and back. */
+static psim_status fold_signatures(psim_build *b, fold_state *f, bool *ok) {
+  size_t per = 6 * f->n_pairs;
+  f->sig = psim_malloc(((size_t)f->n_pos * per + 1) * sizeof *f->sig);
+  f->owner = psim_malloc(((size_t)b->c->n_links + 1) * sizeof *f->owner);
+  f->role = psim_malloc(((size_t)b->c->n_links + 1) * sizeof *f->role);
+  if (!f->sig || !f->owner || !f->role)
+    return psim_error(PSIM_ENOMEM, "out of memory for folding's classes");
+  for (int32_t l = 0; l < b->c->n_links; l++)
+    f->owner[l] = -1;
+  double sources = (double)f->n_pos * n_entries(b);
+  f->by_key = sources * (double)(b->c->n_vertices + b->c->n_links) > PSIM_FOLD_ROUTE_BUDGET;
+  /* by source device: the routes from one source cost one search (sim/ir/route.c) */
+  for (int32_t p = 0; p < f->n_pos && *ok; p++)
+    for (int32_t v = 0; v < n_entries(b) && *ok; v++)
+      for (size_t j = 0; j < f->n_pairs && *ok; j++) {
+        int32_t from = f->pairs[2 * j], to = f->pairs[2 * j + 1], dir = v == to;
+        if (v != from && v != to)
+          continue;
+        int32_t src = b->s->stages[v].devices[p], dst = b->s->stages[dir ? from : to].devices[p];
+        double *sig = &f->sig[(size_t)p * per + 6 * j + 3 * (size_t)dir];
+        PSIM_CHECK(route_figures(b, f, src, dst, p, (int32_t)(2 * j) + dir, sig, ok));
+      }
+  return PSIM_OK;
+}
+
+/* Marks one column per class simulated and maps every device to its class's
+ * column (rep_of); *ok false over PSIM_FOLD_MAX_CLASSES classes. */
+static void fold_mark(psim_build *b, const fold_state *f, bool *ok) {
+  size_t per = 6 * f->n_pairs;
+  int32_t reps[PSIM_FOLD_MAX_CLASSES], n_reps = 0;
+  for (int32_t p = 0; p < f->n_pos && *ok; p++) {
+    int32_t r = 0;
+    while (r < n_reps && memcmp(&f->sig[(size_t)reps[r] * per], &f->sig[(size_t)p * per],
+                                per * sizeof *f->sig) != 0)
+      r++;
+    if (r == n_reps && n_reps == PSIM_FOLD_MAX_CLASSES) {
+      *ok = false;
+      break;
+    }
+    if (r == n_reps)
+      reps[n_reps++] = p;
+    for (int32_t v = 0; v < n_entries(b); v++) {
+      const psim_stage *st = &b->s->stages[v];
+      b->rep_of[st->devices[p]] = st->devices[reps[r]];
+      b->simulated[st->devices[p]] = reps[r] == p;
+    }
+  }
+}
+
+/* Whether the shards of op `to` find their region of tensor t on their own
+ * device in op from's layout all alike, or all not (ent: per device, -1,
+ * scratch left so): a representative that reads locally while its peers
+ * fetch from each other would not see their transfers. Reductions (from's
+ * view of t is a partial sum) are collectives of symmetric groups. */
+static bool locality_uniform(const psim_build *b, int32_t from, int32_t to, int32_t t, int dir,
+                             int32_t *ent) {
+  const psim_op_config *cf = &b->s->ops[from], *ct = &b->s->ops[to];
+  if (psim_build_partial_mask(b, from, t, dir))
+    return true;
+  const psim_tensor *ten = &b->m->tensors[t];
+  for (int32_t e = 0; e < cf->n_devices; e++)
+    ent[cf->devices[e]] = e;
+  int local = -1;
+  bool ok = true;
+  for (int32_t e = 0; e < ct->n_devices && ok; e++) {
+    int32_t ef = ent[ct->devices[e]];
+    psim_region rf, rt;
+    psim_build_tensor_region(b, to, e / ct->replicas, t, &rt);
+    if (ef >= 0)
+      psim_build_tensor_region(b, from, ef / cf->replicas, t, &rf);
+    int here = ef >= 0 &&
+               psim_build_overlap(&rf, &rt, ten->rank) == psim_build_region_elems(&rt, ten->rank);
+    ok = local < 0 || here == local;
+    local = here;
+  }
+  for (int32_t e = 0; e < cf->n_devices; e++)
+    ent[cf->devices[e]] = -1;
+  return ok;
+}
+
+/* A hash of what locality_uniform reads of op o and tensor t: t's extents,
+ * the op's degree along each of its dims and where t has it, its replicas
+ * and device list (hash_dev[o]). Edges of every layer repeat a few of them. */
+static uint64_t layout_hash(const psim_build *b, int32_t o, int32_t t, const uint64_t *hash_dev) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_tensor *ten = &b->m->tensors[t];
+  uint64_t h = psim_hmap_mix64(hash_dev[o] ^ (uint64_t)(uint32_t)b->s->ops[o].replicas << 8 ^
+                               (uint64_t)(uint32_t)ten->rank);
+  for (int32_t j = 0; j < ten->rank; j++)
+    h = psim_hmap_mix64(h ^ (uint64_t)psim_build_dim_size(b, ten->dims[j]));
+  for (int32_t i = 0; i < op->n_dims; i++) {
+    int32_t d = op->dims[i].dim, j = 0;
+    while (j < b->m->tensors[t].rank && b->m->tensors[t].dims[j] != d)
+      j++;
+    h = psim_hmap_mix64(h ^ (uint64_t)(uint32_t)b->s->ops[o].degree[i] << 20 ^
+                        (uint64_t)(uint32_t)j << 8 ^ (uint64_t)(uint32_t)i ^
+                        (uint64_t)psim_build_dim_size(b, d) << 32);
+  }
+  return h;
+}
+
+/* locality_uniform of the edge x -t-> y both ways, once per layout pair. */
+static psim_status edge_uniform(const psim_build *b, int32_t x, int32_t y, int32_t t,
+                                const uint64_t *hash_dev, psim_hmap *seen, int32_t *ent, bool *ok) {
+  psim_hmap_key k = {layout_hash(b, x, t, hash_dev), layout_hash(b, y, t, hash_dev)};
+  int32_t v;
+  if (psim_hmap_find(seen, k, &v))
+    return PSIM_OK; /* a failure stops the scan: a key seen is a key that passed */
+  *ok = locality_uniform(b, x, y, t, PSIM_DIR_FWD, ent) &&
+        locality_uniform(b, y, x, t, PSIM_DIR_BWD, ent);
+  return psim_hmap_put(seen, k, 1);
+}
+
+/* locality_uniform for every edge inside a stage, both ways. */
+static psim_status stage_edges_uniform(const psim_build *b, bool *ok) {
+  int32_t *ent = psim_malloc(((size_t)b->c->n_devices + 1) * sizeof *ent);
+  uint64_t *hash_dev = psim_malloc(((size_t)b->m->n_ops + 1) * sizeof *hash_dev);
+  psim_hmap seen;
+  psim_hmap_init(&seen);
+  psim_status st = ent && hash_dev ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory for folding");
+  for (int32_t d = 0; st == PSIM_OK && d < b->c->n_devices; d++)
+    ent[d] = -1;
+  for (int32_t o = 0; st == PSIM_OK && o < b->m->n_ops; o++) {
+    hash_dev[o] = (uint64_t)(uint32_t)b->s->ops[o].n_devices;
+    for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
+      hash_dev[o] = psim_hmap_mix64(hash_dev[o] ^ (uint64_t)(uint32_t)b->s->ops[o].devices[e]);
+  }
+  for (int32_t y = 0; st == PSIM_OK && y < b->m->n_ops && *ok; y++)
+    for (int32_t i = 0; st == PSIM_OK && i < b->m->ops[y].n_in && *ok; i++) {
+      int32_t t = b->m->ops[y].in[i], x = b->m->tensors[t].producer;
+      if (x >= 0 && b->s->ops[x].stage == b->s->ops[y].stage)
+        st = edge_uniform(b, x, y, t, hash_dev, &seen, ent, ok);
+    }
+  psim_hmap_destroy(&seen);
+  psim_free(ent);
+  psim_free(hash_dev);
+  return st;
+}
+
+/* Chooses the simulated columns of a foldable strategy; *ok false (nothing
+ * marked) when the columns are not symmetric. */
+static psim_status fold_columns(psim_build *b, bool *ok) {
+  fold_state f = {0};
+  f.n_pos = b->s->stages[0].n_devices;
+  f.pos = psim_malloc(((size_t)b->c->n_devices + 1) * sizeof *f.pos);
+  psim_status st = f.pos ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory for folding");
+  *ok = st == PSIM_OK && stage_positions(b, f.pos);
+  if (*ok)
+    st = stage_edges_uniform(b, ok);
+  if (st == PSIM_OK && *ok)
+    st = pipeline_pairs(b, &f, ok);
+  if (st == PSIM_OK && *ok)
+    st = fold_signatures(b, &f, ok);
+  if (st == PSIM_OK && *ok)
+    fold_mark(b, &f, ok);
+  if (st != PSIM_OK || !*ok)
+    for (int32_t d = 0; d < b->c->n_devices; d++) {
+      b->simulated[d] = 0;
+      b->rep_of[d] = d;
+    }
+  b->fold_pos = f.pos;     /* kept for psim_build_fold_check_coll */
+  b->fold_owner = f.owner; /* ... and psim_build_fold_check_graph */
+  b->fold_role = f.role;
+  psim_free(f.pairs);
+  psim_free(f.sig);
+  psim_free(f.key_sig);
+  psim_hmap_destroy(&f.keys);
+  return st;
+}
+
 psim_status psim_build_choose_simulated(psim_build *b) {
   int32_t nd = b->c->n_devices;
-  b->simulated = psim_calloc((size_t)nd, 1);
-  if (!b->simulated)
+  b->simulated = psim_calloc((size_t)nd + 1, 1);
+  b->rep_of = psim_malloc(((size_t)nd + 1) * sizeof *b->rep_of);
+  if (!b->simulated || !b->rep_of)
     return psim_error(PSIM_ENOMEM, "out of memory choosing simulated devices");
+  for (int32_t d = 0; d < nd; d++)
+    b->rep_of[d] = d;
   b->folded = b->o->fold && can_fold(b, b->simulated); /* simulated: zeroed scratch here */
-  int32_t n_entries = b->s->n_stages * (b->s->virtual_stages > 0 ? b->s->virtual_stages : 1);
-  if (b->folded) {
-    for (int32_t v = 0; v < n_entries; v++)
-      b->simulated[b->s->stages[v].devices[0]] = 1;
-  } else {
+  if (b->folded)
+    PSIM_CHECK(fold_columns(b, &b->folded));
+  if (!b->folded) {
     for (int32_t o = 0; o < b->m->n_ops; o++)
       for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
         b->simulated[b->s->ops[o].devices[e]] = 1;
@@ -86,6 +420,112 @@ psim_status psim_build_choose_simulated(psim_build *b) {
   for (int32_t d = 0; d < nd; d++)
     b->n_simulated += b->simulated[d];
   return PSIM_OK;
+}
+
+/* ---- folding's checks during the build ------------------------------------ */
+
+/* Whether each concurrent peer group of d takes, alone, the time d takes
+ * alone (t_s): their routes may differ (a hybrid cube mesh doubles some
+ * NVLinks). Each group routes its own members (a search per new source,
+ * sim/ir/route.c), so past PSIM_FOLD_ROUTE_BUDGET the peers are taken to be
+ * alike, as the columns' route keys are (a generated cluster's tiers). */
+static psim_status peers_alike(psim_build *b, const psim_coll_desc *d, double t_s) {
+  double work = (double)d->concurrent_groups * d->n * (b->c->n_vertices + b->c->n_links);
+  if (work > PSIM_FOLD_ROUTE_BUDGET)
+    return PSIM_OK;
+  int32_t *dev = psim_malloc((size_t)d->n * sizeof *dev);
+  if (!dev)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  psim_coll_desc peer = *d;
+  peer.devices = dev;
+  peer.concurrent_groups = 1;
+  peer.group_stride = 0;
+  psim_status st = PSIM_OK;
+  for (int32_t k = 1; k < d->concurrent_groups && st == PSIM_OK && !b->fold_broken; k++) {
+    for (int32_t i = 0; i < d->n; i++)
+      dev[i] = d->devices[i] + k * d->group_stride;
+    double t;
+    st = psim_coll_time(b->c, &peer, &t);
+    b->fold_broken = st == PSIM_OK && t != t_s;
+  }
+  psim_free(dev);
+  return st;
+}
+
+psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
+  if (!b->folded || b->fold_broken || d->concurrent_groups <= 1 || d->n < 2)
+    return PSIM_OK;
+  if (d->group_stride == 0) {
+    /* the peers' routes are unknown, which is an error in the first column (its groups
+     * come first); another class's group lies amid its peers (their stride runs past the
+     * cluster), which the first column's checks and the columns' signatures cover */
+    b->fold_broken = b->fold_pos[d->devices[0]] == 0;
+    return PSIM_OK;
+  }
+  psim_coll_desc alone = *d;
+  alone.concurrent_groups = 1;
+  alone.group_stride = 0;
+  double with_peers, by_itself;
+  PSIM_CHECK(psim_coll_time(b->c, d, &with_peers));
+  PSIM_CHECK(psim_coll_time(b->c, &alone, &by_itself));
+  b->fold_broken = with_peers != by_itself;
+  return b->fold_broken ? PSIM_OK : peers_alike(b, d, by_itself);
+}
+
+/* The position of the column that stands for position p's. */
+static int32_t rep_position(const psim_build *b, int32_t p) {
+  return b->fold_pos[b->rep_of[b->s->stages[0].devices[p]]];
+}
+
+/* A link of a column's pipeline routes as (position << 32 | role). */
+static uint64_t owned_key(int32_t p, int32_t role) {
+  return (uint64_t)(uint32_t)p << 32 | (uint32_t)role;
+}
+
+static int key_order(const void *a, const void *c) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)c;
+  return (x > y) - (x < y);
+}
+
+/* Whether task t, for every link of a folded-away column's pipeline routes it
+ * holds, also holds the same link of its class's simulated column (keys:
+ * scratch of at least the task's resource count). */
+static bool task_symmetric(const psim_build *b, int32_t t, uint64_t *keys) {
+  const psim_taskgraph *g = &b->g;
+  int32_t nd = b->c->n_devices;
+  size_t n = 0;
+  for (int32_t r = g->res_first[t]; r < g->res_first[t + 1]; r++) {
+    int32_t l = g->res[r] - 2 * nd; /* psim_res_link's inverse */
+    if (l >= 0 && l < b->c->n_links && b->fold_owner[l] >= 0)
+      keys[n++] = owned_key(b->fold_owner[l], b->fold_role[l]);
+  }
+  qsort(keys, n, sizeof *keys, key_order);
+  for (size_t i = 0; i < n; i++) {
+    int32_t p = (int32_t)(keys[i] >> 32), rp = rep_position(b, p);
+    uint64_t want = owned_key(rp, (int32_t)(uint32_t)keys[i]);
+    if (rp != p && !bsearch(&want, keys, n, sizeof *keys, key_order))
+      return false;
+  }
+  return true;
+}
+
+void psim_build_fold_check_graph(psim_build *b) {
+  if (!b->folded || b->fold_broken)
+    return;
+  int32_t widest = 1;
+  for (int32_t t = 0; t < b->g.n_tasks; t++)
+    widest = b->g.res_first[t + 1] - b->g.res_first[t] > widest
+                 ? b->g.res_first[t + 1] - b->g.res_first[t]
+                 : widest;
+  uint64_t *keys = psim_malloc((size_t)widest * sizeof *keys);
+  /* out of memory: declined, which is never wrong */
+  for (int32_t t = 0; !b->fold_broken && t < b->g.n_tasks; t++)
+    b->fold_broken = !keys || !task_symmetric(b, t, keys);
+  psim_free(keys);
+}
+void psim_build_fold_check_transfer(psim_build *b, int pipeline) {
+  if (b->folded && !pipeline)
+    b->fold_broken = true;
 }
 
 /* Bytes of the per-(op, weight, device) shares of the static memory model

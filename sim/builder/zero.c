@@ -43,7 +43,12 @@ psim_status psim_zero_each_group(psim_build *b, int32_t o, uint32_t mask, psim_z
     if (st != PSIM_OK)
       break;
     if (!b->folded && g->devices[0] != b->s->ops[o].devices[e])
-      continue; /* each group once, from its first member */
+      continue;            /* each group once, from its first member */
+    int32_t first_sim = 0; /* folded: ... from its first simulated member */
+    while (b->folded && !b->simulated[g->devices[first_sim]])
+      first_sim++;
+    if (b->folded && g->devices[first_sim] != b->s->ops[o].devices[e])
+      continue;
     if (b->folded)
       psim_build_group_stride(b, o, e, mask, g);
     st = fn(b, g, ctx);

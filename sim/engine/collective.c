@@ -755,6 +755,21 @@ psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double byte
   return p2p_route(c, src, dst, bytes, &links, &nl, seconds);
 }
 
+psim_status psim_p2p_held_links(psim_cluster *c, int32_t src, int32_t dst, int32_t *held,
+                                int32_t cap, int32_t *n) {
+  const int32_t *links;
+  int32_t nl;
+  double t, bw = INFINITY;
+  *n = 0;
+  PSIM_CHECK(p2p_route(c, src, dst, 0, &links, &nl, &t));
+  for (int32_t j = 0; j < nl; j++)
+    bw = link_bw(&c->links[links[j]]) < bw ? link_bw(&c->links[links[j]]) : bw;
+  for (int32_t j = 0; j < nl && *n < cap; j++)
+    if (saturates(bw, link_bw(&c->links[links[j]])))
+      held[(*n)++] = links[j];
+  return PSIM_OK;
+}
+
 psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_t dst, double bytes,
                          const psim_task_info *info, int32_t *entry, int32_t *exit) {
   double t;

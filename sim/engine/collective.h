@@ -71,6 +71,12 @@ double psim_coll_table_time(const psim_coll_table *t, double bytes);
  * task; src == dst adds a zero-duration barrier. */
 psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_t dst, double bytes,
                          const psim_task_info *info, int32_t *entry, int32_t *exit);
+/* The links a transfer from src to dst holds in the engine (psim_p2p_add:
+ * those it fills, its route's bottleneck links). Writes at most cap link ids
+ * to held and their number to *n (folding's symmetry checks, sim/builder/
+ * locals.c). O(route length). */
+psim_status psim_p2p_held_links(psim_cluster *c, int32_t src, int32_t dst, int32_t *held,
+                                int32_t cap, int32_t *n);
 /* Time of that transfer when uncontended, s: the route's summed latency plus
  * bytes / its bottleneck bandwidth (link bandwidth / slowdown). */
 psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double bytes, double *seconds);
