@@ -554,7 +554,7 @@ static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_ph
  * phase saturates (x->load is left zeroed). */
 static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t **res,
                                         int32_t *n) {
-  int32_t nd = x->c->n_devices, cnt = x->d->n;
+  int32_t nd = x->c->n_devices, cnt = x->d->own_stream ? 0 : x->d->n;
   unsigned char *held = psim_calloc((size_t)(x->c->n_links > 0 ? x->c->n_links : 1), 1);
   psim_status s = held ? PSIM_OK : psim_error(PSIM_ENOMEM, "collective: out of memory");
   for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++) {
@@ -570,7 +570,7 @@ static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t
   if (s == PSIM_OK && !*res)
     s = psim_error(PSIM_ENOMEM, "collective: out of memory");
   *n = 0;
-  for (int32_t i = 0; *res && i < x->d->n; i++)
+  for (int32_t i = 0; *res && !x->d->own_stream && i < x->d->n; i++)
     (*res)[(*n)++] = psim_res_comm(x->d->devices[i]);
   for (int32_t l = 0; *res && l < x->c->n_links; l++)
     if (held[l])
@@ -629,7 +629,8 @@ static psim_status add_message(psim_taskgraph *g, coll_ctx *x, const exp_state *
   int32_t res[64], *rp = nl < 64 ? res : psim_malloc(((size_t)nl + 1) * sizeof *rp), nh = 0;
   if (!rp)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
-  rp[nh++] = psim_res_comm(group_device(x, 0, m->src));
+  if (!x->d->own_stream)
+    rp[nh++] = psim_res_comm(group_device(x, 0, m->src));
   for (int32_t j = 0; j < nl; j++) {
     int32_t l = links[j];
     if (x->own[l] == 1 && saturates(bw * x->load[l], link_bw(&x->c->links[l])))

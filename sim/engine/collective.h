@@ -35,10 +35,15 @@ typedef struct psim_coll_desc {
                                 devices (folded replicas); their traffic shares links. 1 = none */
   int32_t group_stride;      /* the k-th concurrent group is devices[i] + k * group_stride;
                                 0 = unknown (no contention assumed) */
+  bool own_stream;           /* runs on a communicator of its own (data parallelism's: Megatron-
+                                LM's and PyTorch DDP's gradient reduction is issued on a separate
+                                NCCL communicator and stream from tensor/pipeline traffic), so it
+                                holds no device comm engine; the caller orders it after the same
+                                communicator's previous collective. false = the comm engine */
 } psim_coll_desc;
 
 /* Sets a descriptor to: all-reduce, auto algorithm, no devices, 0 bytes, one
- * group, stride 0. */
+ * group, stride 0, on the comm engine. */
 void psim_coll_desc_init(psim_coll_desc *d);
 
 /* Time of the collective by formula (or measured table), in s. */
