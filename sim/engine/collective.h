@@ -67,6 +67,9 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
  * 2(n-1)/n; all-gather, reduce-scatter, all-to-all, gather, scatter (n-1)/n;
  * broadcast, reduce 1). O(log points). */
 double psim_coll_table_time(const psim_coll_table *t, double bytes);
+/* The cluster's measured table for d (same kind and group size, intra-node
+ * when every member is on one node, else inter-node), or NULL. O(n + tables). */
+const psim_coll_table *psim_coll_find_table(const psim_cluster *c, const psim_coll_desc *d);
 
 /* Adds a point-to-point transfer of bytes from device src to dst over its
  * route: one PSIM_TASK_TRANSFER task holding the links it fills (those at

@@ -281,6 +281,53 @@ START_TEST(own_stream_holds_no_engine) {
 }
 END_TEST
 
+/* Time of one all-reduce of bytes by algo over GPU 0 of each of nodes nodes. */
+static double one_per_node_time(int32_t nodes, psim_allreduce_algo algo, double bytes) {
+  psim_cluster c;
+  preset(&c, nodes, 8);
+  int32_t dev[128];
+  for (int32_t i = 0; i < nodes; i++)
+    dev[i] = 8 * i;
+  psim_coll_desc d;
+  psim_coll_desc_init(&d);
+  d.algo = algo;
+  d.devices = dev;
+  d.n = nodes;
+  d.bytes = bytes;
+  double t;
+  ck_assert_int_eq(psim_coll_time(&c, &d, &t), PSIM_OK);
+  psim_cluster_destroy(&c);
+  return t;
+}
+
+/* `auto` all-reduce over one rank per node takes the cheaper of the ring
+ * and the tree per call, as NCCL's getAlgoInfo does (v2.18.3
+ * src/enqueue.cc), so for small messages its time grows with log2(nodes),
+ * not with the ring's 2(nodes - 1) network steps. Before, `auto` fell back
+ * to the flat ring there: 1 KB over 64 nodes cost 21x what it cost over 4. */
+START_TEST(auto_picks_least_time_one_per_node) {
+  const int32_t counts[] = {3, 4, 8, 16, 32, 64, 100};
+  const double sizes[] = {8, 1024, 65536, 1 << 20, 16 << 20, 256 << 20};
+  for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
+    for (size_t b = 0; b < sizeof sizes / sizeof *sizes; b++) {
+      int32_t n = counts[k];
+      double ring = one_per_node_time(n, PSIM_AR_RING, sizes[b]);
+      double tree = one_per_node_time(n, PSIM_AR_TREE, sizes[b]);
+      double aut = one_per_node_time(n, PSIM_AR_AUTO, sizes[b]);
+      ck_assert_msg(fabs(aut - fmin(ring, tree)) <= 1e-12 * aut,
+                    "%d nodes, %g B: auto %g s, ring %g s, tree %g s", n, sizes[b], aut, ring,
+                    tree);
+    }
+  double t4 = one_per_node_time(4, PSIM_AR_AUTO, 1024);
+  for (int32_t n = 8; n <= 128; n *= 2) {
+    double t = one_per_node_time(n, PSIM_AR_AUTO, 1024);
+    /* 10%: beyond a leaf's 20 nodes a route crosses the spine (two more
+     * 0.13 us hops per step) */
+    ck_assert_msg(t <= t4 * log2(n) / 2 * 1.1, "1 KB over %d nodes: %g s, over 4: %g s", n, t, t4);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("coll_fabric");
   TCase *tc = tcase_create("core");
@@ -289,6 +336,7 @@ int main(void) {
   tcase_add_test(tc, fidelities_agree_uncontended);
   tcase_add_test(tc, tp_comm_not_behind_gradient_buckets);
   tcase_add_test(tc, own_stream_holds_no_engine);
+  tcase_add_test(tc, auto_picks_least_time_one_per_node);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
