@@ -18,6 +18,7 @@ typedef struct coll_template {
   psim_coll_kind kind;
   psim_allreduce_algo algo;
   int32_t n, concurrent, stride;
+  bool own_stream;
   double bytes;
   size_t dev_at, res_at; /* offsets into the pools */
   int32_t n_res;
@@ -40,7 +41,7 @@ static uint64_t coll_hash(const psim_coll_desc *d) {
     uint64_t u;
   } bytes = {d->bytes};
   h = psim_hmap_mix64(h ^ bytes.u ^ ((uint64_t)(uint32_t)d->concurrent_groups << 32) ^
-                      (uint32_t)d->group_stride);
+                      (uint32_t)d->group_stride ^ ((uint64_t)d->own_stream << 31));
   for (int32_t i = 0; i < d->n; i++)
     h = psim_hmap_mix64(h ^ (uint64_t)(uint32_t)d->devices[i]);
   return h;
@@ -60,6 +61,7 @@ static bool coll_same(const void *ctx, int32_t i) {
   const coll_template *t = &p->cc->items[i];
   return t->kind == d->kind && t->algo == d->algo && t->n == d->n && t->bytes == d->bytes &&
          t->concurrent == d->concurrent_groups && t->stride == d->group_stride &&
+         t->own_stream == d->own_stream &&
          memcmp(p->cc->dev_pool + t->dev_at, d->devices, sizeof(int32_t) * (size_t)d->n) == 0;
 }
 
@@ -80,9 +82,9 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
   PSIM_CHECK(PSIM_VEC_RESERVE(cc->res_pool, cc->cap_resv, cc->n_resv + (size_t)n_res));
   PSIM_CHECK(psim_hmap_add(&cc->index, h, (int32_t)cc->n));
   coll_template *t = &cc->items[cc->n];
-  *t =
-      (coll_template){d->kind,   d->algo,    d->n,  d->concurrent_groups, d->group_stride, d->bytes,
-                      cc->n_dev, cc->n_resv, n_res, g->duration_s[task]};
+  *t = (coll_template){
+      d->kind,   d->algo,    d->n,  d->concurrent_groups, d->group_stride, d->own_stream, d->bytes,
+      cc->n_dev, cc->n_resv, n_res, g->duration_s[task]};
   memcpy(cc->dev_pool + cc->n_dev, d->devices, sizeof(int32_t) * (size_t)d->n);
   memcpy(cc->res_pool + cc->n_resv, g->res + g->res_first[task], sizeof(int32_t) * (size_t)n_res);
   cc->n_dev += (size_t)d->n;

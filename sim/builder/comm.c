@@ -176,7 +176,8 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
                       g->n,
                       psim_build_region_elems(&r, ten->rank) * (double)psim_dtype_bytes(ten->dtype),
                       b->folded ? g->n_groups : 1,
-                      g->stride};
+                      g->stride,
+                      false};
   psim_task_info info = {
       PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_TP, (int16_t)b->s->ops[x].stage, x, mu, g->devices[0], -1};
   int32_t entry;
@@ -364,13 +365,9 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
     if (*exit < 0) {
       if (b->folded)
         psim_build_group_stride(b, x, e, mask, g);
-      psim_coll_desc d = {PSIM_COLL_ALL_GATHER,
-                          b->s->allreduce,
-                          g->devices,
-                          g->n,
-                          covered * (double)psim_dtype_bytes(ten->dtype),
-                          b->folded ? g->n_groups : 1,
-                          g->stride};
+      double bytes = covered * (double)psim_dtype_bytes(ten->dtype);
+      psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, bytes,
+                          b->folded ? g->n_groups : 1, g->stride,       false};
       psim_task_info info = {PSIM_TASK_COLLECTIVE,
                              PSIM_TP_COMM_TP,
                              (int16_t)b->s->ops[x].stage,
@@ -455,7 +452,7 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   psim_status st = PSIM_OK;
   if (*exit < 0) {
     psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, bytes,
-                        b->folded ? g->n_groups : 1, g->stride};
+                        b->folded ? g->n_groups : 1, g->stride,       false};
     psim_task_info info = {
         PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_PP, (int16_t)cy->stage, y, mu, g->devices[0], -1};
     st = psim_build_add_collective(b, &d, &info, &entry, exit);

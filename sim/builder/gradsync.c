@@ -34,8 +34,9 @@ typedef struct sync_state {
   const bucket *bk;
   flushed *done;
   size_t n_done, cap_done;
-  int32_t *update; /* per device: its optimizer step (after the sync) */
-  double bytes;    /* all-gather: parameter bytes of the bucket */
+  int32_t *update;  /* per device: its optimizer step (after the sync) */
+  int32_t *dp_last; /* per device: exit of its last data-parallel collective, or -1 */
+  double bytes;     /* all-gather: parameter bytes of the bucket */
 } sync_state;
 
 static double grad_bytes_per_elem(const psim_model *m) {
@@ -52,6 +53,22 @@ static int32_t local_entry(const psim_build *b, int32_t o, int32_t k) {
   return loc->shard * b->s->ops[o].replicas + loc->replica;
 }
 
+/* Orders a data-parallel collective after its members' previous one: the
+ * data-parallel communicator issues its collectives in order on one stream
+ * (own_stream in collective.h), apart from tensor and pipeline traffic. */
+static psim_status stream_order(psim_build *b, const psim_group *g, int32_t *dp_last, int32_t entry,
+                                int32_t exit) {
+  for (int32_t i = 0; i < g->n; i++) {
+    int32_t dev = g->devices[i];
+    if (!b->simulated[dev])
+      continue;
+    if (dp_last[dev] >= 0)
+      PSIM_CHECK(psim_tg_add_edge(&b->g, dp_last[dev], entry));
+    dp_last[dev] = exit;
+  }
+  return PSIM_OK;
+}
+
 /* One collective for the group holding entry e of the bucket's first op:
  * an all-reduce, or under ZeRO (any stage; Megatron-LM's distributed
  * optimizer) a reduce-scatter onto the shards each rank updates. */
@@ -65,7 +82,8 @@ static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
                       g->n,
                       bk->bytes,
                       b->folded ? g->n_groups : 1,
-                      g->stride};
+                      g->stride,
+                      true};
   psim_task_info info = {PSIM_TASK_COLLECTIVE,
                          PSIM_TP_COMM_DP,
                          (int16_t)b->s->ops[bk->op].stage,
@@ -76,6 +94,7 @@ static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
   int32_t entry, exit;
   PSIM_CHECK(psim_build_add_collective(b, &d, &info, &entry, &exit));
   b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, d.concurrent_groups);
+  PSIM_CHECK(stream_order(b, g, ss->dp_last, entry, exit));
   for (int32_t i = 0; i < g->n; i++) {
     int32_t dev = g->devices[i];
     if (!b->simulated[dev])
@@ -166,11 +185,12 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
 static psim_status param_gather(psim_build *b, psim_group *g, void *ctx) {
   sync_state *ss = ctx;
   psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, ss->bytes,
-                      b->folded ? g->n_groups : 1, g->stride};
+                      b->folded ? g->n_groups : 1, g->stride,       true};
   psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_DP, -1, -1, -1, g->devices[0], -1};
   int32_t entry, exit;
   PSIM_CHECK(psim_build_add_collective(b, &d, &info, &entry, &exit));
   b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, d.concurrent_groups);
+  PSIM_CHECK(stream_order(b, g, ss->dp_last, entry, exit));
   for (int32_t i = 0; i < g->n; i++)
     if (b->simulated[g->devices[i]] && ss->update[g->devices[i]] >= 0)
       PSIM_CHECK(psim_tg_add_edge(&b->g, ss->update[g->devices[i]], entry));
@@ -226,7 +246,11 @@ psim_status psim_build_optimizer(psim_build *b) {
   sync_state ss = {0};
   ss.sync_done = psim_malloc(sizeof *ss.sync_done * (nd + 1));
   ss.update = psim_malloc(sizeof *ss.update * (nd + 1));
-  psim_status st = ss.sync_done && ss.update ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
+  ss.dp_last = psim_malloc(sizeof *ss.dp_last * (nd + 1));
+  psim_status st =
+      ss.sync_done && ss.update && ss.dp_last ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
+  for (size_t i = 0; st == PSIM_OK && i < nd; i++)
+    ss.dp_last[i] = -1;
   if (st == PSIM_OK)
     st = psim_zero_gathers(b);
   if (st == PSIM_OK)
@@ -243,6 +267,7 @@ psim_status psim_build_optimizer(psim_build *b) {
   }
   psim_free(ss.sync_done);
   psim_free(ss.update);
+  psim_free(ss.dp_last);
   psim_free(ss.done);
   return st;
 }

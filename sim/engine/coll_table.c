@@ -31,3 +31,16 @@ double psim_coll_table_time(const psim_coll_table *t, double bytes) {
   double busbw = y[lo] + w * (y[hi] - y[lo]);
   return bytes * f / busbw;
 }
+
+const psim_coll_table *psim_coll_find_table(const psim_cluster *c, const psim_coll_desc *d) {
+  int same_node = 1;
+  for (int32_t i = 1; i < d->n; i++)
+    same_node &= c->devices[d->devices[i]].node == c->devices[d->devices[0]].node;
+  for (int32_t i = 0; i < c->n_coll_tables; i++) {
+    const psim_coll_table *t = &c->coll_tables[i];
+    if (t->kind == d->kind && t->group_size == d->n && t->intra_node == (bool)same_node &&
+        t->n_points > 0)
+      return t;
+  }
+  return NULL;
+}

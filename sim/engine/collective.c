@@ -37,6 +37,7 @@ typedef struct coll_phase {
 } coll_phase;
 
 typedef struct coll_plan {
+  bool tree_alt; /* auto all-reduce over one rank per node: the tree may cost less */
   coll_msg *msgs;
   size_t n_msgs, cap_msgs;
   coll_phase *phases;
@@ -265,6 +266,7 @@ static psim_status plan_allreduce(coll_plan *p, const psim_cluster *c, const psi
     int ok = 0;
     psim_status s = group_by_node(c, d->devices, m, byn, &nodes, &k, &ok);
     int hier = s == PSIM_OK && ok && (a == PSIM_AR_HIERARCHICAL || (nodes > 1 && k > 1));
+    p->tree_alt = s == PSIM_OK && ok && a == PSIM_AR_AUTO && nodes > 2 && k == 1;
     if (hier)
       s = plan_hierarchical(p, byn, nodes, k, n);
     psim_free(byn);
@@ -410,21 +412,6 @@ static psim_status plan_time(coll_ctx *x, const coll_plan *p, double *t) {
   return PSIM_OK;
 }
 
-/* ---- measured tables (nccl-tests bus bandwidth) ---- */
-
-static const psim_coll_table *find_table(const psim_cluster *c, const psim_coll_desc *d) {
-  int same_node = 1;
-  for (int32_t i = 1; i < d->n; i++)
-    same_node &= c->devices[d->devices[i]].node == c->devices[d->devices[0]].node;
-  for (int32_t i = 0; i < c->n_coll_tables; i++) {
-    const psim_coll_table *t = &c->coll_tables[i];
-    if (t->kind == d->kind && t->group_size == d->n && t->intra_node == (bool)same_node &&
-        t->n_points > 0)
-      return t;
-  }
-  return NULL;
-}
-
 /* ---- public entry points ---- */
 
 void psim_coll_desc_init(psim_coll_desc *d) {
@@ -461,6 +448,32 @@ static psim_status check_desc(const psim_cluster *c, const psim_coll_desc *d) {
   return PSIM_OK;
 }
 
+/* `auto` all-reduce over one rank per node: ring or tree, whichever costs
+ * less, as NCCL picks per call the algorithm of least predicted time (v2.18.3
+ * src/enqueue.cc getAlgoInfo, ncclTopoGetAlgoTime: latency + bytes / bw;
+ * src/graph/tuning.cc: ring latency 2 x nodes network steps, tree 2 log2
+ * nodes). Ties keep the ring; several ranks per node stay hierarchical. */
+static psim_status auto_tree(coll_ctx *x, coll_plan *p) {
+  if (!p->tree_alt)
+    return PSIM_OK;
+  coll_plan tree = {0};
+  double t_ring, t_tree;
+  psim_status s = plan_reduce(&tree, x->d->n, x->d->bytes);
+  if (s == PSIM_OK)
+    s = plan_bcast(&tree, x->d->n, x->d->bytes);
+  if (s == PSIM_OK)
+    s = plan_time(x, p, &t_ring);
+  if (s == PSIM_OK)
+    s = plan_time(x, &tree, &t_tree);
+  if (s == PSIM_OK && t_tree < t_ring) {
+    coll_plan ring = *p;
+    *p = tree;
+    tree = ring;
+  }
+  plan_destroy(&tree);
+  return s;
+}
+
 /* Builds the plan and the context (load array) for d. */
 static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *p, coll_ctx *x) {
   memset(p, 0, sizeof *p);
@@ -472,6 +485,8 @@ static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
   x->own = x->load + nl;
   psim_status s = plan_build(p, c, d);
+  if (s == PSIM_OK)
+    s = auto_tree(x, p);
   if (s != PSIM_OK) {
     psim_free(x->load);
     plan_destroy(p);
@@ -484,7 +499,7 @@ static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *
 static psim_status plan_times(coll_ctx *x, const coll_plan *p, double *t, double *scale) {
   PSIM_CHECK(plan_time(x, p, t));
   *scale = 1.0;
-  const psim_coll_table *tab = find_table(x->c, x->d);
+  const psim_coll_table *tab = psim_coll_find_table(x->c, x->d);
   if (!tab || *t <= 0)
     return PSIM_OK;
   double t1 = *t;
@@ -554,7 +569,7 @@ static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_ph
  * phase saturates (x->load is left zeroed). */
 static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t **res,
                                         int32_t *n) {
-  int32_t nd = x->c->n_devices, cnt = x->d->n;
+  int32_t nd = x->c->n_devices, cnt = x->d->own_stream ? 0 : x->d->n;
   unsigned char *held = psim_calloc((size_t)(x->c->n_links > 0 ? x->c->n_links : 1), 1);
   psim_status s = held ? PSIM_OK : psim_error(PSIM_ENOMEM, "collective: out of memory");
   for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++) {
@@ -570,7 +585,7 @@ static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t
   if (s == PSIM_OK && !*res)
     s = psim_error(PSIM_ENOMEM, "collective: out of memory");
   *n = 0;
-  for (int32_t i = 0; *res && i < x->d->n; i++)
+  for (int32_t i = 0; *res && !x->d->own_stream && i < x->d->n; i++)
     (*res)[(*n)++] = psim_res_comm(x->d->devices[i]);
   for (int32_t l = 0; *res && l < x->c->n_links; l++)
     if (held[l])
@@ -629,7 +644,8 @@ static psim_status add_message(psim_taskgraph *g, coll_ctx *x, const exp_state *
   int32_t res[64], *rp = nl < 64 ? res : psim_malloc(((size_t)nl + 1) * sizeof *rp), nh = 0;
   if (!rp)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
-  rp[nh++] = psim_res_comm(group_device(x, 0, m->src));
+  if (!x->d->own_stream)
+    rp[nh++] = psim_res_comm(group_device(x, 0, m->src));
   for (int32_t j = 0; j < nl; j++) {
     int32_t l = links[j];
     if (x->own[l] == 1 && saturates(bw * x->load[l], link_bw(&x->c->links[l])))

@@ -35,10 +35,15 @@ typedef struct psim_coll_desc {
                                 devices (folded replicas); their traffic shares links. 1 = none */
   int32_t group_stride;      /* the k-th concurrent group is devices[i] + k * group_stride;
                                 0 = unknown (no contention assumed) */
+  bool own_stream;           /* runs on a communicator of its own (data parallelism's: Megatron-
+                                LM's and PyTorch DDP's gradient reduction is issued on a separate
+                                NCCL communicator and stream from tensor/pipeline traffic), so it
+                                holds no device comm engine; the caller orders it after the same
+                                communicator's previous collective. false = the comm engine */
 } psim_coll_desc;
 
 /* Sets a descriptor to: all-reduce, auto algorithm, no devices, 0 bytes, one
- * group, stride 0. */
+ * group, stride 0, on the comm engine. */
 void psim_coll_desc_init(psim_coll_desc *d);
 
 /* Time of the collective by formula (or measured table), in s. */
@@ -62,6 +67,9 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
  * 2(n-1)/n; all-gather, reduce-scatter, all-to-all, gather, scatter (n-1)/n;
  * broadcast, reduce 1). O(log points). */
 double psim_coll_table_time(const psim_coll_table *t, double bytes);
+/* The cluster's measured table for d (same kind and group size, intra-node
+ * when every member is on one node, else inter-node), or NULL. O(n + tables). */
+const psim_coll_table *psim_coll_find_table(const psim_cluster *c, const psim_coll_desc *d);
 
 /* Adds a point-to-point transfer of bytes from device src to dst over its
  * route: one PSIM_TASK_TRANSFER task holding the links it fills (those at
