@@ -138,8 +138,8 @@ static psim_status stats_json(const alpa *A, const alpa_cand *best, psim_search_
   return psim_json_add_number(s, "estimate_s", best ? best->estimate : 0);
 }
 
-static psim_status setup(alpa *A, const psim_model *m, psim_cluster *c,
-                         const psim_search_options *o) {
+psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
+                            const psim_search_options *o) {
   memset(A, 0, sizeof *A);
   pthread_mutex_init(&A->mu, NULL);
   A->m = m;
@@ -150,6 +150,7 @@ static psim_status setup(alpa *A, const psim_model *m, psim_cluster *c,
     return psim_error(PSIM_EINPUT, "%s: the Alpa optimizer needs a dim with role 'batch'",
                       m->file ? m->file : m->name);
   A->batch = m->dims[b].size;
+  A->max_zero = 1;
   A->mem_bytes = c->types[c->devices[0].type].mem_bytes;
   PSIM_CHECK(psim_alpa_fix_parse(o->fix, m, &A->fix));
   int32_t n_entries = psim_alpa_fix_entries(&A->fix);
@@ -168,7 +169,7 @@ static psim_status setup(alpa *A, const psim_model *m, psim_cluster *c,
   return A->memo ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory (ILP memo)");
 }
 
-static void teardown(alpa *A) {
+void psim_alpa_teardown(alpa *A) {
   size_t n = (size_t)A->n_classes * (size_t)A->n_meshes * (size_t)A->n_mbs * LEVELS;
   for (size_t i = 0; A->memo && i < n; i++)
     psim_free(A->memo[i].op_dim);
@@ -203,7 +204,7 @@ psim_status psim_search_alpa(const psim_model *m, psim_cluster *c, const psim_se
                              psim_search_result *r) {
   double t0 = psim_alpa_now_s();
   alpa A;
-  psim_status st = setup(&A, m, c, o);
+  psim_status st = psim_alpa_setup(&A, m, c, o);
   if (st == PSIM_OK)
     st = psim_alpa_search_all(&A);
   if (o->progress)
@@ -221,7 +222,7 @@ psim_status psim_search_alpa(const psim_model *m, psim_cluster *c, const psim_se
   if (st == PSIM_OK)
     st = stats_json(&A, best, r);
   r->wall_s = psim_alpa_now_s() - t0;
-  teardown(&A);
+  psim_alpa_teardown(&A);
   return st;
 }
 

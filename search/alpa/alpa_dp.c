@@ -12,7 +12,7 @@
 
 /* ---- stage DP ---- */
 
-/* Per (mesh, level) prefix sums over layers for one (stage size, mb, rc). */
+/* Per (mesh, level) prefix sums over layers for one (stage size, mb, rc, zero). */
 typedef struct dp_table {
   int32_t n_ml, ml[LEVELS * MAX_MESHES];
   double *t, *w, *a; /* [ml][L + 1] prefix sums: time per micro-batch, weights, activations */
@@ -21,15 +21,15 @@ typedef struct dp_table {
 
 typedef struct dp_ctx {
   alpa *A;
-  int32_t L, S, n, mb, rc, B;
+  int32_t L, S, n, mb, rc, zero, B; /* zero: ZeRO stage, 0 or 1 */
   double *slow; /* per stage: its slowest device's time factor (stragglers, mixed types) */
   dp_table tab;
   double *G; /* [(S + 1) * (L + 1)] */
   int32_t *next, *pick;
 } dp_ctx;
 
-static double layer_time(const alpa_point *p, int rc, int32_t B) {
-  double t = p->time + p->sync / B;
+static double layer_time(const alpa_point *p, int rc, int zero, int32_t B) {
+  double t = p->time + (zero ? p->sync_z1 : p->sync) / B;
   return rc == PSIM_RECOMPUTE_FULL        ? t + p->fwd
          : rc == PSIM_RECOMPUTE_SELECTIVE ? t + p->fwd_attn
                                           : t;
@@ -52,8 +52,8 @@ static psim_status fill_ml(dp_ctx *x, int32_t k, int32_t mesh, int level) {
     PSIM_CHECK(psim_alpa_point(A, A->class_of[l], mesh, x->mb, level, &p));
     if (!p->ok)
       return PSIM_EFAILED; /* this mesh cannot run the layer */
-    T->t[off + l + 1] = T->t[off + l] + layer_time(p, x->rc, x->B);
-    T->w[off + l + 1] = T->w[off + l] + p->wmem;
+    T->t[off + l + 1] = T->t[off + l] + layer_time(p, x->rc, x->zero, x->B);
+    T->w[off + l + 1] = T->w[off + l] + (x->zero ? p->wmem_z1 : p->wmem);
     T->a[off + l + 1] = T->a[off + l] + layer_act(p, x->rc);
     T->amax[k] = fmax(T->amax[k], p->act);
   }
@@ -190,6 +190,7 @@ static psim_status fill_candidate(dp_ctx *x, alpa_cand *c, double estimate) {
   c->S = x->S;
   c->mb_id = x->mb;
   c->rc = x->rc;
+  c->zero = x->zero;
   for (int32_t i = 0, k = 0; i < x->S; i++) {
     size_t at = (size_t)i * (x->L + 1) + k;
     c->last[i] = x->next[at];
@@ -256,8 +257,9 @@ static void stage_slowdowns(const alpa *A, int32_t n, int32_t S, double *slow) {
   }
 }
 
-static psim_status dp_config(alpa *A, int32_t n, int32_t mb, int rc) {
+static psim_status dp_config(alpa *A, int32_t n, int32_t mb, int rc, int zero) {
   dp_ctx x = {.A = A, .L = A->m->n_layers, .S = A->c->n_devices / n, .n = n, .mb = mb, .rc = rc};
+  x.zero = zero;
   x.B = (int32_t)(A->batch / A->mbs[mb]);
   size_t cells = (size_t)(x.S + 1) * (size_t)(x.L + 1),
          pre = LEVELS * MAX_MESHES * (size_t)(x.L + 1);
@@ -326,8 +328,25 @@ static psim_status prefetch(alpa *A, int32_t n, int32_t mb) {
   return st;
 }
 
-psim_status psim_alpa_search_all(alpa *A) {
+/* The memory options of one (stage size, micro-batch size): each
+ * recomputation mode, each with ZeRO 0 and ZeRO 1 (the distributed
+ * optimizer: less optimizer state per device where the stage's ILP splits
+ * the batch, a different gradient synchronisation); the DP of each costs
+ * every stage under it, and the best plans of all are kept. */
+static psim_status memory_options(alpa *A, int32_t n, int32_t mb) {
   int rcs[3] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_SELECTIVE, PSIM_RECOMPUTE_FULL};
+  for (int r = 0; r < 3; r++)
+    for (int zero = 0; zero <= A->max_zero; zero++) {
+      if (A->fix.has_recompute && (int)A->fix.recompute != rcs[r])
+        continue;
+      if (psim_interrupted())
+        return psim_error(PSIM_EINTERRUPTED, "alpa search interrupted");
+      PSIM_CHECK(dp_config(A, n, mb, rcs[r], zero));
+    }
+  return PSIM_OK;
+}
+
+psim_status psim_alpa_search_all(alpa *A) {
   for (int32_t n = 1; n <= A->c->n_devices; n++) {
     bool has = false;
     for (int32_t me = 0; me < A->n_meshes; me++)
@@ -335,13 +354,7 @@ psim_status psim_alpa_search_all(alpa *A) {
     for (int32_t mb = 0; has && mb < A->n_mbs; mb++) {
       if (A->o->threads > 1)
         PSIM_CHECK(prefetch(A, n, mb));
-      for (int r = 0; r < 3; r++) {
-        if (A->fix.has_recompute && (int)A->fix.recompute != rcs[r])
-          continue;
-        if (psim_interrupted())
-          return psim_error(PSIM_EINTERRUPTED, "alpa search interrupted");
-        PSIM_CHECK(dp_config(A, n, mb, rcs[r]));
-      }
+      PSIM_CHECK(memory_options(A, n, mb));
     }
     if (has && A->o->progress)
       fprintf(A->o->progress, "\ralpa: stages of %d devices, %lld ILPs   ", (int)n,

@@ -48,7 +48,9 @@ typedef struct psim_sh_cost {
   double fwd_attn;     /* forward compute of attention-core ops (selective recompute), s */
   double comm;         /* collectives of the strategies and resharding inside the group, s */
   double sync;         /* weight-gradient all-reduce, s per iteration */
+  double sync_z1;      /* ZeRO 1: gradient reduce-scatter + weight all-gather, s per iteration */
   double wmem;         /* weights + gradients + optimizer state, bytes per device */
+  double wmem_z1;      /* the same under ZeRO 1 (optimizer state sharded), bytes per device */
   double act, act_sel; /* activations kept for backward (all; without attention core), bytes */
 } psim_sh_cost;
 

@@ -59,6 +59,7 @@ static psim_status build_strategy(alpa *A, const alpa_cand *c, psim_strategy *s)
   s->micro_batch = A->mbs[c->mb_id];
   s->schedule = PSIM_SCHED_1F1B;
   s->recompute = (psim_recompute)c->rc;
+  s->zero_stage = c->zero;
   s->stages = psim_calloc((size_t)c->S, sizeof *s->stages);
   s->ops = psim_calloc((size_t)A->m->n_ops, sizeof *s->ops);
   if (!s->stages || !s->ops)
@@ -83,11 +84,12 @@ static void describe(const alpa *A, const alpa_cand *c, psim_search_result *r) {
   const alpa_mesh *me = &A->meshes[c->ml[0] / LEVELS];
   snprintf(r->description, sizeof r->description,
            "Alpa: %d stage%s x %d devices (mesh %dx%d%s), %lld micro-batches of %lld, "
-           "recompute %s%s",
+           "recompute %s%s%s",
            (int)c->S, c->S == 1 ? "" : "s", (int)c->n, (int)me->a0, (int)me->a1,
            c->S > 1 ? " first stage" : "", (long long)(A->batch / A->mbs[c->mb_id]),
            (long long)A->mbs[c->mb_id], psim_recompute_name((psim_recompute)c->rc),
-           r->best.sequence_parallel ? ", sequence parallel" : "");
+           r->best.sequence_parallel ? ", sequence parallel" : "",
+           c->zero ? ", distributed optimizer (ZeRO 1)" : "");
 }
 
 /* One candidate's explicit strategy and full simulation. */

@@ -111,7 +111,9 @@ static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mes
     pt->fwd_attn += c->fwd_attn;
     pt->time += c->fwd + c->bwd + c->comm;
     pt->sync += c->sync;
+    pt->sync_z1 += c->sync_z1;
     pt->wmem += c->wmem;
+    pt->wmem_z1 += c->wmem_z1;
     pt->act += c->act;
     pt->act_sel += c->act_sel;
   }

@@ -31,7 +31,7 @@ static inline double psim_alpa_now_s(void) {
 /* ILP result of one (layer class, logical mesh, micro-batch size, level). */
 typedef struct alpa_point {
   bool solved, ok;
-  double time, fwd, fwd_attn, sync, wmem, act, act_sel, act_full;
+  double time, fwd, fwd_attn, sync, sync_z1, wmem, wmem_z1, act, act_sel, act_full;
   int8_t (*op_dim)[2]; /* per local op: op dim per axis */
   bool seq_parallel;   /* some partial sums are reduce-scattered along the sequence */
 } alpa_point;
@@ -43,9 +43,9 @@ typedef struct alpa_mesh {
 
 typedef struct alpa_cand {
   double estimate;
-  int32_t n, S, mb_id, rc;
-  int32_t *last; /* S entries: last layer of each stage */
-  int32_t *ml;   /* S entries: mesh * LEVELS + level */
+  int32_t n, S, mb_id, rc, zero; /* zero: ZeRO stage (0 or 1, the distributed optimizer) */
+  int32_t *last;                 /* S entries: last layer of each stage */
+  int32_t *ml;                   /* S entries: mesh * LEVELS + level */
 } alpa_cand;
 
 typedef struct alpa {
@@ -54,6 +54,7 @@ typedef struct alpa {
   const psim_search_options *o;
   psim_alpa_fix fix;
   int64_t batch;
+  int max_zero; /* ZeRO stages the DP tries: 0..max_zero (1 by default; 0 = no ZeRO) */
   double mem_bytes;
   int32_t n_classes, *class_of, *class_layer; /* per layer; per class: its first layer */
   int32_t n_meshes;
@@ -84,6 +85,11 @@ typedef struct psim_alpa_ilp_job {
   int level;
 } psim_alpa_ilp_job;
 
+/* alpa.c: the search state of m on c (layer classes, stage meshes,
+ * micro-batch sizes, the empty memo) and its release (tests drive the DP). */
+psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
+                            const psim_search_options *o);
+void psim_alpa_teardown(alpa *A);
 /* alpa.c: whether micro-batch size mb is worth trying on mesh me. */
 bool psim_alpa_mb_wanted(const alpa *A, const alpa_mesh *me, int64_t mb);
 /* alpa_points.c: the memo's entry of a point; the mesh fitted on first use;

@@ -17,6 +17,7 @@
 
 #include "costdb/cost.h"
 #include "search/alpa/alpa_impl.h"
+#include "sim/builder/memory.h"
 #include "sim/core/alloc.h"
 #include "sim/engine/collective.h"
 #include "sim/simulate.h"
@@ -263,23 +264,36 @@ static double act_bytes(const psim_model *m, const psim_sh_mesh *mesh, const psi
   return v;
 }
 
-/* Weights of op: memory (18 bytes per parameter for 16-bit models, 16 for
- * fp32: sim/builder/memory.c, after Korthikanti et al. 2022 and ZeRO 3.1) and the
- * all-reduce of their gradients along the axes that replicate them. */
+/* Weights of op: memory (psim_memory_param_bytes: weights, gradients and
+ * optimizer state per parameter, sim/builder/memory.c) and the
+ * synchronisation of their gradients along the axes that replicate them:
+ * an all-reduce of the gradients (accumulated in fp32 for 16-bit models,
+ * as sim/builder/gradsync.c sends them), or under ZeRO 1 (Megatron-LM's
+ * distributed optimizer) a reduce-scatter of the gradients and an
+ * all-gather of the updated weights (gradsync.c; the reduce-scatter costed
+ * with the all-gather's alpha-beta form), with the optimizer state divided
+ * by the degree of the op dims the weight lacks (memory.c's weight_dp). */
 static void weight_costs(const psim_model *m, const psim_sh_mesh *mesh, const psim_op *op,
                          psim_sh_strat s, psim_sh_cost *c) {
-  bool low = m->dtype == PSIM_DTYPE_BF16 || m->dtype == PSIM_DTYPE_FP16;
+  double pb[3];
+  psim_memory_param_bytes(m->dtype, pb);
   for (int32_t k = 0; k < op->n_in; k++) {
     const psim_tensor *t = &m->tensors[op->in[k]];
     if (t->kind != PSIM_TENSOR_WEIGHT)
       continue;
     int32_t spec[2];
     tensor_spec(m, op, s, op->in[k], spec);
-    double elems = psim_tensor_elems(m, t) / spec_factor(mesh, spec);
-    c->wmem += elems * (low ? 18 : 16);
-    for (int a = 0; a < 2; a++)
-      if (spec[a] < 0)
-        c->sync += psim_sh_coll(mesh, a, PSIM_SH_AR, elems * (double)psim_dtype_bytes(t->dtype));
+    double elems = psim_tensor_elems(m, t) / spec_factor(mesh, spec), dp = 1;
+    for (int a = 0; a < 2; a++) {
+      if (spec[a] >= 0)
+        continue;
+      dp *= s.dim[a] >= 0 ? mesh->shape[a] : 1;
+      c->sync += psim_sh_coll(mesh, a, PSIM_SH_AR, elems * pb[1]);
+      c->sync_z1 += psim_sh_coll(mesh, a, PSIM_SH_AG, elems * pb[1]) +
+                    psim_sh_coll(mesh, a, PSIM_SH_AG, elems * pb[0]);
+    }
+    c->wmem += elems * (pb[0] + pb[1] + pb[2]);
+    c->wmem_z1 += elems * (pb[0] + pb[1] + pb[2] / dp);
   }
 }
 
