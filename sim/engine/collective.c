@@ -20,6 +20,7 @@
  * docs/simulator.md. Measured tables use the nccl-tests bus-bandwidth
  * convention (/work/shared/calibration/collectives.md). */
 #include "sim/engine/collective.h"
+#include "sim/engine/collective_impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -322,18 +323,6 @@ static int32_t group_device(const coll_ctx *x, int32_t k, int32_t rank) {
   return x->d->devices[rank] + k * x->d->group_stride;
 }
 
-static double link_bw(const psim_link *l) {
-  return l->bw / (l->slowdown > 0 ? l->slowdown : 1.0);
-}
-
-/* Whether flows of demand bytes/s fill a link of bandwidth bytes/s (1e-9:
- * rounding of bandwidth / load). Tasks hold only the links they fill: one with
- * room to spare carries other traffic at full speed, as a 4 TB/s leaf uplink
- * carries eight 25 GB/s rings at once (docs/simulator.md, "Collectives"). */
-static int saturates(double demand, double bw) {
-  return demand >= bw * (1 - 1e-9);
-}
-
 static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const int32_t **links,
                          int32_t *n) {
   return psim_cluster_route(x->c, group_device(x, k, m->src), group_device(x, k, m->dst), links, n);
@@ -364,7 +353,7 @@ static void route_under_load(const coll_ctx *x, const int32_t *links, int32_t nl
   *lat = 0;
   for (int32_t j = 0; j < nl; j++) {
     const psim_link *l = &x->c->links[links[j]];
-    double b = link_bw(l) / (double)x->load[links[j]];
+    double b = psim_coll_link_bw(l) / (double)x->load[links[j]];
     *bw = b < *bw ? b : *bw;
     *lat += l->latency_s;
   }
@@ -531,7 +520,7 @@ psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *sec
 
 /* ---- adding to a task graph ---- */
 
-static psim_task_info task_info(const psim_task_info *info, psim_task_kind kind, int32_t dev) {
+psim_task_info psim_coll_task_info(const psim_task_info *info, psim_task_kind kind, int32_t dev) {
   psim_task_info t = {PSIM_TASK_COMPUTE, PSIM_TP_COMM_OTHER, -1, -1, -1, -1, -1};
   if (info)
     t = *info;
@@ -540,9 +529,9 @@ static psim_task_info task_info(const psim_task_info *info, psim_task_kind kind,
   return t;
 }
 
-static psim_status add_barrier(psim_taskgraph *g, const psim_task_info *info, int32_t dev,
-                               int32_t *id) {
-  psim_task_info t = task_info(info, PSIM_TASK_BARRIER, dev);
+psim_status psim_coll_add_barrier(psim_taskgraph *g, const psim_task_info *info, int32_t dev,
+                                  int32_t *id) {
+  psim_task_info t = psim_coll_task_info(info, PSIM_TASK_BARRIER, dev);
   return psim_tg_add_task(g, 0.0, NULL, 0, &t, id);
 }
 
@@ -560,7 +549,8 @@ static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_ph
     int32_t nl;
     PSIM_CHECK(route(x, 0, &p->msgs[ph->first + i], &links, &nl));
     for (int32_t j = 0; j < nl; j++)
-      held[links[j]] |= saturates(x->load[links[j]] * bw, link_bw(&x->c->links[links[j]]));
+      held[links[j]] |=
+          psim_coll_saturates(x->load[links[j]] * bw, psim_coll_link_bw(&x->c->links[links[j]]));
   }
   return PSIM_OK;
 }
@@ -600,7 +590,7 @@ static psim_status add_aggregated(psim_taskgraph *g, coll_ctx *x, const coll_pla
   PSIM_CHECK(plan_times(x, p, &t, &scale));
   int32_t *res = NULL, n = 0;
   PSIM_CHECK(aggregated_resources(x, p, &res, &n));
-  psim_task_info ti = task_info(info, PSIM_TASK_COLLECTIVE, x->d->devices[0]);
+  psim_task_info ti = psim_coll_task_info(info, PSIM_TASK_COLLECTIVE, x->d->devices[0]);
   psim_status s = psim_tg_add_task(g, t, res, n, &ti, id);
   psim_free(res);
   return s;
@@ -648,11 +638,11 @@ static psim_status add_message(psim_taskgraph *g, coll_ctx *x, const exp_state *
     rp[nh++] = psim_res_comm(group_device(x, 0, m->src));
   for (int32_t j = 0; j < nl; j++) {
     int32_t l = links[j];
-    if (x->own[l] == 1 && saturates(bw * x->load[l], link_bw(&x->c->links[l])))
+    if (x->own[l] == 1 && psim_coll_saturates(bw * x->load[l], psim_coll_link_bw(&x->c->links[l])))
       rp[nh++] = psim_res_link(x->c->n_devices, l);
   }
   double d = (lat + (m->bytes > 0 ? m->bytes / bw : 0)) * e->scale;
-  psim_task_info ti = task_info(info, PSIM_TASK_TRANSFER, group_device(x, 0, m->src));
+  psim_task_info ti = psim_coll_task_info(info, PSIM_TASK_TRANSFER, group_device(x, 0, m->src));
   psim_status s = psim_tg_add_task(g, d, rp, nh, &ti, id);
   if (rp != res)
     psim_free(rp);
@@ -707,9 +697,9 @@ static psim_status add_expanded(psim_taskgraph *g, coll_ctx *x, const coll_plan 
   e.step_ids = e.last_recv + x->d->n;
   for (int32_t r = 0; r < 2 * x->d->n; r++)
     e.last_send[r] = -1;
-  psim_status s = add_barrier(g, info, x->d->devices[0], entry);
+  psim_status s = psim_coll_add_barrier(g, info, x->d->devices[0], entry);
   if (s == PSIM_OK)
-    s = add_barrier(g, info, x->d->devices[0], exit);
+    s = psim_coll_add_barrier(g, info, x->d->devices[0], exit);
   e.entry = *entry;
   if (s == PSIM_OK)
     s = expanded_body(g, x, &e, p, info, *exit);
@@ -722,7 +712,7 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
                           int32_t *exit) {
   if (d->n == 1 && d->devices) {
     PSIM_CHECK(check_desc(c, d));
-    PSIM_CHECK(add_barrier(g, info, d->devices[0], entry));
+    PSIM_CHECK(psim_coll_add_barrier(g, info, d->devices[0], entry));
     *exit = *entry;
     return PSIM_OK;
   }
@@ -738,78 +728,5 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
   }
   psim_free(x.load);
   plan_destroy(&p);
-  return s;
-}
-
-/* ---- point to point ---- */
-
-/* The route from src to dst and the cut-through time of bytes over it. */
-static psim_status p2p_route(psim_cluster *c, int32_t src, int32_t dst, double bytes,
-                             const int32_t **links, int32_t *nl, double *seconds) {
-  *seconds = 0;
-  if (src < 0 || src >= c->n_devices || dst < 0 || dst >= c->n_devices || !(bytes >= 0) ||
-      !isfinite(bytes))
-    return psim_error(PSIM_EINPUT, "transfer: %g bytes from device %d to %d (cluster has %d)",
-                      bytes, src, dst, c->n_devices);
-  PSIM_CHECK(psim_cluster_route(c, src, dst, links, nl));
-  double bw = INFINITY;
-  for (int32_t j = 0; j < *nl; j++) {
-    const psim_link *l = &c->links[(*links)[j]];
-    double b = link_bw(l);
-    bw = b < bw ? b : bw;
-    *seconds += l->latency_s;
-  }
-  if (*nl > 0 && bytes > 0)
-    *seconds += bytes / bw;
-  return PSIM_OK;
-}
-
-psim_status psim_p2p_time(psim_cluster *c, int32_t src, int32_t dst, double bytes,
-                          double *seconds) {
-  const int32_t *links;
-  int32_t nl;
-  return p2p_route(c, src, dst, bytes, &links, &nl, seconds);
-}
-
-psim_status psim_p2p_held_links(psim_cluster *c, int32_t src, int32_t dst, int32_t *held,
-                                int32_t cap, int32_t *n) {
-  const int32_t *links;
-  int32_t nl;
-  double t, bw = INFINITY;
-  *n = 0;
-  PSIM_CHECK(p2p_route(c, src, dst, 0, &links, &nl, &t));
-  for (int32_t j = 0; j < nl; j++)
-    bw = link_bw(&c->links[links[j]]) < bw ? link_bw(&c->links[links[j]]) : bw;
-  for (int32_t j = 0; j < nl && *n < cap; j++)
-    if (saturates(bw, link_bw(&c->links[links[j]])))
-      held[(*n)++] = links[j];
-  return PSIM_OK;
-}
-
-psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_t dst, double bytes,
-                         const psim_task_info *info, int32_t *entry, int32_t *exit) {
-  double t;
-  const int32_t *links;
-  int32_t nl;
-  PSIM_CHECK(p2p_route(c, src, dst, bytes, &links, &nl, &t));
-  if (nl == 0) {
-    PSIM_CHECK(add_barrier(g, info, src, entry));
-    *exit = *entry;
-    return PSIM_OK;
-  }
-  double bw = INFINITY; /* the route's bottleneck: the links the transfer fills */
-  for (int32_t j = 0; j < nl; j++)
-    bw = link_bw(&c->links[links[j]]) < bw ? link_bw(&c->links[links[j]]) : bw;
-  int32_t res[64], *rp = nl <= 64 ? res : psim_malloc((size_t)nl * sizeof *rp), nh = 0;
-  if (!rp)
-    return psim_error(PSIM_ENOMEM, "transfer: out of memory");
-  for (int32_t j = 0; j < nl; j++)
-    if (saturates(bw, link_bw(&c->links[links[j]])))
-      rp[nh++] = psim_res_link(c->n_devices, links[j]);
-  psim_task_info ti = task_info(info, PSIM_TASK_TRANSFER, src);
-  psim_status s = psim_tg_add_task(g, t, rp, nh, &ti, entry);
-  if (rp != res)
-    psim_free(rp);
-  *exit = *entry;
   return s;
 }
