@@ -39,7 +39,9 @@ typedef struct psim_sweep_cluster {
 } psim_sweep_cluster;
 
 /* At most this many cases in a sweep (the product of its lists). */
+#ifndef PSIM_SWEEP_MAX_CASES /* the fuzz build lowers it (tests/fuzz/meson.build) */
 #define PSIM_SWEEP_MAX_CASES 1000000
+#endif
 /* Keys are cut to PSIM_SWEEP_KEY_MAX - 1 bytes (a row's key holds as many). */
 #define PSIM_SWEEP_KEY_MAX 512
 

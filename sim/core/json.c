@@ -280,12 +280,56 @@ static psim_status syntax_error(const char *name, const char *text, size_t len, 
                     col, why, tok);
 }
 
+/* Offset of the first string escape that cJSON decodes to U+0000 in text that
+ * cJSON parsed, or SIZE_MAX. cJSON writes that NUL into the C string, which
+ * then ends there: a name "a\u0000b" would be read as "a". Its parse_hex4 reads
+ * an escape with a non-hex digit ("\uZZZZ") as U+0000 too (cJSON.c 1.7.15,
+ * parse_hex4 and utf16_literal_to_utf8). In valid JSON a '"' or '\\' occurs
+ * only in strings, so tracking quotes and skipping escaped bytes is exact. */
+static size_t find_nul_escape(const char *text, size_t len) {
+  bool in_string = false;
+  for (size_t i = 0; i < len; i++) {
+    if (text[i] == '"') {
+      in_string = !in_string;
+    } else if (in_string && text[i] == '\\') {
+      if (text[i + 1] == 'u' && len - i >= 6 && scan_hex4((const unsigned char *)text + i + 2) == 0)
+        return i;
+      i++; /* the escaped byte: '"' or '\\' does not end or start anything */
+    }
+  }
+  return SIZE_MAX;
+}
+
+/* issue 24: a NUL, raw or escaped, would cut a name or key short; refused. */
+static psim_status nul_error(const char *name, const char *text, size_t at, bool escaped) {
+  int line, col;
+  line_col(text, at, &line, &col);
+  if (!escaped)
+    return psim_error(PSIM_EINPUT, "%s:%d:%d: a NUL byte; expected JSON text (no NUL bytes)", name,
+                      line, col);
+  char esc[7] = {0};
+  memcpy(esc, text + at, 6);
+  for (int k = 2; k < 6; k++)
+    if ((unsigned char)esc[k] < 0x20 || (unsigned char)esc[k] >= 0x7f)
+      esc[k] = '?';
+  if (strncmp(esc, "\\u0000", 6) == 0)
+    return psim_error(PSIM_EINPUT,
+                      "%s:%d:%d: a NUL character (\\u0000) in a string; expected text without "
+                      "NUL characters (it would cut the string there)",
+                      name, line, col);
+  return psim_error(PSIM_EINPUT,
+                    "%s:%d:%d: JSON syntax error: expected a \\u escape with 4 hex digits, "
+                    "found '%s'",
+                    name, line, col, esc);
+}
+
 psim_status psim_json_parse(const char *name, const char *text, size_t len, cJSON **out) {
   psim_json_init_hooks();
   if (len == 0)
     return psim_error(PSIM_EINPUT, "%s: empty file; expected a JSON object", name);
-  if (memchr(text, '\0', len))
-    return psim_error(PSIM_EINPUT, "%s: contains a NUL byte; expected JSON text", name);
+  const char *nul = memchr(text, '\0', len);
+  if (nul)
+    return nul_error(name, text, (size_t)(nul - text), false);
   const char *end = NULL;
   long failures = psim_alloc_failures();
   /* text[len] is the terminating NUL; cJSON wants it counted to reject trailing junk. */
@@ -294,6 +338,11 @@ psim_status psim_json_parse(const char *name, const char *text, size_t len, cJSO
     return psim_error(PSIM_ENOMEM, "%s: out of memory parsing JSON", name);
   if (!root)
     return syntax_error(name, text, len, end);
+  size_t esc = find_nul_escape(text, len);
+  if (esc != SIZE_MAX) {
+    cJSON_Delete(root);
+    return nul_error(name, text, esc, true);
+  }
   *out = root;
   return PSIM_OK;
 }

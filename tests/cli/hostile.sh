@@ -116,6 +116,27 @@ if grep -q $'\e' "$OUT"; then not_ok "simulate writes no raw ESC"; else ok "simu
 run check tests/data/bad/model-name-invalid-utf8.json
 expect "a model name that is not UTF-8 is refused at load" 2 stdout-empty stderr-nonempty "" \
   'name: expected UTF-8 text, found byte 0xe9 at offset 10'
+# A NUL, escaped or raw, is refused where it stands: cJSON put an escaped one into the C
+# string, which ended there ("tiny\u0000gpt" was the model "tiny"; a format with a NUL
+# and junk after it matched; a key "description\u0000..." was "description").
+run check tests/data/bad/model-name-nul-escape.json
+expect "a name with an escaped NUL is refused, not cut" 2 stdout-empty stderr-nonempty "" \
+  'model-name-nul-escape\.json:1:44: a NUL character \(\\u0000\) in a string'
+run check tests/data/bad/format-nul-escape-suffix.json
+expect "a format string with an escaped NUL and more is refused" 2 stdout-empty \
+  stderr-nonempty "" 'format-nul-escape-suffix\.json:2:32: a NUL character'
+run check tests/data/bad/model-key-nul-escape.json
+expect "a key with an escaped NUL is refused" 2 stdout-empty stderr-nonempty "" \
+  'model-key-nul-escape\.json:1:[0-9]+: a NUL character'
+run check tests/data/bad/escape-bad-hex-reads-as-nul.json
+expect "a \\u escape without 4 hex digits (cJSON reads it as NUL) is refused" 2 stdout-empty \
+  stderr-nonempty "" "escape-bad-hex-reads-as-nul\\.json:1:31: .*expected a \\\\u escape with 4 hex digits, found '\\\\uzzzz'"
+run check tests/data/bad/nul-byte-in-string.json
+expect "a raw NUL byte is refused with its line and column" 2 stdout-empty stderr-nonempty "" \
+  'nul-byte-in-string\.json:3:15: a NUL byte'
+printf '{"format": "plansim.strategy/1", "description": "a \\\\u0000 is text"}' >"$T/esc-bs.json"
+run check "$T/esc-bs.json"
+expect "an escaped backslash before u0000 is text, not a NUL" 0 stdout-nonempty
 
 # ---- a plan whose model_file is not JSON: its bytes never reach a message ----
 python3 - "$PLAN" "$T/leak.plan.json" <<'PY'

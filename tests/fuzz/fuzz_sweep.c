@@ -15,12 +15,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char sweep_path[64];
 
+/* The folder is in memory (/dev/shm) where there is one: on ext4, rewriting a
+ * truncated file flushes it to disk at close (auto_da_alloc), which held the
+ * target to about 330 executions/s; in memory it runs as fast as the loader. */
+static char sweep_dir[64];
+
+static void remove_input(void) {
+  unlink(sweep_path);
+  rmdir(sweep_dir);
+}
+
 static void write_input(const uint8_t *data, size_t size) {
   if (!sweep_path[0]) {
-    char dir[] = "/tmp/psim-fuzz-sweep.XXXXXX";
-    if (!mkdtemp(dir))
+    char shm[] = "/dev/shm/psim-fuzz-sweep.XXXXXX", tmp[] = "/tmp/psim-fuzz-sweep.XXXXXX";
+    const char *dir = mkdtemp(shm) ? shm : mkdtemp(tmp);
+    if (!dir)
       abort();
+    snprintf(sweep_dir, sizeof sweep_dir, "%s", dir);
     snprintf(sweep_path, sizeof sweep_path, "%s/sweep.json", dir);
+    atexit(remove_input);
   }
   FILE *f = fopen(sweep_path, "wb");
   if (!f || fwrite(data, 1, size, f) != size || fclose(f) != 0)
