@@ -188,6 +188,13 @@ void psim_cnn_input(psim_cnn *k, psim_gb *g, int64_t size) {
   psim_cnn_at(k, "image", "c3", 3, hd, size, wd);
 }
 
+void psim_cnn_start(psim_cnn *k, psim_gb *g, const psim_gen_net_opts *o, const char *default_name,
+                    int64_t size) {
+  psim_gb_start(g, o->name ? o->name : default_name, o->dtype);
+  psim_gb_dim(g, "batch", o->batch, "batch");
+  psim_cnn_input(k, g, size);
+}
+
 void psim_cnn_loss(psim_cnn *k, int64_t classes) {
   psim_gb *g = k->g;
   char in[96];

@@ -107,6 +107,11 @@ void psim_cnn_fc(psim_cnn *k, int64_t n, bool relu, bool drop);
 
 void psim_cnn_input(psim_cnn *k, psim_gb *g, int64_t size);
 
+/* Starts a CNN generator: the model (o->name, else default_name; o->dtype), the batch dim
+ * (o->batch) and the size x size RGB input (psim_cnn_input). */
+void psim_cnn_start(psim_cnn *k, psim_gb *g, const psim_gen_net_opts *o, const char *default_name,
+                    int64_t size);
+
 void psim_cnn_loss(psim_cnn *k, int64_t classes);
 
 #endif

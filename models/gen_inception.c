@@ -140,9 +140,7 @@ psim_status psim_gen_inception(const psim_gen_net_opts *o, struct cJSON **out) {
   PSIM_CHECK(psim_gen_net_check(o));
   psim_gb g;
   psim_cnn k;
-  psim_gb_start(&g, o->name ? o->name : "inception-v3", o->dtype);
-  psim_gb_dim(&g, "batch", o->batch, "batch");
-  psim_cnn_input(&k, &g, 299);
+  psim_cnn_start(&k, &g, o, "inception-v3", 299);
   psim_cnn_conv(&k, 32, 3, 3, 2, 0, 0, true);
   psim_cnn_conv(&k, 32, 3, 3, 1, 0, 0, true);
   psim_cnn_conv(&k, 64, 3, 3, 1, 1, 1, true);

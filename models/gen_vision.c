@@ -46,9 +46,7 @@ psim_status psim_gen_alexnet(const psim_gen_net_opts *o, struct cJSON **out) {
   PSIM_CHECK(psim_gen_net_check(o));
   psim_gb g;
   psim_cnn k;
-  psim_gb_start(&g, o->name ? o->name : "alexnet", o->dtype);
-  psim_gb_dim(&g, "batch", o->batch, "batch");
-  psim_cnn_input(&k, &g, 224);
+  psim_cnn_start(&k, &g, o, "alexnet", 224);
   psim_cnn_conv(&k, 64, 11, 11, 4, 2, 2, true);
   psim_cnn_pool(&k, "max", 3, 2, 0);
   k.layer++;
@@ -141,9 +139,7 @@ psim_status psim_gen_resnet(const psim_gen_net_opts *o, struct cJSON **out) {
   snprintf(name, sizeof name, "resnet%lld", (long long)o->depth);
   psim_gb g;
   psim_cnn k;
-  psim_gb_start(&g, o->name ? o->name : name, o->dtype);
-  psim_gb_dim(&g, "batch", o->batch, "batch");
-  psim_cnn_input(&k, &g, 224);
+  psim_cnn_start(&k, &g, o, name, 224);
   psim_cnn_conv(&k, 64, 7, 7, 2, 3, 3, true);
   psim_cnn_pool(&k, "max", 3, 2, 1);
   for (int s = 0; s < 4; s++)

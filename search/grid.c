@@ -6,11 +6,11 @@
 
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/clock.h"
 #include "sim/core/json.h"
 
 void psim_grid_options_init(psim_grid_options *o) {
@@ -36,12 +36,6 @@ void psim_grid_result_destroy(psim_grid_result *r) {
   psim_sim_result_destroy(&r->best_sim);
   psim_free(r->curve);
   memset(r, 0, sizeof *r);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 typedef struct grid_state {
@@ -75,7 +69,7 @@ static double seconds_left(const grid_state *g, double now) {
  * 50 bound), 64 simulated, 3.2 s, ~20 s left, best ..." at most twice a second, and on every
  * new best. */
 static void show(grid_state *g, bool force) {
-  double now = now_s();
+  double now = psim_clock_now_s();
   if (!g->o->progress || (!force && now - g->last_shown < 0.5))
     return;
   g->last_shown = now;
@@ -110,7 +104,7 @@ static psim_status record(grid_state *g, const psim_megatron_opts *mo, psim_sim_
   r->found = true;
   PSIM_CHECK(PSIM_VEC_RESERVE(r->curve, g->cap_curve, (size_t)r->n_curve + 1));
   r->curve[r->n_curve++] =
-      (psim_search_point){r->evaluations, now_s() - g->t0, sim->iteration_time_s};
+      (psim_search_point){r->evaluations, psim_clock_now_s() - g->t0, sim->iteration_time_s};
   show(g, true);
   return PSIM_OK;
 }
@@ -136,10 +130,10 @@ static psim_status evaluate(grid_state *g, grid_cand *k) {
   psim_sim_result sim;
   psim_sim_result_init(&sim);
   g->r->evaluations++;
-  double t = now_s();
+  double t = psim_clock_now_s();
   if (st == PSIM_OK)
     st = psim_simulate(g->m, g->c, &s, g->o->sim, &sim);
-  g->last_s = now_s() - t;
+  g->last_s = psim_clock_now_s() - t;
   psim_strategy_destroy(&s);
   show(g, false);
   if (st == PSIM_ELIMIT) {
@@ -169,7 +163,7 @@ static bool may_start(grid_state *g) {
     return false;
   if (g->o->budget_s <= 0 || r->evaluations == 0)
     return true;
-  double now = now_s(), mean = (now - g->t0) / (double)r->evaluations;
+  double now = psim_clock_now_s(), mean = (now - g->t0) / (double)r->evaluations;
   r->stopped_by_time = now + fmax(mean, g->last_s) > g->t0 + g->o->budget_s;
   return !r->stopped_by_time;
 }
@@ -254,7 +248,7 @@ psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_gr
   if (m->role_dim[PSIM_ROLE_BATCH] < 0)
     return psim_error(PSIM_EINPUT, "%s: the grid search needs a dim with role 'batch'",
                       m->file ? m->file : m->name);
-  grid_state g = {.m = m, .c = c, .o = o, .r = r, .t0 = now_s()};
+  grid_state g = {.m = m, .c = c, .o = o, .r = r, .t0 = psim_clock_now_s()};
   int32_t max_tp = o->max_tp > 0 ? o->max_tp : (c->devices_per_node > 0 ? c->devices_per_node : 8);
   psim_status st = psim_grid_space_build(m, c, o, max_tp, &g.sp);
   r->total = g.sp.n + g.sp.pruned_divisibility;
@@ -263,7 +257,7 @@ psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_gr
     st = run_grid(&g);
   r->pruned = r->pruned_divisibility + r->pruned_memory_estimate + r->pruned_memory_implied +
               r->pruned_dominated + r->pruned_bound;
-  r->wall_s = now_s() - g.t0;
+  r->wall_s = psim_clock_now_s() - g.t0;
   show(&g, true);
   if (o->progress)
     fprintf(o->progress, "\n");

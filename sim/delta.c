@@ -24,10 +24,10 @@
 #include <assert.h>
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "sim/builder/build.h"
 #include "sim/core/alloc.h"
+#include "sim/core/clock.h"
 #include "sim/core/hashmap.h"
 #include "sim/simulate_impl.h"
 
@@ -68,12 +68,6 @@ struct psim_delta {
   uint64_t seen_globals[2];
   uint8_t *changed; /* per op: differs from seen */
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- fingerprint ---------------------------------------------------------- */
 
@@ -335,9 +329,9 @@ static psim_status simulate(psim_delta *d, const psim_strategy *s, double *time_
 static psim_status verify(psim_delta *d, const psim_strategy *s, int32_t changed_op, double t,
                           bool fits) {
   psim_sim_result full;
-  double t0 = now_s();
+  double t0 = psim_clock_now_s();
   psim_status st = psim_simulate(d->m, d->c, s, &d->sim, &full);
-  d->stats.verify_s += now_s() - t0;
+  d->stats.verify_s += psim_clock_now_s() - t0;
   PSIM_CHECK(st);
   double ft = full.iteration_time_s;
   bool ffits = full.fits;
@@ -354,7 +348,7 @@ static psim_status verify(psim_delta *d, const psim_strategy *s, int32_t changed
 
 psim_status psim_delta_eval(psim_delta *d, const psim_strategy *s, int32_t changed_op,
                             double *time_s, bool *fits) {
-  double t0 = now_s();
+  double t0 = psim_clock_now_s();
   uint64_t h[2];
   psim_delta_fingerprint(s, h);
   const memo_value *e = memo_find(d, h);
@@ -366,7 +360,7 @@ psim_status psim_delta_eval(psim_delta *d, const psim_strategy *s, int32_t chang
   } else {
     psim_status st = simulate(d, s, time_s, fits);
     if (st != PSIM_OK) {
-      d->stats.eval_s += now_s() - t0;
+      d->stats.eval_s += psim_clock_now_s() - t0;
       return st;
     }
     d->stats.simulated++;
@@ -374,6 +368,6 @@ psim_status psim_delta_eval(psim_delta *d, const psim_strategy *s, int32_t chang
   }
   if (d->opt.verify_every > 0 && d->stats.evaluations % d->opt.verify_every == 0)
     PSIM_CHECK(verify(d, s, changed_op, *time_s, *fits));
-  d->stats.eval_s += now_s() - t0;
+  d->stats.eval_s += psim_clock_now_s() - t0;
   return PSIM_OK;
 }

@@ -6,11 +6,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sim/builder/build.h"
 #include "sim/builder/ps.h"
 #include "sim/core/alloc.h"
+#include "sim/core/clock.h"
 #include "sim/simulate_impl.h"
 
 void psim_sim_options_init(psim_sim_options *o) {
@@ -47,12 +47,6 @@ void psim_sim_result_destroy(psim_sim_result *r) {
 const char *psim_comm_kind_name(int kind) {
   static const char *const names[] = {"tensor_parallel", "pipeline", "data_parallel", "other"};
   return kind >= 0 && kind < PSIM_COMM_KIND_COUNT ? names[kind] : "unknown";
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 const char *psim_wait_kind_name(int kind) {
@@ -151,9 +145,9 @@ static psim_status schedule(psim_build *b, const psim_sim_options *o, psim_sched
   psim_build_summary sum;
   psim_build_summarise(b, &sum);
   sched->record_issue = o->keep_graph; /* the trace's host track */
-  double t1 = now_s();
+  double t1 = psim_clock_now_s();
   psim_status st = psim_tg_simulate(g, sched);
-  r->simulate_s = now_s() - t1;
+  r->simulate_s = psim_clock_now_s() - t1;
   PSIM_CHECK(st);
   r->iteration_time_s = sched->makespan_s;
   if (sum.parameter_servers) /* issue 8: parameter servers end with their pulls (ps.c) */
@@ -187,11 +181,11 @@ psim_status psim_sim_pipeline(const psim_model *m, psim_cluster *c, const psim_s
                               psim_sim_figures figures, psim_build **b, psim_schedule_result *sched,
                               psim_sim_result *r) {
   psim_sim_result_init(r);
-  double t0 = now_s();
+  double t0 = psim_clock_now_s();
   psim_status st = build(m, c, s, o, reuse, b);
   if (st == PSIM_OK && psim_ps_needs_rebuild(s)) /* issue 8: the k earliest pushes (ps.c) */
     st = psim_ps_backup_rebuild(*b);
-  r->build_s = now_s() - t0;
+  r->build_s = psim_clock_now_s() - t0;
   assert(st != PSIM_OK || *b); /* a build that succeeded exists */
   if (st == PSIM_OK)
     st = schedule(*b, o, sched, r);

@@ -14,11 +14,11 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "costdb/profile/profile.h"
 #include "sim/core/alloc.h"
+#include "sim/core/clock.h"
 
 typedef struct ring {
   int32_t p;
@@ -36,12 +36,6 @@ typedef struct rank_arg {
   ring *g;
   int32_t r;
 } rank_arg;
-
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Chunk c of n floats in p chunks: [lo, hi). */
 static void chunk(size_t n, int32_t p, int32_t c, size_t *lo, size_t *hi) {
@@ -77,16 +71,16 @@ static void *rank_main(void *arg) {
     pthread_barrier_wait(&g->bar);
     if (g->stop)
       break;
-    double t0 = wall_s();
+    double t0 = psim_clock_now_s();
     if (round == 1)
       start = t0;
     ring_allreduce_rank(g, a->r);
     if (a->r != 0)
       continue;
     if (round > 0) /* round 0 warms up: page faults */
-      g->samples[g->n_samples++] = wall_s() - t0;
+      g->samples[g->n_samples++] = psim_clock_now_s() - t0;
     g->stop = g->n_samples >= cap ||
-              (g->n_samples >= g->o->min_reps && wall_s() - start >= g->o->budget_s) ||
+              (g->n_samples >= g->o->min_reps && psim_clock_now_s() - start >= g->o->budget_s) ||
               (g->o->interrupt && *g->o->interrupt);
   }
   return NULL;

@@ -5,10 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "costdb/profile/profile.h"
 #include "sim/core/alloc.h"
+#include "sim/core/clock.h"
 
 void psim_profile_opts_init(psim_profile_opts *o) {
   memset(o, 0, sizeof *o);
@@ -234,12 +234,6 @@ psim_status psim_profile_keys_model(const psim_model *m, const psim_cluster *c, 
 
 /* ---- the run loop ----------------------------------------------------- */
 
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Measures key (through its slice when over the caps) into *e. */
 static psim_status measure_one(psim_costdb *db, const psim_cost_key *key,
                                psim_profile_measure_fn measure, const psim_profile_opts *o,
@@ -269,14 +263,14 @@ static void progress(const psim_profile_opts *o, size_t done, size_t total,
   char buf[160];
   psim_cost_key_format(&e->key, buf, sizeof buf);
   fprintf(stderr, "\rprofile: %zu/%zu  %.0f s  %-60.60s %10.3g s\033[K", done, total,
-          wall_now() - t0, buf, e->median_s);
+          psim_clock_now_s() - t0, buf, e->median_s);
   fflush(stderr);
 }
 
 static psim_status checkpoint(psim_costdb *db, const psim_profile_opts *o, double *last) {
   if (!o->save_path)
     return PSIM_OK;
-  *last = wall_now();
+  *last = psim_clock_now_s();
   return psim_costdb_save(db, o->save_path);
 }
 
@@ -305,7 +299,7 @@ static psim_status run_keys(psim_costdb *db, const psim_key_set *keys,
     PSIM_CHECK(psim_costdb_add(db, &e, PSIM_MERGE_REPLACE));
     st->measured++, st->scaled += scaled;
     progress(o, i + 1, keys->n_entries, &e, t0);
-    if (o->save_path && wall_now() - last >= o->save_every_s)
+    if (o->save_path && psim_clock_now_s() - last >= o->save_every_s)
       PSIM_CHECK(checkpoint(db, o, &last));
   }
   if (st->unsupported)
@@ -319,7 +313,7 @@ psim_status psim_profile_run(psim_costdb *db, const psim_key_set *keys,
   psim_profile_stats local;
   psim_profile_stats *st = stats ? stats : &local;
   memset(st, 0, sizeof *st);
-  double t0 = wall_now(), last = t0;
+  double t0 = psim_clock_now_s(), last = t0;
   psim_status s = run_keys(db, keys, measure, o, st, t0);
   if (o->progress)
     fprintf(stderr, "\n");
@@ -332,6 +326,6 @@ psim_status psim_profile_run(psim_costdb *db, const psim_key_set *keys,
     else
       psim_error(s, "%s", msg); /* keep the run's message */
   }
-  st->wall_s = wall_now() - t0;
+  st->wall_s = psim_clock_now_s() - t0;
   return s;
 }

@@ -16,6 +16,7 @@
 
 #include "costdb/profile/profile.h"
 #include "sim/core/alloc.h"
+#include "sim/core/clock.h"
 
 #define NBUF 10
 
@@ -48,12 +49,6 @@ static sbgemm_fn sbgemm_ptr(void) {
 
 bool psim_profile_cpu_has_bf16(void) {
   return sbgemm_ptr() != NULL;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* The kernels run on the calling thread (OpenBLAS with one thread computes in
@@ -509,8 +504,8 @@ static psim_status time_kernel(kernel *k, const psim_profile_opts *o, psim_cost_
   double samples[MAX_SAMPLES];
   int32_t cap = o->max_reps < MAX_SAMPLES ? o->max_reps : MAX_SAMPLES, n = 0;
   k->run(k); /* warm-up: page faults, OpenBLAS buffers */
-  double start = now_s();
-  while (n < cap && (n < o->min_reps || now_s() - start < o->budget_s)) {
+  double start = psim_clock_now_s();
+  while (n < cap && (n < o->min_reps || psim_clock_now_s() - start < o->budget_s)) {
     evict_kernel(k);
     double t0 = psim_profile_cpu_clock_s();
     k->run(k);

@@ -11,17 +11,11 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
-#include <time.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/clock.h"
 #include "sim/core/json.h"
 #include "sim/delta.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct exh {
   const psim_model *m;
@@ -67,7 +61,7 @@ static psim_status consider(exh *e, int32_t changed) {
   psim_strategy_init(&e->r->best);
   PSIM_CHECK(psim_strategy_copy(&e->cur, &e->r->best));
   e->r->found = true;
-  return psim_search_record(e->r, e->evals, now_s() - e->t0, t);
+  return psim_search_record(e->r, e->evals, psim_clock_now_s() - e->t0, t);
 }
 
 /* Odometer: advances the last digit, carrying left; false when done. */
@@ -146,7 +140,7 @@ static psim_status result(exh *e) {
   psim_set_interrupt(was);
   PSIM_CHECK(st);
   r->evaluations = e->evals;
-  r->wall_s = now_s() - e->t0;
+  r->wall_s = psim_clock_now_s() - e->t0;
   psim_mcmc_describe(e->m, &r->best, "exhaustive", r->description, sizeof r->description);
   cJSON *s = cJSON_CreateObject();
   if (!s)
@@ -160,7 +154,7 @@ static psim_status result(exh *e) {
 
 psim_status psim_exhaustive_run(const psim_model *m, psim_cluster *c, const psim_search_options *o,
                                 const psim_mcmc_options *mo, psim_search_result *r) {
-  exh e = {.m = m, .c = c, .o = o, .r = r, .t0 = now_s(), .best_t = INFINITY};
+  exh e = {.m = m, .c = c, .o = o, .r = r, .t0 = psim_clock_now_s(), .best_t = INFINITY};
   psim_strategy_init(&e.cur);
   psim_status st = prepare(&e, mo);
   if (st == PSIM_OK)

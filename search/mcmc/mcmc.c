@@ -8,9 +8,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/clock.h"
 #include "sim/core/json.h"
 #include "sim/delta.h"
 
@@ -22,12 +22,6 @@ void psim_mcmc_options_init(psim_mcmc_options *o) {
   o->verify_every = 0;
   o->exhaustive_limit = 2000000;
   psim_space_options_init(&o->space);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- chains ---------------------------------------------------------------- */
@@ -129,7 +123,7 @@ static psim_status record_best(chain *ch, double t) {
   psim_strategy_init(&ch->best);
   PSIM_CHECK(psim_strategy_copy(&ch->cur, &ch->best));
   PSIM_CHECK(PSIM_VEC_RESERVE(ch->curve, ch->cap_curve, ch->n_curve + 1));
-  ch->curve[ch->n_curve++] = (psim_search_point){ch->evals, now_s() - ch->sh->t0, t};
+  ch->curve[ch->n_curve++] = (psim_search_point){ch->evals, psim_clock_now_s() - ch->sh->t0, t};
   pthread_mutex_lock(&ch->sh->mu);
   if (t < ch->sh->best_shown)
     ch->sh->best_shown = t;
@@ -188,7 +182,7 @@ static double seconds_left(const chain *ch, double now) {
  * ..." from chain 0, at most twice a second. */
 static void progress(chain *ch, double *last) {
   shared *sh = ch->sh;
-  double t = now_s();
+  double t = psim_clock_now_s();
   if (ch->idx != 0 || !sh->o->progress || t - *last < 0.5)
     return;
   *last = t;
@@ -213,7 +207,7 @@ static bool should_stop(const chain *ch) {
   const shared *sh = ch->sh;
   if (ch->evals >= ch->budget || atomic_load(&sh->stop) || psim_interrupted())
     return true;
-  return sh->deadline > 0 && now_s() + next_eval_s(ch) > sh->deadline;
+  return sh->deadline > 0 && psim_clock_now_s() + next_eval_s(ch) > sh->deadline;
 }
 
 /* Costs the current strategy. A strategy the simulator refuses (PSIM_EINPUT,
@@ -222,9 +216,9 @@ static bool should_stop(const chain *ch) {
  * goes to the statistics. Other failures (memory, a delta/full mismatch under
  * verify_every, interruption) stop the chain. */
 static psim_status eval_or_reject(chain *ch, int32_t o, double *t, bool *fits) {
-  double t0 = now_s();
+  double t0 = psim_clock_now_s();
   psim_status st = psim_delta_eval(ch->delta, &ch->cur, o, t, fits);
-  ch->eval_s += now_s() - t0;
+  ch->eval_s += psim_clock_now_s() - t0;
   if (st != PSIM_EINPUT && st != PSIM_ELIMIT)
     return st;
   if (!ch->invalid++)
@@ -270,9 +264,9 @@ static psim_status chain_start(chain *ch) {
   PSIM_CHECK(psim_delta_create(sh->m, sh->c, &dopt, &ch->delta));
   PSIM_CHECK(psim_strategy_copy(sh->start, &ch->cur));
   bool fits;
-  double t0 = now_s();
+  double t0 = psim_clock_now_s();
   PSIM_CHECK(psim_delta_eval(ch->delta, &ch->cur, -1, &ch->cur_t, &fits));
-  ch->eval_s = now_s() - t0;
+  ch->eval_s = psim_clock_now_s() - t0;
   ch->best_t = INFINITY;
   if (fits)
     PSIM_CHECK(record_best(ch, ch->cur_t));
@@ -476,7 +470,7 @@ static psim_status finish(const shared *sh, chain *chs, int32_t n, psim_search_r
   r->found = true;
   for (int32_t c = 0; c < n; c++)
     r->evaluations += chs[c].evals;
-  r->wall_s = now_s() - sh->t0;
+  r->wall_s = psim_clock_now_s() - sh->t0;
   PSIM_CHECK(merge_curve(chs, n, r));
   PSIM_CHECK(add_stats(chs, n, sh, r));
   psim_mcmc_describe(sh->m, &r->best, "mcmc", r->description, sizeof r->description);
@@ -531,7 +525,7 @@ static psim_status run_chains(shared *sh, chain *chs, int32_t n) {
 
 psim_status psim_mcmc_run(const psim_model *m, psim_cluster *c, const psim_search_options *o,
                           const psim_mcmc_options *mo, psim_search_result *r) {
-  shared sh = {.m = m, .c = c, .o = o, .mo = mo, .t0 = now_s(), .best_shown = INFINITY};
+  shared sh = {.m = m, .c = c, .o = o, .mo = mo, .t0 = psim_clock_now_s(), .best_shown = INFINITY};
   pthread_mutex_init(&sh.mu, NULL);
   double budget_s = o->budget_s > 0 ? o->budget_s : (o->budget_evals > 0 ? 0 : 60);
   sh.deadline = budget_s > 0 ? sh.t0 + budget_s : 0;

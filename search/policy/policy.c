@@ -8,9 +8,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "search/policy/searchers.h"
+#include "sim/core/clock.h"
 #include "sim/core/units.h"
 #include "sim/engine/taskgraph.h"
 
@@ -54,19 +54,12 @@ typedef struct policy_run {
   char note[256]; /* the refinement's note for the plan's description, or "" */
 } policy_run;
 
-/* Monotonic wall clock, s. */
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return 1e-9 * (double)ts.tv_nsec + (double)ts.tv_sec;
-}
-
 /* One line per phase on o->progress: "plan [8.1 s of 40 s]: baselines ...". */
 static void phase(const policy_run *p, const char *fmt, ...) {
   FILE *f = p->o->progress;
   if (!f)
     return;
-  fprintf(f, "plan [%.1f s of %.0f s]: ", now_s() - p->t0, p->wall_s);
+  fprintf(f, "plan [%.1f s of %.0f s]: ", psim_clock_now_s() - p->t0, p->wall_s);
   va_list ap;
   va_start(ap, fmt);
   vfprintf(f, fmt, ap);
@@ -181,7 +174,7 @@ static bool refine_budget(const policy_run *p, const psim_sim_result *start, psi
                           char *why, size_t n) {
   if (p->o->budget_evals > 0 && p->o->budget_s <= 0)
     return true;
-  double est = eval_estimate_s(p, start), now = now_s();
+  double est = eval_estimate_s(p, start), now = psim_clock_now_s();
   double left = p->t0 + p->wall_s - now - est;
   if (left < est * (1 + PSIM_POLICY_MIN_PROPOSALS)) {
     snprintf(why, n, " (no MCMC refinement: ~%.2g s per evaluation, %.0f s of %.0f s left)", est,
@@ -228,7 +221,8 @@ static psim_status refine(policy_run *p, psim_policy_result *r) {
     phase(p, "%.*s", (int)strlen(p->note) - 3, p->note + 2); /* without " (" and ")" */
     return PSIM_OK;
   }
-  phase(p, "MCMC refinement of %s (%.0f s left)", start->description, p->t0 + p->wall_s - now_s());
+  phase(p, "MCMC refinement of %s (%.0f s left)", start->description,
+        p->t0 + p->wall_s - psim_clock_now_s());
   psim_search_result x;
   psim_search_result_init(&x);
   psim_status st = mc->run(p->m, p->c, &o, &x);
@@ -267,7 +261,8 @@ psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *n
                              const psim_search_options *o, bool with_baselines,
                              psim_policy_result *r) {
   assert(m && c && name && o && r);
-  policy_run p = {m, c, o, now_s(), o->budget_s > 0 ? o->budget_s : PSIM_POLICY_WALL_S, ""};
+  policy_run p = {m, c, o, psim_clock_now_s(), o->budget_s > 0 ? o->budget_s : PSIM_POLICY_WALL_S,
+                  ""};
   r->searcher = r->plan_from = psim_policy_searcher(name);
   const psim_searcher *s = psim_searcher_find(r->searcher);
   if (!s || !s->run)

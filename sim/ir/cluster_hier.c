@@ -71,10 +71,7 @@ static psim_status enum_key(psim_jctx *j, const cJSON *o, const char *key, const
   char list[256] = "";
   for (int i = 0; names[i]; i++)
     snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", names[i]);
-  size_t sv = psim_jctx_key(j, key);
-  psim_status st = psim_jerr(j, "unknown kind '%.80s'; expected one of: %s", s, list);
-  psim_jctx_pop(j, sv);
-  return st;
+  return psim_cluster_key_err(j, key, "unknown kind '%.80s'; expected one of: %s", s, list);
 }
 
 static psim_status positive(psim_jctx *j, const cJSON *o, const char *key, bool required,
@@ -82,11 +79,8 @@ static psim_status positive(psim_jctx *j, const cJSON *o, const char *key, bool 
   PSIM_CHECK(psim_json_quantity(j, o, key, required, PSIM_UNIT_BANDWIDTH, out));
   if (*out > 0)
     return PSIM_OK;
-  size_t sv = psim_jctx_key(j, key);
-  psim_status s = psim_jerr(j, "must be greater than zero; expected %s",
-                            psim_units_kind_name(PSIM_UNIT_BANDWIDTH));
-  psim_jctx_pop(j, sv);
-  return s;
+  return psim_cluster_key_err(j, key, "must be greater than zero; expected %s",
+                              psim_units_kind_name(PSIM_UNIT_BANDWIDTH));
 }
 
 /* ---- reading --------------------------------------------------------------- */
@@ -182,24 +176,18 @@ static psim_status read_sizes(psim_jctx *j, const cJSON *root, hier *h) {
   PSIM_CHECK(psim_json_int(j, root, "nodes", true, 1, max, &h->nodes));
   PSIM_CHECK(psim_json_int(j, root, "devices_per_node", true, 1, max, &h->dpn));
   if (h->nodes * h->dpn > max) {
-    size_t sv = psim_jctx_key(j, "nodes");
-    psim_status s = psim_jerr(j,
-                              "%lld nodes x %lld devices_per_node = %lld devices is over the "
-                              "limit of %lld devices",
-                              (long long)h->nodes, (long long)h->dpn,
-                              (long long)(h->nodes * h->dpn), (long long)max);
-    psim_jctx_pop(j, sv);
-    return s;
+    return psim_cluster_key_err(j, "nodes",
+                                "%lld nodes x %lld devices_per_node = %lld devices is over the "
+                                "limit of %lld devices",
+                                (long long)h->nodes, (long long)h->dpn,
+                                (long long)(h->nodes * h->dpn), (long long)max);
   }
   PSIM_CHECK(psim_json_int(j, root, "nics_per_node", false, 0, 64, &h->nics));
   if (h->nodes > 1 && h->nics == 0) {
-    size_t sv = psim_jctx_key(j, "nics_per_node");
-    psim_status s = psim_jerr(j,
-                              "%lld nodes need nics_per_node >= 1 to be connected (missing "
-                              "or 0)",
-                              (long long)h->nodes);
-    psim_jctx_pop(j, sv);
-    return s;
+    return psim_cluster_key_err(j, "nics_per_node",
+                                "%lld nodes need nics_per_node >= 1 to be connected (missing "
+                                "or 0)",
+                                (long long)h->nodes);
   }
   if (h->nodes * h->nics > max)
     return psim_jerr(j, "nodes x nics_per_node is over the limit of %lld NICs", (long long)max);

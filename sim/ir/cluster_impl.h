@@ -40,6 +40,11 @@ psim_status psim_cluster_build_graph(psim_cluster *c, bool *ok, int32_t *dev_a, 
 /* Fills n_nodes, devices_per_node and n_racks from the devices. */
 void psim_cluster_count_nodes(psim_cluster *c);
 
+/* Fails with PSIM_EINPUT at the current path's `key` (printf-style message); the path is
+ * restored. */
+psim_status psim_cluster_key_err(psim_jctx *j, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* The device types (cluster_types.c), which both forms name. */
 /* Reads "device_types" of root into b (none when absent). */
 psim_status psim_cluster_load_types(psim_jctx *j, const cJSON *root, psim_cbuild *b);

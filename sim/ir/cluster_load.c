@@ -3,6 +3,7 @@
  * the explicit form is read here, the hierarchical one in cluster_hier.c) and
  * writing the explicit form. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,18 @@
 #include "sim/ir/cluster_impl.h"
 
 #define FORMAT "plansim.cluster/1"
+
+psim_status psim_cluster_key_err(psim_jctx *j, const char *key, const char *fmt, ...) {
+  char msg[1024]; /* psim_jerr's own bound */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  size_t sv = psim_jctx_key(j, key);
+  psim_status s = psim_jerr(j, "%s", msg);
+  psim_jctx_pop(j, sv);
+  return s;
+}
 
 /* ---- collective tables ----------------------------------------------------- */
 
@@ -61,21 +74,13 @@ static psim_status load_table(psim_jctx *j, const cJSON *o, psim_coll_table *t) 
   PSIM_CHECK(psim_json_string(j, o, "source", false, &source));
   PSIM_CHECK(psim_json_string(j, o, "op", true, &op));
   if (psim_coll_kind_parse(op, &t->kind) != PSIM_OK) {
-    size_t sv = psim_jctx_key(j, "op");
-    char msg[256];
-    snprintf(msg, sizeof msg, "%s", psim_error_message());
-    psim_status s = psim_jerr(j, "%s", msg);
-    psim_jctx_pop(j, sv);
-    return s;
+    return psim_cluster_key_err(j, "op", "%s", psim_error_message());
   }
   PSIM_CHECK(psim_json_int(j, o, "group_size", true, 2, PSIM_CLUSTER_MAX_DEVICES, &g));
   t->group_size = (int32_t)g;
   PSIM_CHECK(psim_json_string(j, o, "scope", true, &scope));
   if (strcmp(scope, "intra_node") != 0 && strcmp(scope, "inter_node") != 0) {
-    size_t sv = psim_jctx_key(j, "scope");
-    psim_status s = psim_jerr(j, "expected \"intra_node\" or \"inter_node\"");
-    psim_jctx_pop(j, sv);
-    return s;
+    return psim_cluster_key_err(j, "scope", "expected \"intra_node\" or \"inter_node\"");
   }
   t->intra_node = strcmp(scope, "intra_node") == 0;
   size_t sv = psim_jctx_key(j, "points");
@@ -203,10 +208,7 @@ static psim_status endpoint(psim_jctx *j, const cJSON *o, const char *key, psim_
   *v = psim_cluster_find_vertex(c, name);
   if (*v >= 0)
     return PSIM_OK;
-  size_t sv = psim_jctx_key(j, key);
-  psim_status s = psim_jerr(j, "unknown device or switch '%.80s'", name);
-  psim_jctx_pop(j, sv);
-  return s;
+  return psim_cluster_key_err(j, key, "unknown device or switch '%.80s'", name);
 }
 
 static psim_status load_link(psim_jctx *j, const cJSON *o, psim_cbuild *b) {
@@ -227,13 +229,10 @@ static psim_status load_link(psim_jctx *j, const cJSON *o, psim_cbuild *b) {
   PSIM_CHECK(psim_json_bool(j, o, "duplex", false, &duplex));
   PSIM_CHECK(psim_json_string(j, o, "kind", false, &kind));
   if (psim_link_kind_parse(kind, &k) != PSIM_OK) {
-    size_t sv = psim_jctx_key(j, "kind");
-    psim_status s = psim_jerr(j,
-                              "unknown link kind '%.80s'; expected nvlink, pcie, nic, "
-                              "fabric, memory or other",
-                              kind);
-    psim_jctx_pop(j, sv);
-    return s;
+    return psim_cluster_key_err(j, "kind",
+                                "unknown link kind '%.80s'; expected nvlink, pcie, nic, "
+                                "fabric, memory or other",
+                                kind);
   }
   return psim_cb_link(b, a, bv, k, bw, lat, duplex);
 }
@@ -298,10 +297,7 @@ static psim_status check_format(psim_jctx *j, const cJSON *root) {
   const char *format = NULL;
   PSIM_CHECK(psim_json_string(j, root, "format", true, &format));
   if (strcmp(format, FORMAT) != 0) {
-    size_t sv = psim_jctx_key(j, "format");
-    psim_status s = psim_jerr(j, "expected \"" FORMAT "\", found \"%.80s\"", format);
-    psim_jctx_pop(j, sv);
-    return s;
+    return psim_cluster_key_err(j, "format", "expected \"" FORMAT "\", found \"%.80s\"", format);
   }
   return PSIM_OK;
 }

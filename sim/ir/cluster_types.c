@@ -16,11 +16,8 @@ psim_status psim_cluster_positive(psim_jctx *j, const cJSON *o, const char *key,
   double v = *out;
   PSIM_CHECK(psim_json_quantity(j, o, key, required, kind, &v));
   if (!(v > 0) && cJSON_GetObjectItemCaseSensitive(o, key)) {
-    size_t sv = psim_jctx_key(j, key);
-    psim_status s =
-        psim_jerr(j, "must be greater than zero; expected %s", psim_units_kind_name(kind));
-    psim_jctx_pop(j, sv);
-    return s;
+    return psim_cluster_key_err(j, key, "must be greater than zero; expected %s",
+                                psim_units_kind_name(kind));
   }
   *out = v;
   return PSIM_OK;
@@ -30,10 +27,7 @@ psim_status psim_cluster_positive(psim_jctx *j, const cJSON *o, const char *key,
 static psim_status fraction(psim_jctx *j, const cJSON *o, const char *key, double *out) {
   PSIM_CHECK(psim_json_number(j, o, key, false, 0, 1, out));
   if (!(*out > 0)) {
-    size_t sv = psim_jctx_key(j, key);
-    psim_status s = psim_jerr(j, "must be in (0, 1]");
-    psim_jctx_pop(j, sv);
-    return s;
+    return psim_cluster_key_err(j, key, "must be in (0, 1]");
   }
   return PSIM_OK;
 }
@@ -94,10 +88,7 @@ static psim_status load_type_fields(psim_jctx *j, const cJSON *o, psim_device_ty
   if (bs == PSIM_ENOMEM)
     return bs;
   if (bs != PSIM_OK) {
-    size_t sv = psim_jctx_key(j, "base");
-    psim_status s = psim_jerr(j, "unknown built-in device type '%.80s'", base);
-    psim_jctx_pop(j, sv);
-    return s;
+    return psim_cluster_key_err(j, "base", "unknown built-in device type '%.80s'", base);
   }
   if (!base) {
     t->launch_s = DEFAULT_LAUNCH_S;

@@ -111,71 +111,67 @@ psim_status psim_strategy_copy(const psim_strategy *src, psim_strategy *dst) {
 
 /* ---- names ---- */
 
-static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved", NULL};
-static const char *const recompute_names[] = {"none", "selective", "full", NULL};
-static const char *const allreduce_names[] = {"auto",         "ring", "tree", "halving_doubling",
-                                              "hierarchical", NULL};
-static const char *const ps_mode_names[] = {"sync", "async", "backup", NULL};
+/* An enum's names in value order, and what it is called in messages. */
+typedef struct enum_names {
+  const char *what;
+  const char *const *names;
+  int n;
+} enum_names;
 
-static const char *name_of(const char *const *names, int n, int v) {
-  return v >= 0 && v < n ? names[v] : "?";
+#define N_NAMES(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved"};
+static const char *const recompute_names[] = {"none", "selective", "full"};
+static const char *const allreduce_names[] = {"auto", "ring", "tree", "halving_doubling",
+                                              "hierarchical"};
+static const char *const ps_mode_names[] = {"sync", "async", "backup"};
+_Static_assert(N_NAMES(schedule_names) == PSIM_SCHED_INTERLEAVED + 1, "a schedule has no name");
+_Static_assert(N_NAMES(recompute_names) == PSIM_RECOMPUTE_FULL + 1, "a recompute mode has no name");
+_Static_assert(N_NAMES(allreduce_names) == PSIM_AR_HIERARCHICAL + 1, "an algorithm has no name");
+_Static_assert(N_NAMES(ps_mode_names) == PSIM_PS_BACKUP + 1, "a PS mode has no name");
+
+static const enum_names schedules = {"schedule", schedule_names, N_NAMES(schedule_names)};
+static const enum_names recomputes = {"recompute mode", recompute_names, N_NAMES(recompute_names)};
+static const enum_names allreduces = {"all-reduce algorithm", allreduce_names,
+                                      N_NAMES(allreduce_names)};
+static const enum_names ps_modes = {"parameter-server mode", ps_mode_names, N_NAMES(ps_mode_names)};
+
+static const char *name_of(const enum_names *t, int v) {
+  return v >= 0 && v < t->n ? t->names[v] : "?";
 }
 
-const char *psim_schedule_name(psim_schedule s) {
-  return name_of(schedule_names, 3, (int)s);
-}
-const char *psim_recompute_name(psim_recompute r) {
-  return name_of(recompute_names, 3, (int)r);
-}
-const char *psim_allreduce_algo_name(psim_allreduce_algo a) {
-  return name_of(allreduce_names, 5, (int)a);
-}
-const char *psim_ps_mode_name(psim_ps_mode m) {
-  return name_of(ps_mode_names, 3, (int)m);
-}
-
-static psim_status parse_name(const char *what, const char *const *names, const char *name,
-                              int *out) {
+/* The value named `name` in t; else PSIM_EINPUT listing the names. */
+static psim_status parse_name(const enum_names *t, const char *name, int *out) {
   char list[256] = "";
-  for (int i = 0; names[i]; i++) {
-    if (name && strcmp(names[i], name) == 0) {
+  for (int i = 0; i < t->n; i++) {
+    if (name && strcmp(t->names[i], name) == 0) {
       *out = i;
       return PSIM_OK;
     }
     strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
-    strncat(list, names[i], sizeof list - strlen(list) - 1);
+    strncat(list, t->names[i], sizeof list - strlen(list) - 1);
   }
-  return psim_error(PSIM_EINPUT, "unknown %s '%.80s'; expected one of: %s", what, name ? name : "",
-                    list);
+  return psim_error(PSIM_EINPUT, "unknown %s '%.80s'; expected one of: %s", t->what,
+                    name ? name : "", list);
 }
 
-psim_status psim_schedule_parse(const char *name, psim_schedule *out) {
-  int v = 0;
-  PSIM_CHECK(parse_name("schedule", schedule_names, name, &v));
-  *out = (psim_schedule)v;
-  return PSIM_OK;
-}
+/* psim_X_name and psim_X_parse of one enum over its table (out is written only on success). */
+#define ENUM_NAME_PARSE(type, name_fn, parse_fn, table)                                            \
+  const char *name_fn(type v) {                                                                    \
+    return name_of(&(table), (int)v);                                                              \
+  }                                                                                                \
+  psim_status parse_fn(const char *name, type *out) {                                              \
+    int v = 0;                                                                                     \
+    PSIM_CHECK(parse_name(&(table), name, &v));                                                    \
+    *out = (type)v;                                                                                \
+    return PSIM_OK;                                                                                \
+  }
 
-psim_status psim_recompute_parse(const char *name, psim_recompute *out) {
-  int v = 0;
-  PSIM_CHECK(parse_name("recompute mode", recompute_names, name, &v));
-  *out = (psim_recompute)v;
-  return PSIM_OK;
-}
-
-psim_status psim_allreduce_algo_parse(const char *name, psim_allreduce_algo *out) {
-  int v = 0;
-  PSIM_CHECK(parse_name("all-reduce algorithm", allreduce_names, name, &v));
-  *out = (psim_allreduce_algo)v;
-  return PSIM_OK;
-}
-
-psim_status psim_ps_mode_parse(const char *name, psim_ps_mode *out) {
-  int v = 0;
-  PSIM_CHECK(parse_name("parameter-server mode", ps_mode_names, name, &v));
-  *out = (psim_ps_mode)v;
-  return PSIM_OK;
-}
+ENUM_NAME_PARSE(psim_schedule, psim_schedule_name, psim_schedule_parse, schedules)
+ENUM_NAME_PARSE(psim_recompute, psim_recompute_name, psim_recompute_parse, recomputes)
+ENUM_NAME_PARSE(psim_allreduce_algo, psim_allreduce_algo_name, psim_allreduce_algo_parse,
+                allreduces)
+ENUM_NAME_PARSE(psim_ps_mode, psim_ps_mode_name, psim_ps_mode_parse, ps_modes)
 
 /* ---- mesh + layout ---- */
 

@@ -20,23 +20,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "search/mcmc/mcmc.h"
 #include "search/mcmc/space.h"
 #include "sim/core/alloc.h"
+#include "sim/core/clock.h"
 #include "sim/delta.h"
 #include "topologies/presets.h"
 
 #ifndef PSIM_SOURCE_ROOT
 #define PSIM_SOURCE_ROOT "."
 #endif
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int die(const char *what) {
   fprintf(stderr, "bench_mcmc: %s: %s\n", what, psim_error_message());
@@ -67,15 +61,15 @@ static int walk(const psim_model *m, psim_cluster *c, int n, walk_figures *w) {
     int32_t o = (int32_t)psim_space_rand_below(&rng, (uint64_t)m->n_ops);
     psim_space_config_copy(&s.ops[o], &undo);
     psim_space_sample(&sp, o, &rng, &s.ops[o]);
-    double t0 = now_s(), t;
+    double t0 = psim_clock_now_s(), t;
     bool fits;
     psim_sim_result r;
     psim_status st = psim_simulate(m, c, &s, NULL, &r);
-    double t1 = now_s();
+    double t1 = psim_clock_now_s();
     if (st == PSIM_OK)
       psim_sim_result_destroy(&r);
     psim_status st2 = psim_delta_eval(d, &s, o, &t, &fits);
-    double t2 = now_s();
+    double t2 = psim_clock_now_s();
     psim_error_clear();
     w->full_s += t1 - t0;
     w->delta_s += t2 - t1;

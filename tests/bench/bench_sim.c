@@ -10,18 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "models/generators.h"
+#include "sim/core/clock.h"
 #include "sim/core/json.h"
 #include "sim/simulate.h"
 #include "topologies/presets.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double peak_rss_bytes(void) {
   struct rusage ru;
@@ -80,17 +74,17 @@ int main(int argc, char **argv) {
   psim_model_init(&m);
   psim_cluster_init(&c);
   psim_strategy_init(&s);
-  double t0 = now_s();
+  double t0 = psim_clock_now_s();
   psim_status st = setup(&m, &c);
-  double t1 = now_s();
+  double t1 = psim_clock_now_s();
   if (st == PSIM_OK)
     st = psim_strategy_megatron(&m, &c, &mo, &s);
-  double t2 = now_s();
+  double t2 = psim_clock_now_s();
   psim_sim_result r;
   psim_sim_result_init(&r);
   if (st == PSIM_OK)
     st = psim_simulate(&m, &c, &s, &o, &r);
-  double t3 = now_s();
+  double t3 = psim_clock_now_s();
   if (st != PSIM_OK) {
     fprintf(stderr, "bench_sim: %s\n", psim_error_message());
     return 1;

@@ -18,9 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "inv.h"
+#include "sim/core/clock.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define INV_DEFAULT_CASES 60 /* a fifth under AddressSanitizer */
@@ -273,15 +273,13 @@ int main(int argc, char **argv) {
       return usage();
     }
   }
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double t0 = psim_clock_now_s();
   long n = r.one ? 1 : r.cases, done = 0;
   double secs = 0;
   for (long i = r.one ? 0 : r.shard; i < n && (r.time_limit_s <= 0 || secs < r.time_limit_s);
        i += r.one ? 1 : r.shards, done++) {
     run_case(&r, i);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    secs = psim_clock_now_s() - t0;
   }
   return summary(&r, secs, done);
 }
