@@ -21,6 +21,16 @@ static void free_graph(psim_cluster *c) {
   }
 }
 
+void psim_cluster_drop_coll_tables(psim_cluster *c) {
+  for (int32_t i = 0; i < c->n_coll_tables; i++) {
+    psim_free(c->coll_tables[i].bytes);
+    psim_free(c->coll_tables[i].busbw);
+  }
+  psim_free(c->coll_tables);
+  c->coll_tables = NULL;
+  c->n_coll_tables = 0;
+}
+
 void psim_cluster_destroy(psim_cluster *c) {
   psim_route_cache_free(c->routes);
   free_graph(c);
@@ -28,11 +38,7 @@ void psim_cluster_destroy(psim_cluster *c) {
     psim_device_type_destroy(&c->types[i]);
   for (int32_t i = 0; i < c->n_vertices; i++)
     psim_free(c->vertex_names[i]);
-  for (int32_t i = 0; i < c->n_coll_tables; i++) {
-    psim_free(c->coll_tables[i].bytes);
-    psim_free(c->coll_tables[i].busbw);
-  }
-  psim_free(c->coll_tables);
+  psim_cluster_drop_coll_tables(c);
   psim_free(c->vertex_names);
   psim_free(c->vertex_kinds);
   psim_free(c->name_index);

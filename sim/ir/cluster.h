@@ -139,6 +139,9 @@ typedef struct psim_cluster {
 
 void psim_cluster_init(psim_cluster *c);
 void psim_cluster_destroy(psim_cluster *c);
+/* Frees the measured collective tables, so collectives are costed by the
+ * formulas of collective.c (tests compare against the closed forms). */
+void psim_cluster_drop_coll_tables(psim_cluster *c);
 /* Loading (docs/cluster.md): c must have been initialised; what it held is
  * destroyed first, and on failure it is left empty. Errors name the file and
  * the JSON path. O(V + E) plus an O(V log V) name index. */

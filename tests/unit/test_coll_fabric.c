@@ -27,7 +27,7 @@ static void preset(psim_cluster *c, int32_t nodes, int32_t nics) {
   psim_status s = psim_cluster_from_json("preset", doc, c);
   cJSON_Delete(doc);
   ck_assert_msg(s == PSIM_OK, "%s", psim_error_message());
-  c->n_coll_tables = 0; /* the formula's figures (tables are for one node) */
+  psim_cluster_drop_coll_tables(c); /* the formula's figures (tables are for one node) */
 }
 
 /* Makespan of the collectives d[0..n) added side by side to one graph. */

@@ -238,7 +238,7 @@ static void load_topology(psim_cluster *c, const char *name) {
   snprintf(path, sizeof path, "%s/topologies/%s", PSIM_SOURCE_ROOT, name);
   psim_status st = psim_cluster_load(path, c);
   ck_assert_msg(st == PSIM_OK, "%s", psim_error_message());
-  c->n_coll_tables = 0; /* the formula's figures */
+  psim_cluster_drop_coll_tables(c); /* the formula's figures */
 }
 
 /* Issue 18 defect 5: on 16 DGX A100 the two fidelities agree for ring and
