@@ -78,6 +78,7 @@ static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_sp
   PSIM_CHECK(enum_key(c, root, "recompute", p_recomp, &sp->recompute, NULL));
   PSIM_CHECK(psim_json_bool(c, root, "sequence_parallel", false, &sp->sequence_parallel));
   PSIM_CHECK(psim_json_bool(c, root, "overlap_grad_reduce", false, &sp->overlap_grad_reduce));
+  PSIM_CHECK(psim_json_bool(c, root, "overlap_param_gather", false, &sp->overlap_param_gather));
   PSIM_CHECK(psim_strategy_int32_key(c, root, "zero", false, 0, 3, &sp->zero_stage));
   PSIM_CHECK(psim_json_quantity(c, root, "bucket_size", false, PSIM_UNIT_BYTES, &sp->bucket_bytes));
   if (sp->bucket_bytes < 1) {
@@ -114,22 +115,45 @@ static const char *const megatron_keys[] = {"format",
                                             "sequence_parallel",
                                             "zero",
                                             "overlap_grad_reduce",
+                                            "overlap_param_gather",
                                             "allreduce",
                                             "bucket_size",
                                             "zero_prefetch",
                                             "checkpoint",
                                             "stack",
                                             NULL};
-static const char *const dp_keys[] = {"format",     "name",        "description",
-                                      "template",   "dp",          "micro_batches",
-                                      "recompute",  "zero",        "overlap_grad_reduce",
-                                      "allreduce",  "bucket_size", "zero_prefetch",
-                                      "checkpoint", "stack",       NULL};
-static const char *const zero_keys[] = {"format",        "name",        "description",
-                                        "template",      "stage",       "dp",
-                                        "micro_batches", "recompute",   "overlap_grad_reduce",
-                                        "allreduce",     "bucket_size", "zero_prefetch",
-                                        "checkpoint",    "stack",       NULL};
+static const char *const dp_keys[] = {"format",
+                                      "name",
+                                      "description",
+                                      "template",
+                                      "dp",
+                                      "micro_batches",
+                                      "recompute",
+                                      "zero",
+                                      "overlap_grad_reduce",
+                                      "overlap_param_gather",
+                                      "allreduce",
+                                      "bucket_size",
+                                      "zero_prefetch",
+                                      "checkpoint",
+                                      "stack",
+                                      NULL};
+static const char *const zero_keys[] = {"format",
+                                        "name",
+                                        "description",
+                                        "template",
+                                        "stage",
+                                        "dp",
+                                        "micro_batches",
+                                        "recompute",
+                                        "overlap_grad_reduce",
+                                        "overlap_param_gather",
+                                        "allreduce",
+                                        "bucket_size",
+                                        "zero_prefetch",
+                                        "checkpoint",
+                                        "stack",
+                                        NULL};
 
 static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
   psim_megatron_opts *o = &sp->mo;
@@ -198,6 +222,7 @@ static const char *const explicit_keys[] = {"format",
                                             "recompute",
                                             "sequence_parallel",
                                             "overlap_grad_reduce",
+                                            "overlap_param_gather",
                                             "bucket_size",
                                             "zero_prefetch",
                                             "template_info",

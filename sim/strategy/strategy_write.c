@@ -167,6 +167,8 @@ static psim_status options_json(const psim_strategy *s, cJSON *root) {
   PSIM_CHECK(psim_json_add_string(root, "recompute", psim_recompute_name(s->recompute)));
   PSIM_CHECK(psim_json_add_bool(root, "sequence_parallel", s->sequence_parallel));
   PSIM_CHECK(psim_json_add_bool(root, "overlap_grad_reduce", s->overlap_grad_reduce));
+  if (s->overlap_param_gather) /* written only when on: older files stay byte-identical */
+    PSIM_CHECK(psim_json_add_bool(root, "overlap_param_gather", true));
   if (s->checkpoint.every > 0 || s->checkpoint.write_bw > 0 || s->checkpoint.read_bw > 0) {
     cJSON *ck;
     PSIM_CHECK(psim_json_add_object(root, "checkpoint", &ck));
