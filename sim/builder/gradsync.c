@@ -137,6 +137,15 @@ static bool same_group(const psim_group *a, const psim_group *c) {
   return a->n == c->n && memcmp(a->devices, c->devices, sizeof(int32_t) * (size_t)a->n) == 0;
 }
 
+/* Whether bk is full: it holds the strategy's bucket_size bytes, or when none was given and
+ * the stack has a rule (Megatron-Core's, psim_stack_bucket_params, over the bucket's
+ * data-parallel group) that many parameters. A bucket closes once it reaches the size, as
+ * Megatron-Core's param_and_grad_buffer.py and PyTorch DDP's reducer close theirs. */
+static bool bucket_full(const psim_build *b, const bucket *bk) {
+  double params = b->s->bucket_given ? 0 : psim_stack_bucket_params(&b->c->stack, bk->key.n);
+  return params > 0 ? bk->elems >= params : bk->bytes >= b->s->bucket_bytes;
+}
+
 /* Weight gradients: buckets of bucket_bytes in reverse op order. */
 static psim_status grad_sync(psim_build *b, sync_state *ss) {
   const psim_model *m = b->m;
@@ -169,7 +178,7 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
       double elems = psim_build_region_elems(&r, m->tensors[t].rank);
       bk->bytes += elems * grad_bytes_per_elem(m);
       bk->elems += elems;
-      if (bk->bytes >= b->s->bucket_bytes)
+      if (bucket_full(b, bk))
         st = flush_bucket(b, bk, bk_mask, ss);
     }
   }

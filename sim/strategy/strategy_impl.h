@@ -32,6 +32,7 @@ typedef struct psim_strategy_spec {
   psim_recompute recompute;
   bool sequence_parallel, overlap_grad_reduce, overlap_param_gather;
   double bucket_bytes;
+  bool bucket_given;
   double zero_prefetch; /* parameters */
   psim_allreduce_algo allreduce;
   psim_grad_sync sync;

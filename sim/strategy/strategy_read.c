@@ -81,6 +81,7 @@ static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_sp
   PSIM_CHECK(psim_json_bool(c, root, "overlap_param_gather", false, &sp->overlap_param_gather));
   PSIM_CHECK(psim_strategy_int32_key(c, root, "zero", false, 0, 3, &sp->zero_stage));
   PSIM_CHECK(psim_json_quantity(c, root, "bucket_size", false, PSIM_UNIT_BYTES, &sp->bucket_bytes));
+  sp->bucket_given = cJSON_GetObjectItemCaseSensitive(root, "bucket_size") != NULL;
   if (sp->bucket_bytes < 1) {
     size_t sv = psim_jctx_key(c, "bucket_size");
     psim_status s = psim_jerr(c, "a gradient bucket must hold at least 1 byte");
@@ -122,22 +123,10 @@ static const char *const megatron_keys[] = {"format",
                                             "checkpoint",
                                             "stack",
                                             NULL};
-static const char *const dp_keys[] = {"format",
-                                      "name",
-                                      "description",
-                                      "template",
-                                      "dp",
-                                      "micro_batches",
-                                      "recompute",
-                                      "zero",
-                                      "overlap_grad_reduce",
-                                      "overlap_param_gather",
-                                      "allreduce",
-                                      "bucket_size",
-                                      "zero_prefetch",
-                                      "checkpoint",
-                                      "stack",
-                                      NULL};
+static const char *const dp_keys[] = {
+    "format",     "name",  "description",          "template",  "dp",          "micro_batches",
+    "recompute",  "zero",  "overlap_grad_reduce",  "allreduce", "bucket_size", "zero_prefetch",
+    "checkpoint", "stack", "overlap_param_gather", NULL};
 static const char *const zero_keys[] = {"format",
                                         "name",
                                         "description",
@@ -147,12 +136,12 @@ static const char *const zero_keys[] = {"format",
                                         "micro_batches",
                                         "recompute",
                                         "overlap_grad_reduce",
-                                        "overlap_param_gather",
                                         "allreduce",
                                         "bucket_size",
                                         "zero_prefetch",
                                         "checkpoint",
                                         "stack",
+                                        "overlap_param_gather",
                                         NULL};
 
 static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
