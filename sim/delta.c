@@ -103,7 +103,9 @@ static void hash_globals(hasher *x, const psim_strategy *s) {
   hv(x, (uint64_t)s->sequence_parallel);
   hv(x, (uint64_t)s->zero_stage);
   hv(x, (uint64_t)s->overlap_grad_reduce);
+  hv(x, (uint64_t)s->overlap_param_gather);
   hash_double(x, s->bucket_bytes);
+  hv(x, (uint64_t)s->bucket_given);
   hv(x, (uint64_t)s->allreduce);
   hv(x, (uint64_t)s->sync);
   hv(x, (uint64_t)s->tmpl.dp); /* ZeRO's update sharding reads it */

@@ -92,6 +92,7 @@ psim_status psim_build_fill(psim_build *b, const psim_model *m, psim_cluster *c,
                             const uint8_t *changed, psim_taskgraph *spare) {
   assert(m && c && s && o && s->n_ops == m->n_ops); /* psim_simulate checks the op count */
   begin(b, m, c, s, o, changed != NULL, spare);
+  PSIM_CHECK(psim_tg_track_bytes(&b->g, o->keep_graph)); /* bytes per task, for traces and tests */
   PSIM_CHECK(alloc_state(b));
   PSIM_CHECK(psim_build_choose_simulated(b));
   PSIM_CHECK(psim_build_make_locals(b));

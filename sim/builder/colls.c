@@ -97,7 +97,8 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
 psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
                                       const psim_task_info *info, int32_t *entry, int32_t *exit) {
   assert(d->n >= 1 && d->n <= PSIM_BUILD_MAX_GROUP);
-  if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2) {
+  /* a graph that tracks bytes (keep_graph) gets them from psim_coll_add */
+  if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2 || b->g.bytes) {
     PSIM_CHECK(psim_build_fold_check_coll(b, d));
     return psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit);
   }

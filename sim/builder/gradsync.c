@@ -25,6 +25,7 @@ typedef struct bucket {
  * after the update. */
 typedef struct flushed {
   int32_t op;
+  int32_t first_op; /* its op that runs first in the forward (the lowest index) */
   uint32_t mask;
   double elems;
 } flushed;
@@ -37,6 +38,7 @@ typedef struct sync_state {
   int32_t *update;  /* per device: its optimizer step (after the sync) */
   int32_t *dp_last; /* per device: exit of its last data-parallel collective, or -1 */
   double bytes;     /* all-gather: parameter bytes of the bucket */
+  int32_t fwd_op;   /* all-gather: the bucket's op whose forward reads it first */
 } sync_state;
 
 static double grad_bytes_per_elem(const psim_model *m) {
@@ -118,7 +120,7 @@ static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, sync_s
   if (st == PSIM_OK && b->s->zero_stage >= 1 && b->s->zero_stage <= 2) {
     st = PSIM_VEC_RESERVE(ss->done, ss->cap_done, ss->n_done + 1);
     if (st == PSIM_OK)
-      ss->done[ss->n_done++] = (flushed){bk->op, mask, bk->elems};
+      ss->done[ss->n_done++] = (flushed){bk->op, bk->last_op, mask, bk->elems};
   }
   bk->bytes = 0;
   bk->elems = 0;
@@ -133,6 +135,15 @@ static void group_copy(psim_group *a, const psim_group *c) {
 
 static bool same_group(const psim_group *a, const psim_group *c) {
   return a->n == c->n && memcmp(a->devices, c->devices, sizeof(int32_t) * (size_t)a->n) == 0;
+}
+
+/* Whether bk is full: it holds the strategy's bucket_size bytes, or when none was given and
+ * the stack has a rule (Megatron-Core's, psim_stack_bucket_params, over the bucket's
+ * data-parallel group) that many parameters. A bucket closes once it reaches the size, as
+ * Megatron-Core's param_and_grad_buffer.py and PyTorch DDP's reducer close theirs. */
+static bool bucket_full(const psim_build *b, const bucket *bk) {
+  double params = b->s->bucket_given ? 0 : psim_stack_bucket_params(&b->c->stack, bk->key.n);
+  return params > 0 ? bk->elems >= params : bk->bytes >= b->s->bucket_bytes;
 }
 
 /* Weight gradients: buckets of bucket_bytes in reverse op order. */
@@ -167,7 +178,7 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
       double elems = psim_build_region_elems(&r, m->tensors[t].rank);
       bk->bytes += elems * grad_bytes_per_elem(m);
       bk->elems += elems;
-      if (bk->bytes >= b->s->bucket_bytes)
+      if (bucket_full(b, bk))
         st = flush_bucket(b, bk, bk_mask, ss);
     }
   }
@@ -191,18 +202,38 @@ static psim_status param_gather(psim_build *b, psim_group *g, void *ctx) {
   PSIM_CHECK(psim_build_add_collective(b, &d, &info, &entry, &exit));
   b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, d.concurrent_groups);
   PSIM_CHECK(stream_order(b, g, ss->dp_last, entry, exit));
-  for (int32_t i = 0; i < g->n; i++)
-    if (b->simulated[g->devices[i]] && ss->update[g->devices[i]] >= 0)
-      PSIM_CHECK(psim_tg_add_edge(&b->g, ss->update[g->devices[i]], entry));
+  for (int32_t i = 0; i < g->n; i++) {
+    int32_t dev = g->devices[i];
+    if (!b->simulated[dev])
+      continue;
+    if (!b->s->overlap_param_gather && ss->update[dev] >= 0)
+      PSIM_CHECK(psim_tg_add_edge(&b->g, ss->update[dev], entry));
+    int32_t use =
+        b->s->overlap_param_gather ? psim_build_src_task(b, b->fwd, ss->fwd_op, dev, 0) : -1;
+    if (use >= 0) /* the forward pre-hook waits for the bucket's gather */
+      PSIM_CHECK(psim_tg_add_edge(&b->g, exit, use));
+  }
   return PSIM_OK;
 }
 
+/* The gathers after the step, in bucket order; or with overlap_param_gather those of the
+ * step before, at the start of this iteration: Megatron-Core (megatron/core/distributed/
+ * distributed_data_parallel.py, next_param_gather_bucket_group; param_and_grad_buffer.py,
+ * finish_param_sync) gathers the buckets in reverse bucket order, i.e. forward order, on the
+ * data-parallel stream, and a forward pre-hook makes a module's first kernel wait for its
+ * bucket; the iteration ends at the step. The gathers are ordered among themselves only: the
+ * gradient reduce-scatters follow the forward that waits for them. */
 static psim_status param_gathers(psim_build *b, sync_state *ss) {
   double pb[3];
   psim_memory_param_bytes(b->m->dtype, pb);
-  for (size_t i = 0; i < ss->n_done; i++) {
-    ss->bytes = ss->done[i].elems * pb[0];
-    PSIM_CHECK(psim_zero_each_group(b, ss->done[i].op, ss->done[i].mask, param_gather, ss));
+  bool overlap = b->s->overlap_param_gather;
+  for (int32_t d = 0; overlap && d < b->c->n_devices; d++)
+    ss->dp_last[d] = -1;
+  for (size_t k = 0; k < ss->n_done; k++) {
+    const flushed *f = &ss->done[overlap ? ss->n_done - 1 - k : k];
+    ss->bytes = f->elems * pb[0];
+    ss->fwd_op = f->first_op;
+    PSIM_CHECK(psim_zero_each_group(b, f->op, f->mask, param_gather, ss));
   }
   return PSIM_OK;
 }

@@ -584,6 +584,15 @@ static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t
   return s;
 }
 
+/* Bytes one group's messages move over links: every phase's, times its repeats. */
+static double plan_bytes(const coll_plan *p) {
+  double sum = 0;
+  for (size_t i = 0; i < p->n_phases; i++)
+    for (int32_t k = 0; k < p->phases[i].n; k++)
+      sum += p->phases[i].repeat * p->msgs[p->phases[i].first + k].bytes;
+  return sum;
+}
+
 static psim_status add_aggregated(psim_taskgraph *g, coll_ctx *x, const coll_plan *p,
                                   const psim_task_info *info, int32_t *id) {
   double t, scale;
@@ -593,6 +602,8 @@ static psim_status add_aggregated(psim_taskgraph *g, coll_ctx *x, const coll_pla
   psim_task_info ti = psim_coll_task_info(info, PSIM_TASK_COLLECTIVE, x->d->devices[0]);
   psim_status s = psim_tg_add_task(g, t, res, n, &ti, id);
   psim_free(res);
+  if (s == PSIM_OK && g->bytes)
+    psim_tg_set_bytes(g, *id, plan_bytes(p));
   return s;
 }
 
@@ -647,6 +658,7 @@ static psim_status add_message(psim_taskgraph *g, coll_ctx *x, const exp_state *
   if (rp != res)
     psim_free(rp);
   PSIM_CHECK(s);
+  psim_tg_set_bytes(g, *id, m->bytes);
   return message_deps(g, e, m, *id);
 }
 

@@ -75,6 +75,8 @@ psim_status psim_p2p_add(psim_taskgraph *g, psim_cluster *c, int32_t src, int32_
   psim_status s = psim_tg_add_task(g, t, rp, nh, &ti, entry);
   if (rp != res)
     psim_free(rp);
+  if (s == PSIM_OK)
+    psim_tg_set_bytes(g, *entry, bytes);
   *exit = *entry;
   return s;
 }

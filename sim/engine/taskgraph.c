@@ -75,6 +75,7 @@ void psim_tg_destroy(psim_taskgraph *g) {
   psim_free(g->edge_from);
   psim_free(g->edge_to);
   psim_free(g->issue);
+  psim_free(g->bytes);
   free_csr(g);
   memset(g, 0, sizeof *g);
 }
@@ -123,6 +124,8 @@ static psim_status grow_tasks_to(psim_taskgraph *g, size_t need) {
     g->res_first[0] = 0;
   if (g->issue)
     PSIM_CHECK(regrow((void **)&g->issue, cap, sizeof *g->issue, cap, "tasks"));
+  if (g->bytes)
+    PSIM_CHECK(regrow((void **)&g->bytes, cap, sizeof *g->bytes, cap, "tasks"));
   g->cap_tasks = cap;
   return PSIM_OK;
 }
@@ -165,6 +168,17 @@ static psim_status alloc_issue(psim_taskgraph *g) {
 
 static inline psim_status ensure_issue(psim_taskgraph *g) {
   return g->issue ? PSIM_OK : alloc_issue(g);
+}
+
+psim_status psim_tg_track_bytes(psim_taskgraph *g, bool on) {
+  if (!on || g->bytes) {
+    if (!on)
+      psim_free(g->bytes);
+    g->bytes = on ? g->bytes : NULL;
+    return PSIM_OK;
+  }
+  g->bytes = psim_calloc(g->cap_tasks ? g->cap_tasks : 1, sizeof *g->bytes);
+  return g->bytes ? PSIM_OK : psim_error(PSIM_ENOMEM, "task graph: out of memory");
 }
 
 /* Whether (res, issue_s) is a valid issue latency in g. */
@@ -218,6 +232,8 @@ static inline int32_t push_task(psim_taskgraph *g, double duration_s, const int3
   g->info[t] = info ? *info : default_info;
   if (g->issue)
     g->issue[t] = issue ? *issue : (psim_task_issue){0, -1, 0};
+  if (g->bytes)
+    g->bytes[t] = 0;
   g->res_first[t + 1] = (int32_t)g->n_res;
   g->n_tasks = t + 1;
   g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
@@ -287,6 +303,8 @@ psim_status psim_tg_append_tasks(psim_taskgraph *g, const psim_taskgraph *src, i
       g->issue[(size_t)at + i] =
           src->issue ? src->issue[(size_t)t0 + i] : (psim_task_issue){0, -1, 0};
   }
+  for (size_t i = 0; g->bytes && i < n; i++)
+    g->bytes[(size_t)at + i] = src->bytes ? src->bytes[(size_t)t0 + i] : 0;
   g->n_res += nr;
   g->n_tasks = at + (int32_t)n;
   g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */

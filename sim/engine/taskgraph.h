@@ -76,6 +76,12 @@ typedef struct psim_taskgraph {
   int32_t *n_pred;        /* per task */
   int32_t n_resources;    /* resource ids are in [0, n_resources) */
   psim_task_issue *issue; /* per task, NULL until psim_tg_set_issue is called */
+  /* Per task, the bytes it moves over links (a transfer: its message; a
+   * collective task: the messages of its group's plan; 0 for others and for
+   * tasks copied from a graph without it). NULL unless psim_tg_track_bytes
+   * turned it on (the simulation does with keep_graph, for tests and traces):
+   * the search pays nothing for it. */
+  double *bytes;
   int finalized;
   /* Built by finalize for the engine: per task (n_tasks + 1 entries) its
    * res_first and succ_first side by side, so one cache line serves both.
@@ -136,8 +142,16 @@ static inline void psim_tg_add_edge_reserved(psim_taskgraph *g, int32_t from, in
 /* Gives task an issue latency on resource res (see psim_task_issue). */
 psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, double issue_s,
                               bool sync);
+/* Turns g->bytes on (allocated, 0 for the tasks already in g) or off (freed).
+ * It stays as set across psim_tg_clear. */
+psim_status psim_tg_track_bytes(psim_taskgraph *g, bool on);
+/* Records that task moves bytes over links; nothing unless g tracks bytes. */
+static inline void psim_tg_set_bytes(psim_taskgraph *g, int32_t task, double bytes) {
+  if (g->bytes)
+    g->bytes[task] = bytes;
+}
 /* Appends copies of src's tasks [t0, t1) (duration, resources, info, issue
- * latency) to g, in order: task t becomes g->n_tasks + (t - t0). */
+ * latency, bytes moved) to g, in order: task t becomes g->n_tasks + (t - t0). */
 psim_status psim_tg_append_tasks(psim_taskgraph *g, const psim_taskgraph *src, int32_t t0,
                                  int32_t t1);
 /* Appends src's edges [e0, e1) (as added) to g, renaming each end u to

@@ -3,6 +3,7 @@
 #include "sim/ir/stack.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -49,6 +50,7 @@ static const psim_stack builtin[] = {
      .fused_act = true,
      .fp8_cast_bytes = 4,
      .optimizer = PSIM_OPTIM_FUSED,
+     .dp_bucket = PSIM_BUCKET_MCORE,
      .wave_quant = true,
      .dp_overlap = true,
      .tp_overlap = true,
@@ -119,6 +121,13 @@ const char *psim_optim_impl_name(psim_optim_impl o) {
   return (unsigned)o < 3 ? optim_names[o] : "?";
 }
 
+double psim_stack_bucket_params(const psim_stack *s, int32_t dp) {
+  /* Megatron-Core DistributedDataParallel: bucket_size = max(40000000, 1000000 * dp)
+   * parameters when the config gives none (distributed_data_parallel.py, core_r0.8.0 and
+   * later; distributed_data_parallel_config.py documents it) */
+  return s->dp_bucket == PSIM_BUCKET_MCORE ? fmax(4e7, 1e6 * (double)dp) : 0;
+}
+
 void psim_stack_scales(const psim_stack *s, const char *type, double *attn, double *gemm) {
   *attn = s->attn_scale > 0 ? s->attn_scale : 1.0;
   *gemm = s->gemm_scale > 0 ? s->gemm_scale : 1.0;
@@ -157,8 +166,17 @@ static psim_status read_fit(psim_jctx *j, const cJSON *o, psim_stack *s) {
   return PSIM_OK;
 }
 
+/* The optimizer's implementation and the default gradient bucket rule. */
 static psim_status read_optimizer(psim_jctx *j, const cJSON *o, psim_stack *s) {
   const char *opt = NULL;
+  const char *rule = NULL;
+  PSIM_CHECK(psim_json_string(j, o, "dp_bucket_rule", false, &rule));
+  if (rule && (strcmp(rule, "ddp") == 0 || strcmp(rule, "megatron-core") == 0))
+    s->dp_bucket = strcmp(rule, "ddp") == 0 ? PSIM_BUCKET_DDP : PSIM_BUCKET_MCORE;
+  else if (rule) {
+    psim_jctx_key(j, "dp_bucket_rule");
+    return psim_jerr(j, "expected \"ddp\" or \"megatron-core\", found \"%.40s\"", rule);
+  }
   PSIM_CHECK(psim_json_string(j, o, "optimizer", false, &opt));
   if (!opt)
     return PSIM_OK;
@@ -226,6 +244,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *o, psim_stack *s) {
                                      "attn_scale",
                                      "gemm_scale",
                                      "optimizer",
+                                     "dp_bucket_rule",
                                      "fit",
                                      NULL};
   PSIM_CHECK(psim_json_check_keys(j, o, keys));

@@ -28,6 +28,13 @@ typedef enum psim_optim_impl {
                              also composer's DecoupledAdamW, a per-tensor loop of the same ops */
 } psim_optim_impl;
 
+/* The gradient bucket when the strategy gives no bucket_size (docs/stacks.md). */
+typedef enum psim_dp_bucket_rule {
+  PSIM_BUCKET_DDP = 0, /* the strategy's default, 25 MiB (PyTorch DDP's bucket_cap_mb) */
+  PSIM_BUCKET_MCORE    /* max(4e7, 1e6 x dp) parameters: Megatron-Core's DDP default
+                          (megatron/core/distributed/distributed_data_parallel.py) */
+} psim_dp_bucket_rule;
+
 #define PSIM_STACK_NAME_MAX 48
 #define PSIM_STACK_FIT_MAX  8
 
@@ -52,6 +59,7 @@ typedef struct psim_stack {
   double fp8_cast_bytes;
   double fp8_scale_s;
   psim_optim_impl optimizer;
+  psim_dp_bucket_rule dp_bucket; /* default bucket size (PSIM_BUCKET_DDP: the strategy's) */
   /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256
    * (Hopper and later) output tiles on the SM count (costdb/kernels.h). */
   bool wave_quant;
@@ -74,6 +82,10 @@ typedef struct psim_stack {
 /* attn_scale and gemm_scale of s for device type name (the per-type fit, else the
  * stack's own; 0 read as 1). */
 void psim_stack_scales(const psim_stack *s, const char *type, double *attn, double *gemm);
+
+/* Parameters per gradient bucket under s's rule for a data-parallel group of dp ranks
+ * when the strategy gives no bucket_size; 0 = the strategy's bucket_size (bytes). */
+double psim_stack_bucket_params(const psim_stack *s, int32_t dp);
 
 /* The built-in profiles (docs/stacks.md), NULL-terminated. */
 const char *const *psim_stack_builtin_names(void);

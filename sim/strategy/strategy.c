@@ -470,7 +470,8 @@ static bool scalars_equal(const psim_strategy *a, const psim_strategy *b) {
          a->micro_batch == b->micro_batch && a->schedule == b->schedule &&
          a->recompute == b->recompute && a->sequence_parallel == b->sequence_parallel &&
          a->zero_stage == b->zero_stage && a->overlap_grad_reduce == b->overlap_grad_reduce &&
-         a->bucket_bytes == b->bucket_bytes && a->zero_prefetch == b->zero_prefetch &&
+         a->overlap_param_gather == b->overlap_param_gather && a->bucket_bytes == b->bucket_bytes &&
+         a->zero_prefetch == b->zero_prefetch && /* bucket_given not: see strategy.h */
          a->allreduce == b->allreduce && a->sync == b->sync &&
          strcmp(a->tmpl.name, b->tmpl.name) == 0 && a->tmpl.tp == b->tmpl.tp &&
          a->tmpl.pp == b->tmpl.pp && a->tmpl.dp == b->tmpl.dp &&

@@ -129,7 +129,15 @@ typedef struct psim_strategy {
   bool sequence_parallel;
   int32_t zero_stage; /* 0-3 */
   bool overlap_grad_reduce;
+  /* ZeRO-1/2: the updated parameters' all-gathers overlap the next iteration's forward,
+   * bucket by bucket (Megatron-Core --overlap-param-gather); default false: after the step */
+  bool overlap_param_gather;
   double bucket_bytes;  /* gradient bucket, bytes (default 25 MiB, PyTorch DDP's bucket_cap_mb) */
+  bool bucket_given;    /* bucket_size was given; else the stack's rule may size the buckets
+                           (psim_stack_bucket_params: Megatron-Core's). Not compared by
+                           psim_strategy_equal: under a stack without a rule both mean the
+                           same buckets, and under one a written file keeps it (no
+                           bucket_size written when not given) */
   double zero_prefetch; /* ZeRO-3: parameters gathered ahead of the unit computing (default 5e7,
                            DeepSpeed's stage3_prefetch_bucket_size); at least the next unit */
   psim_allreduce_algo allreduce;

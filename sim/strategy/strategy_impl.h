@@ -30,8 +30,9 @@ typedef struct psim_strategy_spec {
   int32_t micro_batches; /* data_parallel / zero / explicit pipeline */
   int32_t zero_stage;
   psim_recompute recompute;
-  bool sequence_parallel, overlap_grad_reduce;
+  bool sequence_parallel, overlap_grad_reduce, overlap_param_gather;
   double bucket_bytes;
+  bool bucket_given;
   double zero_prefetch; /* parameters */
   psim_allreduce_algo allreduce;
   psim_grad_sync sync;

@@ -17,7 +17,9 @@ static void apply_common(const psim_strategy_spec *sp, psim_strategy *s) {
   s->recompute = sp->recompute;
   s->sequence_parallel = s->sequence_parallel || sp->sequence_parallel;
   s->overlap_grad_reduce = sp->overlap_grad_reduce;
+  s->overlap_param_gather = sp->overlap_param_gather;
   s->bucket_bytes = sp->bucket_bytes;
+  s->bucket_given = sp->bucket_given;
   s->zero_prefetch = sp->zero_prefetch;
   s->allreduce = sp->allreduce;
   s->zero_stage = sp->zero_stage;

@@ -78,8 +78,10 @@ static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_sp
   PSIM_CHECK(enum_key(c, root, "recompute", p_recomp, &sp->recompute, NULL));
   PSIM_CHECK(psim_json_bool(c, root, "sequence_parallel", false, &sp->sequence_parallel));
   PSIM_CHECK(psim_json_bool(c, root, "overlap_grad_reduce", false, &sp->overlap_grad_reduce));
+  PSIM_CHECK(psim_json_bool(c, root, "overlap_param_gather", false, &sp->overlap_param_gather));
   PSIM_CHECK(psim_strategy_int32_key(c, root, "zero", false, 0, 3, &sp->zero_stage));
   PSIM_CHECK(psim_json_quantity(c, root, "bucket_size", false, PSIM_UNIT_BYTES, &sp->bucket_bytes));
+  sp->bucket_given = cJSON_GetObjectItemCaseSensitive(root, "bucket_size") != NULL;
   if (sp->bucket_bytes < 1) {
     size_t sv = psim_jctx_key(c, "bucket_size");
     psim_status s = psim_jerr(c, "a gradient bucket must hold at least 1 byte");
@@ -114,22 +116,33 @@ static const char *const megatron_keys[] = {"format",
                                             "sequence_parallel",
                                             "zero",
                                             "overlap_grad_reduce",
+                                            "overlap_param_gather",
                                             "allreduce",
                                             "bucket_size",
                                             "zero_prefetch",
                                             "checkpoint",
                                             "stack",
                                             NULL};
-static const char *const dp_keys[] = {"format",     "name",        "description",
-                                      "template",   "dp",          "micro_batches",
-                                      "recompute",  "zero",        "overlap_grad_reduce",
-                                      "allreduce",  "bucket_size", "zero_prefetch",
-                                      "checkpoint", "stack",       NULL};
-static const char *const zero_keys[] = {"format",        "name",        "description",
-                                        "template",      "stage",       "dp",
-                                        "micro_batches", "recompute",   "overlap_grad_reduce",
-                                        "allreduce",     "bucket_size", "zero_prefetch",
-                                        "checkpoint",    "stack",       NULL};
+static const char *const dp_keys[] = {
+    "format",     "name",  "description",          "template",  "dp",          "micro_batches",
+    "recompute",  "zero",  "overlap_grad_reduce",  "allreduce", "bucket_size", "zero_prefetch",
+    "checkpoint", "stack", "overlap_param_gather", NULL};
+static const char *const zero_keys[] = {"format",
+                                        "name",
+                                        "description",
+                                        "template",
+                                        "stage",
+                                        "dp",
+                                        "micro_batches",
+                                        "recompute",
+                                        "overlap_grad_reduce",
+                                        "allreduce",
+                                        "bucket_size",
+                                        "zero_prefetch",
+                                        "checkpoint",
+                                        "stack",
+                                        "overlap_param_gather",
+                                        NULL};
 
 static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
   psim_megatron_opts *o = &sp->mo;
@@ -198,6 +211,7 @@ static const char *const explicit_keys[] = {"format",
                                             "recompute",
                                             "sequence_parallel",
                                             "overlap_grad_reduce",
+                                            "overlap_param_gather",
                                             "bucket_size",
                                             "zero_prefetch",
                                             "template_info",

@@ -167,6 +167,8 @@ static psim_status options_json(const psim_strategy *s, cJSON *root) {
   PSIM_CHECK(psim_json_add_string(root, "recompute", psim_recompute_name(s->recompute)));
   PSIM_CHECK(psim_json_add_bool(root, "sequence_parallel", s->sequence_parallel));
   PSIM_CHECK(psim_json_add_bool(root, "overlap_grad_reduce", s->overlap_grad_reduce));
+  if (s->overlap_param_gather) /* written only when on: older files stay byte-identical */
+    PSIM_CHECK(psim_json_add_bool(root, "overlap_param_gather", true));
   if (s->checkpoint.every > 0 || s->checkpoint.write_bw > 0 || s->checkpoint.read_bw > 0) {
     cJSON *ck;
     PSIM_CHECK(psim_json_add_object(root, "checkpoint", &ck));
@@ -195,7 +197,6 @@ static psim_status to_json(const psim_strategy *s, const psim_model *m, cJSON *r
 
 psim_status psim_strategy_to_json(const psim_strategy *s, const psim_model *m,
                                   const psim_cluster *c, cJSON **out) {
-  (void)c;
   psim_json_init_hooks();
   *out = NULL;
   if (!s->stages || s->n_ops != m->n_ops)
@@ -204,6 +205,10 @@ psim_status psim_strategy_to_json(const psim_strategy *s, const psim_model *m,
   if (!root)
     return enomem();
   psim_status st = to_json(s, m, root);
+  /* no bucket_size given and the cluster's stack sizes the buckets: none written, so that
+   * reading the file back applies the rule again */
+  if (st == PSIM_OK && !s->bucket_given && c && psim_stack_bucket_params(&c->stack, 1) > 0)
+    cJSON_DeleteItemFromObject(root, "bucket_size");
   if (st != PSIM_OK) {
     cJSON_Delete(root);
     return st;

@@ -168,6 +168,11 @@ void modern_simulate(modern_row *r, const modern_stack_opts *o) {
     snprintf(r->type, sizeof r->type, "%s", c.types[0].name);
   if (st == PSIM_OK)
     st = r->cp > 1 ? context_parallel(r, &m, &c, &s) : megatron(r, &m, &c, &s);
+  /* Megatron-Bridge recipes and the MLPerf submissions run Megatron-Core's distributed
+   * optimizer with --overlap-param-gather (with overlap_grad_reduce: the recipes'
+   * comm_overlap settings) */
+  if (st == PSIM_OK && r->zero >= 1 && strcmp(r->stack, "megatron-core") == 0)
+    s.overlap_param_gather = true;
   if (st == PSIM_OK)
     st = psim_simulate(&m, &c, &s, NULL, &res);
   if (st == PSIM_OK && res.iteration_time_s > 0) {

@@ -1,4 +1,5 @@
 /* props2.c - properties (e), (f), (g), (i), (j) of the invariant suite (inv.h). */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,30 +9,17 @@
 #include "sim/builder/memory.h"
 #include "sim/delta.h"
 
-/* Bytes moved over links in a kept, expanded-fidelity graph: every transfer task holds the
- * links of its route for (summed latency + bytes / bottleneck bandwidth) (collective.h), so
- * its bytes are (duration - latency) x bottleneck. Aggregate collectives (if any remain) are
- * counted the same way over the links they hold. out[0]: data-parallel communication
- * (gradient sync and ZeRO's parameter gathers, tasks of pass PSIM_TP_COMM_DP), out[1]: the
- * rest (tensor parallel, pipeline, resharding). */
-static void graph_bytes(const psim_cluster *c, const psim_taskgraph *g, double out[2]) {
-  int32_t l0 = 2 * c->n_devices, l1 = l0 + c->n_links;
+/* Bytes moved over links in a kept, expanded-fidelity graph: the bytes the
+ * simulation records per transfer and collective task when it keeps the graph
+ * (psim_taskgraph.bytes). out[0]: data-parallel communication (gradient sync and ZeRO's
+ * parameter gathers, tasks of pass PSIM_TP_COMM_DP), out[1]: the rest (tensor parallel,
+ * pipeline, resharding). */
+static void graph_bytes(const psim_taskgraph *g, double out[2]) {
+  assert(g->bytes);
   out[0] = out[1] = 0;
-  for (int32_t t = 0; t < g->n_tasks; t++) {
-    if (g->info[t].kind != PSIM_TASK_TRANSFER && g->info[t].kind != PSIM_TASK_COLLECTIVE)
-      continue;
-    double lat = 0, bw = INFINITY;
-    for (int32_t i = g->res_first[t]; i < g->res_first[t + 1]; i++) {
-      int32_t rr = g->res[i];
-      if (rr < l0 || rr >= l1)
-        continue;
-      const psim_link *l = &c->links[rr - l0];
-      lat += l->latency_s;
-      bw = fmin(bw, l->bw / l->slowdown);
-    }
-    if (isfinite(bw) && g->duration_s[t] > lat)
-      out[g->info[t].pass == PSIM_TP_COMM_DP ? 0 : 1] += (g->duration_s[t] - lat) * bw;
-  }
+  for (int32_t t = 0; t < g->n_tasks; t++)
+    if (g->info[t].kind == PSIM_TASK_TRANSFER || g->info[t].kind == PSIM_TASK_COLLECTIVE)
+      out[g->info[t].pass == PSIM_TP_COMM_DP ? 0 : 1] += g->bytes[t];
 }
 
 /* Bytes moved by case k at ZeRO stage z (unfolded, expanded; graph_bytes) and its
@@ -53,7 +41,7 @@ static bool zero_bytes(const inv_case *k, inv_inst *x, int z, double out[2], int
     psim_sim_result_init(&r);
     ok = psim_simulate(&x->m, &x->c, &s, &o, &r) == PSIM_OK && r.graph;
     if (ok)
-      graph_bytes(&x->c, r.graph, out);
+      graph_bytes(r.graph, out);
     *micro = s.n_micro;
     psim_sim_result_destroy(&r);
   }
@@ -87,9 +75,9 @@ inv_verdict inv_prop_zero(const inv_case *k, inv_inst *x, char *why, size_t n) {
       return INV_SKIP;
   if (b[0][0] <= 0)
     return INV_SKIP; /* no data-parallel gradient sync (every weight sharded) */
-  /* The closed forms are ring volumes, and graph_bytes reads bytes off durations: exact for
-   * the ring algorithm over links, not with measured bus-bandwidth tables. */
-  bool exact = k->allreduce == 1 && x->c.n_coll_tables == 0;
+  /* The closed forms are ring volumes: exact for the ring algorithm (the measured
+   * bus-bandwidth tables only time it). */
+  bool exact = k->allreduce == 1;
   psim_memory_param_bytes(x->m.dtype, pb);
   double g = pb[1], w = pb[0], u = b[0][0] / (2 * g), m = micro[3];
   const char *bad = NULL;
@@ -100,11 +88,9 @@ inv_verdict inv_prop_zero(const inv_case *k, inv_inst *x, char *why, size_t n) {
     bad = "stages 1 and 2 differ";
   if (!bad && !inv_le(b[2][0], b[3][0], 1e-9))
     bad = "stage 3 < stage 2";
-  /* 1e-3: transfers hold only the links they fill (issue 18), so graph_bytes subtracts only
-   * their latency and reads the other hops' latency x bandwidth as bytes (under 0.1%) */
-  if (!bad && exact && (!inv_eq(b[1][0], u * (g + w), 1e-3) || !inv_eq(b[2][0], u * (g + w), 1e-3)))
+  if (!bad && exact && (!inv_eq(b[1][0], u * (g + w), 1e-9) || !inv_eq(b[2][0], u * (g + w), 1e-9)))
     bad = "stage 1 or 2 != U (g + w)";
-  if (!bad && exact && !inv_le(u * (g + 2 * m * w), b[3][0], 1e-3))
+  if (!bad && exact && !inv_le(u * (g + 2 * m * w), b[3][0], 1e-9))
     bad = "stage 3 < U (g + 2 m w)";
   for (int z = 0; z < 3 && !bad && g == w; z++)
     if (!inv_le(b[z][0] + b[z][1], b[z + 1][0] + b[z + 1][1], 1e-9))

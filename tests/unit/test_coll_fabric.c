@@ -182,7 +182,23 @@ END_TEST
 /* A GPT of 8 layers x 4096, 8 micro-batches per data-parallel rank, tp 8 (one
  * node), dp = nodes on 4-NIC nodes, zero 0 or 1: the last backward kernel's
  * end (s) and the iteration time (*iter, s). */
-static double run(int32_t nodes, int zero, bool overlap, double *iter) {
+typedef struct run_out {
+  double bwd_end, iter; /* the last backward kernel's end, the iteration time, s */
+  double gather_s;      /* ZeRO-1/2's parameter all-gathers on device 0, summed, s */
+  int32_t n_gathers, gathers_feeding_fwd; /* those of device 0; those with a forward successor */
+  int32_t n_buckets;                      /* gradient buckets of device 0 */
+} run_out;
+
+/* What run_full varies beyond run: overlap_param_gather, the stack (NULL: the preset's)
+ * and bucket_size (bytes; 0: not given). */
+typedef struct run_opts {
+  bool opg;
+  const char *stack;
+  double bucket_bytes;
+} run_opts;
+
+/* run with the options of ro, and the gathers' and buckets' figures in *out. */
+static void run_full(int32_t nodes, int zero, bool overlap, const run_opts *ro, run_out *out) {
   psim_gen_tf_opts go;
   psim_gen_gpt_opts_init(&go);
   go.layers = 8;
@@ -210,6 +226,13 @@ static double run(int32_t nodes, int zero, bool overlap, double *iter) {
   psim_strategy_init(&s);
   psim_status st = psim_strategy_megatron(&m, &c, &o, &s);
   ck_assert_msg(st == PSIM_OK, "%s", psim_error_message());
+  s.overlap_param_gather = ro->opg;
+  if (ro->stack)
+    ck_assert_int_eq(psim_stack_builtin(ro->stack, &c.stack), PSIM_OK);
+  if (ro->bucket_bytes > 0) {
+    s.bucket_bytes = ro->bucket_bytes;
+    s.bucket_given = true;
+  }
   psim_sim_options so;
   psim_sim_options_init(&so);
   so.keep_graph = true;
@@ -217,16 +240,39 @@ static double run(int32_t nodes, int zero, bool overlap, double *iter) {
   psim_sim_result_init(&res);
   st = psim_simulate(&m, &c, &s, &so, &res);
   ck_assert_msg(st == PSIM_OK, "%s", psim_error_message());
-  double end = 0; /* the last backward kernel's end, s */
-  for (int32_t t = 0; t < res.graph->n_tasks; t++)
-    if (res.graph->info[t].kind == PSIM_TASK_COMPUTE && res.graph->info[t].pass == PSIM_TP_BWD)
-      end = fmax(end, res.schedule->end_s[t]);
-  *iter = res.iteration_time_s;
+  const psim_taskgraph *g = res.graph;
+  *out = (run_out){0, res.iteration_time_s, 0, 0, 0, 0};
+  for (int32_t t = 0; t < g->n_tasks; t++) {
+    const psim_task_info *in = &g->info[t];
+    if (in->kind == PSIM_TASK_COMPUTE && in->pass == PSIM_TP_BWD)
+      out->bwd_end = fmax(out->bwd_end, res.schedule->end_s[t]);
+    if (in->kind != PSIM_TASK_COLLECTIVE || in->pass != PSIM_TP_COMM_DP || in->device != 0)
+      continue;
+    if (in->op >= 0) { /* gradient reduce-scatters name their bucket's op; gathers none */
+      out->n_buckets++;
+      continue;
+    }
+    out->n_gathers++;
+    out->gather_s += g->duration_s[t];
+    for (int32_t i = g->succ_first[t]; i < g->succ_first[t + 1]; i++)
+      if (g->info[g->succ[i]].kind == PSIM_TASK_COMPUTE &&
+          g->info[g->succ[i]].pass == PSIM_TP_FWD) {
+        out->gathers_feeding_fwd++;
+        break;
+      }
+  }
   psim_sim_result_destroy(&res);
   psim_strategy_destroy(&s);
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
-  return end;
+}
+
+static double run(int32_t nodes, int zero, bool overlap, double *iter) {
+  run_out r;
+  run_opts ro = {false, NULL, 0};
+  run_full(nodes, zero, overlap, &ro, &r);
+  *iter = r.iter;
+  return r.bwd_end;
 }
 
 /* Tensor-parallel traffic stays on NVSwitch, data-parallel traffic on the
@@ -245,6 +291,59 @@ START_TEST(tp_comm_not_behind_gradient_buckets) {
                     "zero %d dp %d: backward ends at %.6f s, %.6f s at dp 1", zero, nodes, end,
                     one);
     }
+  }
+}
+END_TEST
+
+/* Megatron-Core's overlap_param_gather (distributed_data_parallel.py,
+ * next_param_gather_bucket_group; the forward pre-hook waits for a module's
+ * bucket): ZeRO-1's parameter all-gathers leave the end of the iteration for
+ * the start of the forward, each gather before the first forward kernel of its
+ * bucket (an edge into a forward kernel). The iteration shortens by at most
+ * the gathers' time (nothing else moves) and by at least half of it: here the
+ * first micro-batch's forward (about 13 ms) hides most of the 17 ms of
+ * gathers, the first bucket's (the embedding's) staying exposed. Before, the
+ * key did not exist and the gathers followed the step. */
+START_TEST(param_gather_overlaps_forward) {
+  run_out after, overl;
+  run_opts ro = {false, NULL, 0};
+  run_full(4, 1, true, &ro, &after);
+  ro.opg = true;
+  run_full(4, 1, true, &ro, &overl);
+  ck_assert_int_gt(after.n_gathers, 1);
+  ck_assert_int_eq(overl.n_gathers, after.n_gathers);
+  ck_assert_int_eq(after.gathers_feeding_fwd, 0);
+  ck_assert_int_eq(overl.gathers_feeding_fwd, overl.n_gathers);
+  ck_assert_msg(overl.iter <= after.iter - 0.5 * after.gather_s &&
+                    overl.iter >= after.iter - after.gather_s * (1 + 1e-9),
+                "iteration %.6f s with overlap, %.6f s after the step, gathers %.6f s", overl.iter,
+                after.iter, after.gather_s);
+}
+END_TEST
+
+/* Megatron-Core's default bucket (distributed_data_parallel.py: bucket_size =
+ * max(40000000, 1000000 x dp) parameters when the config gives none): under the
+ * megatron-core stack without bucket_size, the buckets are those of the closed-form size
+ * given explicitly (in bytes: the parameters x the fp32 gradient's 4 bytes of a bf16 model,
+ * so a bucket closes at the same weight), at dp 4 (4e7) and dp 64 (6.4e7), and not the
+ * 25 MiB default's. megatron-lm-2021 keeps the 25 MiB default. Before, the stack had no
+ * rule and every run took 25 MiB. */
+START_TEST(megatron_core_bucket_rule) {
+  for (int32_t nodes = 4; nodes <= 64; nodes *= 16) {
+    run_out rule, closed, ddp, old;
+    run_opts ro = {false, "megatron-core", 0};
+    run_full(nodes, 1, true, &ro, &rule);
+    ro.bucket_bytes = fmax(4e7, 1e6 * nodes) * 4;
+    run_full(nodes, 1, true, &ro, &closed);
+    ro.bucket_bytes = 25.0 * 1048576.0;
+    run_full(nodes, 1, true, &ro, &ddp);
+    ro = (run_opts){false, "megatron-lm-2021", 0};
+    run_full(nodes, 1, true, &ro, &old);
+    ck_assert_int_eq(rule.n_buckets, closed.n_buckets);
+    ck_assert_msg(rule.iter == closed.iter, "dp %d: %.9g s != %.9g s", nodes, rule.iter,
+                  closed.iter);
+    ck_assert_int_lt(rule.n_buckets, ddp.n_buckets);
+    ck_assert_int_eq(old.n_buckets, ddp.n_buckets);
   }
 }
 END_TEST
@@ -335,6 +434,8 @@ int main(void) {
   tcase_add_test(tc, rail_rings_flat_in_nodes);
   tcase_add_test(tc, fidelities_agree_uncontended);
   tcase_add_test(tc, tp_comm_not_behind_gradient_buckets);
+  tcase_add_test(tc, param_gather_overlaps_forward);
+  tcase_add_test(tc, megatron_core_bucket_rule);
   tcase_add_test(tc, own_stream_holds_no_engine);
   tcase_add_test(tc, auto_picks_least_time_one_per_node);
   suite_add_tcase(s, tc);
