@@ -4,6 +4,8 @@
  *     (single quotes literal, a backslash outside them takes the next byte),
  *     is s again, and a word that needed quotes has no unquoted byte the shell
  *     treats specially;
+ *   - psim_export_toml_quote(s) (torchtitan's job config), read back by TOML 1.0's
+ *     basic-string rules, is s again;
  *   - psim_export_proto_quote(s), read back by protobuf text format's string
  *     rules (\" \\ and octal \NNN), is s again and holds no raw control byte;
  *   - psim_export_check_name accepts s only when it has no control byte and is
@@ -75,6 +77,50 @@ static char *proto_unquote(const char *w) {
   return out;
 }
 
+static int hex_digit(char c) {
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                : -1;
+}
+
+/* Reads a TOML 1.0 basic string (toml.io/en/v1.0.0#string): "...", raw control bytes
+ * other than tab refused, escapes \" \\ \b \t \n \f \r \uXXXX (only U+0001..U+007F
+ * here: the writer escapes control bytes alone and passes other bytes through). */
+static char *toml_unquote(const char *w) {
+  size_t len = strlen(w);
+  if (len < 2 || w[0] != '"' || w[len - 1] != '"')
+    return NULL;
+  char *out = malloc(len);
+  size_t n = 0;
+  for (size_t i = 1; i + 1 < len; i++) {
+    unsigned char c = (unsigned char)w[i];
+    if ((c < 0x20 && c != '\t') || c == 0x7f || c == '"')
+      return free(out), NULL; /* a raw control byte or an unescaped quote */
+    if (c != '\\') {
+      out[n++] = (char)c;
+      continue;
+    }
+    char e = w[++i];
+    const char *simple = strchr("\"\\btnfr", e);
+    if (e && simple) {
+      out[n++] = "\"\\\b\t\n\f\r"[simple - "\"\\btnfr"];
+    } else if (e == 'u' && i + 4 < len) {
+      int v = 0;
+      for (int k = 1; k <= 4; k++)
+        v = hex_digit(w[i + k]) < 0 || v < 0 ? -1 : v * 16 + hex_digit(w[i + k]);
+      if (v <= 0 || v > 0x7f)
+        return free(out), NULL;
+      out[n++] = (char)v;
+      i += 4;
+    } else {
+      return free(out), NULL;
+    }
+  }
+  out[n] = '\0';
+  return out;
+}
+
 static char *quoted(void (*quote)(psim_sb *, const char *), const char *s) {
   psim_sb b = {0};
   quote(&b, s);
@@ -96,6 +142,12 @@ static void check_round_trips(const char *s) {
   back = proto_unquote(w);
   if (!back || strcmp(back, s) != 0)
     fail("protobuf text quoting does not round-trip", s);
+  free(back);
+  psim_free(w);
+  w = quoted(psim_export_toml_quote, s);
+  back = toml_unquote(w);
+  if (!back || strcmp(back, s) != 0)
+    fail("TOML basic-string quoting does not round-trip", s);
   free(back);
   psim_free(w);
 }
