@@ -24,14 +24,17 @@ else
   not_ok "the hand configuration fits" "$(jq -c .memory "$OUT")"
 fi
 
-# Under the sanitizers the grid's 45 s become many minutes; test_grid checks the grid against
-# brute force there, so the search itself runs in the default and release builds only.
-if [ "${PSIM_SANITIZED:-0}" = 1 ] || ldd "$PLANSIM" 2>/dev/null | grep -qE "libasan|libubsan"; then
-  skip "plan --search grid on GPT-3 175B / 1,024 GPUs" "sanitizer build (test_grid covers the grid)"
+# The search runs only with PSIM_SLOW_TESTS=1 (docs/testing.md): since folding became exact
+# (issue 19) a 1,024-GPU build simulates 32 devices (4 route classes) instead of 8, and the
+# grid's ~235 simulations went from ~45 s to over 15 minutes of one core; test_grid checks the
+# grid against brute force in every build. Never under the sanitizers.
+if [ "${PSIM_SLOW_TESTS:-0}" != 1 ] || [ "${PSIM_SANITIZED:-0}" = 1 ] ||
+  ldd "$PLANSIM" 2>/dev/null | grep -qE "libasan|libubsan"; then
+  skip "plan --search grid on GPT-3 175B / 1,024 GPUs" "slow: set PSIM_SLOW_TESTS=1 (not sanitized)"
   finish
   exit
 fi
-PSIM_CLI_TIMEOUT=900 run plan models/gpt-175b.json topologies/dgx-a100-x128.json --search grid --no-baselines \
+PSIM_CLI_TIMEOUT=3600 run plan models/gpt-175b.json topologies/dgx-a100-x128.json --search grid --no-baselines \
   --reproducible -o "$P"
 expect "plan --search grid" 0 stdout-nonempty any
 if jq -e --argjson h "$hand" '.prediction.fits and .prediction.iteration_time_s <= $h' "$P" \
