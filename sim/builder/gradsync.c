@@ -71,6 +71,16 @@ static psim_status stream_order(psim_build *b, const psim_group *g, int32_t *dp_
   return PSIM_OK;
 }
 
+/* A data-parallel collective on its own stream: added, its bytes counted
+ * (dp_bytes), and ordered after the group's previous one (stream_order). */
+static psim_status add_dp_collective(psim_build *b, psim_group *g, sync_state *ss,
+                                     const psim_coll_desc *d, const psim_task_info *info,
+                                     int32_t *entry, int32_t *exit) {
+  PSIM_CHECK(psim_build_add_collective(b, d, info, entry, exit));
+  b->dp_bytes += psim_zero_coll_volume(d->kind, d->bytes, d->n, d->concurrent_groups);
+  return stream_order(b, g, ss->dp_last, *entry, *exit);
+}
+
 /* One collective for the group holding entry e of the bucket's first op:
  * an all-reduce, or under ZeRO (any stage; Megatron-LM's distributed
  * optimizer) a reduce-scatter onto the shards each rank updates. */
@@ -94,9 +104,7 @@ static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
                          g->devices[0],
                          -1};
   int32_t entry, exit;
-  PSIM_CHECK(psim_build_add_collective(b, &d, &info, &entry, &exit));
-  b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, d.concurrent_groups);
-  PSIM_CHECK(stream_order(b, g, ss->dp_last, entry, exit));
+  PSIM_CHECK(add_dp_collective(b, g, ss, &d, &info, &entry, &exit));
   for (int32_t i = 0; i < g->n; i++) {
     int32_t dev = g->devices[i];
     if (!b->simulated[dev])
@@ -199,9 +207,7 @@ static psim_status param_gather(psim_build *b, psim_group *g, void *ctx) {
                       b->folded ? g->n_groups : 1, g->stride,       true};
   psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_DP, -1, -1, -1, g->devices[0], -1};
   int32_t entry, exit;
-  PSIM_CHECK(psim_build_add_collective(b, &d, &info, &entry, &exit));
-  b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, d.concurrent_groups);
-  PSIM_CHECK(stream_order(b, g, ss->dp_last, entry, exit));
+  PSIM_CHECK(add_dp_collective(b, g, ss, &d, &info, &entry, &exit));
   for (int32_t i = 0; i < g->n; i++) {
     int32_t dev = g->devices[i];
     if (!b->simulated[dev])
