@@ -44,8 +44,10 @@ static const kind_info kinds[PSIM_OP_KIND_COUNT] = {
         {1, 1, 1, PSIM_MAX_OP_IO, {"axis", NULL}, psim_opspace_concat_split, psim_opwork_copy},
     [PSIM_OP_RESHAPE] = {1, 1, 1, 1, {NULL}, psim_opspace_reshape, psim_opwork_reshape},
     [PSIM_OP_TRANSPOSE] = {1, 1, 1, 1, {NULL}, psim_opspace_transpose, psim_opwork_copy},
-    [PSIM_OP_DISPATCH] = {1, 2, 1, 1, {"top_k", NULL}, psim_opspace_moe, psim_opwork_moe},
-    [PSIM_OP_COMBINE] = {1, 2, 1, 1, {"top_k", NULL}, psim_opspace_moe, psim_opwork_moe},
+    [PSIM_OP_DISPATCH] =
+        {1, 2, 1, 1, {"top_k", "dropless", NULL}, psim_opspace_moe, psim_opwork_moe},
+    [PSIM_OP_COMBINE] =
+        {1, 2, 1, 1, {"top_k", "dropless", NULL}, psim_opspace_moe, psim_opwork_moe},
 };
 
 const char *const *psim_opkind_keys(psim_op_kind k) {
@@ -109,7 +111,9 @@ psim_status psim_opkind_to_json(const psim_model *m, const psim_op *op, cJSON *o
     PSIM_CHECK(pair_json(o, "stride", a->stride));
     return pair_json(o, "pad", a->pad);
   case PSIM_OP_DISPATCH:
-  case PSIM_OP_COMBINE: return psim_json_add_number(o, "top_k", a->top_k);
+  case PSIM_OP_COMBINE:
+    PSIM_CHECK(psim_json_add_number(o, "top_k", a->top_k));
+    return a->dropless ? psim_json_add_bool(o, "dropless", true) : PSIM_OK;
   default: return PSIM_OK;
   }
 }

@@ -461,6 +461,7 @@ psim_status psim_opspace_moe(psim_jctx *c, const psim_model *m, psim_op *op, con
   int64_t k = 1;
   PSIM_CHECK(psim_json_int(c, j, "top_k", false, 1, 1024, &k));
   op->attrs.top_k = (int32_t)k;
+  PSIM_CHECK(psim_json_bool(c, j, "dropless", false, &op->attrs.dropless));
   bool disp = op->kind == PSIM_OP_DISPATCH;
   const psim_tensor *routed = disp ? OUT(0) : IN(0), *tok = disp ? IN(0) : OUT(0);
   int32_t e = expert_dim(m, routed);

@@ -73,6 +73,10 @@ typedef struct psim_stage {
 typedef struct psim_template_info {
   char name[32]; /* "megatron", "data_parallel", "zero", "" */
   int32_t tp, pp, dp, micro_batch, virtual_stages;
+  /* Megatron-Core's MoE and long-context degrees (1 when unused; 0 when not a template):
+   * ep = --expert-model-parallel-size, etp = --expert-tensor-parallel-size,
+   * cp = --context-parallel-size. */
+  int32_t ep, etp, cp;
 } psim_template_info;
 
 typedef struct psim_ps_config {
@@ -172,6 +176,10 @@ typedef struct psim_megatron_opts {
   bool sequence_parallel;   /* default false */
   int32_t zero_stage;       /* default 0 */
   bool overlap_grad_reduce; /* default false */
+  /* Expert parallel (divides the experts), expert tensor parallel and context parallel
+   * degrees, Megatron-Core's rules (docs/strategy.md); default 1 each. tp*cp*dp devices
+   * per stage; the expert layers regroup them as etp x ep x expert-dp. */
+  int32_t ep, etp, cp;
 } psim_megatron_opts;
 void psim_megatron_opts_init(psim_megatron_opts *o);
 psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,

@@ -11,6 +11,7 @@ void psim_megatron_opts_init(psim_megatron_opts *o) {
   o->tp = o->pp = o->dp = 1;
   o->micro_batch = 1;
   o->virtual_stages = 1;
+  o->ep = o->etp = o->cp = 1;
   o->schedule = PSIM_SCHED_1F1B;
   o->recompute = PSIM_RECOMPUTE_NONE;
 }
