@@ -216,6 +216,27 @@ START_TEST(capacity_and_dropless) {
 }
 END_TEST
 
+/* The gpt-based moe family takes --dropless too: the capacity is then the mean, whatever
+ * the capacity factor, and dispatch/combine carry the attribute. */
+START_TEST(moe_family_dropless) {
+  psim_gen_tf_opts o;
+  psim_gen_moe_opts_init(&o);
+  o.batch = 1, o.capacity_factor = 1.25, o.dropless = true;
+  cJSON *doc = NULL;
+  ck_assert_int_eq(psim_gen_moe(&o, &doc), PSIM_OK);
+  psim_model m;
+  psim_model_init(&m);
+  ck_assert_int_eq(psim_model_from_json("moe", doc, &m), PSIM_OK);
+  ck_assert_int_eq(m.dims[dim_named(&m, "capacity")].size, 2 * 2048 / 8);
+  int n = 0;
+  for (int32_t i = 0; i < m.n_ops; i++)
+    n += m.ops[i].attrs.dropless;
+  ck_assert_int_eq(n, 2 * 24);
+  psim_model_destroy(&m);
+  cJSON_Delete(doc);
+}
+END_TEST
+
 /* DeepSeek-V3's structure: 3 dense layers then 58 MoE layers (61 in all); --mtp 1 adds the
  * released module, 11.5B parameters beside the shared embedding and head (README_WEIGHTS.md). */
 START_TEST(deepseek_layers_and_mtp) {
@@ -274,6 +295,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, flops_per_token, 0, n);
   tcase_add_test(tc, qwen3_235b_a22b);
   tcase_add_test(tc, capacity_and_dropless);
+  tcase_add_test(tc, moe_family_dropless);
   tcase_add_test(tc, deepseek_layers_and_mtp);
   tcase_add_test(tc, bad_input);
   suite_add_tcase(s, tc);
