@@ -187,6 +187,36 @@ START_TEST(flops_per_token) {
 }
 END_TEST
 
+/* Megatron-Bridge's model FLOPs per token (flop_utils.py num_floating_point_operations, as the
+ * CSV's header describes it: 3 x forward GEMMs with the logits, causal attention at seq/2 with
+ * the q/k and v head widths, no recompute) from the generated GEMMs: the implied GFLOP per
+ * token of ../shared/calibration/modern/megatron_bridge_perf_summary.csv, DeepSeek-V3 "w/o
+ * MTP" 249.1-249.7 and Qwen3-30B-A3B 22.9-23.1. */
+START_TEST(megatron_bridge_flops_per_token) {
+  static const struct {
+    const char *family;
+    double gflop;
+  } rows[] = {{"deepseek-v3", 249.4}, {"qwen3-moe", 23.0}};
+  for (int r = 0; r < 2; r++) {
+    psim_model m;
+    ck_assert_int_eq(gen(rows[r].family, &m, NULL, 0), PSIM_OK);
+    double s = (double)m.dims[m.role_dim[PSIM_ROLE_SEQUENCE]].size, mm = 0;
+    for (int32_t o = 0; o < m.n_ops; o++)
+      if (m.ops[o].kind == PSIM_OP_MATMUL)
+        mm += m.ops[o].flops[PSIM_PASS_FWD] + m.ops[o].flops[PSIM_PASS_BWD];
+    double h = (double)m.dims[m.role_dim[PSIM_ROLE_HEADS]].size;
+    double dqk = (double)m.dims[m.role_dim[PSIM_ROLE_HEAD_DIM]].size;
+    int32_t nope = dim_named(&m, "nope");
+    double dv = nope >= 0 ? (double)m.dims[nope].size : dqk;
+    double att = 3 * 2 * (s / 2) * h * (dqk + dv) * m.n_layers;
+    double got = (mm / s + att) / 1e9;
+    ck_assert_msg(fabs(got - rows[r].gflop) <= 0.01 * rows[r].gflop, "%s: %.4g GFLOP/token",
+                  rows[r].family, got);
+    psim_model_destroy(&m);
+  }
+}
+END_TEST
+
 /* Dropless routing (the recipes' default): the capacity dim is the mean routed tokens per
  * expert, top_k * seq / experts, and dispatch/combine say so; a capacity factor scales it. */
 START_TEST(capacity_and_dropless) {
@@ -294,6 +324,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, total_and_active_parameters, 0, n);
   tcase_add_loop_test(tc, flops_per_token, 0, n);
   tcase_add_test(tc, qwen3_235b_a22b);
+  tcase_add_test(tc, megatron_bridge_flops_per_token);
   tcase_add_test(tc, capacity_and_dropless);
   tcase_add_test(tc, moe_family_dropless);
   tcase_add_test(tc, deepseek_layers_and_mtp);
