@@ -131,7 +131,8 @@ void psim_gen_gpt_oss_opts_init(psim_gen_tf_opts *o) {
  * large_language_model/megatron-lm/run_gpt3.sh @ 52b7253: 96 layers, hidden 12288, 96 heads,
  * seq 2048, global batch 1536, attention and hidden dropout 0.0): the mpt structure (gpt
  * without dropout ops), fused attention as the NeMo submissions run it, vocab 51200 (the GPT-2
- * BPE's 50257 padded by Megatron-LM to a multiple of 128 x tp 8). */
+ * BPE's 50257 padded by Megatron-LM to a multiple of 128 x tp 8; the submissions' SentencePiece
+ * vocabulary size is not stated in their files). */
 void psim_gen_gpt3_mlperf_opts_init(psim_gen_tf_opts *o) {
   psim_gen_mpt_opts_init(o);
   o->name = "gpt3-mlperf";
