@@ -17,6 +17,7 @@ typedef struct dec {
   psim_gb_blk b;
   const char *kvh; /* the key/value heads dim */
   const char *dt;  /* dtype of the linear layers' outputs (NULL: the model's) */
+  int64_t window;  /* the current block's sliding window; 0 = none */
 } dec;
 
 static bool is_moe(const psim_gen_tf_opts *o) {
@@ -84,6 +85,12 @@ static psim_status dec_check(const psim_gen_tf_opts *o) {
     PSIM_CHECK(psim_gb_positive("ffn", o->ffn, big));
   if (o->mtp < 0 || o->mtp > 64)
     return psim_error(PSIM_EINPUT, "--mtp %lld out of range [0, 64]", (long long)o->mtp);
+  int64_t room = o->layers - (is_moe(o) ? o->dense_layers : 0);
+  if ((o->window > 0) != (o->window_layers > 0) || o->window < 0 || o->window_layers > room)
+    return psim_error(PSIM_EINPUT,
+                      "--window %lld needs --window-layers in [1, %lld] (the layers after the "
+                      "dense ones), and --window-layers a --window",
+                      (long long)o->window, (long long)room);
   PSIM_CHECK(dec_check_attention(o));
   return is_moe(o) ? dec_check_moe(o) : PSIM_OK;
 }
@@ -170,7 +177,8 @@ static void concat(dec *t, const char *name, const char *ins, const char *axis, 
   psim_gb_str(t->g, psim_gb_op(t->g, t->b.ops, name, "concat", ins, y), "axis", axis);
 }
 
-/* Fused causal attention of q, k, v into ctx [batch seq heads head_dim]. */
+/* Fused causal attention of q, k, v into ctx [batch seq heads head_dim] (over the block's
+ * sliding window if any). */
 static void attention(dec *t, const char *q) {
   char in[128];
   snprintf(in, sizeof in, "%s k v", q);
@@ -179,6 +187,8 @@ static void attention(dec *t, const char *q) {
   psim_gb_str(t->g, a, "tag", "attn_core");
   psim_gb_bool(t->g, a, "causal", true);
   psim_gb_bool(t->g, a, "flash", true);
+  if (t->window)
+    psim_gb_num(t->g, a, "window", (double)t->window);
 }
 
 /* Grouped-query attention of x (Qwen3, Mixtral, GPT-OSS): q, k, v projections, qk-norm
@@ -355,6 +365,14 @@ static void mtp(dec *t) {
   head(t, "mtp_", "y");
 }
 
+/* A block NAME of repeat decoder layers from in to out; returns out. */
+static const char *block(dec *t, const char *name, int64_t repeat, const char *in, const char *out,
+                         bool moe) {
+  t->b = psim_gb_block(t->g, name, repeat, "x", "y", in, out);
+  layer(t, moe);
+  return out;
+}
+
 psim_status psim_gen_decoder(const psim_gen_tf_opts *o, struct cJSON **out) {
   PSIM_CHECK(dec_check(o));
   psim_gb g;
@@ -367,16 +385,20 @@ psim_status psim_gen_decoder(const psim_gen_tf_opts *o, struct cJSON **out) {
   psim_gb_tensor(&g, g.weights, "w_out", "vocab hidden", NULL);
   psim_gb_tensor(&g, g.tensors, "emb_tok", "batch seq hidden", NULL);
   psim_gb_op(&g, g.ops, "embed", "embedding", "tokens wte", "emb_tok");
+  /* blocks: the dense layers, the windowed layers, the rest */
+  int64_t dense = is_moe(o) ? o->dense_layers : 0, win = o->window_layers;
+  int64_t rest = o->layers - dense - win;
   const char *in = "emb_tok";
-  int64_t dense = is_moe(o) ? o->dense_layers : o->layers;
-  if (dense > 0 && is_moe(o)) {
-    t.b = psim_gb_block(&g, "dense", dense, "x", "y", in, "x_dense");
-    layer(&t, false);
-    in = "x_dense";
-  }
   psim_gb_tensor(&g, g.tensors, "x_out", "batch seq hidden", NULL);
-  t.b = psim_gb_block(&g, "layer", o->layers - (is_moe(o) ? dense : 0), "x", "y", in, "x_out");
-  layer(&t, is_moe(o));
+  if (dense)
+    in = block(&t, "dense", dense, in, rest || win ? "x_dense" : "x_out", false);
+  if (win) {
+    t.window = o->window;
+    in = block(&t, "swa", win, in, rest ? "x_swa" : "x_out", is_moe(o));
+    t.window = 0;
+  }
+  if (rest)
+    block(&t, "layer", rest, in, "x_out", is_moe(o));
   t.b = (psim_gb_blk){.weights = g.weights, .tensors = g.tensors, .ops = g.ops};
   head(&t, "", "x_out");
   if (o->mtp)

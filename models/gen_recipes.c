@@ -108,9 +108,10 @@ void psim_gen_deepseek_v3_opts_init(psim_gen_tf_opts *o) {
 /* GPT-OSS-120B (huggingface.co/openai/gpt-oss-120b config.json; OpenAI gpt-oss model card,
  * 2025): 36 layers, hidden 2880, 64 q / 8 kv heads, head_dim 64, attention biases, 128
  * experts top-4 of width 2880 with biases, router bias, vocab 201088, untied, context 4096 in
- * pre-training (initial_context_length). Batch 512 x 4096 (a choice). Not modelled: the
- * 128-token sliding window of every other layer (those layers cost full attention here), the
- * attention sinks (64 parameters a layer), the clamp of the SwiGLU. */
+ * pre-training (initial_context_length); a 128-token sliding window on every other layer
+ * (layer_types), here the 18 windowed layers as one block before the 18 full ones (the same
+ * work and memory; pipeline stages see them grouped). Batch 512 x 4096 (a choice). Not
+ * modelled: the attention sinks (64 parameters a layer), the clamp of the SwiGLU. */
 void psim_gen_gpt_oss_opts_init(psim_gen_tf_opts *o) {
   decoder_base(o);
   o->name = "gpt-oss";
@@ -123,6 +124,8 @@ void psim_gen_gpt_oss_opts_init(psim_gen_tf_opts *o) {
   o->experts = 128;
   o->top_k = 4;
   o->moe_ffn = 2880;
+  o->window = 128;
+  o->window_layers = 18;
   o->vocab = 201088;
   o->batch = 512;
 }

@@ -38,17 +38,20 @@ typedef struct psim_gen_tf_opts {
                              torchtitan): capacity = ceil(top_k * seq / experts), the mean routed
                              tokens per expert; dispatch/combine carry "dropless": true */
   /* decoder families (qwen3, qwen3-moe, mixtral, deepseek-v3, gpt-oss; gen_decoder.c) */
-  int64_t head_dim;     /* attention head width; 0 = hidden / heads */
-  bool qk_norm;         /* RMSNorm of q and k over head_dim (Qwen3) */
-  bool bias;            /* biases on q, k, v, o and the experts (GPT-OSS) */
-  int64_t moe_ffn;      /* routed expert width; 0 = a dense model (no experts) */
-  int64_t shared_ffn;   /* width of the shared expert(s) beside the routed ones; 0 = none */
-  int64_t dense_layers; /* the first layers keep a dense FFN of width ffn (DeepSeek-V3: 3) */
-  bool sigmoid_router;  /* sigmoid gate scores (DeepSeek-V3) instead of softmax */
-  int64_t q_lora;       /* MLA: query down-projection rank; 0 = q projected directly */
-  int64_t kv_lora;      /* MLA: key/value latent rank; 0 = no MLA (GQA or MHA) */
-  int64_t qk_rope;      /* MLA: rotary part of the q/k head (head_dim is the non-rotary part) */
-  int64_t mtp;          /* DeepSeek multi-token prediction modules; 0 = none */
+  int64_t head_dim;      /* attention head width; 0 = hidden / heads */
+  bool qk_norm;          /* RMSNorm of q and k over head_dim (Qwen3) */
+  bool bias;             /* biases on q, k, v, o and the experts (GPT-OSS) */
+  int64_t moe_ffn;       /* routed expert width; 0 = a dense model (no experts) */
+  int64_t shared_ffn;    /* width of the shared expert(s) beside the routed ones; 0 = none */
+  int64_t dense_layers;  /* the first layers keep a dense FFN of width ffn (DeepSeek-V3: 3) */
+  bool sigmoid_router;   /* sigmoid gate scores (DeepSeek-V3) instead of softmax */
+  int64_t q_lora;        /* MLA: query down-projection rank; 0 = q projected directly */
+  int64_t kv_lora;       /* MLA: key/value latent rank; 0 = no MLA (GQA or MHA) */
+  int64_t qk_rope;       /* MLA: rotary part of the q/k head (head_dim is the non-rotary part) */
+  int64_t mtp;           /* DeepSeek multi-token prediction modules; 0 = none */
+  int64_t window;        /* causal sliding window (tokens) of the first window_layers layers after
+                            the dense ones (GPT-OSS: 128 on 18 of 36); 0 = none */
+  int64_t window_layers; /* how many layers use the window (their own block) */
 } psim_gen_tf_opts;
 
 /* Defaults: GPT-3 1.3B (Brown et al. 2020, Table 2.1): 24 layers, h 2048, 16

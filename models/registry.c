@@ -60,6 +60,10 @@ static const psim_gen_option tf_options[] = {
      "MLA key/value latent rank; 0: grouped-query attention"},
     {"qk_rope", PSIM_GEN_INT, TF(qk_rope), DEC, COUNT0, "0", "MLA rotary head part"},
     {"mtp", PSIM_GEN_INT, TF(mtp), DEC, COUNT0, "0", "multi-token prediction modules"},
+    {"window", PSIM_GEN_INT, TF(window), DEC, COUNT0, "0",
+     "causal sliding window (tokens) of --window-layers layers"},
+    {"window_layers", PSIM_GEN_INT, TF(window_layers), DEC, COUNT0, "0",
+     "layers with the sliding window (a block before the others)"},
     {NULL, PSIM_GEN_INT, 0, NULL, NONE, NULL, NULL}};
 
 static const psim_gen_option net_options[] = {

@@ -124,10 +124,12 @@ typedef struct psim_op_attrs {
   int64_t kernel[2], stride[2], pad[2]; /* conv2d / pool2d (h, w) */
   double dropout_p;                     /* dropout probability */
   bool causal, flash;                   /* attention */
-  int32_t top_k;                        /* MoE dispatch/combine: experts per token */
-  bool dropless;                    /* MoE dispatch/combine: tokens are never dropped (Megatron-Core
-                                       --moe-token-dispatcher-type alltoall without capacity; torchtitan);
-                                       the capacity dim then holds the mean routed tokens per expert */
+  int64_t window; /* attention: causal sliding window, keys per query (GPT-OSS's sliding_window,
+                    Mistral's); 0 = every earlier key */
+  int32_t top_k;  /* MoE dispatch/combine: experts per token */
+  bool dropless;  /* MoE dispatch/combine: tokens are never dropped (Megatron-Core
+                     --moe-token-dispatcher-type alltoall without capacity; torchtitan);
+                     the capacity dim then holds the mean routed tokens per expert */
   int32_t axis_dims[PSIM_MAX_RANK]; /* softmax/norm reduce dims; concat/split axis */
   int32_t n_axis_dims;
   int32_t window_in[2]; /* conv2d/pool2d: input spatial dims (h, w) that map onto the output's

@@ -24,8 +24,13 @@ static const kind_info kinds[PSIM_OP_KIND_COUNT] = {
     [PSIM_OP_SOFTMAX] = {1, 1, 1, 1, {"axis", NULL}, psim_opspace_norm, psim_opwork_norm},
     [PSIM_OP_LAYERNORM] = {1, 3, 1, 1, {"axis", NULL}, psim_opspace_norm, psim_opwork_norm},
     [PSIM_OP_RMSNORM] = {1, 2, 1, 1, {"axis", NULL}, psim_opspace_norm, psim_opwork_norm},
-    [PSIM_OP_ATTENTION] =
-        {3, 3, 1, 1, {"causal", "flash", NULL}, psim_opspace_attention, psim_opwork_attention},
+    [PSIM_OP_ATTENTION] = {3,
+                           3,
+                           1,
+                           1,
+                           {"causal", "flash", "window", NULL},
+                           psim_opspace_attention,
+                           psim_opwork_attention},
     [PSIM_OP_EMBEDDING] = {2, 2, 1, 1, {NULL}, psim_opspace_embedding, psim_opwork_embedding},
     [PSIM_OP_CROSS_ENTROPY] =
         {2, 2, 1, 1, {NULL}, psim_opspace_cross_entropy, psim_opwork_cross_entropy},
@@ -104,7 +109,8 @@ psim_status psim_opkind_to_json(const psim_model *m, const psim_op *op, cJSON *o
   case PSIM_OP_SPLIT: return axis_json(m, op, o);
   case PSIM_OP_ATTENTION:
     PSIM_CHECK(psim_json_add_bool(o, "causal", a->causal));
-    return psim_json_add_bool(o, "flash", a->flash);
+    PSIM_CHECK(psim_json_add_bool(o, "flash", a->flash));
+    return a->window ? psim_json_add_number(o, "window", (double)a->window) : PSIM_OK;
   case PSIM_OP_POOL2D: PSIM_CHECK(psim_json_add_string(o, "fn", op->fn)); /* fall through */
   case PSIM_OP_CONV2D:
     PSIM_CHECK(pair_json(o, "kernel", a->kernel));

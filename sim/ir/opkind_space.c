@@ -221,6 +221,13 @@ psim_status psim_opspace_norm(psim_jctx *c, const psim_model *m, psim_op *op, co
 psim_status psim_opspace_attention(psim_jctx *c, const psim_model *m, psim_op *op, const cJSON *j) {
   PSIM_CHECK(psim_json_bool(c, j, "causal", false, &op->attrs.causal));
   PSIM_CHECK(psim_json_bool(c, j, "flash", false, &op->attrs.flash));
+  PSIM_CHECK(psim_json_int(c, j, "window", false, 1, (int64_t)1 << 40, &op->attrs.window));
+  if (op->attrs.window && !op->attrs.causal) {
+    size_t sv = psim_jctx_key(c, "window");
+    psim_status s = psim_jerr(c, "a sliding window needs \"causal\": true");
+    psim_jctx_pop(c, sv);
+    return s;
+  }
   const psim_tensor *q = IN(0), *k = IN(1), *v = IN(2), *o = OUT(0);
   for (int i = 0; i < 3; i++)
     if (IN(i)->rank != 4)

@@ -132,7 +132,8 @@ psim_status psim_opwork_norm(psim_opwork *w) {
 
 /* 4 b s s_kv h d forward (QK^T and PV, 2 FLOPs per MAC; Korthikanti et al.
  * 2022 sec. 4); causal halves it only when flash skips masked tiles (Dao
- * 2022); backward 2x, plus the forward again when flash recomputes scores.
+ * 2022), a causal sliding window of w keys keeps w / s_kv (1 - w / (2 s_kv))
+ * of it; backward 2x, plus the forward again when flash recomputes scores.
  * Without flash the scores and probabilities [b, h, s, s_kv] are written and
  * read back once each (4 passes over them). */
 psim_status psim_opwork_attention(psim_opwork *w) {
@@ -141,6 +142,12 @@ psim_status psim_opwork_attention(psim_opwork *w) {
   const psim_tensor *q = IN(0), *k = IN(1);
   uint16_t fm = (uint16_t)(tmask(m, op, q) | (1u << psim_op_dim_index(op, k->dims[1])));
   double c = op->attrs.causal && op->attrs.flash ? 0.5 : 1.0;
+  /* A causal sliding window of w keys: sum over queries of min(i + 1, w), about
+   * s_kv w - w^2 / 2 of the s_kv^2 pairs (w = s_kv gives the causal half); only flash
+   * skips the tiles outside it. */
+  double skv = (double)m->dims[k->dims[1]].size, win = (double)op->attrs.window;
+  if (op->attrs.window && op->attrs.flash && win < skv)
+    c = win / skv * (1 - win / (2 * skv));
   /* Keys on the query's own sequence dim: s_kv = s enters the product twice,
    * but a shard splitting s still sees every key (linear in its query rows). */
   if (k->dims[1] == q->dims[1])
