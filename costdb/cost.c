@@ -108,6 +108,9 @@ static double wave_eff(const psim_gpu_arch *a, const psim_model *m, const psim_o
                        const int64_t *shard, psim_pass pass) {
   if (op->kind != PSIM_OP_MATMUL || op->n_in < 2)
     return 1.0;
+  double grouped = psim_grouped_gemm_eff(a, m, op, shard); /* MoE experts: costdb/grouped_gemm.c */
+  if (grouped > 0)
+    return grouped;
   if (pass == PSIM_PASS_FWD)
     return psim_kernels_wave_eff(a, shard_elems(m, op, shard, op->out[0]));
   return 0.5 * (psim_kernels_wave_eff(a, shard_elems(m, op, shard, op->in[0])) +

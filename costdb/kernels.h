@@ -35,4 +35,11 @@ double psim_kernels_flash_eff(int32_t version, const psim_gpu_arch *a, psim_pass
  * there, and the GEMM curve's half_flops prices small kernels). */
 double psim_kernels_wave_eff(const psim_gpu_arch *a, double out_elems);
 
+/* The efficiency of an expert matmul shard (a weight with an expert dim) run as one grouped
+ * GEMM of its experts (costdb/grouped_gemm.c): the share of the tiles' rows that hold tokens,
+ * M / (ceil(M / tile_m) tile_m) for M tokens per expert, times the waves' use of the SMs over
+ * all experts' tiles. 0 when op is not an expert matmul or the architecture is unknown. */
+double psim_grouped_gemm_eff(const psim_gpu_arch *a, const psim_model *m, const psim_op *op,
+                             const int64_t *shard);
+
 #endif

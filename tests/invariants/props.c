@@ -276,6 +276,9 @@ static inv_verdict prop_breakdown(const inv_case *k, inv_inst *x, char *why, siz
 }
 
 inv_verdict inv_prop_zero(const inv_case *k, inv_inst *x, char *why, size_t n);
+/* props_moe.c (issue 21) */
+inv_verdict inv_prop_routing(const inv_case *k, inv_inst *x, char *why, size_t n);
+inv_verdict inv_prop_experts(const inv_case *k, inv_inst *x, char *why, size_t n);
 inv_verdict inv_prop_memory(const inv_case *k, inv_inst *x, char *why, size_t n);
 inv_verdict inv_prop_batch(const inv_case *k, inv_inst *x, char *why, size_t n);
 inv_verdict inv_prop_delta(const inv_case *k, inv_inst *x, char *why, size_t n);
@@ -293,5 +296,7 @@ const inv_prop inv_props[] = {
     {"delta", "(i) delta == full simulation exactly", inv_prop_delta, 1},
     {"plan", "(j) the plan is never slower than a baseline", inv_prop_plan, 40},
     {"breakdown", "(k) breakdown parts sum to the iteration time", prop_breakdown, 1},
+    {"routing", "(l) a more skewed MoE routing never faster (dropless)", inv_prop_routing, 1},
+    {"experts", "(m) more experts per device never less memory", inv_prop_experts, 1},
 };
 const int inv_n_props = (int)(sizeof inv_props / sizeof inv_props[0]);
