@@ -21,6 +21,7 @@ megatron MoE: transformer_config.py: --moe-pad-expert-input-to-capacity needs
   --moe-expert-capacity-factor (None: dropless); arguments.py: experts % ep == 0.
 deepspeed: DeepSpeed 0.19.6 deepspeed/runtime/config.py: train_batch_size =
   micro x accumulation x dp; no "pipeline" stages/partition keys (never read).
+gspmd: JAX jax-v0.11.0 Mesh / PartitionSpec / NamedSharding rules (gspmd() below).
 Round trip: every model fact the flags decide equals the model file's."""
 import json, re, sys, tomllib
 
@@ -305,11 +306,13 @@ def tensor_ranks():
 
 
 def gspmd():
-    """jax.sharding conventions: Mesh(devices.reshape(shape), axis_names) takes each device once
-    and distinct axis names; a PartitionSpec has one entry per array dim (fewer: the rest
-    replicated), each None, an axis name or a tuple of them, naming mesh axes only and none
-    twice (JAX rejects a duplicate axis); every tensor the model has a spec for is a model
-    tensor."""
+    """jax-ml/jax jax-v0.11.0 (a1521744c6, 2026-07-16): jax/_src/mesh.py Mesh.__new__ (devices.ndim
+    == len(axis_names), no None name; the export also takes each device once and distinct
+    names); jax/_src/partition_spec.py (P: each entry None, a name or a tuple of names;
+    _check_compatible_wrt_shape: at most one entry per array dim, fewer replicate the rest,
+    _normalized_spec_for_aval); jax/_src/named_sharding.py check_pspec:
+    _check_unique_resources (no mesh axis twice in a spec) and _check_mesh_resource_axis
+    (every name is a mesh axis). Every tensor the model has a spec for is a model tensor."""
     c = json.load(open(export))
     mesh, specs = c["mesh"], c["partition_specs"]
     names, shape, ids = mesh["axis_names"], mesh["shape"], mesh["device_ids"]
