@@ -11,6 +11,7 @@
 #include "search/policy/policy.h"
 #include "search/policy/searchers.h"
 #include "search/search.h"
+#include "sim/builder/routing.h"
 #include "sim/core/json.h"
 #include "sim/core/units.h"
 #include "sim/strategy/constraints.h"
@@ -20,6 +21,7 @@ typedef struct plan_args {
   const char *files[2];
   int n_files;
   const char *out, *search, *budget, *costdb, *trace, *fix, *init, *stack;
+  const char *routing;                /* --routing SPEC (sim/builder/routing.h) */
   const char *max_tasks, *max_memory; /* --max-tasks, --max-memory (cli_limits.c) */
   uint64_t seed;
   int64_t verify_every; /* --verify-every N (debug) */
@@ -31,8 +33,9 @@ typedef struct plan_args {
 } plan_args;
 
 static const char *const value_options[] = {
-    "-o",     "--search",  "--budget",    "--seed",       "--costdb",       "--trace", "--fix",
-    "--init", "--threads", "--max-tasks", "--max-memory", "--verify-every", "--stack", NULL};
+    "-o",           "--search",       "--budget", "--seed",    "--costdb",
+    "--trace",      "--fix",          "--init",   "--threads", "--max-tasks",
+    "--max-memory", "--verify-every", "--stack",  "--routing", NULL};
 
 static bool takes_value(const char *opt) {
   for (const char *const *v = value_options; *v; v++)
@@ -59,6 +62,8 @@ static psim_status set_option(plan_args *a, const char *opt, const char *val) {
     a->init = val;
   else if (strcmp(opt, "--stack") == 0)
     a->stack = val;
+  else if (strcmp(opt, "--routing") == 0)
+    a->routing = val;
   else if (strcmp(opt, "--max-tasks") == 0)
     a->max_tasks = val;
   else if (strcmp(opt, "--max-memory") == 0)
@@ -208,6 +213,7 @@ typedef struct plan_run {
   cJSON *fix;             /* --fix as parsed; fix_k reads it once for every searcher */
   psim_constraints fix_k;
   psim_strategy init;
+  psim_routing routing; /* --routing, parsed */
 } plan_run;
 
 static psim_status prepare(const plan_args *a, plan_run *p) {
@@ -219,6 +225,11 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
     PSIM_CHECK(psim_cli_limit_option("plan", "--max-memory", a->max_memory, &p->sim));
   PSIM_CHECK(psim_cli_load_inputs(&p->in, a->files[0], a->files[1], NULL, a->costdb));
   PSIM_CHECK(psim_cli_apply_stack(&p->in, a->stack));
+  if (a->routing) { /* MoE routed tokens per expert (issue 21) */
+    PSIM_CHECK(psim_routing_parse(a->routing, &p->routing));
+    p->sim.routing = &p->routing;
+    PSIM_CHECK(psim_routing_check_model(&p->routing, &p->in.model));
+  }
   p->sim.costdb = p->in.costdb;
   p->so.sim = &p->sim;
   p->so.seed = a->seed;
@@ -313,5 +324,6 @@ psim_status psim_cmd_plan(int argc, char **argv) {
   psim_strategy_destroy(&p.init);
   psim_policy_result_destroy(&p.pol);
   psim_cli_inputs_destroy(&p.in);
+  psim_routing_destroy(&p.routing);
   return st;
 }

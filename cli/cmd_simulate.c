@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_load.h"
+#include "sim/builder/routing.h"
 #include "sim/core/json.h"
 #include "sim/core/units.h"
 #include "sim/faults.h"
@@ -17,7 +18,8 @@ typedef struct simulate_args {
   bool json;
   const char *trace;
   const char *costdb;
-  const char *stack; /* --stack NAME|FILE (docs/stacks.md) */
+  const char *stack;   /* --stack NAME|FILE (docs/stacks.md) */
+  const char *routing; /* --routing SPEC (sim/builder/routing.h) */
   psim_sim_options opts;
   psim_fault_options faults; /* issue 8: stragglers, faults, --iterations (sim/faults.h) */
 } simulate_args;
@@ -43,10 +45,12 @@ static psim_status parse_args(int argc, char **argv, simulate_args *a) {
       a->opts.fold = false;
     } else if (strcmp(arg, "--trace") == 0 || strcmp(arg, "--costdb") == 0 ||
                strcmp(arg, "--fidelity") == 0 || strcmp(arg, "--stack") == 0 ||
-               psim_cli_is_limit_option(arg)) {
+               strcmp(arg, "--routing") == 0 || psim_cli_is_limit_option(arg)) {
       PSIM_CHECK(psim_cli_need_value("simulate", argc, argv, i));
       i++;
-      if (strcmp(arg, "--stack") == 0)
+      if (strcmp(arg, "--routing") == 0)
+        a->routing = val;
+      else if (strcmp(arg, "--stack") == 0)
         a->stack = val;
       else if (strcmp(arg, "--trace") == 0)
         a->trace = val;
@@ -170,10 +174,16 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
     PSIM_CHECK(psim_file_check_output("--trace", a.trace));
   const char *ins[] = {a.files[0], a.files[1], a.files[2], a.costdb};
   PSIM_CHECK(psim_cli_check_distinct(ins, 4, &a.trace, 1));
+  psim_routing routing = {0};
+  if (a.routing) /* MoE routed tokens per expert (issue 21) */
+    PSIM_CHECK(psim_routing_parse(a.routing, &routing));
+  a.opts.routing = a.routing ? &routing : NULL;
   psim_cli_inputs in;
   psim_status s = psim_cli_load_inputs(&in, a.files[0], a.files[1], a.files[2], a.costdb);
   if (s == PSIM_OK)
     s = psim_cli_apply_stack(&in, a.stack);
+  if (s == PSIM_OK)
+    s = psim_routing_check_model(a.opts.routing, &in.model);
   psim_sim_result r;
   psim_sim_result_init(&r);
   psim_fault_report rep; /* issue 8 */
@@ -206,5 +216,6 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
   psim_fault_report_destroy(&rep);
   psim_sim_result_destroy(&r);
   psim_cli_inputs_destroy(&in);
+  psim_routing_destroy(&routing);
   return s;
 }

@@ -108,6 +108,22 @@ cJSON *psim_gb_ew(psim_gb *g, cJSON *ops, const char *name, const char *fn, cons
   return o;
 }
 
+void psim_gb_linear(psim_gb *g, const psim_gb_blk *b, const char *name, const char *x,
+                    const char *wdims, const char *bdims, const char *y, const char *ydims,
+                    const char *ydtype) {
+  char w[96], bn[96], in[256];
+  snprintf(w, sizeof w, "w_%s", name);
+  snprintf(bn, sizeof bn, "b_%s", name);
+  psim_gb_tensor(g, b->weights, w, wdims, NULL);
+  psim_gb_tensor(g, b->tensors, y, ydims, ydtype);
+  snprintf(in, sizeof in, "%s %s", x, w);
+  if (bdims) {
+    psim_gb_tensor(g, b->weights, bn, bdims, NULL);
+    snprintf(in, sizeof in, "%s %s %s", x, w, bn);
+  }
+  psim_gb_op(g, b->ops, name, "matmul", in, y);
+}
+
 psim_gb_blk psim_gb_block(psim_gb *g, const char *name, int64_t repeat, const char *inputs,
                           const char *outputs, const char *in, const char *out) {
   psim_gb_blk b = {0};

@@ -51,6 +51,12 @@ cJSON *psim_gb_op(psim_gb *g, cJSON *ops, const char *name, const char *kind, co
 cJSON *psim_gb_ew(psim_gb *g, cJSON *ops, const char *name, const char *fn, const char *in,
                   const char *out);
 
+/* Linear layer NAME in block b: y [ydims] = x w_NAME [wdims] (+ b_NAME [bdims] when bdims is
+ * not NULL); y gets dtype ydtype (NULL: the model's). */
+void psim_gb_linear(psim_gb *g, const psim_gb_blk *b, const char *name, const char *x,
+                    const char *wdims, const char *bdims, const char *y, const char *ydims,
+                    const char *ydtype);
+
 psim_gb_blk psim_gb_block(psim_gb *g, const char *name, int64_t repeat, const char *inputs,
                           const char *outputs, const char *in, const char *out);
 

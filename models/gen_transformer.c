@@ -172,18 +172,7 @@ static void act(psim_gb *g, cJSON *ts, const char *name, const char *dims) {
 /* Linear layer name: y = x W (+ b). */
 static void linear(tf *t, const char *name, const char *x, const char *wdims, const char *bdims,
                    const char *y, const char *ydims) {
-  psim_gb *g = t->g;
-  char w[64], b[64], in[256];
-  snprintf(w, sizeof w, "w_%s", name);
-  snprintf(b, sizeof b, "b_%s", name);
-  psim_gb_tensor(g, t->b.weights, w, wdims, NULL);
-  psim_gb_tensor(g, t->b.tensors, y, ydims, t->o->linear_dtype);
-  snprintf(in, sizeof in, "%s %s", x, w);
-  if (bdims) {
-    psim_gb_tensor(g, t->b.weights, b, bdims, NULL);
-    snprintf(in, sizeof in, "%s %s %s", x, w, b);
-  }
-  psim_gb_op(g, t->b.ops, name, "matmul", in, y);
+  psim_gb_linear(t->g, &t->b, name, x, wdims, bdims, y, ydims, t->o->linear_dtype);
 }
 
 static cJSON *tagged(tf *t, cJSON *o) {
@@ -256,15 +245,19 @@ static void tf_ffn_part(tf *t, const char *x, const char *y) {
     act(g, b->tensors, "gates", "batch seq expert");
     psim_gb_str(g, psim_gb_op(g, b->ops, "gates", "softmax", "router", "gates"), "axis", "expert");
     act(g, b->tensors, "xe", bech);
-    psim_gb_num(g, psim_gb_op(g, b->ops, "dispatch", "dispatch", "ln2 gates", "xe"), "top_k",
-                (double)t->o->top_k);
+    cJSON *d = psim_gb_op(g, b->ops, "dispatch", "dispatch", "ln2 gates", "xe");
+    psim_gb_num(g, d, "top_k", (double)t->o->top_k);
     linear(t, "fc1", "xe", "expert hidden ffn", "expert ffn", "he", becf);
     act(g, b->tensors, "ge", becf);
     psim_gb_ew(g, b->ops, "gelu", "gelu", "he", "ge");
     linear(t, "fc2", "ge", "expert ffn hidden", "expert hidden", "ye", bech);
     act(g, b->tensors, y, bsh);
-    psim_gb_num(g, psim_gb_op(g, b->ops, "combine", "combine", "ye gates", y), "top_k",
-                (double)t->o->top_k);
+    cJSON *c = psim_gb_op(g, b->ops, "combine", "combine", "ye gates", y);
+    psim_gb_num(g, c, "top_k", (double)t->o->top_k);
+    if (t->o->dropless) {
+      psim_gb_bool(g, d, "dropless", true);
+      psim_gb_bool(g, c, "dropless", true);
+    }
     return;
   }
   linear(t, "fc1", x, "hidden ffn", "ffn", "h1", bsf);
@@ -369,7 +362,9 @@ static psim_status gen_tf(const psim_gen_tf_opts *o, tf_family fam, const char *
   psim_gb_start(&g, o->name ? o->name : defname, o->dtype);
   tf_dims(&t);
   if (fam == TF_MOE) {
-    double cap = ceil(o->capacity_factor * (double)o->top_k * (double)o->seq / (double)o->experts);
+    /* dropless: the mean routed tokens per expert (the capacity factor does not apply) */
+    double cf = o->dropless ? 1.0 : o->capacity_factor;
+    double cap = ceil(cf * (double)o->top_k * (double)o->seq / (double)o->experts);
     psim_gb_dim(&g, "expert", o->experts, "expert");
     psim_gb_dim(&g, "capacity", (int64_t)cap, NULL);
   }

@@ -32,7 +32,23 @@ typedef struct psim_gen_tf_opts {
   bool flash;             /* one fused attention op (FlashAttention) instead of the separate core */
   int64_t experts;        /* moe: experts per MoE layer */
   int64_t top_k;          /* moe: experts per token */
-  double capacity_factor; /* moe: expert capacity = ceil(cf * top_k * seq / experts) per sample */
+  double capacity_factor; /* moe: expert capacity = ceil(cf * top_k * seq / experts) per sample;
+                             decoder families: 0 = dropless (the recipes' default) */
+  bool dropless;          /* dropless routing (Megatron-Core alltoall dispatcher without capacity,
+                             torchtitan): capacity = ceil(top_k * seq / experts), the mean routed
+                             tokens per expert; dispatch/combine carry "dropless": true */
+  /* decoder families (qwen3, qwen3-moe, mixtral, deepseek-v3, gpt-oss; gen_decoder.c) */
+  int64_t head_dim;     /* attention head width; 0 = hidden / heads */
+  bool qk_norm;         /* RMSNorm of q and k over head_dim (Qwen3) */
+  bool bias;            /* biases on q, k, v, o and the experts (GPT-OSS) */
+  int64_t moe_ffn;      /* routed expert width; 0 = a dense model (no experts) */
+  int64_t shared_ffn;   /* width of the shared expert(s) beside the routed ones; 0 = none */
+  int64_t dense_layers; /* the first layers keep a dense FFN of width ffn (DeepSeek-V3: 3) */
+  bool sigmoid_router;  /* sigmoid gate scores (DeepSeek-V3) instead of softmax */
+  int64_t q_lora;       /* MLA: query down-projection rank; 0 = q projected directly */
+  int64_t kv_lora;      /* MLA: key/value latent rank; 0 = no MLA (GQA or MHA) */
+  int64_t qk_rope;      /* MLA: rotary part of the q/k head (head_dim is the non-rotary part) */
+  int64_t mtp;          /* DeepSeek multi-token prediction modules; 0 = none */
 } psim_gen_tf_opts;
 
 /* Defaults: GPT-3 1.3B (Brown et al. 2020, Table 2.1): 24 layers, h 2048, 16
@@ -63,6 +79,20 @@ psim_status psim_gen_bert(const psim_gen_tf_opts *o, struct cJSON **out);
  * positions, tied embedding) without dropout (MPT's pdrop 0). */
 psim_status psim_gen_mpt(const psim_gen_tf_opts *o, struct cJSON **out);
 psim_status psim_gen_moe(const psim_gen_tf_opts *o, struct cJSON **out);
+
+/* Decoder families (gen_decoder.c): RMSNorm, no dropout, rotary positions (no parameters, not
+ * modelled), SwiGLU FFNs, untied output matrix, fused causal attention; grouped-query or
+ * multi-head latent attention; optional qk-norm; dense or mixture-of-experts FFNs with shared
+ * experts and leading dense layers. Defaults, each from the model's published config
+ * (docs/model.md lists the files): */
+void psim_gen_qwen3_opts_init(psim_gen_tf_opts *o);     /* Qwen3-8B */
+void psim_gen_qwen3_moe_opts_init(psim_gen_tf_opts *o); /* Qwen3-30B-A3B */
+void psim_gen_mixtral_opts_init(psim_gen_tf_opts *o);   /* Mixtral 8x7B */
+void psim_gen_deepseek_v3_opts_init(psim_gen_tf_opts *o);
+void psim_gen_gpt_oss_opts_init(psim_gen_tf_opts *o); /* GPT-OSS-120B */
+/* GPT-3 175B as MLPerf Training runs it: the mpt structure (gpt without dropout). */
+void psim_gen_gpt3_mlperf_opts_init(psim_gen_tf_opts *o);
+psim_status psim_gen_decoder(const psim_gen_tf_opts *o, struct cJSON **out);
 
 /* Vision, MLP and recommendation models. */
 typedef struct psim_gen_net_opts {

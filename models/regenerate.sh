@@ -23,6 +23,18 @@ gen llama2-7b.json llama --name llama2-7b
 gen llama2-70b.json llama --name llama2-70b --layers 80 --hidden 8192 --heads 64 --kv-heads 8 --ffn 28672 --batch 1024
 gen bert-large.json bert --name bert-large
 gen moe-1.3b-8e.json moe --name moe-1.3b-8e --experts 8 --top-k 2
+# GPT-3 175B as MLPerf Training runs it (mlcommons/training run_gpt3.sh: seq 2048, batch 1536,
+# no dropout); the family's defaults (models/gen_recipes.c).
+gen gpt3-175b-mlperf.json gpt3-mlperf --name gpt3-175b-mlperf
+# Decoder families (models/gen_decoder.c), defaults from each model's published config.json
+# (models/gen_recipes.c, docs/model.md); MoE routing dropless as Megatron-Core and torchtitan run it.
+gen qwen3-8b.json qwen3 --name qwen3-8b
+gen qwen3-32b.json qwen3 --name qwen3-32b --layers 64 --hidden 5120 --heads 64 --ffn 25600
+gen qwen3-30b-a3b.json qwen3-moe --name qwen3-30b-a3b
+gen qwen3-235b-a22b.json qwen3-moe --name qwen3-235b-a22b --layers 94 --hidden 4096 --heads 64 --moe-ffn 1536 --batch 1024
+gen mixtral-8x7b.json mixtral --name mixtral-8x7b
+gen deepseek-v3.json deepseek-v3 --name deepseek-v3
+gen gpt-oss-120b.json gpt-oss --name gpt-oss-120b
 gen mlp.json mlp --name mlp
 gen alexnet.json alexnet --name alexnet
 gen resnet50.json resnet --name resnet50 --depth 50

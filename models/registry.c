@@ -6,23 +6,27 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TF(f)  offsetof(psim_gen_tf_opts, f)
-#define NET(f) offsetof(psim_gen_net_opts, f)
-#define TFS    "gpt mpt llama llama3 bert moe"
-#define NETS   "mlp alexnet resnet inception dlrm"
-#define COUNT  1, (double)INT64_MAX /* counts and sizes: whole numbers from 1 */
-#define FACTOR 0, HUGE_VAL          /* factors: positive numbers */
-#define NONE   0, 0
+#define TF(f)   offsetof(psim_gen_tf_opts, f)
+#define NET(f)  offsetof(psim_gen_net_opts, f)
+#define DEC     "qwen3 qwen3-moe mixtral deepseek-v3 gpt-oss" /* gen_decoder.c */
+#define TFS     "gpt mpt llama llama3 bert moe gpt3-mlperf " DEC
+#define NETS    "mlp alexnet resnet inception dlrm"
+#define COUNT   1, (double)INT64_MAX /* counts and sizes: whole numbers from 1 */
+#define COUNT0  0, (double)INT64_MAX /* counts where 0 means none (layers, experts, ranks) */
+#define FACTOR0 -1, 1e3              /* factors where 0 is a setting: [0, 1000] */
+#define FACTOR  0, HUGE_VAL          /* factors: positive numbers */
+#define NONE    0, 0
 
 /* Every number is a count or a factor that must be positive: an explicit 0
  * would otherwise read as "the default" (ffn 0 gave 4*hidden, kv_heads 0 the
- * heads), so it is out of range. */
+ * heads), so it is out of range; except where 0 is itself a setting that no
+ * default hides (COUNT0, FACTOR0: no shared expert, no latent attention, dropless). */
 static const psim_gen_option tf_options[] = {
     {"layers", PSIM_GEN_INT, TF(layers), TFS, COUNT, NULL, "transformer layers"},
     {"hidden", PSIM_GEN_INT, TF(hidden), TFS, COUNT, NULL, "model width"},
     {"heads", PSIM_GEN_INT, TF(heads), TFS, COUNT, NULL, "attention heads"},
-    {"kv_heads", PSIM_GEN_INT, TF(kv_heads), "llama llama3", COUNT, "heads",
-     "key/value heads (fewer than heads needs --flash)"},
+    {"kv_heads", PSIM_GEN_INT, TF(kv_heads), "llama llama3 " DEC, COUNT, "heads",
+     "key/value heads (llama: fewer than heads needs --flash)"},
     {"seq", PSIM_GEN_INT, TF(seq), TFS, COUNT, NULL, "sequence length (tokens)"},
     {"vocab", PSIM_GEN_INT, TF(vocab), TFS, COUNT, NULL, "vocabulary size"},
     {"batch", PSIM_GEN_INT, TF(batch), TFS, COUNT, NULL, "global batch (sequences)"},
@@ -31,11 +35,31 @@ static const psim_gen_option tf_options[] = {
     {"linear_dtype", PSIM_GEN_STR, TF(linear_dtype), TFS, NONE, "dtype",
      "dtype of the linear layers' outputs (fp8: FP8 GEMMs)"},
     {"name", PSIM_GEN_STR, TF(name), TFS, NONE, "the family's", "model name"},
-    {"flash", PSIM_GEN_BOOL, TF(flash), TFS, NONE, NULL, "one fused attention op"},
-    {"experts", PSIM_GEN_INT, TF(experts), "moe", COUNT, NULL, "experts per MoE layer"},
-    {"top_k", PSIM_GEN_INT, TF(top_k), "moe", COUNT, NULL, "experts per token"},
+    {"flash", PSIM_GEN_BOOL, TF(flash), "gpt mpt llama llama3 bert moe gpt3-mlperf", NONE, NULL,
+     "one fused attention op"},
+    {"experts", PSIM_GEN_INT, TF(experts), "moe " DEC, COUNT, NULL, "experts per MoE layer"},
+    {"top_k", PSIM_GEN_INT, TF(top_k), "moe " DEC, COUNT, NULL, "experts per token"},
     {"capacity_factor", PSIM_GEN_DBL, TF(capacity_factor), "moe", FACTOR, NULL,
      "expert capacity = ceil(cf * top_k * seq / experts)"},
+    {"capacity_factor", PSIM_GEN_DBL, TF(capacity_factor), DEC, FACTOR0, NULL,
+     "expert capacity = ceil(cf * top_k * seq / experts); 0: dropless"},
+    {"dropless", PSIM_GEN_BOOL, TF(dropless), "moe " DEC, NONE, NULL,
+     "dropless routing: capacity = the mean top_k * seq / experts"},
+    {"head_dim", PSIM_GEN_INT, TF(head_dim), DEC, COUNT, "hidden/heads",
+     "attention head width (MLA: its non-rotary part)"},
+    {"qk_norm", PSIM_GEN_BOOL, TF(qk_norm), DEC, NONE, NULL, "RMSNorm of q and k (Qwen3)"},
+    {"bias", PSIM_GEN_BOOL, TF(bias), DEC, NONE, NULL, "biases on q, k, v, o, router, experts"},
+    {"moe_ffn", PSIM_GEN_INT, TF(moe_ffn), DEC, COUNT0, "0", "routed expert width; 0: dense"},
+    {"shared_ffn", PSIM_GEN_INT, TF(shared_ffn), DEC, COUNT0, "0", "shared expert width; 0: none"},
+    {"dense_layers", PSIM_GEN_INT, TF(dense_layers), DEC, COUNT0, "0",
+     "leading layers with a dense FFN of width --ffn"},
+    {"sigmoid_router", PSIM_GEN_BOOL, TF(sigmoid_router), DEC, NONE, NULL,
+     "sigmoid gate scores instead of softmax"},
+    {"q_lora", PSIM_GEN_INT, TF(q_lora), DEC, COUNT0, "0", "MLA query rank; 0: none"},
+    {"kv_lora", PSIM_GEN_INT, TF(kv_lora), DEC, COUNT0, "0",
+     "MLA key/value latent rank; 0: grouped-query attention"},
+    {"qk_rope", PSIM_GEN_INT, TF(qk_rope), DEC, COUNT0, "0", "MLA rotary head part"},
+    {"mtp", PSIM_GEN_INT, TF(mtp), DEC, COUNT0, "0", "multi-token prediction modules"},
     {NULL, PSIM_GEN_INT, 0, NULL, NONE, NULL, NULL}};
 
 static const psim_gen_option net_options[] = {
@@ -63,6 +87,18 @@ static const psim_gen_family families[] = {
      psim_gen_llama3_opts_init, psim_gen_llama, NULL},
     {"bert", "BERT-large by default", psim_gen_bert_opts_init, psim_gen_bert, NULL},
     {"moe", "gpt with every FFN a mixture of experts", psim_gen_moe_opts_init, psim_gen_moe, NULL},
+    {"gpt3-mlperf", "GPT-3 175B as MLPerf Training runs it: mpt's structure, seq 2048, batch 1536",
+     psim_gen_gpt3_mlperf_opts_init, psim_gen_mpt, NULL},
+    {"qwen3", "Qwen3-8B by default: GQA, qk-norm, SwiGLU, untied", psim_gen_qwen3_opts_init,
+     psim_gen_decoder, NULL},
+    {"qwen3-moe", "Qwen3-30B-A3B by default: 128 experts top-8, dropless",
+     psim_gen_qwen3_moe_opts_init, psim_gen_decoder, NULL},
+    {"mixtral", "Mixtral 8x7B by default: 8 SwiGLU experts top-2, GQA 32/8",
+     psim_gen_mixtral_opts_init, psim_gen_decoder, NULL},
+    {"deepseek-v3", "DeepSeek-V3 by default: MLA, 3 dense + 58 MoE layers, 1 shared + 256 experts",
+     psim_gen_deepseek_v3_opts_init, psim_gen_decoder, NULL},
+    {"gpt-oss", "GPT-OSS-120B by default: 128 experts top-4, GQA 64/8, biases",
+     psim_gen_gpt_oss_opts_init, psim_gen_decoder, NULL},
     {"mlp", "a multi-layer perceptron", NULL, NULL, psim_gen_mlp},
     {"alexnet", "AlexNet", NULL, NULL, psim_gen_alexnet},
     {"resnet", "ResNet", NULL, NULL, psim_gen_resnet},
@@ -82,7 +118,8 @@ const psim_gen_family *psim_gen_family_find(const char *name) {
 }
 
 const char *psim_gen_family_list(void) {
-  return "gpt, mpt, llama, llama3, bert, moe, mlp, alexnet, resnet, inception, dlrm";
+  return "gpt, mpt, llama, llama3, bert, moe, gpt3-mlperf, qwen3, qwen3-moe, mixtral, deepseek-v3, "
+         "gpt-oss, mlp, alexnet, resnet, inception, dlrm";
 }
 
 void psim_gen_opts_init(const psim_gen_family *f, psim_gen_opts *o) {
@@ -116,10 +153,16 @@ const psim_gen_option *psim_gen_option_find(const psim_gen_family *f, const char
 bool psim_gen_in_range(const psim_gen_option *x, double v) {
   if (x->type == PSIM_GEN_INT)
     return v == floor(v) && v >= x->min && v <= x->max;
-  return x->type == PSIM_GEN_DBL && isfinite(v) && v > x->min && v <= x->max;
+  /* a negative min stands for [0, max] (FACTOR0) */
+  return x->type == PSIM_GEN_DBL && isfinite(v) && (x->min < 0 ? v >= 0 : v > x->min) &&
+         v <= x->max;
 }
 
 const char *psim_gen_range_text(const psim_gen_option *x) {
+  if (x->min <= 0 && x->type != PSIM_GEN_DBL)
+    return "a non-negative integer";
+  if (x->min < 0)
+    return "a number in [0, 1000]";
   return x->type == PSIM_GEN_INT ? "a positive integer" : "a positive number";
 }
 

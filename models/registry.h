@@ -26,7 +26,8 @@ typedef struct psim_gen_option {
   psim_gen_type type;
   size_t offset;        /* into the family's options struct (tf or net) */
   const char *families; /* space-separated families that take it */
-  double min, max;      /* numbers: the accepted range (min excluded for DBL) */
+  double min, max;      /* numbers: the accepted range (min excluded for DBL; a negative
+                           min on a DBL stands for [0, max]) */
   const char *unset;    /* help: what 0 or NULL (the initial value) stands for, or NULL */
   const char *help;
 } psim_gen_option;

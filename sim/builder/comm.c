@@ -2,6 +2,7 @@
  * all-gathers, scatter-gather pipeline transfers, point-to-point gathers, and
  * the per-edge connect of producer to consumer shards (see build.c). */
 #include "sim/builder/build_impl.h"
+#include "sim/builder/routing.h"
 
 #include <assert.h>
 #include <math.h>
@@ -307,6 +308,7 @@ static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *x
     cache->served[id] = 1;
     psim_build_fold_check_transfer(b, pipeline);
     int32_t src = cx->devices[id * cx->replicas];
+    elems *= psim_routing_bytes_scale(b, t, &regs[sh], r); /* MoE: the routed tokens */
     PSIM_CHECK(add_transfer(b, x, xt, src, d, elems * (double)psim_dtype_bytes(ten->dtype), mu,
                             pipeline, *arrived));
   }

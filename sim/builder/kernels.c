@@ -1,6 +1,7 @@
 /* kernels.c - compute tasks: shard costs, kernel issue on each device's
  * stream, and the pipeline schedules' issue order. */
 #include "sim/builder/build_impl.h"
+#include "sim/builder/routing.h"
 
 #include <math.h>
 #include <string.h>
@@ -195,7 +196,8 @@ static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int
   const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
   int64_t ext[PSIM_MAX_OP_DIMS];
   psim_build_shard_extents(b, o, loc->shard, ext);
-  if (tc->valid == PSIM_COST_MEM_STALE) { /* the op is prev's, a producer is not */
+  psim_routing_shard_extents(b, o, loc->shard, ext); /* MoE: the tokens routed to its experts */
+  if (tc->valid == PSIM_COST_MEM_STALE) {            /* the op is prev's, a producer is not */
     tc->mem_bytes = shard_mem_bytes(b, o, ext, pass_kind);
     tc->valid = PSIM_COST_VALID;
     return tc;

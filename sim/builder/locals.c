@@ -1,6 +1,7 @@
 /* locals.c - which devices and op shards are simulated (folding), and their
  * task slots. */
 #include "sim/builder/build_impl.h"
+#include "sim/builder/routing.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -90,6 +91,8 @@ static bool can_fold(const psim_build *b, unsigned char *mark) {
   const psim_strategy *s = b->s;
   const psim_model *m = b->m;
   if (!psim_build_may_fold(b)) /* issue 8 (ps.c): parameter servers, stragglers, mixed types */
+    return false;
+  if (!psim_routing_symmetric(b)) /* MoE: skewed routing loads expert-split devices unequally */
     return false;
   for (int32_t o = 0; o < m->n_ops; o++) {
     const psim_op_config *cfg = &s->ops[o];

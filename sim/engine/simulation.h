@@ -27,6 +27,8 @@ typedef struct psim_sim_options {
   bool keep_graph;                  /* keep graph and schedule (traces); default false */
   const uint8_t *ps_dropped;        /* issue 8, internal (ps.c): per (worker, server) push
                                        dropped by backup_k; NULL (default) = none */
+  /* issue 21: MoE routed tokens per expert (sim/builder/routing.h); NULL = the default there */
+  const struct psim_routing *routing;
 } psim_sim_options;
 
 void psim_sim_options_init(psim_sim_options *o);

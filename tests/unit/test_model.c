@@ -438,7 +438,8 @@ START_TEST(family_registry) {
     ck_assert_int_eq(psim_gen_generate(f, &o, &doc), PSIM_OK);
     cJSON_Delete(doc);
   }
-  ck_assert_int_eq(n, 11); /* + mpt, llama3 (issue 20) */
+  ck_assert_int_eq(
+      n, 17); /* + mpt, llama3 (issue 20); gpt3-mlperf and the decoder families (issues 20, 21) */
   ck_assert_ptr_null(psim_gen_family_find("gpt2"));
   const psim_gen_family *gpt = psim_gen_family_find("gpt"), *moe = psim_gen_family_find("moe");
   ck_assert_ptr_null(psim_gen_option_find(gpt, "experts"));
