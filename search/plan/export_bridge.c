@@ -89,6 +89,9 @@ static void model_keys(psim_sb *b, const psim_export_facts *f) {
                  "  vocab_size: %lld\n  make_vocab_size_divisible_by: 1\n",
                  f->layers, (long long)f->hidden, (long long)f->heads, (long long)f->kv_heads,
                  (long long)f->ffn, (long long)f->seq, (long long)f->vocab);
+  psim_sb_printf(b, "  kv_channels: %lld\n  qk_layernorm: %s\n",
+                 (long long)(f->head_dim > 0 ? f->head_dim : f->hidden / f->heads),
+                 f->qk_norm ? "true" : "false");
   psim_sb_printf(b,
                  "  position_embedding_type: %s\n  normalization: %s\n  gated_linear_unit: %s\n"
                  "  add_bias_linear: %s\n  share_embeddings_and_output_weights: %s\n"

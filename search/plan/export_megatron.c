@@ -52,6 +52,12 @@ psim_status psim_export_megatron_model_refusals(const psim_export_facts *f) {
                               "biases with expert tensor parallelism 1 only "
                               "(transformer_config.py)",
                               f->lay.tp);
+  if (f->experts > 0 && (f->moe_layers != f->layers || f->moe_dense_ffn))
+    return psim_export_refuse("MoE with %s: the export does not write --moe-layer-freq or "
+                              "--moe-shared-expert-intermediate-size yet, and Megatron-LM would "
+                              "build a MoE in every layer without shared experts",
+                              f->moe_dense_ffn ? "a dense FFN beside the experts (shared experts)"
+                                               : "dense layers between the MoE layers");
   if (f->experts > 0 && (f->top_k < 1 || (!f->dropless && f->capacity_factor <= 0)))
     return psim_export_refuse("the MoE dispatch has no top-k or capacity Megatron-LM can take");
   return PSIM_OK;
@@ -103,6 +109,10 @@ static void model_args(psim_sb *b, const psim_export_facts *f) {
   if (f->kv_heads != f->heads)
     psim_sb_printf(b, "  --group-query-attention\n  --num-query-groups %lld\n",
                    (long long)f->kv_heads);
+  if (f->head_dim > 0 && f->head_dim * f->heads != f->hidden) /* default hidden / heads */
+    psim_sb_printf(b, "  --kv-channels %lld\n", (long long)f->head_dim);
+  if (f->qk_norm) /* transformer_config.py qk_layernorm: a norm of q and k per head */
+    psim_sb_printf(b, "  --qk-layernorm\n");
   psim_sb_printf(b, "  --ffn-hidden-size %lld\n", (long long)f->ffn);
   psim_sb_printf(b, "  --seq-length %lld\n  --max-position-embeddings %lld\n", (long long)f->seq,
                  (long long)f->seq);

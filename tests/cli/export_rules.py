@@ -46,6 +46,14 @@ for name, d in dims.items():
 facts = {"dtype": model.get("dtype", "fp32")}
 
 
+role_of_heads = {n for n, d in dims.items() if d.get("role") == "heads"}
+
+
+def tensor_dims(block, name):
+    t = dict(model.get("tensors", {}), **block.get("tensors", {})).get(name, {})
+    return t.get("dims", [])
+
+
 def transformer_facts():
     block = next(o for o in model["ops"] if "block" in o)
     inner = block["ops"]
@@ -68,6 +76,8 @@ def transformer_facts():
         "dropless": any(o.get("dropless", False) for o in inner if o["kind"] == "dispatch"),
         "top_k": next((o["top_k"] for o in inner if o["kind"] == "dispatch"), 0),
         "head_dim": role.get("head_dim", [0])[0], "vocab": role["vocab"][0],
+        "qk_norm": any(o["kind"] in ("rmsnorm", "layernorm") and any(
+            d in role_of_heads for d in tensor_dims(block, o["out"][0])) for o in inner),
     })
 
 
@@ -121,6 +131,9 @@ def megatron_core(a):
     need(int(a["--hidden-size"]) == f["hidden"], "hidden")
     need(heads == f["heads"] and groups == f["kv"], "heads / query groups")
     need(int(a["--ffn-hidden-size"]) == f["ffn"], "ffn")
+    # transformer_config.py: kv_channels defaults to hidden / heads; qk_layernorm to False
+    need(int(a.get("--kv-channels", f["hidden"] // heads)) == f["head_dim"], "head_dim (kv-channels)")
+    need(bool(a.get("--qk-layernorm")) == f["qk_norm"], "qk-layernorm")
     need(int(a["--seq-length"]) == f["seq"], "seq")
     need(int(a["--global-batch-size"]) == f["batch"], "global batch")
     need((a.get("--normalization") == "RMSNorm") == f["rmsnorm"], "normalization")
@@ -221,7 +234,7 @@ BRIDGE_KEYS = {
               "num_layers_in_last_pipeline_stage", "sequence_parallel", "context_parallel_size",
               "recompute_granularity", "recompute_method", "recompute_num_layers", "num_layers",
               "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size",
-              "seq_length", "vocab_size", "make_vocab_size_divisible_by",
+              "seq_length", "vocab_size", "make_vocab_size_divisible_by", "kv_channels", "qk_layernorm",
               "position_embedding_type", "normalization", "gated_linear_unit", "add_bias_linear",
               "share_embeddings_and_output_weights", "hidden_dropout", "attention_dropout",
               "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
@@ -300,6 +313,8 @@ def tensor_ranks():
     for op in model["ops"]:
         if "block" in op:
             inner = dict(op.get("tensors", {}), **op.get("weights", {}))
+            for t in op.get("out", []):  # the block's output: the layer's [batch, seq, hidden]
+                r[t] = len(inner["y"]["dims"]) if "y" in inner else 3
             for i in range(op["repeat"]):
                 r.update({"%s.%d.%s" % (op["block"], i, k): len(v["dims"]) for k, v in inner.items()})
     return r
