@@ -274,8 +274,12 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
   n += snprintf(out + n, size - (size_t)n, ", micro-batch %d, recompute %s%s", b->micro_batch,
                 psim_recompute_name(b->recompute),
                 b->sequence_parallel ? ", sequence parallel" : "");
+  if (b->pp > 1 && b->virtual_stages == 1 && b->schedule == PSIM_SCHED_GPIPE)
+    n += snprintf(out + n, size - (size_t)n, ", GPipe");
   if (b->zero_stage == 1)
     snprintf(out + n, size - (size_t)n, ", distributed optimizer");
+  else if (b->zero_stage == 3 && b->overlap_grad_reduce)
+    snprintf(out + n, size - (size_t)n, ", FSDP (ZeRO-3, overlapped)");
   else if (b->zero_stage > 1)
     snprintf(out + n, size - (size_t)n, ", ZeRO-%d", b->zero_stage);
 }
@@ -322,6 +326,9 @@ psim_status psim_search_grid(const psim_model *m, psim_cluster *c, const psim_se
   go.budget_s = o->budget_s;
   if (o->budget_evals > 0)
     go.max_evaluations = o->budget_evals;
+  const char *stack = psim_stack_name(&c->stack);
+  if (strcmp(stack, "pytorch-fsdp2") == 0 || strcmp(stack, "llm-foundry-fsdp") == 0)
+    go.space = PSIM_GRID_FSDP; /* docs/stacks.md: FSDP stacks run torchtitan's knobs */
   psim_grid_result g;
   psim_status st = psim_grid_search(m, c, &go, &g);
   if (st == PSIM_OK)

@@ -11,9 +11,20 @@
 #include "sim/simulate.h"
 #include "sim/strategy/strategy.h"
 
+/* Which runtime's space the grid searches (docs/search.md, "The Megatron grid"). */
+typedef enum psim_grid_space_kind {
+  PSIM_GRID_MEGATRON = 0, /* Megatron-Core: ZeRO 0..max_zero, selective recompute, 1F1B */
+  /* torchtitan v0.2.2 (FSDP2 stacks): FSDP (ZeRO 3 over the data-parallel ranks, overlapped)
+   * with tp (always with sequence parallelism) and pp, DDP only alone; pipeline schedules 1F1B,
+   * GPipe and Interleaved1F1B; activation checkpointing none or full */
+  PSIM_GRID_FSDP
+} psim_grid_space_kind;
+
 typedef struct psim_grid_options {
-  int32_t max_tp;           /* default: devices per node (NVLink domain) */
-  int32_t micro_batches[8]; /* micro-batch sizes tried; default 1, 2, 4, 8 */
+  psim_grid_space_kind space; /* default PSIM_GRID_MEGATRON; psim_search_grid picks FSDP for
+                                 the pytorch-fsdp2 and llm-foundry-fsdp stacks */
+  int32_t max_tp;             /* default: devices per node (NVLink domain) */
+  int32_t micro_batches[8];   /* micro-batch sizes tried; default 1, 2, 4, 8 */
   int32_t n_micro_batches;
   bool try_recompute;             /* none, selective and full; default true */
   int32_t max_virtual_stages;     /* interleaving: virtual stages per pipeline rank tried, 1..this

@@ -87,7 +87,7 @@ typedef struct space_ctx {
   const psim_model *m;
   const psim_grid_options *o;
   grid_space *s;
-  int64_t batch;
+  int64_t batch, seq; /* seq: the sequence-role dim, 0 when none */
   int32_t layers, pair;
   double params, capacity;
 } space_ctx;
@@ -103,9 +103,18 @@ static bool accepted(const space_ctx *x, const psim_megatron_opts *mo) {
   return mo->pp > 1 && x->layers % (mo->pp * mo->virtual_stages) == 0 && n_micro % mo->pp == 0;
 }
 
+/* torchtitan v0.2.2: every model's parallelize.py asserts seq_len % (tp x 2 cp) == 0
+ * (distributed/parallel_dims.py seq_len_divisor); DDP only as the sole parallelism
+ * (parallelize.py: "DDP has not supported > 1D parallelism"). */
+static bool fsdp_accepted(const space_ctx *x, const psim_megatron_opts *mo) {
+  if (mo->zero_stage == 0 && mo->dp > 1 && (mo->tp > 1 || mo->pp > 1))
+    return false;
+  return x->seq <= 0 || x->seq % (2 * mo->tp) == 0;
+}
+
 static psim_status push(space_ctx *x, const psim_megatron_opts *mo, bool classic) {
   grid_space *s = x->s;
-  if (!accepted(x, mo)) {
+  if (!accepted(x, mo) || (x->o->space == PSIM_GRID_FSDP && !fsdp_accepted(x, mo))) {
     s->pruned_divisibility++;
     return PSIM_OK;
   }
@@ -151,6 +160,37 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
   return PSIM_OK;
 }
 
+/* torchtitan's knobs for one (tp, pp) pair: FSDP (ZeRO 3, overlapped) or, at dp 1 or as
+ * the sole parallelism, no sharding (DDP, overlapped); sequence parallelism at tp > 1;
+ * schedule (1F1B and GPipe without interleaving, Interleaved1F1B with), micro-batch,
+ * activation checkpointing none or full (torchtitan's selective modes checkpoint per layer or
+ * per op kind, not Megatron's attention core). Classic: 1F1B without interleaving. */
+static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
+  const psim_grid_options *o = x->o;
+  static const psim_schedule scheds[] = {PSIM_SCHED_1F1B, PSIM_SCHED_GPIPE};
+  int n_rc = o->try_recompute ? 2 : 1;
+  for (int32_t z = 0; z <= 3; z += 3)
+    for (int32_t vp = 1; vp <= (pp > 1 ? o->max_virtual_stages : 1); vp++)
+      for (int sc = 0; sc < (pp > 1 && vp == 1 ? 2 : 1); sc++) {
+        if ((vp == 1 && sc == 0) != classic || (z == 3 && dp == 1))
+          continue;
+        for (int32_t i = 0; i < o->n_micro_batches; i++)
+          for (int j = 0; j < n_rc; j++) {
+            psim_megatron_opts mo;
+            psim_megatron_opts_init(&mo);
+            mo.tp = tp, mo.pp = pp, mo.dp = dp, mo.virtual_stages = vp;
+            mo.schedule = scheds[sc];
+            mo.zero_stage = z;
+            mo.sequence_parallel = tp > 1;
+            mo.overlap_grad_reduce = dp > 1;
+            mo.micro_batch = o->micro_batches[i];
+            mo.recompute = j == 0 ? PSIM_RECOMPUTE_NONE : PSIM_RECOMPUTE_FULL;
+            PSIM_CHECK(push(x, &mo, classic));
+          }
+      }
+  return PSIM_OK;
+}
+
 /* The (tp, pp) pairs: tp a power of two up to max_tp, pp dividing the layers, tp x pp
  * dividing the devices (the classic grid's pairs). */
 static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_tp, bool classic) {
@@ -159,7 +199,8 @@ static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_t
   for (int32_t tp = 1; tp <= max_tp && tp <= n; tp *= 2)
     for (int32_t pp = 1; pp * tp <= n; pp++)
       if (n % (tp * pp) == 0 && pp <= x->m->n_layers && x->m->n_layers % pp == 0) {
-        PSIM_CHECK(push_pair(x, tp, pp, n / (tp * pp), classic));
+        PSIM_CHECK(x->o->space == PSIM_GRID_FSDP ? push_fsdp_pair(x, tp, pp, n / (tp * pp), classic)
+                                                 : push_pair(x, tp, pp, n / (tp * pp), classic));
         x->pair++;
       }
   x->s->n_pairs = x->pair;
@@ -169,14 +210,16 @@ static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_t
 psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
                                   const psim_grid_options *o, int32_t max_tp, grid_space *s) {
   memset(s, 0, sizeof *s);
-  space_ctx x = {m,
-                 o,
-                 s,
-                 m->dims[m->role_dim[PSIM_ROLE_BATCH]].size,
-                 block_layer_count(m),
-                 0,
-                 block_params(m),
-                 max_capacity(c)};
+  space_ctx x = {
+      m,
+      o,
+      s,
+      m->dims[m->role_dim[PSIM_ROLE_BATCH]].size,
+      m->role_dim[PSIM_ROLE_SEQUENCE] >= 0 ? m->dims[m->role_dim[PSIM_ROLE_SEQUENCE]].size : 0,
+      block_layer_count(m),
+      0,
+      block_params(m),
+      max_capacity(c)};
   PSIM_CHECK(push_pairs(&x, c, max_tp, true));
   return push_pairs(&x, c, max_tp, false);
 }
@@ -230,7 +273,10 @@ static bool implies_over(const grid_cand *y, const psim_megatron_opts *x) {
   if (y->state == GRID_STATIC_OVER)
     return true;
   bool vp_ok = b->virtual_stages == x->virtual_stages || b->virtual_stages == 1;
-  return y->state == GRID_OVER && vp_ok && b->micro_batch <= x->micro_batch &&
+  /* GPipe keeps every micro-batch's activations until the backward pass, 1F1B at most pp */
+  bool sched_ok = b->schedule == x->schedule ||
+                  (b->schedule == PSIM_SCHED_1F1B && x->schedule == PSIM_SCHED_GPIPE);
+  return y->state == GRID_OVER && vp_ok && sched_ok && b->micro_batch <= x->micro_batch &&
          rc_rank(b->recompute) >= rc_rank(x->recompute) &&
          (b->sequence_parallel || !x->sequence_parallel);
 }
@@ -240,7 +286,7 @@ static bool dominates(const grid_cand *y, const psim_megatron_opts *x) {
   const psim_megatron_opts *b = &y->mo;
   return y->state == GRID_FITS && same_pair(b, x) && b->virtual_stages == x->virtual_stages &&
          b->micro_batch == x->micro_batch && b->zero_stage == x->zero_stage &&
-         b->sequence_parallel == x->sequence_parallel &&
+         b->sequence_parallel == x->sequence_parallel && b->schedule == x->schedule &&
          rc_rank(b->recompute) < rc_rank(x->recompute);
 }
 

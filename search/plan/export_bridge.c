@@ -89,6 +89,9 @@ static void model_keys(psim_sb *b, const psim_export_facts *f) {
                  "  vocab_size: %lld\n  make_vocab_size_divisible_by: 1\n",
                  f->layers, (long long)f->hidden, (long long)f->heads, (long long)f->kv_heads,
                  (long long)f->ffn, (long long)f->seq, (long long)f->vocab);
+  psim_sb_printf(b, "  kv_channels: %lld\n  qk_layernorm: %s\n",
+                 (long long)(f->head_dim > 0 ? f->head_dim : f->hidden / f->heads),
+                 f->qk_norm ? "true" : "false");
   psim_sb_printf(b,
                  "  position_embedding_type: %s\n  normalization: %s\n  gated_linear_unit: %s\n"
                  "  add_bias_linear: %s\n  share_embeddings_and_output_weights: %s\n"
@@ -97,12 +100,15 @@ static void model_keys(psim_sb *b, const psim_export_facts *f) {
                  f->rmsnorm ? "RMSNorm" : "LayerNorm", f->swiglu ? "true" : "false",
                  f->bias_linear ? "true" : "false", f->tied_embeddings ? "true" : "false",
                  f->hidden_dropout, f->attention_dropout);
+  char cf[32] = "null"; /* dropless: no capacity factor (Megatron-Core: None) */
+  if (!f->dropless)
+    snprintf(cf, sizeof cf, "%g", f->capacity_factor);
   if (f->experts > 0)
     psim_sb_printf(b,
                    "  num_moe_experts: %d\n  moe_router_topk: %d\n  moe_ffn_hidden_size: %lld\n"
                    "  expert_model_parallel_size: 1\n  moe_token_dispatcher_type: alltoall\n"
-                   "  moe_expert_capacity_factor: %g\n  moe_pad_expert_input_to_capacity: true\n",
-                   f->experts, f->top_k, (long long)f->ffn, f->capacity_factor);
+                   "  moe_expert_capacity_factor: %s\n  moe_pad_expert_input_to_capacity: %s\n",
+                   f->experts, f->top_k, (long long)f->ffn, cf, f->dropless ? "false" : "true");
   else
     psim_sb_printf(b, "  num_moe_experts: null\n");
 }

@@ -113,10 +113,19 @@ static void block_facts(const psim_model *m, psim_export_facts *f) {
       dropout_fact(op->attrs.dropout_p, attn ? &f->attention_dropout : &f->hidden_dropout,
                    &seen[attn], &f->dropout_mixed);
     }
+    if ((op->kind == PSIM_OP_LAYERNORM || op->kind == PSIM_OP_RMSNORM) &&
+        tensor_has_role(m, op->out[0], PSIM_ROLE_HEADS))
+      f->qk_norm = true;
+    if (op->kind == PSIM_OP_MATMUL && op->block >= 0 && f->experts > 0 &&
+        tensor_has_role(m, op->out[0], PSIM_ROLE_FFN) &&
+        !tensor_has_role(m, op->out[0], PSIM_ROLE_EXPERT))
+      f->moe_dense_ffn = true;
     if (op->kind == PSIM_OP_DISPATCH && f->experts > 0) {
+      f->moe_layers += op->block >= 0;
       f->top_k = op->attrs.top_k;
+      f->dropless = op->attrs.dropless;
       const psim_tensor *t = &m->tensors[op->out[0]];
-      for (int32_t k = 0; k < t->rank; k++) /* [batch, expert, capacity, hidden] */
+      for (int32_t k = 0; !f->dropless && k < t->rank; k++) /* [batch, expert, capacity, hidden] */
         if (m->dims[t->dims[k]].role == PSIM_ROLE_NONE && f->top_k > 0 && f->seq > 0)
           f->capacity_factor =
               (double)m->dims[t->dims[k]].size * f->experts / ((double)f->top_k * (double)f->seq);
@@ -136,6 +145,7 @@ static void model_facts(const psim_model *m, psim_export_facts *f) {
     if (m->dims[d].role == PSIM_ROLE_HEADS && m->dims[d].size != f->heads)
       f->kv_heads = m->dims[d].size;
   f->ffn = role_size(m, PSIM_ROLE_FFN);
+  f->head_dim = role_size(m, PSIM_ROLE_HEAD_DIM);
   f->seq = role_size(m, PSIM_ROLE_SEQUENCE);
   f->vocab = role_size(m, PSIM_ROLE_VOCAB);
   f->batch = role_size(m, PSIM_ROLE_BATCH);

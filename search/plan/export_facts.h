@@ -34,7 +34,12 @@ typedef struct psim_export_facts {
   double attention_dropout; /* p of the dropout ops of the attention core (tag attn_core) */
   bool dropout_mixed;       /* one of the two groups holds different probabilities */
   int32_t experts, top_k;   /* MoE: experts per layer and top-k routing; 0 when dense */
-  double capacity_factor;   /* MoE: capacity * experts / (top_k * seq) */
+  double capacity_factor;   /* MoE: capacity * experts / (top_k * seq); 0 when dropless */
+  bool dropless;            /* MoE: the dispatch drops no token (op attribute dropless) */
+  int32_t moe_layers;       /* MoE: blocks' layers with a dispatch (the rest are dense) */
+  bool moe_dense_ffn;       /* MoE: an FFN matmul outside the experts (shared experts) */
+  bool qk_norm;             /* a norm of the queries/keys per head (Qwen3's q_norm/k_norm) */
+  int64_t head_dim;         /* the head_dim-role dim (hidden / heads unless given) */
   psim_dtype dtype;         /* the model's precision */
   double grad_bytes;        /* bytes per gradient element plansim reduces (memory.h's table) */
   /* ---- the plan ---- */

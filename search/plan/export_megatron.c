@@ -52,7 +52,13 @@ psim_status psim_export_megatron_model_refusals(const psim_export_facts *f) {
                               "biases with expert tensor parallelism 1 only "
                               "(transformer_config.py)",
                               f->lay.tp);
-  if (f->experts > 0 && (f->top_k < 1 || f->capacity_factor <= 0))
+  if (f->experts > 0 && (f->moe_layers != f->layers || f->moe_dense_ffn))
+    return psim_export_refuse("MoE with %s: the export does not write --moe-layer-freq or "
+                              "--moe-shared-expert-intermediate-size yet, and Megatron-LM would "
+                              "build a MoE in every layer without shared experts",
+                              f->moe_dense_ffn ? "a dense FFN beside the experts (shared experts)"
+                                               : "dense layers between the MoE layers");
+  if (f->experts > 0 && (f->top_k < 1 || (!f->dropless && f->capacity_factor <= 0)))
     return psim_export_refuse("the MoE dispatch has no top-k or capacity Megatron-LM can take");
   return PSIM_OK;
 }
@@ -103,6 +109,10 @@ static void model_args(psim_sb *b, const psim_export_facts *f) {
   if (f->kv_heads != f->heads)
     psim_sb_printf(b, "  --group-query-attention\n  --num-query-groups %lld\n",
                    (long long)f->kv_heads);
+  if (f->head_dim > 0 && f->head_dim * f->heads != f->hidden) /* default hidden / heads */
+    psim_sb_printf(b, "  --kv-channels %lld\n", (long long)f->head_dim);
+  if (f->qk_norm) /* transformer_config.py qk_layernorm: a norm of q and k per head */
+    psim_sb_printf(b, "  --qk-layernorm\n");
   psim_sb_printf(b, "  --ffn-hidden-size %lld\n", (long long)f->ffn);
   psim_sb_printf(b, "  --seq-length %lld\n  --max-position-embeddings %lld\n", (long long)f->seq,
                  (long long)f->seq);
@@ -127,9 +137,13 @@ static void model_args(psim_sb *b, const psim_export_facts *f) {
   if (f->experts > 0)
     psim_sb_printf(b,
                    "  --num-experts %d\n  --moe-router-topk %d\n  --moe-ffn-hidden-size %lld\n"
-                   "  --expert-model-parallel-size 1\n  --moe-token-dispatcher-type alltoall\n"
-                   "  --moe-expert-capacity-factor %g\n  --moe-pad-expert-input-to-capacity\n",
-                   f->experts, f->top_k, (long long)f->ffn, f->capacity_factor);
+                   "  --expert-model-parallel-size 1\n  --moe-token-dispatcher-type alltoall\n",
+                   f->experts, f->top_k, (long long)f->ffn);
+  /* Dropless: no capacity factor (transformer_config.py: None means no token is dropped;
+   * --moe-pad-expert-input-to-capacity needs one). A fixed capacity: the factor, padded. */
+  if (f->experts > 0 && !f->dropless)
+    psim_sb_printf(b, "  --moe-expert-capacity-factor %g\n  --moe-pad-expert-input-to-capacity\n",
+                   f->capacity_factor);
 }
 
 static void megatron_header(psim_sb *b, const psim_plan_doc *d, const psim_export_facts *f) {

@@ -35,21 +35,37 @@ static const char *llama_difference(const psim_export_facts *f) {
   return NULL;
 }
 
-/* torchtitan v0.2.2's MoE layer (torchtitan/models/moe/moe.py, used by llama4, deepseek_v3 and
- * qwen3): MoEArgs has no capacity (every routed token is computed: dropless grouped GEMMs),
- * its experts are SwiGLU (w2(silu(w1 x) * w3 x)) and num_shared_experts defaults to 1; the
- * llama3 model has no MoE layer. plansim's MoE computes a fixed capacity per expert and drops
- * the rest, so no torchtitan config runs it. */
-static psim_status moe_refusal(const psim_plan_doc *d, const psim_export_facts *f) {
-  return psim_export_refuse(
-      TT " cannot run the mixture-of-experts layers of model '%s' (%d experts, top-%d): they "
-         "compute a "
-         "fixed capacity per expert (capacity factor %g; tokens beyond it are dropped)%s, while "
-         "torchtitan's MoE (torchtitan/models/moe/moe.py, MoEArgs) has no capacity and computes "
-         "every routed token (dropless grouped GEMMs) through SwiGLU experts, and its llama3 "
-         "model has no MoE layer",
-      d->model.name, f->experts, f->top_k, f->capacity_factor,
-      f->swiglu ? "" : " with GeLU experts");
+/* torchtitan v0.2.2's MoE layer (torchtitan/models/moe/moe.py, MoE and MoEArgs): no capacity
+ * (every routed token is computed: dropless grouped GEMMs) and SwiGLU experts
+ * (w2(silu(w1 x) * w3 x)). Of the models that use it, qwen3 (torchtitan/models/qwen3:
+ * model/model.py, a MoE in every layer when moe_enabled, moe_inter_dim wide, RMSNorm, rotary
+ * positions, no biases, head_dim given, q/k norms when qk_norm) builds a LLaMA-shaped MoE;
+ * llama4 interleaves dense layers and scales the experts' width, deepseek_v3 has latent
+ * attention. qwen3's TrainSpec (__init__.py) has pipelining_fn=None: no pipeline
+ * parallelism. */
+static psim_status moe_refusals(const psim_plan_doc *d, const psim_export_facts *f) {
+  if (!f->dropless)
+    return psim_export_refuse(
+        "MoE with a fixed expert capacity (model '%s', %d experts, top-%d, capacity factor %g; "
+        "tokens beyond it are dropped): " TT "'s MoE (torchtitan/models/moe/moe.py, MoEArgs) "
+        "has no capacity and computes every routed token (dropless)",
+        d->model.name, f->experts, f->top_k, f->capacity_factor);
+  if (!f->swiglu)
+    return psim_export_refuse(TT "'s MoE experts are SwiGLU (torchtitan/models/moe/moe.py); "
+                                 "model '%s' has GeLU experts",
+                              d->model.name);
+  if (f->moe_layers != f->layers || f->moe_dense_ffn)
+    return psim_export_refuse(TT "'s qwen3 model has a MoE without shared experts in every "
+                                 "layer (num_shared_experts=0); model '%s' has %s",
+                              d->model.name,
+                              f->moe_dense_ffn ? "a dense FFN beside its experts"
+                                               : "dense layers between its MoE layers");
+  if (f->lay.pp > 1)
+    return psim_export_refuse("pipeline parallelism %d: " TT "'s qwen3 model has no pipeline "
+                              "function (torchtitan/models/qwen3/__init__.py: "
+                              "pipelining_fn=None)",
+                              f->lay.pp);
+  return PSIM_OK;
 }
 
 static psim_status torchtitan_refusals(const psim_export_facts *f) {
@@ -79,6 +95,11 @@ static psim_status torchtitan_refusals(const psim_export_facts *f) {
   if (s->recompute == PSIM_RECOMPUTE_SELECTIVE)
     return psim_export_refuse("selective recomputation of the attention core: " TT "'s "
                               "selective modes recompute per layer or per op kind");
+  if (f->seq % (2 * o->tp) != 0) /* parallel_dims.py seq_len_divisor: tp x 2 cp */
+    return psim_export_refuse("sequence length %lld: " TT " needs it divisible by tensor "
+                              "parallelism %d x 2 x context parallelism 1 (parallelize.py, "
+                              "ParallelDims.seq_len_divisor)",
+                              (long long)f->seq, o->tp);
   if (s->allreduce != PSIM_AR_AUTO)
     return psim_export_refuse("all-reduce algorithm '%s': " TT " leaves it to NCCL",
                               psim_allreduce_algo_name(s->allreduce));
@@ -127,6 +148,40 @@ static void flavor_args(psim_sb *b, const psim_export_facts *f) {
   psim_sb_printf(b, "multiple_of=%lld, vocab_size=%lld),\n", (long long)m, (long long)f->vocab);
 }
 
+/* torchtitan/models/qwen3/__init__.py (v0.2.2): the Qwen3-MoE flavors (qk_norm, untied,
+ * vocab 151936, head_dim 128, 128 experts, top-8, no shared expert). */
+static const flavor moe_flavors[] = {
+    {"30B-A3B", 2048, 48, 32, 4, 768, 151936},
+    {"235B-A22B", 4096, 94, 64, 4, 1536, 151936},
+};
+
+static const char *moe_flavor_of(const psim_export_facts *f) {
+  for (size_t i = 0; i < sizeof moe_flavors / sizeof *moe_flavors; i++) {
+    const flavor *x = &moe_flavors[i];
+    if (x->dim == f->hidden && x->layers == f->layers && x->heads == f->heads &&
+        x->kv_heads == f->kv_heads && x->ffn == f->ffn && x->vocab == f->vocab &&
+        f->head_dim == 128 && f->qk_norm && f->experts == 128 && f->top_k == 8)
+      return x->name;
+  }
+  return NULL;
+}
+
+/* The Qwen3ModelArgs to add to qwen3_args (a comment): MoE in every layer, no shared expert,
+ * the model's shape (hidden_dim, the dense FFN width, is unused with moe_enabled). */
+static void moe_flavor_args(psim_sb *b, const psim_export_facts *f) {
+  psim_sb_printf(b,
+                 "#   \"plansim\": Qwen3ModelArgs(vocab_size=%lld, max_seq_len=%lld, "
+                 "head_dim=%lld,\n#       dim=%lld, n_layers=%d, n_heads=%lld, n_kv_heads=%lld, "
+                 "qk_norm=%s,\n#       hidden_dim=%lld, moe_enabled=True, moe_inter_dim=%lld,\n",
+                 (long long)f->vocab, (long long)f->seq, (long long)f->head_dim,
+                 (long long)f->hidden, f->layers, (long long)f->heads, (long long)f->kv_heads,
+                 f->qk_norm ? "True" : "False", (long long)f->ffn, (long long)f->ffn);
+  psim_sb_printf(b,
+                 "#       moe_args=MoEArgs(num_experts=%d, num_shared_experts=0, top_k=%d,\n"
+                 "#           score_func=\"softmax\", route_norm=True)),\n",
+                 f->experts, f->top_k);
+}
+
 static const char *flavor_of(const psim_export_facts *f) {
   for (size_t i = 0; i < sizeof flavors / sizeof *flavors; i++) {
     const flavor *x = &flavors[i];
@@ -138,17 +193,23 @@ static const char *flavor_of(const psim_export_facts *f) {
 }
 
 static void model_section(psim_sb *b, const psim_plan_doc *d, const psim_export_facts *f) {
-  const char *fl = flavor_of(f);
+  bool moe = f->experts > 0;
+  const char *fl = moe ? moe_flavor_of(f) : flavor_of(f), *name = moe ? "qwen3" : "llama3";
   psim_sb_printf(b, "# torchtitan job config for model ");
   psim_export_toml_quote(b, d->model.name);
   psim_sb_printf(b, " (plansim export; keys of " TT ").\n");
   if (!fl) {
-    psim_sb_printf(b, "# No llama3 flavor of " TT " has this shape (torchtitan fails with a\n"
-                      "# KeyError until it has): add to llama3_args in\n"
-                      "# torchtitan/models/llama3/__init__.py\n");
-    flavor_args(b, f);
+    psim_sb_printf(b,
+                   "# No %s flavor of " TT " has this shape (torchtitan fails with a\n"
+                   "# KeyError until it has): add to %s_args in\n"
+                   "# torchtitan/models/%s/__init__.py\n",
+                   name, name, name);
+    if (moe)
+      moe_flavor_args(b, f);
+    else
+      flavor_args(b, f);
   }
-  psim_sb_printf(b, "[model]\nname = \"llama3\"\nflavor = \"%s\"\n", fl ? fl : "plansim");
+  psim_sb_printf(b, "[model]\nname = \"%s\"\nflavor = \"%s\"\n", name, fl ? fl : "plansim");
   if (f->dtype == PSIM_DTYPE_FP8)
     psim_sb_printf(b, "converters = [\"quantize.linear.float8\"]\n");
 }
@@ -198,7 +259,8 @@ static void parallelism_section(psim_sb *b, const psim_export_facts *f) {
                  "\n[parallelism]\ndata_parallel_replicate_degree = %d\n"
                  "data_parallel_shard_degree = %d\ntensor_parallel_degree = %d\n"
                  "disable_loss_parallel = false\ncontext_parallel_degree = 1\n"
-                 "expert_parallel_degree = 1\npipeline_parallel_degree = %d\n",
+                 "expert_parallel_degree = 1\nexpert_tensor_parallel_degree = 1\n"
+                 "pipeline_parallel_degree = %d\n",
                  shard ? 1 : o->dp, shard ? o->dp : 1, o->tp, o->pp);
   if (o->pp > 1) {
     const char *sched = f->s->schedule == PSIM_SCHED_GPIPE         ? "GPipe"
@@ -214,11 +276,11 @@ static void parallelism_section(psim_sb *b, const psim_export_facts *f) {
 psim_status psim_export_torchtitan(const psim_plan_doc *d, const psim_export_facts *f, char **text,
                                    size_t *len) {
   if (f->transformer && f->experts > 0)
-    return moe_refusal(d, f);
+    PSIM_CHECK(moe_refusals(d, f));
   const char *why = llama_difference(f);
   if (why)
-    return psim_export_refuse(TT " builds llama3 transformers (torchtitan/models/llama3): model "
-                                 "'%s' differs: %s",
+    return psim_export_refuse(TT " builds llama3 transformers (torchtitan/models/llama3; "
+                                 "MoE: qwen3): model '%s' differs: %s",
                               d->model.name, why);
   PSIM_CHECK(psim_export_need_layout(f, TT));
   PSIM_CHECK(torchtitan_refusals(f));

@@ -169,7 +169,7 @@ family gpt-interleaved models/gpt-175b.json topologies/dgx-a100-x128.json 128 '"
   megatron-bridge:ok
 family moe models/moe-1.3b-8e.json $X16 16/2 '"template": "megatron", "tp": 1, "pp": 2, "dp": 8,
   "micro_batch": 4, "zero": 1, "overlap_grad_reduce": true' megatron:ok deepspeed:ok \
-  deepspeed-pipeline:ok "torchtitan:mixture-of-experts"
+  deepspeed-pipeline:ok "torchtitan:fixed expert capacity"
 family moe-tp models/moe-1.3b-8e.json $X16 16 '"template": "megatron", "tp": 2, "pp": 1,
   "dp": 8, "sequence_parallel": true' "megatron:expert biases with expert tensor parallelism 1"
 family bert models/bert-large.json $X16 16 '"template": "megatron", "tp": 2, "pp": 1, "dp": 8,

@@ -42,6 +42,11 @@ rows=()
 for m in models/*.json; do rows+=("$m"); done
 run model --help
 for fam in $(sed -n 's/^  \([a-z0-9]*\): .*/\1/p' "$OUT"); do rows+=("plansim model $fam"); done
+# LLaMA-shaped MoE (SwiGLU experts, 8 of them, top-2), dropless and with a capacity factor: the
+# small llama below with its FFN made experts by tests/cli/export_moe_model.py.
+SMALL=(--layers 4 --hidden 512 --heads 8 --seq 256 --vocab 1024 --ffn 1024 --flash)
+"$PLANSIM" model llama "${SMALL[@]}" -o "$TEST_TMP/small-llama.json"
+rows+=("llama MoE dropless" "llama MoE capacity 1.25")
 
 reason() { # the refusal's reason in a few words: after "differs: " when it says so, to ( : ;
   sed 's/.*cannot export to [a-z-]*: //; s/.*differs: //; s/ (.*//; s/[:;].*//' "$1" | head -1 |
@@ -73,7 +78,11 @@ TABLE="$TEST_TMP/table.md"
 i=0
 for row in "${rows[@]}"; do
   i=$((i + 1))
-  if [ "${row#plansim model }" != "$row" ]; then
+  if [ "${row#llama MoE }" != "$row" ]; then
+    model="$TEST_TMP/moe-$i.json"
+    python3 tests/cli/export_moe_model.py "$TEST_TMP/small-llama.json" 8 2 "${row##* }" >"$model"
+    label="$row"
+  elif [ "${row#plansim model }" != "$row" ]; then
     model="$TEST_TMP/gen-${row#plansim model }.json"
     "$PLANSIM" model "${row#plansim model }" -o "$model" 2>"$ERR" ||
       not_ok "$row writes a model" "$(head -2 "$ERR")"
@@ -112,6 +121,27 @@ if diff -u "$TEST_TMP/doc.md" "$TABLE" >"$TEST_TMP/diff"; then
   ok "docs/export.md's matrix is this run's ($(($(wc -l <"$TABLE") - 2)) models x ${#FORMATS[@]} formats)"
 else not_ok "docs/export.md's matrix is this run's (tests/cli/export_matrix.sh --table)" \
   "$(head -20 "$TEST_TMP/diff")"; fi
+
+# A dropless LLaMA-shaped MoE without a pipeline runs in torchtitan (qwen3, FSDP2 x tp), and
+# exports to Megatron-LM without a capacity factor; with one, torchtitan refuses it.
+moe_plan() { # moe_plan MODE FILE: tp 2 x dp 4, FSDP2
+  python3 tests/cli/export_moe_model.py "$TEST_TMP/small-llama.json" 8 2 "$1" >"$TEST_TMP/moe-$1.json"
+  printf '{"format": "plansim.plan/1", "model_file": "%s", "cluster_file": "%s",
+  "strategy": {"format": "plansim.strategy/1", "template": "megatron", "tp": 2, "pp": 1, "dp": 4,
+  "sequence_parallel": true, "zero": 3, "overlap_grad_reduce": true}}\n' \
+    "$TEST_TMP/moe-$1.json" topologies/dgx-a100-x1.json >"$2"
+}
+moe_plan dropless "$TEST_TMP/moe-tt.json"
+run export "$TEST_TMP/moe-tt.json" --format torchtitan -o "$TEST_TMP/moe.toml"
+[ "$STATUS" -eq 0 ] && check_yes torchtitan "$TEST_TMP/moe-dropless.json" "$TEST_TMP/moe-tt.json" \
+  "$TEST_TMP/moe.toml" "a dropless MoE, tp 2 x FSDP2 4 --format torchtitan" ||
+  not_ok "a dropless MoE exports to torchtitan" "status $STATUS" "$(head -2 "$ERR")"
+grep -q '^name = "qwen3"' "$TEST_TMP/moe.toml" && ok "a MoE runs as torchtitan's qwen3 model" ||
+  not_ok "a MoE runs as torchtitan's qwen3 model"
+moe_plan 1.25 "$TEST_TMP/moe-tt-cf.json"
+run export "$TEST_TMP/moe-tt-cf.json" --format torchtitan
+[ "$STATUS" -eq 2 ] && grep -q "dropless" "$ERR" && ok "a capacity-bound MoE: torchtitan refuses" ||
+  not_ok "a capacity-bound MoE: torchtitan refuses (dropless)" "status $STATUS"
 
 # A broken export fails both checks: one changed setting per format (a model fact, the batch,
 # the stage count, a mesh axis named twice).

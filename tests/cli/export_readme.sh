@@ -70,8 +70,9 @@ while IFS= read -r line; do
   model=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model_file"])' "$W/$plan")
   world=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["strategy"]
 st = s.get("pipeline", {}).get("stages")
-n = sum(x["devices"]["count"] if isinstance(x["devices"], dict) else len(x["devices"]) for x in st) if st else s["tp"] * s["pp"] * s["dp"]
-pp = len(st) if st else s["pp"]
+t = s.get("template_info", s)  # a searched plan: the explicit form with its template_info
+n = sum(x["devices"]["count"] if isinstance(x["devices"], dict) else len(x["devices"]) for x in st) if st else t["tp"] * t["pp"] * t["dp"]
+pp = len(st) if st else t["pp"]
 print("%d/%d" % (n, pp) if sys.argv[2] == "deepspeed" else n)' "$W/$plan" "$fmt")
   if (cd "$W" && python3 "$ROOT/tests/cli/export_rules.py" "$fmt" "$model" "$file" "$world") \
     >"$TEST_TMP/rules.log" 2>&1; then

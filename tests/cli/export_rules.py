@@ -13,9 +13,15 @@ megatron: rules of NVIDIA/Megatron-LM d98e8a64dd (Megatron-Core 0.20.0):
   megatron/core/distributed/distributed_data_parallel.py: the bucket size is ignored without
     --overlap-grad-reduce (so it must not be written without it).
 torchtitan: v0.2.2 torchtitan/config/job_config.py keys; train.py: global batch divisible by
-  local batch x dp; module_fqns_per_model_part lists each layer once, in order.
+  local batch x dp; module_fqns_per_model_part lists each layer once, in order;
+  distributed/parallel_dims.py: seq_len % (tp x 2 cp) == 0 (seq_len_divisor), ep > 1 needs
+  etp == tp or 1; models/qwen3 (the MoE model: dropless SwiGLU experts in every layer,
+  __init__.py's TrainSpec has pipelining_fn=None) and its Qwen3ModelArgs fields.
+megatron MoE: transformer_config.py: --moe-pad-expert-input-to-capacity needs
+  --moe-expert-capacity-factor (None: dropless); arguments.py: experts % ep == 0.
 deepspeed: DeepSpeed 0.19.6 deepspeed/runtime/config.py: train_batch_size =
   micro x accumulation x dp; no "pipeline" stages/partition keys (never read).
+gspmd: JAX jax-v0.11.0 Mesh / PartitionSpec / NamedSharding rules (gspmd() below).
 Round trip: every model fact the flags decide equals the model file's."""
 import json, re, sys, tomllib
 
@@ -40,6 +46,14 @@ for name, d in dims.items():
 facts = {"dtype": model.get("dtype", "fp32")}
 
 
+role_of_heads = {n for n, d in dims.items() if d.get("role") == "heads"}
+
+
+def tensor_dims(block, name):
+    t = dict(model.get("tensors", {}), **block.get("tensors", {})).get(name, {})
+    return t.get("dims", [])
+
+
 def transformer_facts():
     block = next(o for o in model["ops"] if "block" in o)
     inner = block["ops"]
@@ -59,6 +73,11 @@ def transformer_facts():
         "learned_pos": any(o.get("fn") == "add" and any(t in weights for t in o["in"]) for o in outer),
         "dropout": [o.get("p", 0.1) for o in inner + outer if o["kind"] == "dropout"],
         "experts": role.get("expert", [0])[0], "dtype": model.get("dtype", "fp32"),
+        "dropless": any(o.get("dropless", False) for o in inner if o["kind"] == "dispatch"),
+        "top_k": next((o["top_k"] for o in inner if o["kind"] == "dispatch"), 0),
+        "head_dim": role.get("head_dim", [0])[0], "vocab": role["vocab"][0],
+        "qk_norm": any(o["kind"] in ("rmsnorm", "layernorm") and any(
+            d in role_of_heads for d in tensor_dims(block, o["out"][0])) for o in inner),
     })
 
 
@@ -99,12 +118,22 @@ def megatron_core(a):
         need(E % int(a["--expert-model-parallel-size"]) == 0, "experts % ep")
         need(tp == 1 or "--sequence-parallel" in a, "MoE with tp > 1 needs sequence parallelism")
         need(tp == 1 or "--disable-bias-linear" in a, "MoE biases need ETP 1")
+        # transformer_config.py: padding to capacity needs a capacity factor (None: dropless)
+        need(not a.get("--moe-pad-expert-input-to-capacity") or
+             a.get("--moe-expert-capacity-factor") is not None, "padding without a capacity")
+        need((a.get("--moe-expert-capacity-factor") is None) == facts["dropless"],
+             "capacity factor %s for a %s MoE" % (a.get("--moe-expert-capacity-factor"),
+                                                  "dropless" if facts["dropless"] else "capacity"))
+        need(int(a["--moe-router-topk"]) == facts["top_k"], "top-k")
     # round trip
     f = facts
     need(L == f["layers"], "num-layers %d != %d" % (L, f["layers"]))
     need(int(a["--hidden-size"]) == f["hidden"], "hidden")
     need(heads == f["heads"] and groups == f["kv"], "heads / query groups")
     need(int(a["--ffn-hidden-size"]) == f["ffn"], "ffn")
+    # transformer_config.py: kv_channels defaults to hidden / heads; qk_layernorm to False
+    need(int(a.get("--kv-channels", f["hidden"] // heads)) == f["head_dim"], "head_dim (kv-channels)")
+    need(bool(a.get("--qk-layernorm")) == f["qk_norm"], "qk-layernorm")
     need(int(a["--seq-length"]) == f["seq"], "seq")
     need(int(a["--global-batch-size"]) == f["batch"], "global batch")
     need((a.get("--normalization") == "RMSNorm") == f["rmsnorm"], "normalization")
@@ -136,7 +165,30 @@ def torchtitan():
         want = ["tok_embeddings"] + ["layers.%d" % i for i in range(facts["layers"])] + ["norm", "output"]
         need(names == want, "module_fqns_per_model_part does not list every layer once in order")
         need(len(par["module_fqns_per_model_part"]) % par["pipeline_parallel_degree"] == 0, "parts % pp")
-    need(t["model"]["name"] == "llama3", "model name")
+    # parallel_dims.py seq_len_divisor, asserted by every model's parallelize.py
+    need(tr["seq_len"] % (par["tensor_parallel_degree"] * 2 * par["context_parallel_degree"]) == 0,
+         "seq_len %% (tp x 2 cp)")
+    # parallel_dims.py _validate: ep > 1 needs etp == tp or 1
+    ep, etp = par["expert_parallel_degree"], par["expert_tensor_parallel_degree"]
+    need(ep == 1 or etp in (1, par["tensor_parallel_degree"]), "etp must be tp or 1")
+    if facts["experts"]:
+        # MoE: qwen3 (models/qwen3: every layer MoE, dropless SwiGLU experts, no pipelining_fn)
+        need(t["model"]["name"] == "qwen3", "a MoE model is not qwen3")
+        need(facts["dropless"] and facts["swiglu"], "torchtitan's MoE is dropless with SwiGLU experts")
+        need(par["pipeline_parallel_degree"] == 1, "qwen3 has no pipeline function")
+        need(facts["experts"] % ep == 0, "experts % ep")
+        if t["model"]["flavor"] == "plansim":  # the Qwen3ModelArgs in the header, round-tripped
+            text = open(export).read()
+            comments = "\n".join(l for l in text.splitlines() if l.startswith("#"))
+            args = dict((k, int(v)) for k, v in re.findall(r"\b(\w+)=(\d+)\b", comments))
+            want = {"dim": facts["hidden"], "n_layers": facts["layers"], "n_heads": facts["heads"],
+                    "n_kv_heads": facts["kv"], "head_dim": facts["head_dim"],
+                    "moe_inter_dim": facts["ffn"], "num_experts": facts["experts"],
+                    "top_k": facts["top_k"], "vocab_size": facts["vocab"], "num_shared_experts": 0}
+            need(all(args.get(k) == v for k, v in want.items()),
+                 "Qwen3ModelArgs %s != %s" % (args, want))
+    else:
+        need(t["model"]["name"] == "llama3", "model name")
 
 
 def deepspeed():
@@ -182,7 +234,7 @@ BRIDGE_KEYS = {
               "num_layers_in_last_pipeline_stage", "sequence_parallel", "context_parallel_size",
               "recompute_granularity", "recompute_method", "recompute_num_layers", "num_layers",
               "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size",
-              "seq_length", "vocab_size", "make_vocab_size_divisible_by",
+              "seq_length", "vocab_size", "make_vocab_size_divisible_by", "kv_channels", "qk_layernorm",
               "position_embedding_type", "normalization", "gated_linear_unit", "add_bias_linear",
               "share_embeddings_and_output_weights", "hidden_dropout", "attention_dropout",
               "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
@@ -261,17 +313,21 @@ def tensor_ranks():
     for op in model["ops"]:
         if "block" in op:
             inner = dict(op.get("tensors", {}), **op.get("weights", {}))
+            for t in op.get("out", []):  # the block's output: the layer's [batch, seq, hidden]
+                r[t] = len(inner["y"]["dims"]) if "y" in inner else 3
             for i in range(op["repeat"]):
                 r.update({"%s.%d.%s" % (op["block"], i, k): len(v["dims"]) for k, v in inner.items()})
     return r
 
 
 def gspmd():
-    """jax.sharding conventions: Mesh(devices.reshape(shape), axis_names) takes each device once
-    and distinct axis names; a PartitionSpec has one entry per array dim (fewer: the rest
-    replicated), each None, an axis name or a tuple of them, naming mesh axes only and none
-    twice (JAX rejects a duplicate axis); every tensor the model has a spec for is a model
-    tensor."""
+    """jax-ml/jax jax-v0.11.0 (a1521744c6, 2026-07-16): jax/_src/mesh.py Mesh.__new__ (devices.ndim
+    == len(axis_names), no None name; the export also takes each device once and distinct
+    names); jax/_src/partition_spec.py (P: each entry None, a name or a tuple of names;
+    _check_compatible_wrt_shape: at most one entry per array dim, fewer replicate the rest,
+    _normalized_spec_for_aval); jax/_src/named_sharding.py check_pspec:
+    _check_unique_resources (no mesh axis twice in a spec) and _check_mesh_resource_axis
+    (every name is a mesh axis). Every tensor the model has a spec for is a model tensor."""
     c = json.load(open(export))
     mesh, specs = c["mesh"], c["partition_specs"]
     names, shape, ids = mesh["axis_names"], mesh["shape"], mesh["device_ids"]

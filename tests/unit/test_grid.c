@@ -135,12 +135,52 @@ START_TEST(space_follows_megatron_rules) {
 }
 END_TEST
 
+/* The FSDP space (torchtitan v0.2.2, grid_space.c): its rules hold for every candidate, it
+ * holds FSDP with tp and pp, GPipe and interleaving, and its pruning (GPipe holds at least
+ * 1F1B's activations) keeps the optimum found by simulating every candidate. */
+START_TEST(fsdp_space_follows_torchtitan_rules) {
+  psim_model m;
+  psim_cluster c;
+  setup(&m, &c, 1.2);
+  psim_grid_options o;
+  psim_grid_options_init(&o);
+  o.space = PSIM_GRID_FSDP;
+  grid_space sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  bool gpipe = false, interleaved = false, fsdp_tp_pp = false;
+  double brute = INFINITY;
+  for (int64_t i = 0; i < sp.n; i++) {
+    const psim_megatron_opts *mo = &sp.c[i].mo;
+    ck_assert(mo->zero_stage == 0 || mo->zero_stage == 3);
+    ck_assert(mo->zero_stage == 3 || mo->dp == 1 || (mo->tp == 1 && mo->pp == 1));
+    ck_assert(mo->sequence_parallel == (mo->tp > 1) && mo->overlap_grad_reduce == (mo->dp > 1));
+    ck_assert(mo->recompute != PSIM_RECOMPUTE_SELECTIVE && 512 % (2 * mo->tp) == 0);
+    gpipe = gpipe || mo->schedule == PSIM_SCHED_GPIPE;
+    interleaved = interleaved || mo->virtual_stages > 1;
+    fsdp_tp_pp = fsdp_tp_pp || (mo->zero_stage == 3 && mo->tp > 1 && mo->pp > 1);
+    bool fits;
+    brute = fmin(brute, simulate(&m, &c, mo, &fits));
+  }
+  ck_assert(gpipe && interleaved && fsdp_tp_pp && isfinite(brute));
+  psim_grid_result r;
+  ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_msg(r.best_sim.iteration_time_s == brute, "grid %.9g s, brute force %.9g s",
+                r.best_sim.iteration_time_s, brute);
+  ck_assert(r.evaluations < sp.n);
+  psim_grid_result_destroy(&r);
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("grid");
   TCase *t = tcase_create("grid");
   tcase_set_timeout(t, 300);
   tcase_add_test(t, pruning_keeps_the_optimum);
   tcase_add_test(t, space_follows_megatron_rules);
+  tcase_add_test(t, fsdp_space_follows_torchtitan_rules);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
