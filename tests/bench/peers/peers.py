@@ -27,7 +27,9 @@ ALPA_LIMIT_S = float(os.environ.get('PEERS_ALPA_LIMIT_S', '300'))
 MEGATRON = {'format': 'plansim.strategy/1', 'template': 'megatron', 'micro_batch': 1}
 
 # Published configurations (each as a plansim megatron strategy, or None with the reason).
-PUB_175B = dict(MEGATRON, tp=8, pp=16, dp=8)  # Megatron-LM examples/gpt3/train_gpt3_175b_...
+# NVIDIA/Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh (157006d6): tp 8, pp 16,
+# micro-batch 1, batch 1536, no recompute / SP / distributed-optimizer flags.
+PUB_175B = dict(MEGATRON, tp=8, pp=16, dp=8)
 PUB_70B = dict(MEGATRON, tp=4, pp=4, dp=16, virtual_stages=5, zero=1, sequence_parallel=True,
                overlap_grad_reduce=True)  # Megatron-Bridge llama3_70b_pretrain_config, cp 2->dp
 
@@ -36,7 +38,8 @@ CASES = [
      'model': ['file', 'models/gpt-175b.json'], 'cluster': ['file', 'topologies/dgx-a100-x128.json'],
      'cal_app': os.path.join(CAL, 'models', 'gpt3-175B.json'), 'cal_sys': 'a100_80g.json',
      'long_grid': True,
-     'published': [('published tp8 pp16 (full)', dict(PUB_175B, recompute='full')),
+     'published': [('published tp8 pp16 (as the script: no recompute)', dict(PUB_175B)),
+                   ('published tp8 pp16 (full)', dict(PUB_175B, recompute='full')),
                    ('published tp8 pp16 (sel+SP)', dict(PUB_175B, recompute='selective',
                                                         sequence_parallel=True)),
                    ('published tp8 pp16 (sel+SP+DO)', dict(PUB_175B, recompute='selective',
