@@ -170,14 +170,25 @@ static psim_status check_moe_cp(const psim_model *m, const psim_megatron_opts *o
   return PSIM_OK;
 }
 
+/* Whether a dense (not expert) op iterates over dim d. */
+static bool dense_dim(const psim_model *m, int32_t d) {
+  for (int32_t i = 0; i < m->n_ops; i++)
+    for (int32_t k = 0; k < m->ops[i].n_dims; k++)
+      if (m->ops[i].dims[k].dim == d && !psim_mesh_expert_op(m, i))
+        return true;
+  return false;
+}
+
 /* tp must divide every heads-role dim (Megatron asserts num_attention_heads
- * and num_query_groups % tp == 0) and every ffn-role dim (ColumnParallelLinear
- * divides the output size); the vocab is padded by Megatron, so uneven is
- * allowed there. */
+ * and num_query_groups % tp == 0) and every ffn-role dim of the dense layers
+ * (ColumnParallelLinear divides the output size; an ffn only the experts use
+ * is split etp ways, check_moe_cp); the vocab is padded by Megatron, so uneven
+ * is allowed there. */
 static psim_status check_tp_divides(const psim_model *m, int32_t tp) {
   for (int32_t d = 0; d < m->n_dims; d++) {
     psim_role r = m->dims[d].role;
-    if ((r == PSIM_ROLE_HEADS || r == PSIM_ROLE_FFN) && m->dims[d].size % tp != 0)
+    if ((r == PSIM_ROLE_HEADS || r == PSIM_ROLE_FFN) && m->dims[d].size % tp != 0 &&
+        (r == PSIM_ROLE_HEADS || dense_dim(m, d)))
       return psim_error(PSIM_EINPUT, "tp: %d does not divide the %lld %s of dim '%s'", (int)tp,
                         (long long)m->dims[d].size, psim_role_name(r), m->dims[d].name);
   }

@@ -215,6 +215,8 @@ START_TEST(mesh_expert_layout_key) {
 }
 END_TEST
 
+#define MEGA "{\"format\":\"plansim.strategy/1\",\"template\":\"megatron\","
+
 /* Megatron-LM's rules, each refused naming the field. */
 static void refused(fixture *f, const char *json, const char *needle) {
   ck_assert_int_eq(strategy(f, json), PSIM_EINPUT);
@@ -226,7 +228,6 @@ START_TEST(megatron_rules) {
   fixture f;
   gen_moe(&f.m, 2, 256, 16);
   load_cluster(&f.c, SRC("topologies/dgx-a100-x1.json"));
-#define MEGA "{\"format\":\"plansim.strategy/1\",\"template\":\"megatron\","
   refused(&f, MEGA "\"tp\":1,\"dp\":6,\"ep\":3}", "ep: 3 does not divide the 8 experts");
   refused(&f, MEGA "\"tp\":2,\"dp\":2,\"ep\":8}", "etp: etp*ep = 16 does not divide");
   refused(&f, MEGA "\"tp\":1,\"dp\":1,\"cp\":3}", "cp: the sequence of 256 tokens");
@@ -242,7 +243,29 @@ START_TEST(megatron_rules) {
   refused(&f, MEGA "\"tp\":1,\"dp\":4,\"ep\":2}",
           "ep: 2 but the model has no dim with role "
           "'expert'");
-#undef MEGA
+  teardown(&f);
+}
+END_TEST
+
+/* The experts' ffn is split etp ways, not tp (Megatron-LM: moe_ffn_hidden_size
+ * divisible by etp): ffn 1030 takes tp 4 with etp 2 and refuses etp 4. */
+START_TEST(expert_ffn_divides_by_etp) {
+  psim_gen_tf_opts o;
+  psim_gen_moe_opts_init(&o);
+  o.layers = 1;
+  o.hidden = 256;
+  o.heads = 4;
+  o.seq = 256;
+  o.vocab = 1024;
+  o.batch = 16;
+  o.ffn = 1030;
+  fixture f;
+  gen_model(&f.m, psim_gen_moe, &o);
+  load_cluster(&f.c, SRC("topologies/dgx-a100-x1.json"));
+  strategy_ok(&f, MEGA "\"tp\":4,\"dp\":2,\"ep\":2,\"etp\":2}");
+  ck_assert_int_eq(degree_of(&f.m, &f.s, op_named(&f.m, "layer.0.fc1"), "ffn"), 2);
+  psim_strategy_destroy(&f.s);
+  refused(&f, MEGA "\"tp\":4,\"dp\":2,\"ep\":2,\"etp\":4}", "etp: 4 does not divide the 1030 ffn");
   teardown(&f);
 }
 END_TEST
@@ -557,6 +580,7 @@ int main(void) {
   tcase_add_test(tc, mesh_expert_layout_key);
   tcase_add_test(tc, megatron_rules);
   tcase_add_test(tc, top_k_over_experts);
+  tcase_add_test(tc, expert_ffn_divides_by_etp);
   tcase_add_test(tc, expert_memory_closed_form);
   tcase_add_test(tc, expert_grad_sync_groups);
   tcase_add_test(tc, alltoall_and_expert_memory_dgx);
