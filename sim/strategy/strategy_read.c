@@ -286,6 +286,9 @@ static psim_status read_layout(psim_jctx *c, const cJSON *obj, psim_mesh *mesh, 
   for (const cJSON *it = obj->child; it; it = it->next) {
     size_t sv = psim_jctx_key(c, it->string);
     PSIM_CHECK(name_fits(c, it->string));
+    for (const cJSON *p = obj->child; p != it; p = p->next)
+      if (strcmp(p->string, it->string) == 0)
+        return psim_jerr(c, "duplicate layout key (give a key several axes as a list)");
     bool list = cJSON_IsArray(it) && cJSON_GetArraySize(it) > 0;
     if (!cJSON_IsString(it) && !list)
       return psim_jerr(c, "expected the name of a mesh axis or a non-empty list of them");

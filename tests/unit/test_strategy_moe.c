@@ -233,6 +233,14 @@ START_TEST(megatron_rules) {
   refused(&f, MEGA "\"tp\":1,\"dp\":1,\"cp\":3}", "cp: the sequence of 256 tokens");
   refused(&f, MEGA "\"tp\":2,\"dp\":1,\"cp\":8}", "tp*pp*cp*dp = 16 devices");
   refused(&f, MEGA "\"ep\":0}", "ep");
+  refused(&f,
+          "{\"format\":\"plansim.strategy/1\",\"mesh\":{\"axes\":{\"dp\":4,\"tp\":2}},"
+          "\"layout\":{\"batch\":\"dp\",\"batch\":\"tp\"}}",
+          "layout.batch: duplicate layout key");
+  refused(&f,
+          "{\"format\":\"plansim.strategy/1\",\"mesh\":{\"axes\":{\"dp\":4,\"tp\":2}},"
+          "\"expert_layout\":{\"expert\":[\"dp\",\"pp\"]}}",
+          "expert_layout.expert[1]: 'pp' is not an axis of the mesh");
   teardown(&f);
   psim_model_init(&f.m);
   ck_assert(psim_model_load(SRC("models/mlp.json"), &f.m) == PSIM_OK);
