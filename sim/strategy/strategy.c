@@ -182,18 +182,50 @@ int32_t psim_mesh_size(const psim_mesh *mesh) {
   return n;
 }
 
-/* Axis a key (dim name, else role name) maps to, or -1. */
-static int32_t layout_axis_of(const psim_mesh *mesh, const psim_model *m, int32_t dim) {
-  const char *role = psim_role_name(m->dims[dim].role);
-  for (int32_t k = 0; k < mesh->n_layout; k++)
-    if (strcmp(mesh->layout_key[k], m->dims[dim].name) == 0)
-      return mesh->layout_axis[k];
-  if (m->dims[dim].role == PSIM_ROLE_NONE)
-    return -1;
-  for (int32_t k = 0; k < mesh->n_layout; k++)
-    if (strcmp(mesh->layout_key[k], role) == 0)
-      return mesh->layout_axis[k];
-  return -1;
+/* A routed tensor: a dispatch's output, or an expert op's output that keeps
+ * an expert-role dim. */
+static bool tensor_routed(const psim_model *m, int32_t t) {
+  const psim_tensor *x = &m->tensors[t];
+  if (x->producer < 0)
+    return false;
+  const psim_op *p = &m->ops[x->producer];
+  if (p->kind == PSIM_OP_DISPATCH)
+    return true;
+  bool expert_dim = false;
+  for (int32_t k = 0; k < x->rank; k++)
+    expert_dim = expert_dim || m->dims[x->dims[k]].role == PSIM_ROLE_EXPERT;
+  return expert_dim && psim_mesh_expert_op(m, x->producer);
+}
+
+bool psim_mesh_expert_op(const psim_model *m, int32_t o) {
+  const psim_op *op = &m->ops[o];
+  if (op->kind == PSIM_OP_DISPATCH || op->kind == PSIM_OP_COMBINE ||
+      m->role_dim[PSIM_ROLE_EXPERT] < 0)
+    return false;
+  for (int32_t i = 0; i < op->n_in; i++)
+    if (tensor_routed(m, op->in[i]))
+      return true;
+  return false;
+}
+
+/* The layout an op uses: the expert layout for expert ops when it has entries. */
+typedef struct layout_view {
+  const char (*key)[PSIM_MESH_NAME];
+  const int32_t *axis;
+  int32_t n;
+  bool expert_op, fallbacks;
+} layout_view;
+
+static layout_view layout_of(const psim_mesh *mesh, const psim_model *m, const psim_op *op) {
+  layout_view v = {mesh->layout_key, mesh->layout_axis, mesh->n_layout, false, true};
+  v.expert_op = psim_mesh_expert_op(m, (int32_t)(op - m->ops));
+  if (v.expert_op && mesh->n_expert_layout > 0) {
+    v.key = mesh->expert_layout_key;
+    v.axis = mesh->expert_layout_axis;
+    v.n = mesh->n_expert_layout;
+    v.fallbacks = false;
+  }
+  return v;
 }
 
 static bool dim_matches(const psim_model *m, int32_t dim, const char *key) {
@@ -202,30 +234,46 @@ static bool dim_matches(const psim_model *m, int32_t dim, const char *key) {
           strcmp(psim_role_name(m->dims[dim].role), key) == 0);
 }
 
+/* Op dim i claims the free axes of the layout entries naming its dim (by
+ * name; by role when no entry names it). */
+static void claim_axes(const psim_mesh *mesh, const layout_view *v, const psim_model *m,
+                       const psim_op *op, int32_t i, int32_t *dim_of_axis) {
+  int32_t dim = op->dims[i].dim;
+  bool by_name = false;
+  for (int32_t k = 0; k < v->n && !by_name; k++)
+    by_name = strcmp(v->key[k], m->dims[dim].name) == 0;
+  for (int32_t k = 0; k < v->n; k++) {
+    bool match = by_name ? strcmp(v->key[k], m->dims[dim].name) == 0
+                         : m->dims[dim].role != PSIM_ROLE_NONE &&
+                               strcmp(v->key[k], psim_role_name(m->dims[dim].role)) == 0;
+    int32_t a = v->axis[k];
+    if (match && a >= 0 && a < mesh->n_axes && dim_of_axis[a] < 0)
+      dim_of_axis[a] = i;
+  }
+}
+
 /* dim_of_axis[a]: the op dim index (into op->dims) split over axis a, or -1. */
 void psim_mesh_map_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *op,
                         int32_t *dim_of_axis) {
   for (int32_t a = 0; a < mesh->n_axes; a++)
     dim_of_axis[a] = -1;
-  for (int32_t i = 0; i < op->n_dims; i++) {
-    int32_t a = layout_axis_of(mesh, m, op->dims[i].dim);
-    if (a >= 0 && a < mesh->n_axes && dim_of_axis[a] < 0)
-      dim_of_axis[a] = i;
-  }
-  for (int32_t a = 0; a < mesh->n_axes; a++) {
+  layout_view v = layout_of(mesh, m, op);
+  for (int32_t i = 0; v.expert_op && i < op->n_dims; i++)
+    if (m->dims[op->dims[i].dim].role == PSIM_ROLE_EXPERT)
+      claim_axes(mesh, &v, m, op, i, dim_of_axis);
+  for (int32_t i = 0; i < op->n_dims; i++)
+    claim_axes(mesh, &v, m, op, i, dim_of_axis);
+  for (int32_t a = 0; v.fallbacks && a < mesh->n_axes; a++) {
     if (dim_of_axis[a] >= 0 || mesh->fallback[a][0] == '\0')
       continue;
-    for (int32_t i = 0; i < op->n_dims && dim_of_axis[a] < 0; i++) {
-      bool taken = false;
-      for (int32_t b = 0; b < mesh->n_axes; b++)
-        taken = taken || dim_of_axis[b] == i;
-      if (!taken && dim_matches(m, op->dims[i].dim, mesh->fallback[a]))
+    for (int32_t i = 0; i < op->n_dims && dim_of_axis[a] < 0; i++)
+      if (dim_matches(m, op->dims[i].dim, mesh->fallback[a]))
         dim_of_axis[a] = i;
-    }
   }
 }
 
-/* Mesh coordinates of (shard s, replica r) -> linear mesh index. */
+/* Mesh coordinates of (shard s, replica r) -> linear mesh index. A dim split
+ * over several axes takes its coordinate row-major over them (first slowest). */
 static int32_t mesh_index(const psim_mesh *mesh, const psim_op_config *cfg, int32_t n_dims,
                           const int32_t *dim_of_axis, int32_t s, int32_t r) {
   int32_t coord_of_dim[PSIM_MAX_OP_DIMS];
@@ -233,18 +281,19 @@ static int32_t mesh_index(const psim_mesh *mesh, const psim_op_config *cfg, int3
     coord_of_dim[i] = s % cfg->degree[i];
     s /= cfg->degree[i];
   }
-  int32_t coord[PSIM_MESH_MAX_AXES];
+  int32_t idx = 0, stride = 1;
   for (int32_t a = mesh->n_axes - 1; a >= 0; a--) {
+    int32_t c;
     if (dim_of_axis[a] >= 0) {
-      coord[a] = coord_of_dim[dim_of_axis[a]];
+      c = coord_of_dim[dim_of_axis[a]] % mesh->size[a];
+      coord_of_dim[dim_of_axis[a]] /= mesh->size[a];
     } else {
-      coord[a] = r % mesh->size[a];
+      c = r % mesh->size[a];
       r /= mesh->size[a];
     }
+    idx += c * stride;
+    stride *= mesh->size[a];
   }
-  int32_t idx = 0;
-  for (int32_t a = 0; a < mesh->n_axes; a++)
-    idx = idx * mesh->size[a] + coord[a];
   return idx;
 }
 
@@ -264,7 +313,7 @@ psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int3
   for (int32_t a = 0; a < mesh->n_axes; a++) {
     if (dim_of_axis[a] < 0)
       continue;
-    cfg->degree[dim_of_axis[a]] = mesh->size[a];
+    cfg->degree[dim_of_axis[a]] *= mesh->size[a];
     cfg->replicas /= mesh->size[a];
   }
   cfg->devices = psim_malloc((size_t)(n_stage_devices > 0 ? n_stage_devices : 1) * sizeof(int32_t));
@@ -476,7 +525,8 @@ static bool scalars_equal(const psim_strategy *a, const psim_strategy *b) {
          strcmp(a->tmpl.name, b->tmpl.name) == 0 && a->tmpl.tp == b->tmpl.tp &&
          a->tmpl.pp == b->tmpl.pp && a->tmpl.dp == b->tmpl.dp &&
          a->tmpl.micro_batch == b->tmpl.micro_batch &&
-         a->tmpl.virtual_stages == b->tmpl.virtual_stages;
+         a->tmpl.virtual_stages == b->tmpl.virtual_stages && a->tmpl.ep == b->tmpl.ep &&
+         a->tmpl.etp == b->tmpl.etp && a->tmpl.cp == b->tmpl.cp;
 }
 
 static bool ps_equal(const psim_ps_config *a, const psim_ps_config *b) {

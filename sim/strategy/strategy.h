@@ -90,11 +90,20 @@ typedef struct psim_ps_config {
 /* A logical device mesh and a Mesh-TensorFlow layout (the explicit form's
  * "mesh" and "layout"). Axes are ordered first slowest; a stage's devices are
  * laid out on the mesh row-major. An op dim whose name, or else whose role
- * name, is a layout key gets degree = that axis's size (only the first of an
- * op's dims mapped to an axis); axes no dim of the op maps to replicate it.
- * fallback[a] (a dim or role name, "" for none) is mapped to axis a by ops
- * that map no dim to a: Megatron's sequence parallelism. n_axes == 0 means
- * one implicit axis over the stage's devices with nothing mapped. */
+ * name, is a layout key gets the axes of that key's entries (a key may have
+ * several entries: the dim is split over the product of those axes, in mesh
+ * order, first slowest); an axis goes to the first of an op's dims that claims
+ * it; axes no dim of the op maps to replicate it. fallback[a] (a dim or role
+ * name, "" for none) is mapped to axis a by ops that map no dim to a, even a
+ * dim the layout already split (Megatron's sequence parallelism, also under
+ * context parallelism). n_axes == 0 means one implicit axis over the stage's
+ * devices with nothing mapped.
+ *
+ * Expert ops (psim_mesh_expert_op: the ops between a MoE dispatch and its
+ * combine, e.g. the expert GEMMs) use the expert layout instead when it has
+ * entries (Megatron-Core's separate expert groups), without fallbacks; without
+ * one they use the layout, their expert-role dim claiming its axes first (the
+ * dispatch's all-to-all moves the tokens to the expert's rank, GShard). */
 #define PSIM_MESH_MAX_AXES   8
 #define PSIM_MESH_MAX_LAYOUT 16
 #define PSIM_MESH_NAME       64
@@ -106,6 +115,9 @@ typedef struct psim_mesh {
   char layout_key[PSIM_MESH_MAX_LAYOUT][PSIM_MESH_NAME]; /* dim name or role name */
   int32_t layout_axis[PSIM_MESH_MAX_LAYOUT];
   char fallback[PSIM_MESH_MAX_AXES][PSIM_MESH_NAME];
+  int32_t n_expert_layout; /* the expert layout, same form as the layout */
+  char expert_layout_key[PSIM_MESH_MAX_LAYOUT][PSIM_MESH_NAME];
+  int32_t expert_layout_axis[PSIM_MESH_MAX_LAYOUT];
 } psim_mesh;
 
 /* Checkpointing of the job (the recovery model of sim/faults.h restarts from
@@ -177,8 +189,10 @@ typedef struct psim_megatron_opts {
   int32_t zero_stage;       /* default 0 */
   bool overlap_grad_reduce; /* default false */
   /* Expert parallel (divides the experts), expert tensor parallel and context parallel
-   * degrees, Megatron-Core's rules (docs/strategy.md); default 1 each. tp*cp*dp devices
-   * per stage; the expert layers regroup them as etp x ep x expert-dp. */
+   * degrees, Megatron-Core's rules (docs/strategy.md); ep and cp default 1, etp 0 = tp
+   * (Megatron-LM arguments.py: expert_tensor_parallel_size defaults to tp); 0 for ep or
+   * cp also means 1. tp*cp*dp devices per stage; the expert layers regroup them as
+   * etp x ep x expert-dp, expert-dp = tp*cp*dp / (etp*ep). */
   int32_t ep, etp, cp;
 } psim_megatron_opts;
 void psim_megatron_opts_init(psim_megatron_opts *o);
@@ -216,6 +230,11 @@ psim_status psim_ps_mode_parse(const char *name, psim_ps_mode *out);
  * template parameters) without a model or cluster: what `plansim check` runs
  * on a plansim.strategy/1 file. O(size of the document). */
 psim_status psim_strategy_check_json(const char *file, const struct cJSON *root);
+
+/* True when op o is an expert op: not a dispatch or combine, and reading a
+ * routed tensor (a dispatch's output, or an expert op's output with an
+ * expert-role dim). O(depth of the expert region). */
+bool psim_mesh_expert_op(const psim_model *m, int32_t o);
 
 /* Devices of the mesh (product of axis sizes; 0 when n_axes == 0). */
 int32_t psim_mesh_size(const psim_mesh *mesh);

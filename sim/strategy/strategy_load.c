@@ -34,10 +34,9 @@ static psim_status expand_template(const psim_strategy_spec *sp, const psim_mode
     o.sequence_parallel = sp->sequence_parallel;
     o.zero_stage = sp->zero_stage;
     o.overlap_grad_reduce = sp->overlap_grad_reduce;
+    int64_t model = (int64_t)o.tp * o.pp * (o.cp > 0 ? o.cp : 1);
     if (o.dp == 0)
-      o.dp = cl->n_devices / ((int64_t)o.tp * o.pp) > 0
-                 ? (int32_t)(cl->n_devices / ((int64_t)o.tp * o.pp))
-                 : 1;
+      o.dp = cl->n_devices / model > 0 ? (int32_t)(cl->n_devices / model) : 1;
     PSIM_CHECK(psim_strategy_megatron(m, cl, &o, s));
   } else {
     PSIM_CHECK(psim_strategy_data_parallel(m, cl, sp->dp_n, sp->micro_batches, s));
@@ -50,17 +49,17 @@ static psim_status expand_template(const psim_strategy_spec *sp, const psim_mode
 
 /* ---------------- expansion: explicit form ---------------- */
 
-static psim_status check_layout_keys(psim_jctx *c, const psim_strategy_spec *sp,
-                                     const psim_model *m) {
-  for (int32_t k = 0; k < sp->mesh.n_layout; k++) {
-    const char *key = sp->mesh.layout_key[k];
+static psim_status check_keys_of(psim_jctx *c, const char *what, const char (*keys)[PSIM_MESH_NAME],
+                                 int32_t n, const psim_model *m) {
+  for (int32_t k = 0; k < n; k++) {
+    const char *key = keys[k];
     psim_role r;
     bool is_dim = false;
     for (int32_t d = 0; d < m->n_dims && !is_dim; d++)
       is_dim = strcmp(m->dims[d].name, key) == 0;
     if (is_dim || psim_role_parse(key, &r) == PSIM_OK)
       continue;
-    size_t sv = psim_jctx_key(c, "layout");
+    size_t sv = psim_jctx_key(c, what);
     psim_jctx_key(c, key);
     psim_status s = psim_jerr(c, "the model has no dim named '%s' and it is not a role name", key);
     psim_jctx_pop(c, sv);
@@ -68,6 +67,12 @@ static psim_status check_layout_keys(psim_jctx *c, const psim_strategy_spec *sp,
   }
   psim_error_clear();
   return PSIM_OK;
+}
+
+static psim_status check_layout_keys(psim_jctx *c, const psim_strategy_spec *sp,
+                                     const psim_model *m) {
+  PSIM_CHECK(check_keys_of(c, "layout", sp->mesh.layout_key, sp->mesh.n_layout, m));
+  return check_keys_of(c, "expert_layout", sp->mesh.expert_layout_key, sp->mesh.n_expert_layout, m);
 }
 
 /* One stage covering every layer, on mesh.devices (default 0..n-1). */

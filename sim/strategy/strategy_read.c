@@ -109,6 +109,9 @@ static const char *const megatron_keys[] = {"format",
                                             "tp",
                                             "pp",
                                             "dp",
+                                            "ep",
+                                            "etp",
+                                            "cp",
                                             "micro_batch",
                                             "virtual_stages",
                                             "schedule",
@@ -151,6 +154,9 @@ static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_
   PSIM_CHECK(psim_strategy_int32_key(c, root, "tp", false, 1, MAX_DEGREE, &o->tp));
   PSIM_CHECK(psim_strategy_int32_key(c, root, "pp", false, 1, MAX_DEGREE, &o->pp));
   PSIM_CHECK(psim_strategy_int32_key(c, root, "dp", false, 1, MAX_DEGREE, &o->dp));
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "ep", false, 1, MAX_DEGREE, &o->ep));
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "etp", false, 1, MAX_DEGREE, &o->etp));
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "cp", false, 1, MAX_DEGREE, &o->cp));
   PSIM_CHECK(
       psim_strategy_int32_key(c, root, "micro_batch", false, 1, MAX_DEGREE, &o->micro_batch));
   PSIM_CHECK(
@@ -204,6 +210,7 @@ static const char *const explicit_keys[] = {"format",
                                             "description",
                                             "mesh",
                                             "layout",
+                                            "expert_layout",
                                             "ops",
                                             "pipeline",
                                             "gradient_sync",
@@ -254,31 +261,64 @@ static psim_status read_axes(psim_jctx *c, const cJSON *axes, psim_mesh *mesh) {
   return PSIM_OK;
 }
 
-/* A {key: axis name} object; fallback == true fills mesh->fallback. */
-static psim_status read_axis_map(psim_jctx *c, const cJSON *obj, psim_mesh *mesh, bool fallback) {
+/* Appends the layout entry key -> axis (expert: to the expert layout). */
+static psim_status layout_add(psim_jctx *c, psim_mesh *mesh, bool expert, const char *key,
+                              const char *axis) {
+  int32_t a = axis_find(mesh, axis);
+  if (a < 0)
+    return psim_jerr(c, "'%.80s' is not an axis of the mesh", axis);
+  int32_t *n = expert ? &mesh->n_expert_layout : &mesh->n_layout;
+  char(*keys)[PSIM_MESH_NAME] = expert ? mesh->expert_layout_key : mesh->layout_key;
+  int32_t *axes = expert ? mesh->expert_layout_axis : mesh->layout_axis;
+  for (int32_t k = 0; k < *n; k++)
+    if (axes[k] == a && strcmp(keys[k], key) == 0)
+      return psim_jerr(c, "duplicate layout entry '%.80s': '%.80s'", key, axis);
+  if (*n == PSIM_MESH_MAX_LAYOUT)
+    return psim_jerr(c, "more than %d layout entries", PSIM_MESH_MAX_LAYOUT);
+  snprintf(keys[*n], PSIM_MESH_NAME, "%s", key);
+  axes[(*n)++] = a;
+  return PSIM_OK;
+}
+
+/* A layout {key: axis name or [axis names]} (expert: the expert layout). */
+static psim_status read_layout(psim_jctx *c, const cJSON *obj, psim_mesh *mesh, bool expert) {
+  PSIM_CHECK(psim_json_expect_object(c, obj));
+  for (const cJSON *it = obj->child; it; it = it->next) {
+    size_t sv = psim_jctx_key(c, it->string);
+    PSIM_CHECK(name_fits(c, it->string));
+    for (const cJSON *p = obj->child; p != it; p = p->next)
+      if (strcmp(p->string, it->string) == 0)
+        return psim_jerr(c, "duplicate layout key (give a key several axes as a list)");
+    bool list = cJSON_IsArray(it) && cJSON_GetArraySize(it) > 0;
+    if (!cJSON_IsString(it) && !list)
+      return psim_jerr(c, "expected the name of a mesh axis or a non-empty list of them");
+    int32_t i = 0;
+    for (const cJSON *v = list ? it->child : it; v; v = list ? v->next : NULL, i++) {
+      size_t s2 = list ? psim_jctx_index(c, i) : 0;
+      if (!cJSON_IsString(v))
+        return psim_jerr(c, "expected the name of a mesh axis (a string)");
+      PSIM_CHECK(layout_add(c, mesh, expert, it->string, v->valuestring));
+      if (list)
+        psim_jctx_pop(c, s2);
+    }
+    psim_jctx_pop(c, sv);
+  }
+  return PSIM_OK;
+}
+
+/* mesh.fallback: {axis name: dim or role name}. */
+static psim_status read_fallback(psim_jctx *c, const cJSON *obj, psim_mesh *mesh) {
   PSIM_CHECK(psim_json_expect_object(c, obj));
   for (const cJSON *it = obj->child; it; it = it->next) {
     size_t sv = psim_jctx_key(c, it->string);
     PSIM_CHECK(name_fits(c, it->string));
     if (!cJSON_IsString(it))
-      return psim_jerr(c, "expected the name of a mesh axis (a string)");
-    const char *axis = fallback ? it->string : it->valuestring;
-    const char *key = fallback ? it->valuestring : it->string;
-    PSIM_CHECK(name_fits(c, key));
-    int32_t a = axis_find(mesh, axis);
+      return psim_jerr(c, "expected a dim or role name (a string)");
+    PSIM_CHECK(name_fits(c, it->valuestring));
+    int32_t a = axis_find(mesh, it->string);
     if (a < 0)
-      return psim_jerr(c, "'%.80s' is not an axis of the mesh", axis);
-    if (fallback) {
-      snprintf(mesh->fallback[a], PSIM_MESH_NAME, "%s", key);
-    } else {
-      for (int32_t k = 0; k < mesh->n_layout; k++)
-        if (strcmp(mesh->layout_key[k], key) == 0)
-          return psim_jerr(c, "duplicate layout key '%.80s'", key);
-      if (mesh->n_layout == PSIM_MESH_MAX_LAYOUT)
-        return psim_jerr(c, "more than %d layout entries", PSIM_MESH_MAX_LAYOUT);
-      snprintf(mesh->layout_key[mesh->n_layout], PSIM_MESH_NAME, "%s", key);
-      mesh->layout_axis[mesh->n_layout++] = a;
-    }
+      return psim_jerr(c, "'%.80s' is not an axis of the mesh", it->string);
+    snprintf(mesh->fallback[a], PSIM_MESH_NAME, "%s", it->valuestring);
     psim_jctx_pop(c, sv);
   }
   return PSIM_OK;
@@ -289,8 +329,8 @@ static psim_status read_mesh(psim_jctx *c, const cJSON *root, psim_strategy_spec
   const cJSON *mesh = cJSON_GetObjectItemCaseSensitive(root, "mesh");
   const cJSON *layout = cJSON_GetObjectItemCaseSensitive(root, "layout");
   if (!mesh) {
-    if (layout)
-      return psim_jerr(c, "'layout' needs a 'mesh' with axes");
+    if (layout || cJSON_GetObjectItemCaseSensitive(root, "expert_layout"))
+      return psim_jerr(c, "'%s' needs a 'mesh' with axes", layout ? "layout" : "expert_layout");
     return PSIM_OK;
   }
   size_t sv = psim_jctx_key(c, "mesh");
@@ -304,14 +344,20 @@ static psim_status read_mesh(psim_jctx *c, const cJSON *root, psim_strategy_spec
   PSIM_CHECK(psim_strategy_check_devices_key(c, mesh, "devices", &sp->mesh_devices));
   s2 = psim_jctx_key(c, "fallback");
   if (fb)
-    PSIM_CHECK(read_axis_map(c, fb, &sp->mesh, true));
+    PSIM_CHECK(read_fallback(c, fb, &sp->mesh));
   psim_jctx_pop(c, sv);
   sp->layout = layout;
-  if (!layout)
-    return PSIM_OK;
-  sv = psim_jctx_key(c, "layout");
-  PSIM_CHECK(read_axis_map(c, layout, &sp->mesh, false));
-  psim_jctx_pop(c, sv);
+  if (layout) {
+    sv = psim_jctx_key(c, "layout");
+    PSIM_CHECK(read_layout(c, layout, &sp->mesh, false));
+    psim_jctx_pop(c, sv);
+  }
+  const cJSON *el = cJSON_GetObjectItemCaseSensitive(root, "expert_layout");
+  if (el) {
+    sv = psim_jctx_key(c, "expert_layout");
+    PSIM_CHECK(read_layout(c, el, &sp->mesh, true));
+    psim_jctx_pop(c, sv);
+  }
   return PSIM_OK;
 }
 
@@ -419,8 +465,8 @@ static psim_status read_sync(psim_jctx *c, const cJSON *root, psim_strategy_spec
 }
 
 static psim_status read_tmpl_info(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
-  static const char *const keys[] = {"name",           "tp", "pp", "dp", "micro_batch",
-                                     "virtual_stages", NULL};
+  static const char *const keys[] = {"name",           "tp", "pp",  "dp", "micro_batch",
+                                     "virtual_stages", "ep", "etp", "cp", NULL};
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "template_info");
   if (!t)
     return PSIM_OK;
@@ -438,6 +484,11 @@ static psim_status read_tmpl_info(psim_jctx *c, const cJSON *root, psim_strategy
       psim_strategy_int32_key(c, t, "micro_batch", false, 0, MAX_DEGREE, &sp->tmpl.micro_batch));
   PSIM_CHECK(
       psim_strategy_int32_key(c, t, "virtual_stages", false, 0, 4096, &sp->tmpl.virtual_stages));
+  sp->tmpl.ep = sp->tmpl.cp = 1; /* written only when not the default (strategy_write.c) */
+  sp->tmpl.etp = sp->tmpl.tp;
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "ep", false, 1, MAX_DEGREE, &sp->tmpl.ep));
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "etp", false, 1, MAX_DEGREE, &sp->tmpl.etp));
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "cp", false, 1, MAX_DEGREE, &sp->tmpl.cp));
   psim_jctx_pop(c, sv);
   return PSIM_OK;
 }

@@ -44,6 +44,33 @@ static psim_status devices_json(const int32_t *d, int32_t n, cJSON *parent, cons
   return PSIM_OK;
 }
 
+/* A layout object: key -> axis name, or -> [axis names] for a key with several
+ * entries (in entry order). */
+static psim_status layout_json(const psim_mesh *mesh, cJSON *root, const char *name,
+                               const char (*keys)[PSIM_MESH_NAME], const int32_t *axes, int32_t n) {
+  if (n == 0)
+    return PSIM_OK;
+  cJSON *layout = NULL;
+  PSIM_CHECK(psim_json_add_object(root, name, &layout));
+  for (int32_t k = 0; k < n; k++) {
+    if (cJSON_GetObjectItemCaseSensitive(layout, keys[k]))
+      continue; /* written with its first entry */
+    int32_t count = 0;
+    for (int32_t j = k; j < n; j++)
+      count += strcmp(keys[j], keys[k]) == 0;
+    if (count == 1) {
+      PSIM_CHECK(psim_json_add_string(layout, keys[k], mesh->axis[axes[k]]));
+      continue;
+    }
+    cJSON *list = cJSON_CreateArray();
+    PSIM_CHECK(add_item(layout, keys[k], list));
+    for (int32_t j = k; j < n; j++)
+      if (strcmp(keys[j], keys[k]) == 0)
+        PSIM_CHECK(add_item(list, NULL, cJSON_CreateString(mesh->axis[axes[j]])));
+  }
+  return PSIM_OK;
+}
+
 static psim_status mesh_json(const psim_strategy *s, cJSON *root) {
   cJSON *mesh = NULL, *axes = NULL, *fb = NULL;
   PSIM_CHECK(psim_json_add_object(root, "mesh", &mesh));
@@ -61,14 +88,10 @@ static psim_status mesh_json(const psim_strategy *s, cJSON *root) {
       PSIM_CHECK(psim_json_add_object(mesh, "fallback", &fb));
     PSIM_CHECK(psim_json_add_string(fb, s->mesh.axis[a], s->mesh.fallback[a]));
   }
-  if (s->mesh.n_layout == 0)
-    return PSIM_OK;
-  cJSON *layout = NULL;
-  PSIM_CHECK(psim_json_add_object(root, "layout", &layout));
-  for (int32_t k = 0; k < s->mesh.n_layout; k++)
-    PSIM_CHECK(
-        psim_json_add_string(layout, s->mesh.layout_key[k], s->mesh.axis[s->mesh.layout_axis[k]]));
-  return PSIM_OK;
+  PSIM_CHECK(layout_json(&s->mesh, root, "layout", s->mesh.layout_key, s->mesh.layout_axis,
+                         s->mesh.n_layout));
+  return layout_json(&s->mesh, root, "expert_layout", s->mesh.expert_layout_key,
+                     s->mesh.expert_layout_axis, s->mesh.n_expert_layout);
 }
 
 static psim_status pipeline_json(const psim_strategy *s, cJSON *root) {
@@ -159,7 +182,15 @@ static psim_status tmpl_json(const psim_strategy *s, cJSON *root) {
   PSIM_CHECK(psim_json_add_number(t, "pp", s->tmpl.pp));
   PSIM_CHECK(psim_json_add_number(t, "dp", s->tmpl.dp));
   PSIM_CHECK(psim_json_add_number(t, "micro_batch", s->tmpl.micro_batch));
-  return psim_json_add_number(t, "virtual_stages", s->tmpl.virtual_stages);
+  PSIM_CHECK(psim_json_add_number(t, "virtual_stages", s->tmpl.virtual_stages));
+  /* Megatron-Core's ep, etp, cp: only when not their defaults (1, tp, 1) */
+  if (s->tmpl.ep > 1)
+    PSIM_CHECK(psim_json_add_number(t, "ep", s->tmpl.ep));
+  if (s->tmpl.etp > 0 && s->tmpl.etp != s->tmpl.tp)
+    PSIM_CHECK(psim_json_add_number(t, "etp", s->tmpl.etp));
+  if (s->tmpl.cp > 1)
+    PSIM_CHECK(psim_json_add_number(t, "cp", s->tmpl.cp));
+  return PSIM_OK;
 }
 
 static psim_status options_json(const psim_strategy *s, cJSON *root) {
