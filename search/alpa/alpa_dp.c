@@ -160,6 +160,35 @@ static void dp_shape(dp_ctx *x, bool band) {
   x->F = x->Smax < x->B ? x->Smax : x->B;
 }
 
+/* Whether the pool of plans of different sizes is full and its worst
+ * estimate at most a lower bound of this DP's objective, so that no plan of
+ * it could enter the pool (the DP is then skipped, an exact pruning): every
+ * plan's stage times sum to at least the sum over layers of each layer's
+ * fastest option, and its slowest stage takes at least that sum over the
+ * most stages and at least the slowest such layer. */
+static bool pool_beats(const dp_ctx *x) {
+  const alpa *A = x->A;
+  double worst = 0, sum = 0, lmax = 0;
+  int32_t count = 0;
+  for (int32_t i = 0; i < A->n_top; i++)
+    if (A->top[i].pool == 1) {
+      count++;
+      worst = fmax(worst, A->top[i].estimate);
+    }
+  if (count < TOP_UNEQUAL)
+    return false;
+  for (int32_t l = 0; l < x->L; l++) {
+    double t = INFINITY;
+    for (int32_t o = 0; o < x->tab.n_ml; o++) {
+      size_t off = (size_t)o * (size_t)(x->L + 1);
+      t = fmin(t, x->tab.t[off + l + 1] - x->tab.t[off + l]);
+    }
+    sum += t;
+    lmax = fmax(lmax, t);
+  }
+  return sum + (x->B - 1) * fmax(sum / x->Smax, lmax) >= worst;
+}
+
 static psim_status dp_run(alpa *A, int32_t n, int32_t mb, int rc, int zero, bool band) {
   dp_ctx x = {.A = A, .L = A->m->n_layers, .N = A->c->n_devices, .n = n, .mb = mb, .rc = rc};
   x.zero = zero;
@@ -177,7 +206,7 @@ static psim_status dp_run(alpa *A, int32_t n, int32_t mb, int rc, int zero, bool
   if (st == PSIM_OK)
     st = build_table(&x);
   double t0 = psim_alpa_now_s(), ilp0 = A->ilp_s;
-  if (st == PSIM_OK && x.tab.n_ml > 0) {
+  if (st == PSIM_OK && x.tab.n_ml > 0 && (x.nz == 1 || !pool_beats(&x))) {
     psim_alpa_dp_tabulate(&x);
     st = psim_alpa_dp_enumerate(&x);
   }
