@@ -38,8 +38,10 @@
  *   (every fourth row of each source is; MLPerf rows left out, their error being
  *   the network model's), docs/accuracy-modern.md: megatron-core 5 us per kernel
  *   (CUDA graphs remove most launch gaps: below the 21.56 us of eager Megatron-LM);
- *   the FSDP stacks 65-95 us (eager PyTorch with FSDP hooks, host-bound on small
- *   kernels). deepspeed has no public rows here: nothing fitted. */
+ *   llm-foundry-fsdp 95 us (eager PyTorch with FSDP hooks, host-bound on small
+ *   kernels); pytorch-fsdp2 5 us, the grid's floor, once its eager RMSNorm / SwiGLU
+ *   kernels are counted one by one (costdb/cost.c). deepspeed has no public rows
+ *   here: nothing fitted. */
 static const psim_stack builtin[] = {
     {.name = "megatron-lm-2021"},
     {.name = "megatron-core",
