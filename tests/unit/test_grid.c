@@ -233,6 +233,45 @@ START_TEST(grid_picks_expert_parallelism_where_it_pays) {
 }
 END_TEST
 
+/* Context parallelism is listed only for sequences of PSIM_GRID_CP_MIN_SEQ tokens or more,
+ * with cp dividing the stage's devices and seq % (2 cp) == 0 (arguments.py); a dense model
+ * gets ep 1 only. */
+static int32_t max_cp_listed(int64_t seq) {
+  psim_gen_tf_opts g;
+  psim_gen_gpt_opts_init(&g);
+  g.layers = 4, g.hidden = 1024, g.heads = 16, g.seq = seq, g.batch = 16, g.vocab = 8192;
+  cJSON *j = NULL;
+  ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
+  psim_model m;
+  psim_model_init(&m);
+  ck_assert(psim_model_from_json("gpt", j, &m) == PSIM_OK);
+  cJSON_Delete(j);
+  psim_cluster c;
+  psim_cluster_init(&c);
+  ck_assert(psim_cluster_load(TOPO "dgx-a100-x2.json", &c) == PSIM_OK);
+  psim_grid_options o;
+  psim_grid_options_init(&o);
+  grid_space sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  int32_t max_cp = 0;
+  for (int64_t i = 0; i < sp.n; i++) {
+    const psim_megatron_opts *mo = &sp.c[i].mo;
+    ck_assert(mo->ep == 1 && mo->etp == 0);
+    ck_assert(mo->tp * mo->cp * mo->pp * mo->dp == 16 && seq % (2 * mo->cp) == 0);
+    max_cp = mo->cp > max_cp ? mo->cp : max_cp;
+  }
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+  return max_cp;
+}
+
+START_TEST(grid_lists_context_parallelism_for_long_sequences) {
+  ck_assert_int_eq(max_cp_listed(PSIM_GRID_CP_MIN_SEQ / 2), 1);
+  ck_assert_int_eq(max_cp_listed(PSIM_GRID_CP_MIN_SEQ), 16);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("grid");
   TCase *t = tcase_create("grid");
@@ -241,6 +280,7 @@ int main(void) {
   tcase_add_test(t, space_follows_megatron_rules);
   tcase_add_test(t, fsdp_space_follows_torchtitan_rules);
   tcase_add_test(t, grid_picks_expert_parallelism_where_it_pays);
+  tcase_add_test(t, grid_lists_context_parallelism_for_long_sequences);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
