@@ -156,7 +156,9 @@ static psim_status refine(psim_build *b, const psim_model *m, psim_cluster *c,
   uint64_t *taint = NULL;
   psim_status st = PSIM_OK;
   for (int i = 0; st == PSIM_OK && b->folded && !b->fold_broken && b->n_fold_pairs > 0; i++) {
-    if (i == PSIM_FOLD_REFINEMENTS) {
+    /* past the route budget the held links are known only for the routes searched (locals.c),
+     * and each round is a large build: declined as before */
+    if (i == PSIM_FOLD_REFINEMENTS || b->fold_by_key) {
       b->fold_broken = true;
       break;
     }

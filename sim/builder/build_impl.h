@@ -154,6 +154,7 @@ struct psim_build {
   int32_t fold_fam[8][2];     /* folded: (position stride, groups) of the concurrent peer groups of
                                  collectives that hold pipeline-route links (fold_links.c) */
   int32_t n_fold_fam;
+  bool fold_by_key; /* folded: routes searched once per route key (large clusters, locals.c) */
   uint32_t fold_fam_used;   /* bit f: a task of family f is in fold_pairs */
   psim_hmap *fold_task_fam; /* task -> family index, for those collectives' tasks; NULL none */
   int32_t n_simulated;

@@ -392,6 +392,7 @@ static psim_status fold_columns(psim_build *b, bool *ok) {
       b->simulated[d] = 0;
       b->rep_of[d] = d;
     }
+  b->fold_by_key = f.by_key;
   b->fold_pos = f.pos;     /* kept for psim_build_fold_check_coll */
   b->fold_owner = f.owner; /* ... and psim_build_fold_check_graph */
   b->fold_role = f.role;
