@@ -87,11 +87,10 @@ static void end_reuse(psim_build *b) {
   b->inc.changed = NULL;
 }
 
-psim_status psim_build_fill(psim_build *b, const psim_model *m, psim_cluster *c,
-                            const psim_strategy *s, const psim_sim_options *o, psim_build *prev,
-                            const uint8_t *changed, psim_taskgraph *spare) {
-  assert(m && c && s && o && s->n_ops == m->n_ops); /* psim_simulate checks the op count */
-  begin(b, m, c, s, o, changed != NULL, spare);
+/* psim_build_fill's phases after begin(). */
+static psim_status fill_phases(psim_build *b, const psim_model *m, psim_build *prev,
+                               const uint8_t *changed) {
+  const psim_sim_options *o = b->o;
   PSIM_CHECK(psim_tg_track_bytes(&b->g, o->keep_graph)); /* bytes per task, for traces and tests */
   PSIM_CHECK(alloc_state(b));
   PSIM_CHECK(psim_build_choose_simulated(b));
@@ -117,6 +116,14 @@ psim_status psim_build_fill(psim_build *b, const psim_model *m, psim_cluster *c,
   return changed ? psim_tg_finalize_unchecked(&b->g) : psim_tg_finalize(&b->g);
 }
 
+psim_status psim_build_fill(psim_build *b, const psim_model *m, psim_cluster *c,
+                            const psim_strategy *s, const psim_sim_options *o, psim_build *prev,
+                            const uint8_t *changed, psim_taskgraph *spare) {
+  assert(m && c && s && o && s->n_ops == m->n_ops); /* psim_simulate checks the op count */
+  begin(b, m, c, s, o, changed != NULL, spare);
+  return fill_phases(b, m, prev, changed);
+}
+
 /* A folded build whose checks found peers that are not symmetric (locals.c)
  * is redone unfolded, with options of its own (fold off) that it keeps. */
 static psim_status refill_unfolded(psim_build *b, const psim_model *m, psim_cluster *c,
@@ -136,6 +143,49 @@ static psim_status refill_unfolded(psim_build *b, const psim_model *m, psim_clus
   return st;
 }
 
+/* Folding refinements (columns split by taint, fold_links.c) tried before a build whose
+ * columns share links unevenly is redone unfolded. */
+#define PSIM_FOLD_REFINEMENTS 3
+
+/* While a folded build's columns hold links unevenly (fold_pairs), builds it again with
+ * those columns split from their classes; then, or when a check declines, unfolded. */
+static psim_status refine(psim_build *b, const psim_model *m, psim_cluster *c,
+                          const psim_strategy *s, const psim_sim_options *o, psim_build *prev,
+                          const uint8_t *changed) {
+  int32_t n_pos = s->n_stages > 0 ? s->stages[0].n_devices : 0;
+  uint64_t *taint = NULL;
+  psim_status st = PSIM_OK;
+  for (int i = 0; st == PSIM_OK && b->folded && !b->fold_broken && b->n_fold_pairs > 0; i++) {
+    /* past the route budget the held links are known only for the routes searched (locals.c),
+     * and each round is a large build: declined as before */
+    if (i == PSIM_FOLD_REFINEMENTS || b->fold_by_key) {
+      b->fold_broken = true;
+      break;
+    }
+    if (!taint)
+      taint = psim_calloc((size_t)n_pos + 1, sizeof *taint);
+    if (!taint) {
+      b->fold_broken = true; /* declined, which is never wrong */
+      break;
+    }
+    if (!psim_build_fold_taint(b, taint)) {
+      b->fold_broken = true;
+      break;
+    }
+    psim_build_destroy(b);
+    begin(b, m, c, s, o, changed != NULL, NULL);
+    b->fold_taint = taint;
+    st = fill_phases(b, m, NULL, changed);
+    b->fold_taint = NULL; /* the caller's, freed below */
+    if (st == PSIM_OK)
+      psim_build_fold_check_graph(b);
+  }
+  psim_free(taint);
+  if (st == PSIM_OK && b->fold_broken)
+    st = refill_unfolded(b, m, c, s, o, prev, changed);
+  return st;
+}
+
 static psim_status build_new(psim_build **out, const psim_model *m, psim_cluster *c,
                              const psim_strategy *s, const psim_sim_options *o, psim_build *prev,
                              const uint8_t *changed, psim_taskgraph *spare) {
@@ -145,8 +195,8 @@ static psim_status build_new(psim_build **out, const psim_model *m, psim_cluster
   psim_status st = psim_build_fill(*out, m, c, s, o, prev, changed, spare);
   if (st == PSIM_OK)
     psim_build_fold_check_graph(*out);
-  if (st == PSIM_OK && (*out)->fold_broken)
-    st = refill_unfolded(*out, m, c, s, o, prev, changed);
+  if (st == PSIM_OK && ((*out)->fold_broken || (*out)->n_fold_pairs > 0))
+    st = refine(*out, m, c, s, o, prev, changed);
   return st;
 }
 
@@ -199,7 +249,7 @@ void psim_build_destroy(psim_build *b) {
                     b->rec,       b->last_task,  b->last_bwd,   b->need_sync,    b->next_compute,
                     b->mem,       b->static_mem, b->wshares,    b->wshare_first, b->save_slots,
                     b->costs,     b->ps_opts,    b->ps_dropped, b->rep_of,       b->nofold_opts,
-                    b->fold_pos,  b->fold_owner, b->fold_role};
+                    b->fold_pos,  b->fold_owner, b->fold_role,  b->fold_pairs};
   for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
     psim_free(arrays[i]);
   free_reuse(&b->inc);
@@ -207,6 +257,9 @@ void psim_build_destroy(psim_build *b) {
   psim_bcache_free(b->cache);
   psim_bcache_free(b->memo);
   psim_bcache_free(b->where);
+  if (b->fold_task_fam)
+    psim_hmap_destroy(b->fold_task_fam);
+  psim_free(b->fold_task_fam);
   memset(b, 0, sizeof *b);
 }
 

@@ -146,6 +146,17 @@ struct psim_build {
   int32_t *fold_pos;  /* folded: per device, its position in its stage (locals.c), or NULL */
   int32_t *fold_owner; /* folded: per link, the position whose pipeline transfers hold it, or -1 */
   int32_t *fold_role;  /* folded: per owned link, which of that position's route links it is */
+  int32_t
+      *fold_pairs; /* folded: (L, L') per link pair the schedule must keep apart (fold_links.c) */
+  size_t n_fold_pairs, cap_fold_pairs;
+  const uint64_t *fold_taint; /* per position or NULL: columns of unequal taint are not one class
+                                 (psim_build_fold_taint), the caller's */
+  int32_t fold_fam[8][2];     /* folded: (position stride, groups) of the concurrent peer groups of
+                                 collectives that hold pipeline-route links (fold_links.c) */
+  int32_t n_fold_fam;
+  bool fold_by_key; /* folded: routes searched once per route key (large clusters, locals.c) */
+  uint32_t fold_fam_used;   /* bit f: a task of family f is in fold_pairs */
+  psim_hmap *fold_task_fam; /* task -> family index, for those collectives' tasks; NULL none */
   int32_t n_simulated;
   psim_sim_options *nofold_opts; /* the unfolded rebuild's options (o points to them), owned */
   psim_op_local *locals;         /* grouped per op */
@@ -366,9 +377,18 @@ psim_status psim_build_index_devices(psim_build *b);
  * peers), breaks the symmetry: the build is then redone unfolded. */
 psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d);
 void psim_build_fold_check_transfer(psim_build *b, int pipeline);
-/* After a folded build: no task holds a link that a folded-away column's
- * pipeline transfers hold (they would queue behind each other unfolded). */
+/* After a folded build (fold_links.c): every task that holds a link L of a folded-away
+ * column's pipeline routes but not the same link L' of its class's simulated column is
+ * recorded as the pair (L, L') in fold_pairs (build.c then folds less: psim_build_fold_taint);
+ * fold_broken when a pair cannot be formed. */
 void psim_build_fold_check_graph(psim_build *b);
+/* Mixes into taint (per position of a stage) the roles of the links of the columns in
+ * fold_pairs, alike over each family of concurrent peer groups (fold_fam): a rebuild with
+ * b->fold_taint = taint splits them from their classes. */
+bool psim_build_fold_taint(const psim_build *b, uint64_t *taint); /* false: no family known */
+/* After psim_coll_add added tasks [t0, n_tasks) for d: remembers d's concurrent peer groups
+ * for those tasks when they hold links of the columns' pipeline routes (fold_links.c). */
+psim_status psim_build_fold_note_coll(psim_build *b, const psim_coll_desc *d, int32_t t0);
 psim_status psim_build_choose_simulated(psim_build *b);
 psim_status psim_build_make_locals(psim_build *b);
 psim_status psim_build_issue_compute(psim_build *b);

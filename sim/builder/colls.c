@@ -98,15 +98,18 @@ psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
                                       const psim_task_info *info, int32_t *entry, int32_t *exit) {
   assert(d->n >= 1 && d->n <= PSIM_BUILD_MAX_GROUP);
   /* a graph that tracks bytes (keep_graph) gets them from psim_coll_add */
+  int32_t t0 = b->g.n_tasks;
   if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2 || b->g.bytes) {
     PSIM_CHECK(psim_build_fold_check_coll(b, d));
-    return psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit);
+    PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
+    return psim_build_fold_note_coll(b, d, t0);
   }
   uint64_t h = coll_hash(d);
   int32_t i = coll_find(b->colls, d, h);
   if (i < 0) {
     PSIM_CHECK(psim_build_fold_check_coll(b, d)); /* once per template */
     PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
+    PSIM_CHECK(psim_build_fold_note_coll(b, d, t0));
     if (*entry != *exit || *entry != b->g.n_tasks - 1)
       return PSIM_OK; /* not a single task: nothing to reuse */
     return coll_remember(b, d, h, *entry);
@@ -119,7 +122,7 @@ psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
   PSIM_CHECK(
       psim_tg_add_task(&b->g, t->duration_s, cc->res_pool + t->res_at, t->n_res, &ti, entry));
   *exit = *entry;
-  return PSIM_OK;
+  return psim_build_fold_note_coll(b, d, t0);
 }
 
 void psim_build_colls_free(psim_coll_cache *cc) {

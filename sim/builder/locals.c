@@ -266,8 +266,9 @@ static void fold_mark(psim_build *b, const fold_state *f, bool *ok) {
   int32_t reps[PSIM_FOLD_MAX_CLASSES], n_reps = 0;
   for (int32_t p = 0; p < f->n_pos && *ok; p++) {
     int32_t r = 0;
-    while (r < n_reps && memcmp(&f->sig[(size_t)reps[r] * per], &f->sig[(size_t)p * per],
-                                per * sizeof *f->sig) != 0)
+    while (r < n_reps && (memcmp(&f->sig[(size_t)reps[r] * per], &f->sig[(size_t)p * per],
+                                 per * sizeof *f->sig) != 0 ||
+                          (b->fold_taint && b->fold_taint[reps[r]] != b->fold_taint[p])))
       r++;
     if (r == n_reps && n_reps == PSIM_FOLD_MAX_CLASSES) {
       *ok = false;
@@ -394,6 +395,7 @@ static psim_status fold_columns(psim_build *b, bool *ok) {
       b->simulated[d] = 0;
       b->rep_of[d] = d;
     }
+  b->fold_by_key = f.by_key;
   b->fold_pos = f.pos;     /* kept for psim_build_fold_check_coll */
   b->fold_owner = f.owner; /* ... and psim_build_fold_check_graph */
   b->fold_role = f.role;
@@ -475,57 +477,6 @@ psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
   return b->fold_broken ? PSIM_OK : peers_alike(b, d, by_itself);
 }
 
-/* The position of the column that stands for position p's. */
-static int32_t rep_position(const psim_build *b, int32_t p) {
-  return b->fold_pos[b->rep_of[b->s->stages[0].devices[p]]];
-}
-
-/* A link of a column's pipeline routes as (position << 32 | role). */
-static uint64_t owned_key(int32_t p, int32_t role) {
-  return (uint64_t)(uint32_t)p << 32 | (uint32_t)role;
-}
-
-static int key_order(const void *a, const void *c) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)c;
-  return (x > y) - (x < y);
-}
-
-/* Whether task t, for every link of a folded-away column's pipeline routes it
- * holds, also holds the same link of its class's simulated column (keys:
- * scratch of at least the task's resource count). */
-static bool task_symmetric(const psim_build *b, int32_t t, uint64_t *keys) {
-  const psim_taskgraph *g = &b->g;
-  int32_t nd = b->c->n_devices;
-  size_t n = 0;
-  for (int32_t r = g->res_first[t]; r < g->res_first[t + 1]; r++) {
-    int32_t l = g->res[r] - 2 * nd; /* psim_res_link's inverse */
-    if (l >= 0 && l < b->c->n_links && b->fold_owner[l] >= 0)
-      keys[n++] = owned_key(b->fold_owner[l], b->fold_role[l]);
-  }
-  qsort(keys, n, sizeof *keys, key_order);
-  for (size_t i = 0; i < n; i++) {
-    int32_t p = (int32_t)(keys[i] >> 32), rp = rep_position(b, p);
-    uint64_t want = owned_key(rp, (int32_t)(uint32_t)keys[i]);
-    if (rp != p && !bsearch(&want, keys, n, sizeof *keys, key_order))
-      return false;
-  }
-  return true;
-}
-
-void psim_build_fold_check_graph(psim_build *b) {
-  if (!b->folded || b->fold_broken)
-    return;
-  int32_t widest = 1;
-  for (int32_t t = 0; t < b->g.n_tasks; t++)
-    widest = b->g.res_first[t + 1] - b->g.res_first[t] > widest
-                 ? b->g.res_first[t + 1] - b->g.res_first[t]
-                 : widest;
-  uint64_t *keys = psim_malloc((size_t)widest * sizeof *keys);
-  /* out of memory: declined, which is never wrong */
-  for (int32_t t = 0; !b->fold_broken && t < b->g.n_tasks; t++)
-    b->fold_broken = !keys || !task_symmetric(b, t, keys);
-  psim_free(keys);
-}
 void psim_build_fold_check_transfer(psim_build *b, int pipeline) {
   if (b->folded && !pipeline)
     b->fold_broken = true;
