@@ -155,7 +155,7 @@ static void print_summaries(const modern_rows *rows) {
   for (const char *const *g = gens; *g; g++) {
     summary sm = {0};
     for (int i = 0; i < rows->n; i++)
-      if (strcmp(modern_generation(rows->v[i].gpu), *g) == 0)
+      if (strcmp(modern_generation(rows->v[i].gpu), *g) == 0 && rows->v[i].moe.experts == 0)
         add(&sm, &rows->v[i]);
     if (sm.rows)
       print_summary(*g, &sm);
