@@ -187,8 +187,8 @@ const psim_cli_command psim_cli_commands[] = {
     {"report", psim_cmd_report, "plansim report PLAN [-o report.html]",
      "render a plan as a self-contained HTML page", psim_cmd_report_help},
     {"model", psim_cmd_model, "plansim model FAMILY [options] [-o FILE]",
-     "generate a model file (gpt, llama, llama3, mpt, bert, moe, mlp, alexnet, resnet, inception, "
-     "dlrm)",
+     "generate a model file (gpt, gpt3-mlperf, llama, llama3, mpt, qwen3, bert, moe, qwen3-moe, "
+     "mixtral, deepseek-v3, gpt-oss, mlp, alexnet, resnet, inception, dlrm)",
      "Writes a plansim.model/1 file (docs/model.md) to FILE, or to standard output.\n\n"
      "  -o FILE   write FILE atomically instead of standard output\n\n"
      "--flash replaces the attention core (scores matmul, softmax, dropout, context matmul,\n"

@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 #include "costdb/kernels.h"
 
@@ -120,17 +121,53 @@ static double wave_eff(const psim_gpu_arch *a, const psim_model *m, const psim_o
 /* FP8 GEMMs: the casts of their operands to FP8 (memory-bound, one kernel each)
  * and the scaling kernels, s: the forward casts both inputs, the backward the
  * output gradient (the transposed copies come from the forward's
- * cast-transpose). */
+ * cast-transpose). Rowwise scaling (torchao Float8Linear's "rowwise" recipe;
+ * torchao/float8/README.md) scales along each GEMM's reduction dim, so the
+ * backward's GEMMs, which reduce along the other dims, need their own casts: the
+ * output gradient for dgrad and again for wgrad, the input and the weight
+ * column-wise (4 kernels, 2 out + in + weight elements). */
 static double fp8_casts(const psim_device_type *t, const psim_stack *st, const psim_model *m,
                         const psim_op *op, const int64_t *shard, psim_pass pass, double launch) {
   if (st->fp8_cast_bytes <= 0 && st->fp8_scale_s <= 0)
     return 0;
   bool fwd = pass == PSIM_PASS_FWD;
-  double elems = fwd ? shard_elems(m, op, shard, op->in[0]) + shard_elems(m, op, shard, op->in[1])
-                     : shard_elems(m, op, shard, op->out[0]);
+  double in = shard_elems(m, op, shard, op->in[0]) + shard_elems(m, op, shard, op->in[1]);
+  double out = shard_elems(m, op, shard, op->out[0]);
+  double elems = fwd ? in : st->fp8_rowwise ? 2 * out + in : out;
+  int32_t kernels = fwd ? 2 : st->fp8_rowwise ? 4 : 1;
   double mem_eff = t->eff.mem > 0 ? t->eff.mem : 1.0;
   double bytes_s = t->mem_bw > 0 ? elems * st->fp8_cast_bytes / (t->mem_bw * mem_eff) : 0;
-  return bytes_s + st->fp8_scale_s + (fwd ? 2 : 1) * launch;
+  return bytes_s + st->fp8_scale_s + kernels * launch;
+}
+
+/* Eager PyTorch runs an RMSNorm or a SwiGLU written in Python as one kernel per
+ * tensor op; torch.compile (Inductor) and the fused kernels of TE / Apex / Triton
+ * run each as one kernel (the model file's op: read inputs, write outputs). Counted
+ * from the code, per element of the output, 16-bit activations:
+ * - RMSNorm, torchtitan/models/norms.py RMSNorm (pytorch/torchtitan, commit
+ *   026e23a; torch.nn.RMSNorm's composite rms_norm is the same op sequence):
+ *   forward x.float() (read 2, write 4), pow (4 + 4), mean (4), x * rsqrt (4 + 4),
+ *   type_as (4 + 2), * weight (2 + 2) = 36 B in 6 kernels plus the per-row
+ *   add-eps and rsqrt (8 kernels); backward, autograd through the same graph: the
+ *   weight product (4) and its weight gradient (6 + 2), type_as (6), the rsqrt
+ *   product's two gradients (8 + 12) and its row sum (4), mean's expand (4), pow's
+ *   (12), the two paths summed (12), the cast back (6) = 76 B in 12 kernels.
+ * - SwiGLU, torchtitan FeedForward w2(F.silu(w1(x)) * w3(x)): forward silu (2 + 2)
+ *   and the product (4 + 2) = 10 B in 2 kernels; backward the product's two
+ *   gradients (6 + 6) and silu_backward (6) = 18 B in 3 kernels.
+ * LayerNorm and GELU are single native kernels in eager PyTorch: no change. Bytes
+ * of the eager sequence (0 when the op runs fused), its kernels in *kernels. */
+static double eager_traffic(const psim_stack *st, const psim_model *m, const psim_op *op,
+                            const int64_t *shard, psim_pass pass, int32_t *kernels) {
+  bool fwd = pass == PSIM_PASS_FWD;
+  bool norm = op->kind == PSIM_OP_RMSNORM && !st->fused_norm;
+  bool act =
+      op->kind == PSIM_OP_ELEMENTWISE && !st->fused_act && op->fn && strcmp(op->fn, "swiglu") == 0;
+  if (st->compile || !(norm || act) || op->n_out < 1)
+    return 0;
+  *kernels = norm ? (fwd ? 8 : 12) : (fwd ? 2 : 3);
+  double per_elem = norm ? (fwd ? 36.0 : 76.0) : (fwd ? 10.0 : 18.0);
+  return per_elem * shard_elems(m, op, shard, op->out[0]);
 }
 
 /* A compute shard under a software stack other than megatron-lm-2021's zero
@@ -152,6 +189,16 @@ static double stack_compute(const psim_device_type *t, const psim_stack *st, con
     double peak = psim_cost_peak_flops(t, dt, true);
     double t_flops = peak > 0 && flops > 0 ? flops / (peak * fmin(fe, 1.0)) : 0;
     return fmax(t_flops, t_bytes) + (pass == PSIM_PASS_FWD ? 1 : 2) * launch;
+  }
+  if (!gemm &&
+      bytes > 0) { /* eager PyTorch's decomposition of norms / SwiGLU when nothing fuses them */
+    int32_t kernels = 1;
+    double eager_bytes = eager_traffic(st, m, op, shard, pass, &kernels);
+    if (eager_bytes > 0) {
+      double peak = psim_cost_peak_flops(t, dt, false);
+      double t_eager = t->mem_bw > 0 ? eager_bytes / (t->mem_bw * mem_eff) : 0;
+      return fmax(peak > 0 ? flops / peak : 0, t_eager) + kernels * launch;
+    }
   }
   psim_efficiency eff = t->eff;
   eff.gemm_max = fmin(1.0, (eff.gemm_max > 0 ? eff.gemm_max : 1.0) * gemm_scale);

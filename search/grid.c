@@ -269,6 +269,11 @@ psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_gr
 static void describe(const psim_grid_result *g, char *out, size_t size) {
   const psim_megatron_opts *b = &g->best;
   int n = snprintf(out, size, "Megatron tp %d, pp %d, dp %d", b->tp, b->pp, b->dp);
+  if (b->cp > 1)
+    n += snprintf(out + n, size - (size_t)n, ", cp %d", b->cp);
+  if (b->ep > 1 || b->etp > 0)
+    n += snprintf(out + n, size - (size_t)n, ", ep %d, etp %d", b->ep > 0 ? b->ep : 1,
+                  b->etp > 0 ? b->etp : b->tp);
   if (b->virtual_stages > 1)
     n += snprintf(out + n, size - (size_t)n, ", %d virtual stages", b->virtual_stages);
   n += snprintf(out + n, size - (size_t)n, ", micro-batch %d, recompute %s%s", b->micro_batch,

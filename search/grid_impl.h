@@ -5,6 +5,10 @@
 
 #include "search/grid.h"
 
+/* Context parallelism is tried only for sequences of at least this many tokens
+ * (grid_space.c's rules). */
+#define PSIM_GRID_CP_MIN_SEQ 8192
+
 /* What became of a candidate. */
 typedef enum grid_state_kind {
   GRID_PENDING = 0,
@@ -20,7 +24,7 @@ typedef enum grid_state_kind {
 
 typedef struct grid_cand {
   psim_megatron_opts mo;
-  int32_t pair;     /* index of its (tp, pp) pair, in enumeration order */
+  int32_t pair;     /* index of its (tp, pp, cp, ep, etp) pair, in enumeration order */
   bool classic;     /* no interleaving, ZeRO 0, sequence parallel iff tp > 1: searched first */
   int8_t state;     /* grid_state_kind */
   int64_t order;    /* position in enumeration order */

@@ -11,7 +11,14 @@
  * - megatron/core/pipeline_parallel/schedules.py (interleaved forward-backward, around line
  *   1160): the micro-batch group of a virtual stage (default pp) must lie in [pp, M] and M
  *   modulo it must be 0 or at least pp: with the default group, M % pp == 0.
- * - tp divides the attention heads and the ffn size (the template's check_tp_divides). */
+ * - tp divides the attention heads and the ffn size (the template's check_tp_divides).
+ * - Expert and context parallelism (arguments.py: num_experts % ep == 0, seq_length %
+ *   (2 cp) == 0 when cp > 1; parallel_state.py: etp x ep divides the stage's tp x cp x dp
+ *   devices). The grid tries ep over the divisors of the experts with etp x ep dividing
+ *   tp x cp x dp, etp = tp and, at tp > 1, etp = 1; cp over the divisors of the devices per
+ *   stage with seq % (2 cp) == 0, cp > 1 only for sequences of PSIM_GRID_CP_MIN_SEQ tokens
+ *   or more (shorter ones have too little attention work per rank to pay for the K/V
+ *   exchange: Megatron-Core's published long-context recipes start cp at 8k tokens). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,16 +53,27 @@ static bool tp_divides(const psim_model *m, int32_t tp) {
   return true;
 }
 
-/* Elements of the weights read by ops of repeated blocks (each tensor once). */
-static double block_params(const psim_model *m) {
+static bool has_expert_dim(const psim_model *m, const psim_tensor *t) {
+  for (int32_t k = 0; k < t->rank; k++)
+    if (m->dims[t->dims[k]].role == PSIM_ROLE_EXPERT)
+      return true;
+  return false;
+}
+
+/* Elements of the weights read by ops of repeated blocks (each tensor once); *expert of
+ * them carry an expert-role dim (the experts' weights, split etp x ep ways). */
+static double block_params(const psim_model *m, double *expert) {
   bool *seen = psim_calloc((size_t)(m->n_tensors > 0 ? m->n_tensors : 1), 1);
   double n = 0;
+  *expert = 0;
   for (int32_t i = 0; seen && i < m->n_ops; i++)
     for (int32_t k = 0; m->ops[i].block >= 0 && k < m->ops[i].n_in; k++) {
       int32_t t = m->ops[i].in[k];
       if (m->tensors[t].kind == PSIM_TENSOR_WEIGHT && !seen[t]) {
         seen[t] = true;
-        n += psim_tensor_elems(m, &m->tensors[t]);
+        double e = psim_tensor_elems(m, &m->tensors[t]);
+        n += e;
+        *expert += has_expert_dim(m, &m->tensors[t]) ? e : 0;
       }
     }
   psim_free(seen);
@@ -67,13 +85,27 @@ static double block_params(const psim_model *m) {
  * embedding and head come on top), each byte class divided by dp from its ZeRO stage on
  * (psim_memory_param_bytes: ZeRO-1 shards the optimizer state, -2 the gradients, -3 the
  * weights). The fullest device holds at least the mean. */
-static double static_lower_bound(double params, psim_dtype dt, const psim_megatron_opts *mo) {
-  double pb[3];
+static double per_param_bytes(psim_dtype dt, int32_t zero_stage, double shards) {
+  double pb[3], per = 0;
   psim_memory_param_bytes(dt, pb);
-  double per = 0;
   for (int k = 0; k < 3; k++)
-    per += pb[k] / (mo->zero_stage >= 3 - k ? mo->dp : 1);
-  return params / ((double)mo->tp * mo->pp) * per;
+    per += pb[k] / (zero_stage >= 3 - k ? shards : 1);
+  return per;
+}
+
+/* The dense weights split tp ways, ZeRO over at most dp x cp ranks; the experts' weights
+ * etp x ep ways, ZeRO over the expert data-parallel ranks tp cp dp / (etp ep) (Megatron-Core's
+ * groups; a larger ZeRO group than plansim's only lowers the bound). */
+static double static_lower_bound(double params, double expert, psim_dtype dt,
+                                 const psim_megatron_opts *mo) {
+  int32_t cp = mo->cp > 0 ? mo->cp : 1, ep = mo->ep > 0 ? mo->ep : 1;
+  int32_t etp = mo->etp > 0 ? mo->etp : mo->tp;
+  double stage = (double)mo->tp * cp * mo->dp;
+  double dense = (params - expert) / ((double)mo->tp * mo->pp) *
+                 per_param_bytes(dt, mo->zero_stage, (double)mo->dp * cp);
+  double exp = expert / ((double)etp * ep * mo->pp) *
+               per_param_bytes(dt, mo->zero_stage, stage / ((double)etp * ep));
+  return dense + exp;
 }
 
 static double max_capacity(const psim_cluster *c) {
@@ -87,9 +119,10 @@ typedef struct space_ctx {
   const psim_model *m;
   const psim_grid_options *o;
   grid_space *s;
-  int64_t batch, seq; /* seq: the sequence-role dim, 0 when none */
-  int32_t layers, pair;
-  double params, capacity;
+  int64_t batch, seq;            /* seq: the sequence-role dim, 0 when none */
+  int32_t layers, pair, experts; /* experts: the expert-role dim, 0 when dense */
+  double params, expert_params, capacity;
+  int32_t cp, ep, etp; /* the (cp, ep, etp) of the pairs being listed */
 } space_ctx;
 
 /* Megatron-Core accepts this combination (rules above); vp 1 needs nothing more. */
@@ -125,7 +158,8 @@ static psim_status push(space_ctx *x, const psim_megatron_opts *mo, bool classic
   k->pair = x->pair;
   k->classic = classic;
   k->order = s->n - 1;
-  if (x->o->prune_by_estimate && static_lower_bound(x->params, x->m->dtype, mo) > x->capacity)
+  if (x->o->prune_by_estimate &&
+      static_lower_bound(x->params, x->expert_params, x->m->dtype, mo) > x->capacity)
     k->state = GRID_MEM_ESTIMATE;
   return PSIM_OK;
 }
@@ -149,6 +183,7 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
             mo.tp = tp;
             mo.pp = pp;
             mo.dp = dp;
+            mo.cp = x->cp, mo.ep = x->ep, mo.etp = x->etp;
             mo.virtual_stages = vp;
             mo.zero_stage = z;
             mo.sequence_parallel = tp > 1 && sp == 0;
@@ -179,6 +214,7 @@ static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t 
             psim_megatron_opts mo;
             psim_megatron_opts_init(&mo);
             mo.tp = tp, mo.pp = pp, mo.dp = dp, mo.virtual_stages = vp;
+            mo.cp = x->cp, mo.ep = x->ep, mo.etp = x->etp;
             mo.schedule = scheds[sc];
             mo.zero_stage = z;
             mo.sequence_parallel = tp > 1;
@@ -191,18 +227,47 @@ static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t 
   return PSIM_OK;
 }
 
-/* The (tp, pp) pairs: tp a power of two up to max_tp, pp dividing the layers, tp x pp
- * dividing the devices (the classic grid's pairs). */
+/* One pair (tp, pp, cp, ep, etp): its candidates. */
+static psim_status push_one(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
+  PSIM_CHECK(x->o->space == PSIM_GRID_FSDP ? push_fsdp_pair(x, tp, pp, dp, classic)
+                                           : push_pair(x, tp, pp, dp, classic));
+  x->pair++;
+  return PSIM_OK;
+}
+
+/* The expert layouts of one (tp, pp, cp): ep dividing the experts with etp x ep dividing
+ * the stage's tp x cp x dp devices, etp = tp (0) and, at tp > 1, 1 (rules above). */
+static psim_status push_experts(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
+  int32_t stage = tp * x->cp * dp;
+  for (int32_t ep = 1; ep <= (x->experts > 0 ? x->experts : 1); ep++)
+    for (int e = 0; e < (x->experts > 0 && tp > 1 ? 2 : 1); e++) {
+      int32_t etp = e == 0 ? tp : 1;
+      if ((x->experts > 0 && x->experts % ep != 0) || stage % (etp * ep) != 0)
+        continue;
+      x->ep = ep, x->etp = e == 0 ? 0 : 1;
+      PSIM_CHECK(push_one(x, tp, pp, dp, classic));
+    }
+  return PSIM_OK;
+}
+
+/* The pairs: tp a power of two up to max_tp, pp dividing the layers, tp x pp dividing the
+ * devices (the classic grid's pairs), each with its cp and expert layouts (rules above). */
 static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_tp, bool classic) {
   int32_t n = c->n_devices;
   x->pair = 0;
   for (int32_t tp = 1; tp <= max_tp && tp <= n; tp *= 2)
-    for (int32_t pp = 1; pp * tp <= n; pp++)
-      if (n % (tp * pp) == 0 && pp <= x->m->n_layers && x->m->n_layers % pp == 0) {
-        PSIM_CHECK(x->o->space == PSIM_GRID_FSDP ? push_fsdp_pair(x, tp, pp, n / (tp * pp), classic)
-                                                 : push_pair(x, tp, pp, n / (tp * pp), classic));
-        x->pair++;
+    for (int32_t pp = 1; pp * tp <= n; pp++) {
+      if (n % (tp * pp) != 0 || pp > x->m->n_layers || x->m->n_layers % pp != 0)
+        continue;
+      for (int32_t cp = 1; cp <= n / (tp * pp); cp++) {
+        bool cp_ok = cp == 1 || (x->seq >= PSIM_GRID_CP_MIN_SEQ && x->seq % (2 * cp) == 0 &&
+                                 x->o->space == PSIM_GRID_MEGATRON);
+        if ((n / (tp * pp)) % cp != 0 || !cp_ok)
+          continue;
+        x->cp = cp;
+        PSIM_CHECK(push_experts(x, tp, pp, n / (tp * pp * cp), classic));
       }
+    }
   x->s->n_pairs = x->pair;
   return PSIM_OK;
 }
@@ -210,16 +275,18 @@ static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_t
 psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
                                   const psim_grid_options *o, int32_t max_tp, grid_space *s) {
   memset(s, 0, sizeof *s);
-  space_ctx x = {
-      m,
-      o,
-      s,
-      m->dims[m->role_dim[PSIM_ROLE_BATCH]].size,
-      m->role_dim[PSIM_ROLE_SEQUENCE] >= 0 ? m->dims[m->role_dim[PSIM_ROLE_SEQUENCE]].size : 0,
-      block_layer_count(m),
-      0,
-      block_params(m),
-      max_capacity(c)};
+  space_ctx x = {0};
+  x.m = m, x.o = o, x.s = s;
+  x.batch = m->dims[m->role_dim[PSIM_ROLE_BATCH]].size;
+  x.seq = m->role_dim[PSIM_ROLE_SEQUENCE] >= 0 ? m->dims[m->role_dim[PSIM_ROLE_SEQUENCE]].size : 0;
+  x.layers = block_layer_count(m);
+  /* torchtitan's space keeps ep 1 (its MoE export needs FSDP and etp = tp or 1: not yet
+   * searched) */
+  x.experts = m->role_dim[PSIM_ROLE_EXPERT] >= 0 && o->space == PSIM_GRID_MEGATRON
+                  ? (int32_t)m->dims[m->role_dim[PSIM_ROLE_EXPERT]].size
+                  : 0;
+  x.params = block_params(m, &x.expert_params);
+  x.capacity = max_capacity(c);
   PSIM_CHECK(push_pairs(&x, c, max_tp, true));
   return push_pairs(&x, c, max_tp, false);
 }
@@ -254,7 +321,7 @@ static int rc_rank(psim_recompute r) {
 }
 
 static bool same_pair(const psim_megatron_opts *a, const psim_megatron_opts *b) {
-  return a->tp == b->tp && a->pp == b->pp;
+  return a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->ep == b->ep && a->etp == b->etp;
 }
 
 /* y, over memory, needs no more memory than x: x is over too. Static memory does not

@@ -79,17 +79,27 @@ static void add_meshes(alpa *A, int32_t n) {
   }
 }
 
-/* Stage sizes: (1, 2^k) in a node, (k, devices per node) across nodes,
+static bool alpa_shape(const alpa *A, int32_t n) {
+  int32_t dpn = dev_per_node(A->c);
+  return n >= 1 && n <= A->c->n_devices && ((n <= dpn && (n & (n - 1)) == 0) || n % dpn == 0);
+}
+
+/* Base stage sizes: (1, 2^k) in a node, (k, devices per node) across nodes,
  * dividing the cluster into at most n_layers stages. */
+bool psim_alpa_is_base(const alpa *A, int32_t n) {
+  int32_t N = A->c->n_devices;
+  if (!alpa_shape(A, n) || N % n != 0 || N / n > A->m->n_layers)
+    return false;
+  return A->fix.n_stages <= 0 || N / n == A->fix.n_stages;
+}
+
+/* Meshes of every base size and of the sizes half and twice a base (the
+ * stage DP's band, alpa_dp.c). */
 static void enumerate_meshes(alpa *A) {
-  int32_t N = A->c->n_devices, dpn = dev_per_node(A->c);
-  for (int32_t n = 1; n <= N; n++) {
-    bool shape = (n <= dpn && (n & (n - 1)) == 0) || (n % dpn == 0);
-    if (!shape || N % n != 0 || N / n > A->m->n_layers)
-      continue;
-    if (A->fix.n_stages > 0 && N / n != A->fix.n_stages)
-      continue;
-    add_meshes(A, n);
+  for (int32_t n = 1; n <= A->c->n_devices; n++) {
+    bool half = n % 2 == 0 && psim_alpa_is_base(A, n / 2);
+    if (alpa_shape(A, n) && (psim_alpa_is_base(A, n) || psim_alpa_is_base(A, 2 * n) || half))
+      add_meshes(A, n);
   }
 }
 
@@ -210,6 +220,8 @@ psim_status psim_search_alpa(const psim_model *m, psim_cluster *c, const psim_se
   if (o->progress)
     fprintf(o->progress, "\n");
   double ts = psim_alpa_now_s();
+  if (st == PSIM_OK)
+    st = psim_alpa_add_virtual(&A);
   if (st == PSIM_OK)
     st = psim_alpa_simulate_top(&A, r, t0);
   A.sim_s = psim_alpa_now_s() - ts;

@@ -29,9 +29,10 @@ static psim_status op_config(alpa *A, const alpa_mesh *me, const int8_t dim[2], 
   return psim_mesh_op_config(&mesh, A->m, op, devices, me->n, cfg);
 }
 
-static psim_status stage_ops(alpa *A, const alpa_cand *c, int32_t i, psim_strategy *s) {
+/* The ops of stage (chunk) i, on the (mesh, level) ml of its physical stage. */
+static psim_status stage_ops(alpa *A, const alpa_cand *c, int32_t i, int32_t ml, psim_strategy *s) {
   const psim_stage *st = &s->stages[i];
-  const alpa_mesh *me = &A->meshes[c->ml[i] / LEVELS];
+  const alpa_mesh *me = &A->meshes[ml / LEVELS];
   int32_t local = 0, layer = -1;
   for (int32_t op = 0; op < A->m->n_ops; op++) {
     int32_t l = A->m->ops[op].layer;
@@ -39,8 +40,7 @@ static psim_status stage_ops(alpa *A, const alpa_cand *c, int32_t i, psim_strate
       continue;
     local = l == layer ? local + 1 : 0;
     layer = l;
-    const alpa_point *p =
-        psim_alpa_memo_at(A, A->class_of[l], c->ml[i] / LEVELS, c->mb_id, c->ml[i] % LEVELS);
+    const alpa_point *p = psim_alpa_memo_at(A, A->class_of[l], ml / LEVELS, c->mb_id, ml % LEVELS);
     PSIM_CHECK(op_config(A, me, p->op_dim[local], op, st->devices, &s->ops[op]));
     s->ops[op].stage = i;
     /* The flag only describes the plan (exporters pass --sequence-parallel);
@@ -50,46 +50,198 @@ static psim_status stage_ops(alpa *A, const alpa_cand *c, int32_t i, psim_strate
   return PSIM_OK;
 }
 
+/* First device of each stage: the stages in decreasing size (stable), one
+ * block after another, so that every (1, 2^k) submesh sits aligned inside
+ * a node and every whole-node submesh on whole nodes (Alpa, section 5.2:
+ * the shapes cover the cluster); equal stages get blocks in order. */
+static void place_stages(const alpa *A, const alpa_cand *c, int32_t *first) {
+  int32_t next = 0;
+  for (int32_t size = A->c->n_devices; size >= 1; size--)
+    for (int32_t i = 0; i < c->S; i++)
+      if (A->meshes[c->ml[i] / LEVELS].n == size) {
+        first[i] = next;
+        next += size;
+      }
+  assert(next <= A->c->n_devices);
+}
+
+/* Layers of chunk i: the DP's ranges, or with v virtual stages per stage
+ * S v equal chunks in order, chunk i on physical stage i % S (Megatron-LM's
+ * interleaved schedule). */
+static void chunk_layers(const alpa *A, const alpa_cand *c, int32_t i, psim_stage *sg) {
+  if (c->v == 1) {
+    sg->first_layer = i == 0 ? 0 : c->last[i - 1] + 1;
+    sg->last_layer = c->last[i];
+    return;
+  }
+  int32_t per = A->m->n_layers / (c->S * c->v);
+  sg->first_layer = i * per;
+  sg->last_layer = (i + 1) * per - 1;
+}
+
+static psim_status build_stages(alpa *A, const alpa_cand *c, psim_strategy *s) {
+  int32_t *first = psim_calloc((size_t)c->S, sizeof *first);
+  if (!first)
+    return psim_error(PSIM_ENOMEM, "out of memory (alpa strategy)");
+  place_stages(A, c, first);
+  psim_status st = PSIM_OK;
+  for (int32_t i = 0; st == PSIM_OK && i < c->S * c->v; i++) {
+    psim_stage *sg = &s->stages[i];
+    int32_t phys = i % c->S, n = A->meshes[c->ml[phys] / LEVELS].n;
+    chunk_layers(A, c, i, sg);
+    sg->devices = psim_malloc((size_t)n * sizeof *sg->devices);
+    if (!sg->devices) {
+      st = psim_error(PSIM_ENOMEM, "out of memory (alpa strategy)");
+      break;
+    }
+    sg->n_devices = n;
+    for (int32_t d = 0; d < n; d++)
+      sg->devices[d] = first[phys] + d;
+    st = stage_ops(A, c, i, c->ml[phys], s);
+  }
+  psim_free(first);
+  return st;
+}
+
 static psim_status build_strategy(alpa *A, const alpa_cand *c, psim_strategy *s) {
-  assert(c->S >= 1 && (int64_t)c->S * c->n <= A->c->n_devices);
+  assert(c->S >= 1 && c->S * c->v <= A->m->n_layers);
   psim_strategy_init(s);
   s->n_stages = c->S;
-  s->virtual_stages = 1;
+  s->virtual_stages = c->v;
   s->n_micro = (int32_t)(A->batch / A->mbs[c->mb_id]);
   s->micro_batch = A->mbs[c->mb_id];
-  s->schedule = PSIM_SCHED_1F1B;
+  s->schedule = c->v > 1 ? PSIM_SCHED_INTERLEAVED : PSIM_SCHED_1F1B;
   s->recompute = (psim_recompute)c->rc;
   s->zero_stage = c->zero;
-  s->stages = psim_calloc((size_t)c->S, sizeof *s->stages);
+  s->stages = psim_calloc((size_t)(c->S * c->v), sizeof *s->stages);
   s->ops = psim_calloc((size_t)A->m->n_ops, sizeof *s->ops);
   if (!s->stages || !s->ops)
     return psim_error(PSIM_ENOMEM, "out of memory (alpa strategy)");
   s->n_ops = A->m->n_ops;
-  for (int32_t i = 0; i < c->S; i++) {
-    psim_stage *st = &s->stages[i];
-    st->first_layer = i == 0 ? 0 : c->last[i - 1] + 1;
-    st->last_layer = c->last[i];
-    st->devices = psim_malloc((size_t)c->n * sizeof *st->devices);
-    if (!st->devices)
-      return psim_error(PSIM_ENOMEM, "out of memory (alpa strategy)");
-    st->n_devices = c->n;
-    for (int32_t d = 0; d < c->n; d++)
-      st->devices[d] = i * c->n + d;
-    PSIM_CHECK(stage_ops(A, c, i, s));
-  }
+  PSIM_CHECK(build_stages(A, c, s));
   return psim_strategy_validate(s, A->m, A->c, "alpa");
+}
+
+/* Megatron-Core's rule for an interleaved schedule (NVIDIA/Megatron-LM
+ * d98e8a64dd, Core 0.20.0, as search/grid_space.c reads it): pp > 1, the
+ * layers divide by pp x v, the micro-batch count by pp. */
+static bool interleavable(const alpa *A, const alpa_cand *c, int32_t v) {
+  int64_t n_micro = A->batch / A->mbs[c->mb_id];
+  return c->S > 1 && A->m->n_layers % (c->S * v) == 0 && n_micro % c->S == 0;
+}
+
+static bool same_cand(const alpa *A, const alpa_cand *a, const alpa_cand *b) {
+  if (a->S != b->S || a->mb_id != b->mb_id || a->rc != b->rc || a->zero != b->zero)
+    return false;
+  (void)A;
+  for (int32_t i = 0; i < a->S; i++)
+    if (a->ml[i] != b->ml[i] || a->last[i] != b->last[i])
+      return false;
+  return true;
+}
+
+/* The next base of variants: the best estimate of pool 3 (one per
+ * recomputation mode), then of pool 0; -1 when none is left. */
+static int32_t next_base(const alpa *A, int32_t n_base, const bool *done) {
+  for (int32_t pool = 3; pool >= 0; pool -= 3) {
+    int32_t b = -1;
+    for (int32_t i = 0; i < n_base; i++)
+      if (!done[i] && A->top[i].pool == pool && (b < 0 || A->top[i].estimate < A->top[b].estimate))
+        b = i;
+    if (b >= 0)
+      return b;
+  }
+  return -1;
+}
+
+static psim_status add_variant(alpa *A, int32_t b, int32_t v) {
+  int32_t L = A->m->n_layers;
+  assert(A->n_top < MAX_CANDS);
+  alpa_cand *c = &A->top[A->n_top++];
+  *c = A->top[b];
+  c->pool = 2;
+  c->v = v;
+  c->last = psim_malloc((size_t)L * sizeof *c->last);
+  c->ml = psim_malloc((size_t)L * sizeof *c->ml);
+  if (!c->last || !c->ml)
+    return psim_error(PSIM_ENOMEM, "out of memory (candidates)");
+  memcpy(c->last, A->top[b].last, (size_t)L * sizeof *c->last);
+  memcpy(c->ml, A->top[b].ml, (size_t)L * sizeof *c->ml);
+  return PSIM_OK;
+}
+
+/* Drops the bases of pool 3 (they are simulated only as variants). */
+static void drop_bases(alpa *A) {
+  int32_t k = 0;
+  for (int32_t i = 0; i < A->n_top; i++)
+    if (A->top[i].pool == 3) {
+      psim_free(A->top[i].last);
+      psim_free(A->top[i].ml);
+    } else {
+      A->top[k++] = A->top[i];
+    }
+  A->n_top = k;
+}
+
+/* Interleaved variants of equal-stage plans: the best of each recomputation
+ * mode first, then the best estimates, every valid v, at most TOP_VIRTUAL;
+ * the simulator costs them like the others (the DP's objective does not
+ * model the interleaved bubble nor its memory). */
+psim_status psim_alpa_add_virtual(alpa *A) {
+  int32_t n_base = A->n_top, added = 0;
+  bool *done = psim_calloc((size_t)(n_base > 0 ? n_base : 1), sizeof *done);
+  psim_status st = done ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory (candidates)");
+  for (int32_t b; st == PSIM_OK && added < TOP_VIRTUAL && (b = next_base(A, n_base, done)) >= 0;) {
+    done[b] = true;
+    bool dup = false;
+    for (int32_t i = 0; i < n_base; i++)
+      dup = dup || (i != b && done[i] && same_cand(A, &A->top[i], &A->top[b]));
+    for (int32_t v = 2; !dup && st == PSIM_OK && v <= A->m->n_layers && added < TOP_VIRTUAL; v++)
+      if (interleavable(A, &A->top[b], v)) {
+        st = add_variant(A, b, v);
+        added++;
+      }
+  }
+  psim_free(done);
+  drop_bases(A);
+  return st;
+}
+
+/* "S stages x n devices" or, for stages of different sizes, "S stages of
+ * 16+8+...+16 devices". */
+static void stage_sizes(const alpa *A, const alpa_cand *c, char *buf, size_t cap) {
+  bool equal = true;
+  for (int32_t i = 0; i < c->S; i++)
+    equal = equal && A->meshes[c->ml[i] / LEVELS].n == A->meshes[c->ml[0] / LEVELS].n;
+  if (equal) {
+    snprintf(buf, cap, "%d stage%s x %d devices", (int)c->S, c->S == 1 ? "" : "s",
+             (int)A->meshes[c->ml[0] / LEVELS].n);
+    return;
+  }
+  size_t len = (size_t)snprintf(buf, cap, "%d stages of ", (int)c->S);
+  for (int32_t i = 0; i < c->S && len < cap; i++)
+    len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? "+" : "",
+                            (int)A->meshes[c->ml[i] / LEVELS].n);
+  if (len < cap)
+    snprintf(buf + len, cap - len, " devices");
 }
 
 static void describe(const alpa *A, const alpa_cand *c, psim_search_result *r) {
   const alpa_mesh *me = &A->meshes[c->ml[0] / LEVELS];
-  snprintf(r->description, sizeof r->description,
-           "Alpa: %d stage%s x %d devices (mesh %dx%d%s), %lld micro-batches of %lld, "
-           "recompute %s%s%s",
-           (int)c->S, c->S == 1 ? "" : "s", (int)c->n, (int)me->a0, (int)me->a1,
-           c->S > 1 ? " first stage" : "", (long long)(A->batch / A->mbs[c->mb_id]),
-           (long long)A->mbs[c->mb_id], psim_recompute_name((psim_recompute)c->rc),
-           r->best.sequence_parallel ? ", sequence parallel" : "",
-           c->zero ? ", distributed optimizer (ZeRO 1)" : "");
+  char sizes[160], virt[32] = "";
+  stage_sizes(A, c, sizes, sizeof sizes);
+  if (c->v > 1)
+    snprintf(virt, sizeof virt, ", %d virtual stages", (int)c->v);
+  int len = snprintf(r->description, sizeof r->description,
+                     "Alpa: %s%s (mesh %dx%d%s), %lld micro-batches of %lld, "
+                     "recompute %s%s%s",
+                     sizes, virt, (int)me->a0, (int)me->a1, c->S > 1 ? " first stage" : "",
+                     (long long)(A->batch / A->mbs[c->mb_id]), (long long)A->mbs[c->mb_id],
+                     psim_recompute_name((psim_recompute)c->rc),
+                     r->best.sequence_parallel ? ", sequence parallel" : "",
+                     c->zero ? ", distributed optimizer (ZeRO 1)" : "");
+  (void)len;
+  assert(len > 0); /* a long list of stage sizes is cut at the buffer's end */
 }
 
 /* One candidate's explicit strategy and full simulation. */
@@ -143,7 +295,8 @@ static void eval_candidates(alpa *A, cand_eval *ev) {
 }
 
 psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0) {
-  cand_eval ev[TOP_K];
+  cand_eval ev[MAX_CANDS];
+  drop_bases(A);
   memset(ev, 0, sizeof ev);
   eval_candidates(A, ev);
   psim_status st = PSIM_OK;

@@ -11,10 +11,14 @@
 #include "search/alpa/alpa_impl.h"
 #include "search/search.h"
 
-#define TOP_K      5     /* DP plans re-simulated (the issue allows a handful) */
-#define EPS_TMAX   0.002 /* Alpa's second pruning: relative step of the bound */
-#define MEM_USE    1.0   /* share of device memory the DP plans for (workspace, fragmentation) */
-#define MAX_MESHES 8
+#define TOP_K       5 /* DP plans re-simulated (the issue allows a handful) */
+#define TOP_UNEQUAL 2 /* plans with stages of different sizes, re-simulated besides */
+#define TOP_VIRTUAL 6 /* interleaved variants of the equal-stage plans, simulated besides */
+#define TOP_BASES   3 /* the best interleavable equal plan of each recomputation mode */
+#define MAX_CANDS   (TOP_K + TOP_UNEQUAL + TOP_VIRTUAL + TOP_BASES)
+#define EPS_TMAX    0.002 /* Alpa's second pruning: relative step of the bound */
+#define MEM_USE     1.0   /* share of device memory the DP plans for (workspace, fragmentation) */
+#define MAX_MESHES  8
 /* ILP levels per (layer class, mesh, micro-batch): 0 minimises time; 1 and 2
  * add memory to the objective at LEVEL_MEM_WEIGHT[level] times level 0's
  * time per byte, for stages that would not fit otherwise (2 is memory first,
@@ -44,8 +48,11 @@ typedef struct alpa_mesh {
 typedef struct alpa_cand {
   double estimate;
   int32_t n, S, mb_id, rc, zero; /* zero: ZeRO stage (0 or 1, the distributed optimizer) */
-  int32_t *last;                 /* S entries: last layer of each stage */
-  int32_t *ml;                   /* S entries: mesh * LEVELS + level */
+  int32_t pool;  /* 0: equal stages; 1: stages of different sizes; 2: interleaved; 3: a base
+                    of interleaved variants only (not simulated itself) */
+  int32_t v;     /* virtual stages per stage (interleaving; 1 = none) */
+  int32_t *last; /* S entries: last layer of each stage */
+  int32_t *ml;   /* S entries: mesh * LEVELS + level */
 } alpa_cand;
 
 typedef struct alpa {
@@ -54,7 +61,8 @@ typedef struct alpa {
   const psim_search_options *o;
   psim_alpa_fix fix;
   int64_t batch;
-  int max_zero; /* ZeRO stages the DP tries: 0..max_zero (1 by default; 0 = no ZeRO) */
+  int max_zero;      /* ZeRO stages the DP tries: 0..max_zero (1 by default; 0 = no ZeRO) */
+  bool equal_stages; /* every stage of a plan has the base size (tests: before issue 23) */
   double mem_bytes;
   int32_t n_classes, *class_of, *class_layer; /* per layer; per class: its first layer */
   int32_t n_meshes;
@@ -66,7 +74,7 @@ typedef struct alpa {
   bool blamed;      /* some entry of blame is set */
   int64_t ilp_count, memo_lookups, memo_hits, timeouts;
   double ilp_s, dp_s, max_gap, mesh_s, sim_s;
-  alpa_cand top[TOP_K];
+  alpa_cand top[MAX_CANDS];
   int32_t n_top;
   pthread_mutex_t mu; /* guards the counters and blame when ILPs run on worker threads */
 } alpa;
@@ -90,6 +98,9 @@ typedef struct psim_alpa_ilp_job {
 psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
                             const psim_search_options *o);
 void psim_alpa_teardown(alpa *A);
+/* alpa.c: whether n is a base stage size (an Alpa submesh size dividing the
+ * cluster into at most n_layers stages, --fix's stage count if given). */
+bool psim_alpa_is_base(const alpa *A, int32_t n);
 /* alpa.c: whether micro-batch size mb is worth trying on mesh me. */
 bool psim_alpa_mb_wanted(const alpa *A, const alpa_mesh *me, int64_t mb);
 /* alpa_points.c: the memo's entry of a point; the mesh fitted on first use;
@@ -104,6 +115,8 @@ void psim_alpa_run_workers(int32_t want, void *(*fn)(void *), void *arg);
 /* alpa_dp.c: the stage DP over every stage size, micro-batch size and
  * recomputation mode, keeping the best TOP_K candidates in A->top. */
 psim_status psim_alpa_search_all(alpa *A);
+/* alpa_plan.c: interleaved variants of the equal-stage candidates (pool 2). */
+psim_status psim_alpa_add_virtual(alpa *A);
 /* alpa_plan.c: the candidates' explicit strategies simulated; the best into r. */
 psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0);
 

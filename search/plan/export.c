@@ -162,12 +162,17 @@ static psim_status try_megatron(const psim_model *m, psim_cluster *c, const psim
   return PSIM_OK;
 }
 
+/* The template's expert and context degrees (ep, etp, cp; 1, 0 = tp, 1 when not a
+ * template): a Megatron layout with ep or cp is matched with the degrees it was made with. */
 static void megatron_opts_of(const psim_strategy *s, int32_t tp, int32_t per_stage,
                              psim_megatron_opts *o) {
   psim_megatron_opts_init(o);
   o->tp = tp;
   o->pp = s->n_stages;
-  o->dp = per_stage / tp;
+  o->ep = s->tmpl.ep > 0 ? s->tmpl.ep : 1;
+  o->cp = s->tmpl.cp > 0 ? s->tmpl.cp : 1;
+  o->etp = s->tmpl.etp > 0 && s->tmpl.etp != s->tmpl.tp ? s->tmpl.etp : 0;
+  o->dp = per_stage / (tp * o->cp);
   o->virtual_stages = s->virtual_stages;
   o->micro_batch = (int32_t)(s->micro_batch / o->dp);
   o->schedule = s->schedule;
@@ -194,7 +199,7 @@ psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c, con
     if (tp <= 0 || per_stage % tp != 0 || (k > 0 && tp == hint))
       continue;
     megatron_opts_of(s, tp, per_stage, o);
-    if (o->micro_batch < 1 || s->micro_batch % (per_stage / tp) != 0)
+    if (per_stage % (tp * o->cp) != 0 || o->micro_batch < 1 || s->micro_batch % o->dp != 0)
       continue;
     bool match = false;
     int32_t agree = -2;

@@ -70,8 +70,8 @@ static void parallel_keys(psim_sb *b, const psim_export_facts *f) {
     psim_sb_printf(b, "  num_layers_in_last_pipeline_stage: %d\n", f->stage_layers_last);
   else
     psim_sb_printf(b, "  num_layers_in_last_pipeline_stage: null\n");
-  psim_sb_printf(b, "  sequence_parallel: %s\n  context_parallel_size: 1\n",
-                 o->tp > 1 && f->s->sequence_parallel ? "true" : "false");
+  psim_sb_printf(b, "  sequence_parallel: %s\n  context_parallel_size: %d\n",
+                 o->tp > 1 && f->s->sequence_parallel ? "true" : "false", o->cp);
   const char *gran = f->s->recompute == PSIM_RECOMPUTE_FULL        ? "full"
                      : f->s->recompute == PSIM_RECOMPUTE_SELECTIVE ? "selective"
                                                                    : "null";
@@ -106,9 +106,11 @@ static void model_keys(psim_sb *b, const psim_export_facts *f) {
   if (f->experts > 0)
     psim_sb_printf(b,
                    "  num_moe_experts: %d\n  moe_router_topk: %d\n  moe_ffn_hidden_size: %lld\n"
-                   "  expert_model_parallel_size: 1\n  moe_token_dispatcher_type: alltoall\n"
+                   "  expert_model_parallel_size: %d\n  expert_tensor_parallel_size: %d\n"
+                   "  moe_grouped_gemm: true\n  moe_token_dispatcher_type: alltoall\n"
                    "  moe_expert_capacity_factor: %s\n  moe_pad_expert_input_to_capacity: %s\n",
-                   f->experts, f->top_k, (long long)f->ffn, cf, f->dropless ? "false" : "true");
+                   f->experts, f->top_k, (long long)f->ffn, f->lay.ep, psim_export_etp(f), cf,
+                   f->dropless ? "false" : "true");
   else
     psim_sb_printf(b, "  num_moe_experts: null\n");
 }
@@ -164,12 +166,13 @@ static void bridge_header(psim_sb *b, const psim_plan_doc *d, const psim_export_
       "# (megatron.bridge.training.utils.omegaconf_utils), then pretrain(cfg, ...); or "
       "give each\n# key as a KEY=VALUE override of scripts/training/run_recipe.py "
       "--recipe vanilla_gpt_pretrain_config.\n"
-      "# World size %d = tensor %d x pipeline %d x data %d. The tokenizer must have "
+      "# World size %d = tensor %d x context %d x pipeline %d x data %d. The tokenizer "
+      "must have "
       "at most %lld tokens.\n",
       f->swiglu ? ",\n#     cli_overrides=[\"model.activation_func=silu\"])  (SwiGLU: a "
                   "callable, not a YAML value"
                 : "",
-      o->tp * o->pp * o->dp, o->tp, o->pp, o->dp, (long long)f->vocab);
+      psim_export_world(f), o->tp, o->cp, o->pp, o->dp, (long long)f->vocab);
   if (!f->s->overlap_grad_reduce)
     psim_sb_printf(b, "# Gradients are reduced after the backward pass in one bucket; plansim "
                       "simulated buckets\n# of the plan's size.\n");

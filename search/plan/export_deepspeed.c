@@ -103,6 +103,13 @@ static psim_status deepspeed_doc(const psim_export_facts *f, cJSON *root) {
 static psim_status deepspeed_check(const psim_plan_doc *d, const psim_export_facts *f) {
   (void)d;
   PSIM_CHECK(psim_export_need_layout(f, "DeepSpeed"));
+  /* DeepSpeed 0.19.6: the expert-parallel degree is deepspeed.moe.layer.MoE(ep_size=...) in
+   * the model code, and its sequence parallelism is Ulysses (all-to-all of heads), not
+   * Megatron's context parallelism (ring attention over sequence chunks). */
+  PSIM_CHECK(psim_export_no_ep_cp(f, "DeepSpeed's config",
+                                  "DeepSpeed sets ep_size in the model code's "
+                                  "deepspeed.moe.layer.MoE and splits sequences with Ulysses "
+                                  "all-to-all, not ring attention"));
   return deepspeed_refusals(f);
 }
 

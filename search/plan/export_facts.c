@@ -25,6 +25,28 @@ psim_status psim_export_need_layout(const psim_export_facts *f, const char *runt
   return PSIM_OK;
 }
 
+int32_t psim_export_etp(const psim_export_facts *f) {
+  return f->lay.etp > 0 ? f->lay.etp : f->lay.tp;
+}
+
+int32_t psim_export_world(const psim_export_facts *f) {
+  return f->lay.tp * (f->lay.cp > 0 ? f->lay.cp : 1) * f->lay.pp * f->lay.dp;
+}
+
+psim_status psim_export_no_ep_cp(const psim_export_facts *f, const char *runtime, const char *how) {
+  if (f->lay.ep > 1)
+    return psim_export_refuse("expert parallelism %d: %s has no expert-parallel degree (%s)",
+                              f->lay.ep, runtime, how);
+  if (f->lay.cp > 1)
+    return psim_export_refuse("context parallelism %d: %s has no context-parallel degree (%s)",
+                              f->lay.cp, runtime, how);
+  if (f->experts > 0 && psim_export_etp(f) != f->lay.tp)
+    return psim_export_refuse("expert tensor parallelism %d beside tensor parallelism %d: %s "
+                              "splits the experts as the dense layers (%s)",
+                              psim_export_etp(f), f->lay.tp, runtime, how);
+  return PSIM_OK;
+}
+
 static int64_t role_size(const psim_model *m, psim_role r) {
   return m->role_dim[r] >= 0 ? m->dims[m->role_dim[r]].size : 0;
 }

@@ -61,6 +61,15 @@ psim_status psim_export_facts_of(const psim_plan_doc *d, psim_export_facts *f);
  * prefixes the plan and format and exits 2). */
 psim_status psim_export_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The layout's expert tensor-parallel degree (lay.etp, 0 meaning tp: Megatron-LM
+ * arguments.py) and world size tp x cp x pp x dp. */
+int32_t psim_export_etp(const psim_export_facts *f);
+int32_t psim_export_world(const psim_export_facts *f);
+
+/* Refusals that exporters without expert or context parallelism share: "RUNTIME has no
+ * ...: reason" when the layout has ep > 1 or cp > 1 (how stands in the message). */
+psim_status psim_export_no_ep_cp(const psim_export_facts *f, const char *runtime, const char *how);
+
 /* Refusals shared by the exporters that need a Megatron tp x pp x dp layout. */
 psim_status psim_export_need_layout(const psim_export_facts *f, const char *runtime);
 

@@ -619,11 +619,15 @@ static psim_status gspmd_mesh(const gs_layout *L, cJSON *root) {
 /* Op o's dim i in a spec: null, the axis it is split over, or the list of
  * axes (major first) when it is split over several. */
 static cJSON *gs_entry(const gs_layout *L, int32_t o, int32_t i) {
+  /* The axes of dim i in rank order (major first). The ranks order the axes but need not be
+   * 0..n-1 (merging axes leaves gaps: a plan with ep and cp crashed indexing by them). */
   int32_t axes[GS_MAX_AXES], n = 0;
   for (int32_t a = 0; a < L->n_axes; a++)
     if (L->use[o].dim[a] == i) {
-      axes[L->use[o].rank[a]] = a;
-      n++;
+      int32_t j = n++;
+      for (; j > 0 && L->use[o].rank[axes[j - 1]] > L->use[o].rank[a]; j--)
+        axes[j] = axes[j - 1];
+      axes[j] = a;
     }
   if (n <= 1)
     return n == 0 ? cJSON_CreateNull() : cJSON_CreateString(L->name[axes[0]]);

@@ -47,11 +47,11 @@ psim_status psim_export_megatron_model_refusals(const psim_export_facts *f) {
     return psim_export_refuse("MoE with tensor parallelism %d and no sequence parallelism: "
                               "Megatron-LM's MoELayer refuses to train so (moe_layer.py)",
                               f->lay.tp);
-  if (f->experts > 0 && f->bias_linear && f->lay.tp > 1)
+  if (f->experts > 0 && f->bias_linear && psim_export_etp(f) > 1)
     return psim_export_refuse("MoE experts with biases split %d ways: Megatron-LM supports expert "
                               "biases with expert tensor parallelism 1 only "
                               "(transformer_config.py)",
-                              f->lay.tp);
+                              psim_export_etp(f));
   if (f->experts > 0 && (f->moe_layers != f->layers || f->moe_dense_ffn))
     return psim_export_refuse("MoE with %s: the export does not write --moe-layer-freq or "
                               "--moe-shared-expert-intermediate-size yet, and Megatron-LM would "
@@ -79,6 +79,11 @@ static void pipeline_args(psim_sb *b, const psim_export_facts *f) {
   }
   if (o->tp > 1 && f->s->sequence_parallel) /* validate_args turns it off at tp 1 */
     psim_sb_printf(b, "  --sequence-parallel\n");
+  /* arguments.py: seq_length % (2 cp) == 0 when cp > 1 (the template's rule too) */
+  psim_sb_printf(b, "  --context-parallel-size %d\n", o->cp);
+  if (f->experts > 0) /* arguments.py: expert_tensor_parallel_size None means tp */
+    psim_sb_printf(b, "  --expert-model-parallel-size %d\n  --expert-tensor-parallel-size %d\n",
+                   o->ep, psim_export_etp(f));
 }
 
 static void training_args(psim_sb *b, const psim_export_facts *f) {
@@ -137,7 +142,7 @@ static void model_args(psim_sb *b, const psim_export_facts *f) {
   if (f->experts > 0)
     psim_sb_printf(b,
                    "  --num-experts %d\n  --moe-router-topk %d\n  --moe-ffn-hidden-size %lld\n"
-                   "  --expert-model-parallel-size 1\n  --moe-token-dispatcher-type alltoall\n",
+                   "  --moe-grouped-gemm\n  --moe-token-dispatcher-type alltoall\n",
                    f->experts, f->top_k, (long long)f->ffn);
   /* Dropless: no capacity factor (transformer_config.py: None means no token is dropped;
    * --moe-pad-expert-input-to-capacity needs one). A fixed capacity: the factor, padded. */
@@ -154,10 +159,10 @@ static void megatron_header(psim_sb *b, const psim_plan_doc *d, const psim_expor
   psim_export_shell_quote(b, d->cluster.name);
   psim_sb_printf(b,
                  "\n# (plansim export; flags of Megatron-LM d98e8a64dd, Megatron-Core 0.20.0).\n"
-                 "# World size %d = tensor %d x pipeline %d x data %d;\n"
-                 "# ranks in Megatron-LM's default order (tensor fastest, then data, then "
-                 "pipeline).\n# The tokenizer must have %lld tokens.\n",
-                 o->tp * o->pp * o->dp, o->tp, o->pp, o->dp, (long long)f->vocab);
+                 "# World size %d = tensor %d x context %d x pipeline %d x data %d;\n"
+                 "# ranks in Megatron-LM's default order (tensor fastest, then context, then "
+                 "data, then\n# pipeline). The tokenizer must have %lld tokens.\n",
+                 psim_export_world(f), o->tp, o->cp, o->pp, o->dp, (long long)f->vocab);
   if (!f->s->overlap_grad_reduce)
     psim_sb_printf(b, "# Gradients are reduced after the backward pass in one bucket (Megatron "
                       "ignores the bucket\n# size without --overlap-grad-reduce); plansim "
@@ -184,7 +189,7 @@ psim_status psim_export_megatron(const psim_plan_doc *d, const psim_export_facts
   pipeline_args(&b, f);
   training_args(&b, f);
   model_args(&b, f);
-  int32_t world = f->lay.tp * f->lay.pp * f->lay.dp, per = d->cluster.devices_per_node;
+  int32_t world = psim_export_world(f), per = d->cluster.devices_per_node;
   psim_sb_printf(&b,
                  ")\n# torchrun --nproc-per-node %d --nnodes %d %s \"${MEGATRON_ARGS[@]}\" ...\n",
                  per > 0 && per < world ? per : world, per > 0 ? (world + per - 1) / per : 1,

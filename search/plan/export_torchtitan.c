@@ -100,6 +100,16 @@ static psim_status torchtitan_refusals(const psim_export_facts *f) {
                               "parallelism %d x 2 x context parallelism 1 (parallelize.py, "
                               "ParallelDims.seq_len_divisor)",
                               (long long)f->seq, o->tp);
+  if (o->cp > 1)
+    return psim_export_refuse("context parallelism %d: " TT " shards the parameters with FSDP "
+                              "over dp_shard x cp (parallel_dims.py, the fsdp mesh) and the "
+                              "export does not yet check that plansim's ZeRO group is that",
+                              o->cp);
+  if (o->ep > 1 && (s->zero_stage != 3 || (o->etp != 0 && o->etp != 1 && o->etp != o->tp)))
+    return psim_export_refuse("expert parallelism %d with %s: " TT " runs ep > 1 under FSDP "
+                              "(the sparse mesh efsdp x ep x etp) with etp = tp or 1 "
+                              "(parallel_dims.py _validate)",
+                              o->ep, s->zero_stage != 3 ? "no FSDP (ZeRO 3)" : "etp not tp or 1");
   if (s->allreduce != PSIM_AR_AUTO)
     return psim_export_refuse("all-reduce algorithm '%s': " TT " leaves it to NCCL",
                               psim_allreduce_algo_name(s->allreduce));
@@ -258,10 +268,11 @@ static void parallelism_section(psim_sb *b, const psim_export_facts *f) {
   psim_sb_printf(b,
                  "\n[parallelism]\ndata_parallel_replicate_degree = %d\n"
                  "data_parallel_shard_degree = %d\ntensor_parallel_degree = %d\n"
-                 "disable_loss_parallel = false\ncontext_parallel_degree = 1\n"
-                 "expert_parallel_degree = 1\nexpert_tensor_parallel_degree = 1\n"
+                 "disable_loss_parallel = false\ncontext_parallel_degree = %d\n"
+                 "expert_parallel_degree = %d\nexpert_tensor_parallel_degree = %d\n"
                  "pipeline_parallel_degree = %d\n",
-                 shard ? 1 : o->dp, shard ? o->dp : 1, o->tp, o->pp);
+                 shard ? 1 : o->dp, shard ? o->dp : 1, o->tp, o->cp, o->ep,
+                 f->experts > 0 && o->ep > 1 ? psim_export_etp(f) : 1, o->pp);
   if (o->pp > 1) {
     const char *sched = f->s->schedule == PSIM_SCHED_GPIPE         ? "GPipe"
                         : f->s->schedule == PSIM_SCHED_INTERLEAVED ? "Interleaved1F1B"

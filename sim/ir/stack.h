@@ -58,6 +58,13 @@ typedef struct psim_stack {
    * kernels (amax reduction, scale update), s. 0 = none. */
   double fp8_cast_bytes;
   double fp8_scale_s;
+  /* Rowwise FP8 scaling (torchao "rowwise"): the backward casts its operands again
+   * along its own reduction dims (costdb/cost.c); false = tensorwise / delayed. */
+  bool fp8_rowwise;
+  /* FSDP all-gathers the FP8 linear weights in FP8 (torchtitan
+   * enable_fsdp_float8_all_gather): 1 byte per parameter of an FP8 matmul's weight
+   * instead of the 16-bit copy (sim/builder/zero.c). */
+  bool fp8_all_gather;
   psim_optim_impl optimizer;
   psim_dp_bucket_rule dp_bucket; /* default bucket size (PSIM_BUCKET_DDP: the strategy's) */
   /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256

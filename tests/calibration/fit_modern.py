@@ -2,7 +2,9 @@
 """fit_modern.py - fits the stack profiles' physical/software parameters
 (docs/stacks.md, docs/accuracy-modern.md) on the modern public rows.
 
-    tests/calibration/fit_modern.py [BUILD_DIR]
+    tests/calibration/fit_modern.py [BUILD_DIR] [SOURCE]
+
+SOURCE (e.g. torchtitan) runs and fits that source's rows only (its stack).
 
 Parameters: per stack, the launch overhead per kernel (s); per stack and device
 type, gemm_scale (multiplies the device type's GEMM gemm_max) and attn_scale
@@ -31,6 +33,7 @@ G1, A1 = 0.8, 0.5
 # of the fit until that is fixed, so it cannot bend megatron-core's compute.
 # The MoE rows (issue 21 item 6) are reported, never fitted on: the dense rows fix the scales.
 EXCLUDED = {"mlperf-gpt3", "megatron-bridge-moe"}
+ONLY = sys.argv[2] if len(sys.argv) > 2 else None
 
 
 def run(build, extra):
@@ -45,7 +48,7 @@ def run(build, extra):
     with tempfile.NamedTemporaryFile(suffix=".tsv", delete=False) as f:
         path = f.name
     cmd = [os.path.join(build, "tests/calibration/psim-calibrate-modern"), "--no-base",
-           "--tsv", path] + extra
+           "--tsv", path] + extra + (["--only", ONLY] if ONLY else [])
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     rows = read_tsv(path)
     os.unlink(path)

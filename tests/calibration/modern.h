@@ -55,7 +55,10 @@ typedef struct modern_row {
   int32_t tp, pp, vp, cp, dp, micro_batch, zero;
   psim_recompute recompute;
   bool sp, fp8;
-  bool hbm2e_96g;  /* Meta Grand Teton H100: 96 GB HBM2e at 2.4 TB/s (torchtitan files) */
+  bool hbm2e_96g; /* Meta Grand Teton H100: 96 GB HBM2e at 2.4 TB/s (torchtitan files) */
+  /* torchtitan's per-row software settings (the stack's flags for the row): eager
+   * (torch_compile "no"), async TP, torchao rowwise Float8, FSDP Float8 all-gather */
+  bool eager, async_tp, fp8_rowwise, fp8_all_gather;
   bool duplicate;  /* the same runs published twice: printed, not counted */
   double measured; /* tokens/s per GPU */
   modern_moe moe;

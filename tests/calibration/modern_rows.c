@@ -98,13 +98,23 @@ static void read_titan(const modern_csv *c, modern_row *r) {
                  : has(rc, "selective") ? PSIM_RECOMPUTE_SELECTIVE
                                         : PSIM_RECOMPUTE_NONE;
   int64_t local = geti(c, "local_batch", 0);
-  int64_t n_micro = r->pp > 1 ? r->pp : 1;
+  /* multi-stage (interleaved) schedules: 2 stages per rank unless split points are
+   * given, and #microbatches = #stages in all (torchtitan's generate_split_points and
+   * build_pipeline_schedule, torchtitan/parallelisms/pipelining_utils.py at 9dec370) */
+  if (r->pp > 1 && has(modern_csv_get(c, "pp_schedule"), "interleaved"))
+    r->vp = 2;
+  int64_t n_micro = r->pp > 1 ? (int64_t)r->pp * r->vp : 1;
   r->micro_batch = (int32_t)(local / n_micro);
   r->dp = (int32_t)geti(c, "dp", r->dp);
   r->sp = r->tp > 1; /* torchtitan's TP plan shards norms on the sequence */
   copy(r->precision, sizeof r->precision, modern_csv_get(c, "precision"));
   r->fp8 = has(r->precision, "float8");
   r->hbm2e_96g = strncmp(r->gpu, "H100", 4) == 0;
+  /* torch_compile empty (the 2024-08 rows): the toml of that commit compiles */
+  r->eager = strcmp(modern_csv_get(c, "torch_compile"), "no") == 0;
+  r->async_tp = strcmp(modern_csv_get(c, "async_tp"), "yes") == 0;
+  r->fp8_rowwise = r->fp8 && has(r->precision, "rowwise");
+  r->fp8_all_gather = r->fp8 && has(r->precision, "float8 all-gather");
   snprintf(r->note, sizeof r->note, "%s%s%s", modern_csv_get(c, "table"),
            strcmp(modern_csv_get(c, "torch_compile"), "yes") == 0 ? ", compile" : "",
            strcmp(modern_csv_get(c, "async_tp"), "yes") == 0 ? ", async TP" : "");

@@ -68,8 +68,15 @@ static psim_status set_stack(const modern_row *r, const modern_stack_opts *o, ps
     c->stack.attn_scale = o->attn_scale;
   if (o->launch_s > 0)
     c->stack.launch_s = o->launch_s;
+  /* the row's own software settings (torchtitan's columns) */
+  c->stack.compile = c->stack.compile && !r->eager;
+  c->stack.tp_overlap = c->stack.tp_overlap || r->async_tp;
+  c->stack.fp8_rowwise = c->stack.fp8_rowwise || r->fp8_rowwise;
+  c->stack.fp8_all_gather = c->stack.fp8_all_gather || r->fp8_all_gather;
   return PSIM_OK;
 }
+
+#define PSIM_GRAND_TETON_PEAK (0.5 * (1.0 + 835.0 / 989.0))
 
 static psim_status build_cluster(const modern_row *r, const char *preset, psim_cluster *c) {
   psim_preset_opts o;
@@ -81,12 +88,16 @@ static psim_status build_cluster(const modern_row *r, const char *preset, psim_c
   PSIM_CHECK(psim_preset_cluster(&o, &doc));
   psim_status s = psim_cluster_from_json(preset, doc, c);
   cJSON_Delete(doc);
-  /* torchtitan's H100s (Meta Grand Teton): 96 GB HBM2e at 2.4 TB/s per GPU,
-   * as the benchmark files state; the peak stays the SXM data-sheet figure
-   * (the files: the true peak lies between SXM and NVL). */
+  /* torchtitan's H100s (Meta Grand Teton): 96 GB HBM2e at 2.4 TB/s per GPU, power
+   * capped at 500 W, as the benchmark files state; "the actual peak TFLOPs number is
+   * between SXM and NVL": the midpoint of the H100 SXM (989 TFLOP/s dense BF16,
+   * 1979 FP8) and H100 NVL (835 / 1670: data sheet, 1671 / 3341 with sparsity)
+   * tensor peaks, 0.922 of SXM. */
   for (int32_t i = 0; s == PSIM_OK && r->hbm2e_96g && i < c->n_types; i++) {
     c->types[i].mem_bytes = 96e9;
     c->types[i].mem_bw = 2.4e12;
+    for (int d = 0; d < PSIM_DTYPE_COUNT; d++) /* a clock cap: every unit's rate */
+      c->types[i].peak_flops[d] *= PSIM_GRAND_TETON_PEAK;
   }
   return s;
 }

@@ -54,7 +54,7 @@ reason() { # the refusal's reason in a few words: after "differs: " when it says
 }
 
 check_yes() { # check_yes FORMAT MODEL PLAN FILE LABEL
-  if ! python3 tests/cli/export_rules.py "$1" "$2" "$4" "${WORLD[$1]}" >"$TEST_TMP/rules.log" 2>&1; then
+  if ! python3 tests/cli/export_rules.py "$1" "$2" "$4" "${WORLD[$1]}" "$3" >"$TEST_TMP/rules.log" 2>&1; then
     not_ok "$5: obeys the runtime's rules" "$(head -3 "$TEST_TMP/rules.log")"
     return 1
   fi
@@ -142,6 +142,50 @@ moe_plan 1.25 "$TEST_TMP/moe-tt-cf.json"
 run export "$TEST_TMP/moe-tt-cf.json" --format torchtitan
 [ "$STATUS" -eq 2 ] && grep -q "dropless" "$ERR" && ok "a capacity-bound MoE: torchtitan refuses" ||
   not_ok "a capacity-bound MoE: torchtitan refuses (dropless)" "status $STATUS"
+
+# Expert and context parallelism (Megatron-Core's ep, etp, cp): the dropless MoE with ep 4
+# (experts over tp x dp, etp = tp) and with cp 2, ep 2, etp 1 exports to Megatron-LM and
+# Megatron-Bridge with the degrees the plan has (export_rules.py reads them back and applies
+# arguments.py's and parallel_state.py's rules); torchtitan takes ep under FSDP2 and refuses cp;
+# DeepSpeed refuses both with the reason.
+moe_par() { # moe_par FILE STRATEGY-KEYS
+  printf '{"format": "plansim.plan/1", "model_file": "%s", "cluster_file": "%s",
+  "strategy": {"format": "plansim.strategy/1", "template": "megatron", "pp": 1, %s}}\n' \
+    "$TEST_TMP/moe-dropless.json" topologies/dgx-a100-x1.json "$2" >"$1"
+}
+EP='"tp": 2, "dp": 4, "ep": 4, "sequence_parallel": true'
+CP='"tp": 2, "dp": 2, "cp": 2, "ep": 2, "etp": 1, "sequence_parallel": true'
+moe_par "$TEST_TMP/moe-ep.json" "$EP, \"zero\": 1"
+moe_par "$TEST_TMP/moe-cp.json" "$CP, \"zero\": 1"
+moe_par "$TEST_TMP/moe-ep-fsdp.json" "$EP, \"zero\": 3, \"overlap_grad_reduce\": true"
+moe_par "$TEST_TMP/moe-cp-fsdp.json" "$CP, \"zero\": 3, \"overlap_grad_reduce\": true"
+moe_par "$TEST_TMP/moe-cp-ddp.json" "$CP" # gspmd: its mesh axes ranked with gaps crashed the export
+for c in "moe-ep megatron --expert-model-parallel-size.4" "moe-ep megatron-bridge expert_model_parallel_size:.4" \
+  "moe-cp megatron --context-parallel-size.2" "moe-cp megatron-bridge context_parallel_size:.2" \
+  "moe-ep-fsdp torchtitan expert_parallel_degree.=.4" 'moe-cp-ddp gspmd "cp"'; do
+  read -r p f want <<<"$c"
+  run export "$TEST_TMP/$p.json" --format "$f" -o "$TEST_TMP/$p.$f"
+  if [ "$STATUS" -eq 0 ] && grep -q -- "$want" "$TEST_TMP/$p.$f"; then
+    check_yes "$f" "$TEST_TMP/moe-dropless.json" "$TEST_TMP/$p.json" "$TEST_TMP/$p.$f" "$p --format $f"
+  else not_ok "$p exports to $f with $want" "status $STATUS" "$(head -2 "$ERR")"; fi
+done
+for c in "moe-ep deepspeed expert.parallelism.4" "moe-cp deepspeed-pipeline expert.parallelism.2" \
+  "moe-cp-fsdp torchtitan context.parallelism.2"; do
+  read -r p f want <<<"$c"
+  run export "$TEST_TMP/$p.json" --format "$f"
+  [ "$STATUS" -eq 2 ] && grep -q "$want" "$ERR" && ok "$p --format $f is refused: $want" ||
+    not_ok "$p --format $f is refused ($want)" "status $STATUS" "$(head -2 "$ERR")"
+done
+# A changed degree fails the rules' round trip and --check.
+sed 's/--expert-model-parallel-size 4/--expert-model-parallel-size 2/' "$TEST_TMP/moe-ep.megatron" \
+  >"$TEST_TMP/moe-ep-bad.sh"
+python3 tests/cli/export_rules.py megatron "$TEST_TMP/moe-dropless.json" "$TEST_TMP/moe-ep-bad.sh" 8 \
+  "$TEST_TMP/moe-ep.json" >/dev/null && not_ok "ep 2 for the plan's ep 4 fails the rules" ||
+  ok "ep 2 for the plan's ep 4 fails the rules' round trip"
+sed 's/--context-parallel-size 2/--context-parallel-size 4/' "$TEST_TMP/moe-cp.megatron" >"$TEST_TMP/moe-cp-bad.sh"
+python3 tests/cli/export_rules.py megatron "$TEST_TMP/moe-dropless.json" "$TEST_TMP/moe-cp-bad.sh" 8 \
+  "$TEST_TMP/moe-cp.json" >/dev/null && not_ok "cp 4 with tp 2 x pp 1 on 8 fails the rules" ||
+  ok "cp 4 for the plan's cp 2 fails the rules"
 
 # A broken export fails both checks: one changed setting per format (a model fact, the batch,
 # the stage count, a mesh axis named twice).

@@ -71,10 +71,10 @@ while IFS= read -r line; do
   world=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["strategy"]
 st = s.get("pipeline", {}).get("stages")
 t = s.get("template_info", s)  # a searched plan: the explicit form with its template_info
-n = sum(x["devices"]["count"] if isinstance(x["devices"], dict) else len(x["devices"]) for x in st) if st else t["tp"] * t["pp"] * t["dp"]
+n = sum(x["devices"]["count"] if isinstance(x["devices"], dict) else len(x["devices"]) for x in st) if st else t["tp"] * t["pp"] * t["dp"] * t.get("cp", 1)
 pp = len(st) if st else t["pp"]
 print("%d/%d" % (n, pp) if sys.argv[2] == "deepspeed" else n)' "$W/$plan" "$fmt")
-  if (cd "$W" && python3 "$ROOT/tests/cli/export_rules.py" "$fmt" "$model" "$file" "$world") \
+  if (cd "$W" && python3 "$ROOT/tests/cli/export_rules.py" "$fmt" "$model" "$file" "$world" "$plan") \
     >"$TEST_TMP/rules.log" 2>&1; then
     ok "README: $file obeys $fmt's rules and round-trips the model"
   else not_ok "README: $file obeys $fmt's rules" "$(head -5 "$TEST_TMP/rules.log")"; fi
@@ -83,4 +83,8 @@ print("%d/%d" % (n, pp) if sys.argv[2] == "deepspeed" else n)' "$W/$plan" "$fmt"
     ok "README: export $plan --check $file reads it back as the plan"
   else not_ok "README: export $plan --check $file reads it back as the plan" "$(tail -3 "$OUT")"; fi
 done <"$TEST_TMP/flow.txt"
+# The grid's MoE plan spreads the experts (expert parallelism pays on this model, README).
+ep=$(sed -n 's/^ *--expert-model-parallel-size \([0-9]*\)$/\1/p' "$W/moe.sh" 2>/dev/null)
+[ "${ep:-0}" -gt 1 ] && ok "README: the MoE plan exports with expert parallelism $ep" ||
+  not_ok "README: the MoE plan exports with expert parallelism > 1" "got '${ep}'"
 finish

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""export_rules.py FORMAT MODEL EXPORT [WORLD] - checks an exported file against the runtime's
+"""export_rules.py FORMAT MODEL EXPORT [WORLD [PLAN]] - checks an exported file against the runtime's
 own rules and round-trips it to the model (tests/cli/export.sh; docs/export.md).
 
 megatron: rules of NVIDIA/Megatron-LM d98e8a64dd (Megatron-Core 0.20.0):
   megatron/training/arguments.py validate_args: num_layers % pp == 0 unless
     --decoder-first/last-pipeline-num-layers; layers per stage % layers per virtual stage == 0;
     --sequence-parallel is turned off at tp 1; selective recompute takes no --recompute-method;
-    num_experts % expert_model_parallel_size == 0.
+    num_experts % expert_model_parallel_size == 0; world % (tp x pp x cp) == 0 (total_model_size);
+    --expert-tensor-parallel-size defaults to tp; seq_length % (2 cp) == 0 when cp > 1;
+    --moe-grouped-gemm needs compute capability >= 8 (every GPU plansim ships is).
+  megatron/core/parallel_state.py initialize_model_parallel: world % (etp x ep x pp) == 0.
   megatron/core/transformer/transformer_config.py: uneven PP (middle layers divide evenly over
     the middle stages); heads and query groups divide by tp; MoE biases only with ETP 1.
   megatron/core/transformer/moe/moe_layer.py: MoE with tp > 1 needs sequence parallelism.
@@ -22,7 +25,9 @@ megatron MoE: transformer_config.py: --moe-pad-expert-input-to-capacity needs
 deepspeed: DeepSpeed 0.19.6 deepspeed/runtime/config.py: train_batch_size =
   micro x accumulation x dp; no "pipeline" stages/partition keys (never read).
 gspmd: JAX jax-v0.11.0 Mesh / PartitionSpec / NamedSharding rules (gspmd() below).
-Round trip: every model fact the flags decide equals the model file's."""
+Round trip: every model fact the flags decide equals the model file's; with PLAN, the
+parallel degrees (tp, pp, dp, ep, etp, cp of the plan's template or template_info) equal the
+export's."""
 import json, re, sys, tomllib
 
 fmt, model_file, export = sys.argv[1:4]
@@ -32,6 +37,12 @@ world = int(world_arg[0])
 pp_arg = int(world_arg[1]) if len(world_arg) > 1 else 1
 model = json.load(open(model_file))
 errors = []
+plan_layout = None
+if len(sys.argv) > 5:  # the plan's degrees: the template's keys or the written template_info
+    st = json.load(open(sys.argv[5]))["strategy"]
+    ti = st.get("template_info", st)
+    plan_layout = {k: ti.get(k, 1) for k in ("tp", "pp", "dp", "ep", "cp")}
+    plan_layout["etp"] = ti.get("etp", plan_layout["tp"])
 
 
 def need(cond, msg):
@@ -114,10 +125,23 @@ def megatron_core(a):
     need(heads % tp == 0 and groups % tp == 0, "heads/groups not divisible by tp")
     need("--ddp-bucket-size" not in a or "--overlap-grad-reduce" in a, "bucket without overlap")
     E = int(a.get("--num-experts", 0))
+    cp = int(a.get("--context-parallel-size", 1))
+    ep = int(a.get("--expert-model-parallel-size", 1))
+    etp = int(a.get("--expert-tensor-parallel-size", tp))  # arguments.py: None means tp
+    need(cp == 1 or int(a["--seq-length"]) % (2 * cp) == 0, "seq-length % (2 cp)")
+    need(ep == 1 or E > 0, "expert parallelism without --num-experts")
+    if world:
+        need(world % (tp * pp * cp) == 0, "world %d %% (tp x pp x cp)" % world)
+        need(world % (etp * ep * pp) == 0, "world %d %% (etp x ep x pp)" % world)
+    if plan_layout:
+        dp = world // (tp * pp * cp) if world else plan_layout["dp"]
+        got = {"tp": tp, "pp": pp, "dp": dp, "ep": ep, "etp": etp if E else plan_layout["etp"],
+               "cp": cp}
+        need(got == plan_layout, "degrees %s != the plan's %s" % (got, plan_layout))
     if E:
-        need(E % int(a["--expert-model-parallel-size"]) == 0, "experts % ep")
+        need(E % ep == 0, "experts % ep")
         need(tp == 1 or "--sequence-parallel" in a, "MoE with tp > 1 needs sequence parallelism")
-        need(tp == 1 or "--disable-bias-linear" in a, "MoE biases need ETP 1")
+        need(etp == 1 or "--disable-bias-linear" in a, "MoE biases need ETP 1")
         # transformer_config.py: padding to capacity needs a capacity factor (None: dropless)
         need(not a.get("--moe-pad-expert-input-to-capacity") or
              a.get("--moe-expert-capacity-factor") is not None, "padding without a capacity")
@@ -170,7 +194,15 @@ def torchtitan():
          "seq_len %% (tp x 2 cp)")
     # parallel_dims.py _validate: ep > 1 needs etp == tp or 1
     ep, etp = par["expert_parallel_degree"], par["expert_tensor_parallel_degree"]
-    need(ep == 1 or etp in (1, par["tensor_parallel_degree"]), "etp must be tp or 1")
+    tp, cp = par["tensor_parallel_degree"], par["context_parallel_degree"]
+    need(ep == 1 or etp in (1, tp), "etp must be tp or 1")
+    # parallel_dims.py: efsdp = dp_shard x cp x tp / (etp x ep) must be whole
+    need((par["data_parallel_shard_degree"] * cp * tp) % (etp * ep) == 0, "efsdp not whole")
+    need(ep == 1 or par["data_parallel_replicate_degree"] == 1, "ep under DDP")
+    if plan_layout:
+        got = {"tp": tp, "pp": par["pipeline_parallel_degree"], "dp": dp, "ep": ep,
+               "etp": etp if ep > 1 else plan_layout["etp"], "cp": cp}
+        need(got == plan_layout, "degrees %s != the plan's %s" % (got, plan_layout))
     if facts["experts"]:
         # MoE: qwen3 (models/qwen3: every layer MoE, dropless SwiGLU experts, no pipelining_fn)
         need(t["model"]["name"] == "qwen3", "a MoE model is not qwen3")
@@ -238,7 +270,8 @@ BRIDGE_KEYS = {
               "position_embedding_type", "normalization", "gated_linear_unit", "add_bias_linear",
               "share_embeddings_and_output_weights", "hidden_dropout", "attention_dropout",
               "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
-              "expert_model_parallel_size", "moe_token_dispatcher_type",
+              "expert_model_parallel_size", "expert_tensor_parallel_size", "moe_grouped_gemm",
+              "moe_token_dispatcher_type",
               "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"},
     "train": {"micro_batch_size", "global_batch_size"}, "dataset": {"seq_length"},
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "bucket_size",

@@ -4,11 +4,16 @@
  * (mesh, ILP level) that fits, scored with the DP's objective (docs/search.md,
  * "Stage DP"): sum of stage times + (B - 1) x slowest stage. The DP's best
  * must equal it within Alpa's bound step (EPS_TMAX), for device memories from
- * loose to tight, and ZeRO 1 must be what makes some of them fit faster. */
+ * loose to tight, and ZeRO 1 must be what makes some of them fit faster.
+ * Brute force enumerates stages of different sizes too (Alpa's submesh
+ * shapes within the DP's band and window); a plan of different sizes must
+ * win where the head's layer is heavy, and an interleaved variant must be
+ * the plan where the simulator finds it faster. */
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/generators.h"
@@ -17,15 +22,19 @@
 
 #define TOPO PSIM_SOURCE_ROOT "/topologies/"
 
-static void gpt(psim_model *m) {
+static void gpt_v(psim_model *m, int64_t layers, int64_t hidden, int64_t vocab, int64_t batch) {
   psim_gen_tf_opts g;
   psim_gen_gpt_opts_init(&g);
-  g.layers = 4, g.hidden = 1024, g.heads = 16, g.seq = 512, g.batch = 16, g.vocab = 8192;
+  g.layers = layers, g.hidden = hidden, g.heads = 16, g.seq = 512, g.batch = batch, g.vocab = vocab;
   cJSON *j = NULL;
   ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
   psim_model_init(m); /* 4 layers: every cut of every stage count is enumerable */
   ck_assert_msg(psim_model_from_json("gpt", j, m) == PSIM_OK, "%s", psim_error_message());
   cJSON_Delete(j);
+}
+
+static void gpt(psim_model *m) {
+  gpt_v(m, 4, 1024, 8192, 16);
 }
 
 /* The cost of one layer under (rc, zero), as docs/search.md states it. */
@@ -43,14 +52,17 @@ static double lact(const alpa_point *p, int rc) {
 }
 
 typedef struct opt {
-  int32_t mesh, level;
+  int32_t mesh, level, zi;
 } opt;
 
+/* One (base size, micro-batch size, recomputation, ZeRO) of brute force:
+ * the band's stage sizes and options, and the sequence being enumerated. */
 typedef struct bf_cfg {
   alpa *A;
-  int32_t L, S, mb, B, n_opts;
+  int32_t L, N, n, mb, B, n_opts, nz, z[3];
   int rc, zero;
-  opt opts[LEVELS * MAX_MESHES];
+  opt opts[3 * LEVELS * MAX_MESHES];
+  int32_t last[64], zs[64];
 } bf_cfg;
 
 static const alpa_point *pt(bf_cfg *x, int32_t l, opt o) {
@@ -59,41 +71,73 @@ static const alpa_point *pt(bf_cfg *x, int32_t l, opt o) {
   return p;
 }
 
-/* The (mesh, level) options of stages of n devices: level 0 of each mesh
- * whose points all solve; a higher level only where the level below would
- * not fit the whole model spread over S stages (the DP's rule). */
-static void options(bf_cfg *x, int32_t n) {
-  alpa *A = x->A;
-  x->n_opts = 0;
-  for (int32_t me = 0; me < A->n_meshes; me++) {
-    if (A->meshes[me].n != n || !psim_alpa_mb_wanted(A, &A->meshes[me], A->mbs[x->mb]))
-      continue;
-    for (int level = 0; level < LEVELS; level++) {
-      double w = 0, a = 0;
-      bool ok = true;
-      if (level > 0) {
-        for (int32_t l = 0; l < x->L; l++) {
-          const alpa_point *p = pt(x, l, (opt){me, level - 1});
-          w += x->zero ? p->wmem_z1 : p->wmem;
-          a += lact(p, x->rc);
-        }
-        if ((w + x->S * a) * ((double)x->L / x->S + 1) / x->L <= A->mem_bytes)
-          break;
-      }
-      for (int32_t l = 0; l < x->L; l++)
-        ok = ok && pt(x, l, (opt){me, level})->ok;
-      if (!ok)
-        break;
-      x->opts[x->n_opts++] = (opt){me, level};
-    }
-  }
+static bool has_size(const alpa *A, int32_t z) {
+  for (int32_t me = 0; me < A->n_meshes; me++)
+    if (A->meshes[me].n == z)
+      return true;
+  return false;
 }
 
-/* Fastest option running layers k..j as stage i (INFINITY when none fits). */
-static double stage(bf_cfg *x, int32_t k, int32_t j, int32_t i) {
-  int32_t f = x->S - i < x->B ? x->S - i : x->B;
+/* The stage sizes of base n (docs/search.md): n / 2, n, 2 n where Alpa's
+ * shapes have them, on a cluster of alike devices. */
+static void band(bf_cfg *x) {
+  x->nz = 0;
+  if (!x->A->equal_stages && x->n % 2 == 0 && has_size(x->A, x->n / 2))
+    x->z[x->nz++] = x->n / 2;
+  x->z[x->nz++] = x->n;
+  if (!x->A->equal_stages && 2 * x->n <= x->N && has_size(x->A, 2 * x->n))
+    x->z[x->nz++] = 2 * x->n;
+}
+
+/* Whether mesh me is tried at the micro-batch size (mb_wanted), when some
+ * mesh of the base size is. */
+static bool wanted(bf_cfg *x, int32_t me) {
+  alpa *A = x->A;
+  bool base = false;
+  for (int32_t b = 0; b < A->n_meshes; b++)
+    base = base || (A->meshes[b].n == x->n && psim_alpa_mb_wanted(A, &A->meshes[b], A->mbs[x->mb]));
+  return base && psim_alpa_mb_wanted(A, &A->meshes[me], A->mbs[x->mb]);
+}
+
+/* The (mesh, level) options of each size: level 0 of each mesh whose points
+ * all solve; a higher level only where the level below would not fit the
+ * whole model spread over N / n stages (the DP's rule). */
+static void options(bf_cfg *x) {
+  alpa *A = x->A;
+  int32_t S0 = x->N / x->n;
+  x->n_opts = 0;
+  for (int32_t zi = 0; zi < x->nz; zi++)
+    for (int32_t me = 0; me < A->n_meshes; me++) {
+      if (A->meshes[me].n != x->z[zi] || !wanted(x, me))
+        continue;
+      for (int level = 0; level < LEVELS; level++) {
+        double w = 0, a = 0;
+        bool ok = true;
+        if (level > 0) {
+          for (int32_t l = 0; l < x->L; l++) {
+            const alpa_point *p = pt(x, l, (opt){me, level - 1, zi});
+            w += x->zero ? p->wmem_z1 : p->wmem;
+            a += lact(p, x->rc);
+          }
+          if ((w + S0 * a) * ((double)x->L / S0 + 1) / x->L <= A->mem_bytes)
+            break;
+        }
+        for (int32_t l = 0; l < x->L; l++)
+          ok = ok && pt(x, l, (opt){me, level, zi})->ok;
+        if (!ok)
+          break;
+        x->opts[x->n_opts++] = (opt){me, level, zi};
+      }
+    }
+}
+
+/* Fastest option of size zi running layers k..j with f micro-batches in
+ * flight (INFINITY when none fits). */
+static double stage(bf_cfg *x, int32_t zi, int32_t k, int32_t j, int32_t f) {
   double best = INFINITY;
   for (int32_t o = 0; o < x->n_opts; o++) {
+    if (x->opts[o].zi != zi)
+      continue;
     double t = 0, w = 0, a = 0, amax = 0;
     for (int32_t l = 0; l < x->L; l++) {
       const alpa_point *p = pt(x, l, x->opts[o]);
@@ -111,50 +155,86 @@ static double stage(bf_cfg *x, int32_t k, int32_t j, int32_t i) {
   return best;
 }
 
-/* Every cut of layers k.. into stages i..S-1; sum and max so far. */
-static double cuts(bf_cfg *x, int32_t i, int32_t k, double sum, double mx) {
-  if (i == x->S)
-    return k == x->L ? sum + (x->B - 1) * mx : INFINITY;
-  double best = INFINITY;
-  for (int32_t j = k; j <= x->L - (x->S - i); j++) {
-    double t = stage(x, k, j, i);
-    if (isfinite(t))
-      best = fmin(best, cuts(x, i + 1, j + 1, sum + t, fmax(mx, t)));
+/* A complete sequence of S stages: every suffix of s stages within n
+ * devices of s n (the DP's window), scored sum + (B - 1) x slowest. */
+static int64_t unequal_scored; /* sequences with stages of different sizes scored */
+
+static double score(bf_cfg *x, int32_t S) {
+  double sum = 0, mx = 0;
+  int32_t dsuf = 0;
+  for (int32_t t = S - 1; t >= 0; t--) {
+    dsuf += x->z[x->zs[t]];
+    if (abs(dsuf - (S - t) * x->n) > (x->nz > 1 ? x->n : 0))
+      return INFINITY;
   }
+  for (int32_t t = 1; t < S; t++)
+    if (x->zs[t] != x->zs[0]) {
+      unequal_scored++;
+      break;
+    }
+  for (int32_t t = 0; t < S; t++) {
+    int32_t f = S - t < x->B ? S - t : x->B;
+    double st = stage(x, x->zs[t], t == 0 ? 0 : x->last[t - 1] + 1, x->last[t], f);
+    sum += st;
+    mx = fmax(mx, st);
+  }
+  return sum + (x->B - 1) * mx;
+}
+
+/* Every sequence of stage sizes and cuts from stage i at layer k with d
+ * devices used. */
+static double cuts(bf_cfg *x, int32_t i, int32_t k, int32_t d) {
+  if (k == x->L)
+    return d == x->N ? score(x, i) : INFINITY;
+  double best = INFINITY;
+  for (int32_t zi = 0; zi < x->nz; zi++)
+    for (int32_t j = k; j < x->L && d + x->z[zi] <= x->N; j++) {
+      x->last[i] = j;
+      x->zs[i] = zi;
+      best = fmin(best, cuts(x, i + 1, j + 1, d + x->z[zi]));
+    }
   return best;
 }
 
 static double brute_force(alpa *A) {
   double best = INFINITY;
   for (int32_t n = 1; n <= A->c->n_devices; n++)
-    for (int32_t mb = 0; mb < A->n_mbs; mb++)
+    for (int32_t mb = 0; psim_alpa_is_base(A, n) && mb < A->n_mbs; mb++)
       for (int rc = 0; rc < 3; rc++)
         for (int zero = 0; zero <= A->max_zero; zero++) {
-          bf_cfg x = {.A = A, .L = A->m->n_layers, .S = A->c->n_devices / n, .mb = mb, .rc = rc};
+          bf_cfg x = {.A = A, .L = A->m->n_layers, .N = A->c->n_devices, .n = n, .mb = mb};
+          x.rc = rc;
           x.zero = zero;
           x.B = (int32_t)(A->batch / A->mbs[mb]);
-          options(&x, n);
+          band(&x);
+          options(&x);
           if (x.n_opts > 0)
-            best = fmin(best, cuts(&x, 0, 0, 0, 0));
+            best = fmin(best, cuts(&x, 0, 0, 0));
         }
   return best;
 }
 
 /* The DP's best estimate and brute force's, for device memory mem (bytes). */
-static void dp_and_brute(const psim_model *m, psim_cluster *c, double mem, int max_zero, double *dp,
-                         double *bf) {
+static void dp_and_brute_eq(const psim_model *m, psim_cluster *c, double mem, int max_zero,
+                            bool equal, double *dp, double *bf) {
   c->types[0].mem_bytes = mem;
   psim_search_options o;
   psim_search_options_init(&o);
   alpa A;
   ck_assert_msg(psim_alpa_setup(&A, m, c, &o) == PSIM_OK, "%s", psim_error_message());
   A.max_zero = max_zero;
+  A.equal_stages = equal;
   ck_assert_msg(psim_alpa_search_all(&A) == PSIM_OK, "%s", psim_error_message());
   *dp = INFINITY;
   for (int32_t i = 0; i < A.n_top; i++)
     *dp = fmin(*dp, A.top[i].estimate);
   *bf = brute_force(&A);
   psim_alpa_teardown(&A);
+}
+
+static void dp_and_brute(const psim_model *m, psim_cluster *c, double mem, int max_zero, double *dp,
+                         double *bf) {
+  dp_and_brute_eq(m, c, mem, max_zero, false, dp, bf);
 }
 
 START_TEST(dp_equals_brute_force) {
@@ -184,9 +264,99 @@ START_TEST(dp_equals_brute_force) {
     }
     zero_wins += bf1 < bf0 * (1 - 1e-9);
   }
-  ck_assert_int_gt(zero_wins, 0); /* the case does exercise ZeRO 1 */
+  ck_assert_int_gt(zero_wins, 0);      /* the case does exercise ZeRO 1 */
+  ck_assert_int_gt(unequal_scored, 0); /* and stages of different sizes */
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
+}
+END_TEST
+
+/* Simulated plan of the DP's candidates, stages of one size only or of the
+ * band's sizes, with or without the interleaved variants. */
+static void plan_with(const psim_model *m, psim_cluster *c, bool equal, bool virt,
+                      psim_search_result *r, double *estimate) {
+  psim_search_options o;
+  psim_search_options_init(&o);
+  alpa A;
+  ck_assert_msg(psim_alpa_setup(&A, m, c, &o) == PSIM_OK, "%s", psim_error_message());
+  A.equal_stages = equal;
+  ck_assert_msg(psim_alpa_search_all(&A) == PSIM_OK, "%s", psim_error_message());
+  *estimate = INFINITY;
+  for (int32_t i = 0; i < A.n_top; i++)
+    *estimate = fmin(*estimate, A.top[i].estimate);
+  psim_search_result_init(r);
+  if (virt)
+    ck_assert_msg(psim_alpa_add_virtual(&A) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_msg(psim_alpa_simulate_top(&A, r, 0) == PSIM_OK, "%s", psim_error_message());
+  ck_assert(r->found);
+  psim_alpa_teardown(&A);
+}
+
+static void plan_of(const psim_model *m, psim_cluster *c, bool equal, psim_search_result *r,
+                    double *estimate) {
+  plan_with(m, c, equal, false, r, estimate);
+}
+
+static void two_dgx(psim_cluster *c) {
+  psim_cluster_init(c);
+  ck_assert_msg(psim_cluster_load(TOPO "dgx-a100-x2.json", c) == PSIM_OK, "%s",
+                psim_error_message());
+}
+
+/* Issue 23: stages of different device counts. An 8-layer GPT whose first
+ * and last layers carry a 262,144-word embedding and head (the last layer
+ * about 5x a middle one's FLOPs) on two DGX A100: the DP puts the head's
+ * stage on more devices (3 stages of 4 + 4 + 8), which both its estimate
+ * and the simulator find faster than every plan of equal stages. */
+START_TEST(unequal_stages_win) {
+  psim_cluster c;
+  two_dgx(&c);
+  psim_model m;
+  gpt_v(&m, 8, 2048, 262144, 32);
+  psim_search_result eq, uneq;
+  double est_eq, est_uneq;
+  plan_of(&m, &c, true, &eq, &est_eq);
+  plan_of(&m, &c, false, &uneq, &est_uneq);
+  printf("alpa dp: equal stages %.6g s (estimate %.6g), any sizes %.6g s (estimate %.6g): %s\n",
+         eq.best_sim.iteration_time_s, est_eq, uneq.best_sim.iteration_time_s, est_uneq,
+         uneq.description);
+  ck_assert_double_lt(est_uneq, est_eq);
+  ck_assert_double_lt(uneq.best_sim.iteration_time_s, eq.best_sim.iteration_time_s);
+  bool differ = false;
+  for (int32_t i = 1; i < uneq.best.n_stages; i++)
+    differ = differ || uneq.best.stages[i].n_devices != uneq.best.stages[0].n_devices;
+  ck_assert(differ);
+  psim_search_result_destroy(&eq);
+  psim_search_result_destroy(&uneq);
+  psim_model_destroy(&m);
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
+/* Issue 23: interleaved stages. A 16-layer GPT (hidden 2,048, batch 64) on
+ * two DGX A100: the simulator finds the interleaved variant of a 2-stage
+ * plan (4 virtual stages each, Megatron-LM's interleaved 1F1B) faster than
+ * every candidate without interleaving, and it is the plan. */
+START_TEST(interleaving_chosen_when_faster) {
+  psim_cluster c;
+  two_dgx(&c);
+  psim_model m;
+  gpt_v(&m, 16, 2048, 32768, 64);
+  psim_search_result plain, virt;
+  double est;
+  plan_with(&m, &c, false, false, &plain, &est);
+  plan_with(&m, &c, false, true, &virt, &est);
+  printf("alpa dp: without interleaving %.6g s, with %.6g s: %s\n", plain.best_sim.iteration_time_s,
+         virt.best_sim.iteration_time_s, virt.description);
+  ck_assert_int_gt(virt.best.virtual_stages, 1);
+  ck_assert_int_eq(virt.best.schedule, PSIM_SCHED_INTERLEAVED);
+  ck_assert_int_eq(m.n_layers % (virt.best.n_stages * virt.best.virtual_stages), 0);
+  ck_assert_int_eq(virt.best.n_micro % virt.best.n_stages, 0);
+  ck_assert_double_lt(virt.best_sim.iteration_time_s, plain.best_sim.iteration_time_s);
+  psim_search_result_destroy(&plain);
+  psim_search_result_destroy(&virt);
+  psim_model_destroy(&m);
+  psim_cluster_destroy(&c);
 }
 END_TEST
 
@@ -195,6 +365,8 @@ int main(void) {
   TCase *t = tcase_create("core");
   tcase_set_timeout(t, 300);
   tcase_add_test(t, dp_equals_brute_force);
+  tcase_add_test(t, unequal_stages_win);
+  tcase_add_test(t, interleaving_chosen_when_faster);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

@@ -12,6 +12,9 @@
 #include "sim/core/alloc.h"
 
 #define TOPO PSIM_SOURCE_ROOT "/topologies/"
+#ifndef MOE_MEM_GB
+#define MOE_MEM_GB 1.0 /* device memory of the MoE case: ep 1 fits only split tp 2 x pp 4 */
+#endif
 
 /* 8 layers, hidden 1024, 16 heads, seq 512, batch 32 on 2 DGX A100 (16 GPUs) whose devices
  * hold mem_gb: static memory alone is ~1.9 GB at tp = pp = 1. */
@@ -174,6 +177,101 @@ START_TEST(fsdp_space_follows_torchtitan_rules) {
 }
 END_TEST
 
+/* A small MoE (4 layers, 16 experts of 1024 x 4096, top-2) on 16 A100s with little memory:
+ * the space lists ep over the divisors of the experts (etp x ep dividing the stage), the
+ * grid's best equals brute force over that space, and it is an ep > 1 layout, faster than
+ * every ep 1 layout (those fit only with the experts split over tp 2 x pp 4). */
+START_TEST(grid_picks_expert_parallelism_where_it_pays) {
+  psim_gen_tf_opts g;
+  psim_gen_moe_opts_init(&g);
+  g.layers = 4, g.hidden = 1024, g.heads = 16, g.seq = 512, g.batch = 32, g.vocab = 8192;
+  g.experts = 16, g.top_k = 2;
+  cJSON *j = NULL;
+  ck_assert(psim_gen_moe(&g, &j) == PSIM_OK);
+  psim_model m;
+  psim_model_init(&m);
+  ck_assert_msg(psim_model_from_json("moe", j, &m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(j);
+  psim_cluster c;
+  psim_cluster_init(&c);
+  ck_assert(psim_cluster_load(TOPO "dgx-a100-x2.json", &c) == PSIM_OK);
+  for (int32_t t = 0; t < c.n_types; t++)
+    c.types[t].mem_bytes = MOE_MEM_GB * 1e9;
+  psim_grid_options o;
+  psim_grid_options_init(&o);
+  o.max_tp = 2, o.n_micro_batches = 1, o.try_recompute = false, o.max_virtual_stages = 1;
+  o.prune_by_estimate = false; /* brute force: every candidate simulated */
+  grid_space sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 2, &sp) == PSIM_OK);
+  double brute = INFINITY, brute_ep1 = INFINITY;
+  bool ep_listed[17] = {false};
+  for (int64_t i = 0; i < sp.n; i++) {
+    const psim_megatron_opts *mo = &sp.c[i].mo;
+    int32_t etp = mo->etp > 0 ? mo->etp : mo->tp;
+    ck_assert(16 % mo->ep == 0 && (mo->tp * mo->cp * mo->dp) % (etp * mo->ep) == 0);
+    ck_assert(mo->cp == 1); /* seq 512 < PSIM_GRID_CP_MIN_SEQ */
+    ep_listed[mo->ep] = true;
+    bool fits;
+    double t = simulate(&m, &c, mo, &fits);
+    brute = fmin(brute, t);
+    if (mo->ep == 1)
+      brute_ep1 = fmin(brute_ep1, t);
+  }
+  ck_assert(ep_listed[1] && ep_listed[2] && ep_listed[4] && ep_listed[8] && ep_listed[16]);
+  ck_assert_msg(isfinite(brute) && brute < brute_ep1, "brute %g s, at ep 1 %g s", brute, brute_ep1);
+  o.prune_by_estimate = true;
+  psim_grid_result r;
+  ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_msg(r.found && r.best_sim.iteration_time_s == brute, "grid %.9g s, brute %.9g s",
+                r.best_sim.iteration_time_s, brute);
+  ck_assert_int_gt(r.best.ep, 1);
+  ck_assert_int_eq(r.total, sp.n + sp.pruned_divisibility);
+  psim_grid_result_destroy(&r);
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+/* Context parallelism is listed only for sequences of PSIM_GRID_CP_MIN_SEQ tokens or more,
+ * with cp dividing the stage's devices and seq % (2 cp) == 0 (arguments.py); a dense model
+ * gets ep 1 only. */
+static int32_t max_cp_listed(int64_t seq) {
+  psim_gen_tf_opts g;
+  psim_gen_gpt_opts_init(&g);
+  g.layers = 4, g.hidden = 1024, g.heads = 16, g.seq = seq, g.batch = 16, g.vocab = 8192;
+  cJSON *j = NULL;
+  ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
+  psim_model m;
+  psim_model_init(&m);
+  ck_assert(psim_model_from_json("gpt", j, &m) == PSIM_OK);
+  cJSON_Delete(j);
+  psim_cluster c;
+  psim_cluster_init(&c);
+  ck_assert(psim_cluster_load(TOPO "dgx-a100-x2.json", &c) == PSIM_OK);
+  psim_grid_options o;
+  psim_grid_options_init(&o);
+  grid_space sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  int32_t max_cp = 0;
+  for (int64_t i = 0; i < sp.n; i++) {
+    const psim_megatron_opts *mo = &sp.c[i].mo;
+    ck_assert(mo->ep == 1 && mo->etp == 0);
+    ck_assert(mo->tp * mo->cp * mo->pp * mo->dp == 16 && seq % (2 * mo->cp) == 0);
+    max_cp = mo->cp > max_cp ? mo->cp : max_cp;
+  }
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+  return max_cp;
+}
+
+START_TEST(grid_lists_context_parallelism_for_long_sequences) {
+  ck_assert_int_eq(max_cp_listed(PSIM_GRID_CP_MIN_SEQ / 2), 1);
+  ck_assert_int_eq(max_cp_listed(PSIM_GRID_CP_MIN_SEQ), 16);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("grid");
   TCase *t = tcase_create("grid");
@@ -181,6 +279,8 @@ int main(void) {
   tcase_add_test(t, pruning_keeps_the_optimum);
   tcase_add_test(t, space_follows_megatron_rules);
   tcase_add_test(t, fsdp_space_follows_torchtitan_rules);
+  tcase_add_test(t, grid_picks_expert_parallelism_where_it_pays);
+  tcase_add_test(t, grid_lists_context_parallelism_for_long_sequences);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

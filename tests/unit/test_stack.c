@@ -152,6 +152,55 @@ START_TEST(fp8_casts) {
 }
 END_TEST
 
+/* Rowwise scaling recasts in the backward: 2 out + in elements, 4 launches (the
+ * forward is tensorwise's). */
+START_TEST(fp8_rowwise_casts) {
+  ck_assert_int_eq(psim_stack_builtin("megatron-core", &cluster.stack), PSIM_OK);
+  const psim_device_type *t = &cluster.types[0];
+  const psim_op *mm = find_op(PSIM_OP_MATMUL, PSIM_DTYPE_FP8);
+  double tensorwise[2] = {cost(mm, PSIM_PASS_FWD), cost(mm, PSIM_PASS_BWD)};
+  cluster.stack.fp8_rowwise = true;
+  double in = psim_tensor_elems(&model, &model.tensors[mm->in[0]]) +
+              psim_tensor_elems(&model, &model.tensors[mm->in[1]]);
+  double out = psim_tensor_elems(&model, &model.tensors[mm->out[0]]);
+  double bw = t->mem_bw * t->eff.mem;
+  ck_assert_double_eq(cost(mm, PSIM_PASS_FWD), tensorwise[0]);
+  ck_assert_double_eq_tol(cost(mm, PSIM_PASS_BWD) - tensorwise[1], (out + in) * 4 / bw + 3 * 5e-6,
+                          1e-12);
+}
+END_TEST
+
+/* Eager PyTorch (no compile, no fused kernel): RMSNorm 36 / 76 bytes per element
+ * in 8 / 12 kernels, SwiGLU 10 / 18 bytes in 2 / 3 (torchtitan's Python modules,
+ * costdb/cost.c); compile or the fused flags give the model op's one kernel. */
+START_TEST(eager_norm_and_swiglu) {
+  ck_assert_int_eq(psim_stack_builtin("pytorch-fsdp2", &cluster.stack), PSIM_OK);
+  cluster.stack.launch_s = 5e-6;
+  const psim_device_type *t = &cluster.types[0];
+  double bw = t->mem_bw * t->eff.mem;
+  const psim_op *ops[2] = {find_op(PSIM_OP_RMSNORM, PSIM_DTYPE_BF16), NULL};
+  for (int32_t i = 0; i < model.n_ops; i++)
+    if (model.ops[i].fn && strcmp(model.ops[i].fn, "swiglu") == 0)
+      ops[1] = &model.ops[i];
+  ck_assert_ptr_nonnull(ops[1]);
+  static const double bytes[2][2] = {{36, 76}, {10, 18}}, kernels[2][2] = {{8, 12}, {2, 3}};
+  for (int k = 0; k < 2; k++) {
+    double elems = psim_tensor_elems(&model, &model.tensors[ops[k]->out[0]]);
+    for (int p = 0; p < PSIM_PASS_COUNT; p++) {
+      cluster.stack.compile = true;
+      double fused = cost(ops[k], (psim_pass)p);
+      cluster.stack.compile = false;
+      double want = elems * bytes[k][p] / bw + kernels[k][p] * 5e-6;
+      ck_assert_double_eq_tol(cost(ops[k], (psim_pass)p), want, want * 1e-12);
+      ck_assert(fused < want);
+      cluster.stack.fused_norm = cluster.stack.fused_act = true;
+      ck_assert_double_eq(cost(ops[k], (psim_pass)p), fused);
+      cluster.stack.fused_norm = cluster.stack.fused_act = false;
+    }
+  }
+}
+END_TEST
+
 /* Optimizer traffic per implementation: 46 (Megatron), 32 (torch fused), 84
  * (foreach) bytes per parameter at the memory roofline. */
 START_TEST(optimizer_bytes) {
@@ -225,6 +274,9 @@ START_TEST(bad_profiles) {
   ck_assert_ptr_nonnull(strstr(load_error("{\"format\":\"plansim.stack/1\",\"name\":\"x\","
                                           "\"fit\":{\"h100\":{\"gemm_scale\":0}}}"),
                                "fit.h100"));
+  ck_assert_ptr_nonnull(strstr(load_error("{\"format\":\"plansim.stack/1\",\"name\":\"x\","
+                                          "\"fp8_scaling\":\"blockwise\"}"),
+                               "fp8_scaling"));
   ck_assert_ptr_nonnull(
       strstr(load_error("{\"format\":\"plansim.stack/2\",\"name\":\"x\"}"), "plansim.stack/1"));
   psim_stack s;
@@ -256,6 +308,8 @@ int main(void) {
   tcase_add_test(tc, flash_closed_form);
   tcase_add_test(tc, wave_quantisation);
   tcase_add_test(tc, fp8_casts);
+  tcase_add_test(tc, fp8_rowwise_casts);
+  tcase_add_test(tc, eager_norm_and_swiglu);
   tcase_add_test(tc, optimizer_bytes);
   tcase_add_test(tc, shipped_files);
   tcase_add_test(tc, bad_profiles);
