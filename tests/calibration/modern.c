@@ -117,8 +117,8 @@ static void print_summary(const char *what, const summary *s) {
   printf("%+.1f%% (%s row %d) |\n", 100 * s->worst, s->worst_source, s->worst_line);
 }
 
-static const char *const source_names[] = {"llm-foundry", "torchtitan", "megatron-bridge",
-                                           "mlperf-gpt3", NULL};
+static const char *const source_names[] = {"llm-foundry",         "torchtitan",  "megatron-bridge",
+                                           "megatron-bridge-moe", "mlperf-gpt3", NULL};
 
 static void print_source(const modern_rows *rows, const char *src) {
   printf("\n## %s\n\nerror = predicted / measured - 1 (tokens/s per GPU; positive = predicted "
@@ -155,7 +155,7 @@ static void print_summaries(const modern_rows *rows) {
   for (const char *const *g = gens; *g; g++) {
     summary sm = {0};
     for (int i = 0; i < rows->n; i++)
-      if (strcmp(modern_generation(rows->v[i].gpu), *g) == 0)
+      if (strcmp(modern_generation(rows->v[i].gpu), *g) == 0 && rows->v[i].moe.experts == 0)
         add(&sm, &rows->v[i]);
     if (sm.rows)
       print_summary(*g, &sm);
@@ -302,7 +302,7 @@ static void run_rows(modern_rows *rows, const modern_args *a) {
   modern_stack_opts base = {.base = true};
   for (int i = 0; i < rows->n; i++) {
     modern_row *r = &rows->v[i];
-    if (a->only && strcmp(r->source, a->only) != 0) {
+    if (a->only && strncmp(r->source, a->only, strlen(a->only)) != 0) { /* prefix: -moe */
       snprintf(r->unsupported, sizeof r->unsupported, "not run (--only)");
       continue;
     }
@@ -336,7 +336,7 @@ int main(int argc, char **argv) {
     write_tsv(a.tsv, &rows);
   printf("# plansim against the modern public measurements (%d rows)\n", rows.n);
   for (const char *const *s = source_names; *s; s++)
-    if (!only || strcmp(*s, only) == 0)
+    if (!only || strncmp(*s, only, strlen(only)) == 0)
       print_source(&rows, *s);
   print_summaries(&rows);
   print_ranking(&rows);

@@ -34,6 +34,15 @@ void modern_csv_close(modern_csv *c);
 /* ---- a measured row and what the simulator makes of it */
 typedef enum modern_family { MF_GPT, MF_MPT, MF_LLAMA } modern_family;
 
+/* A mixture-of-experts row's architecture and expert degrees (modern_moe.c);
+ * experts == 0 for a dense row. */
+typedef struct modern_moe {
+  int64_t experts, top_k, moe_ffn, shared_ffn, dense_layers, head_dim;
+  int64_t q_lora, kv_lora, qk_rope, mtp; /* MLA ranks (0 = GQA), MTP modules */
+  bool qk_norm, sigmoid, tokendrop;      /* tokendrop: capacity factor 1, else dropless */
+  int32_t ep, etp;                       /* etp 0 = tp */
+} modern_moe;
+
 typedef struct modern_row {
   const char *source; /* the CSV's short name */
   const char *stack;  /* the stack profile of the software the source ran (docs/stacks.md) */
@@ -52,6 +61,7 @@ typedef struct modern_row {
   bool eager, async_tp, fp8_rowwise, fp8_all_gather;
   bool duplicate;  /* the same runs published twice: printed, not counted */
   double measured; /* tokens/s per GPU */
+  modern_moe moe;
   /* results */
   char unsupported[160]; /* non-empty: what plansim lacks to simulate the row */
   double predicted;      /* tokens/s per GPU; 0 when not simulated */
@@ -86,6 +96,14 @@ typedef struct modern_stack_opts {
 
 /* Simulates r (fills predicted / fits, or unsupported). */
 void modern_simulate(modern_row *r, const modern_stack_opts *o);
+
+/* ---- MoE rows (modern_moe.c) */
+struct cJSON;
+/* Fills r->moe from a Megatron-Bridge row with num_experts > 0 (source
+ * megatron-bridge-moe), or r->unsupported with what plansim lacks. */
+void modern_moe_read(const modern_csv *c, modern_row *r);
+/* The row's MoE model document (psim_gen_decoder); the caller owns *doc. */
+psim_status modern_moe_model(const modern_row *r, struct cJSON **doc);
 
 /* ---- ranking (modern_rank.c) */
 /* Spearman's rank correlation of x and y (average ranks for ties); NAN when

@@ -136,10 +136,7 @@ static void read_bridge(const modern_csv *c, modern_row *r) {
     snprintf(r->unsupported, sizeof r->unsupported, "fine-tuning task (%s)",
              modern_csv_get(c, "task"));
   else if (geti(c, "num_experts", 0) > 0)
-    snprintf(r->unsupported, sizeof r->unsupported,
-             "MoE architecture (%s: expert parallelism, shared experts%s)",
-             modern_csv_get(c, "model"),
-             has(modern_csv_get(c, "arch_family"), "MLA") ? ", MLA" : "");
+    modern_moe_read(c, r); /* issue 21: its own source, megatron-bridge-moe */
   else if (has(r->precision, "FP4"))
     snprintf(r->unsupported, sizeof r->unsupported, "fp4 dtype (%s) in the model IR", r->precision);
   else if (has(ov, "cpu_offloading"))

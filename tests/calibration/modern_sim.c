@@ -31,9 +31,10 @@ static psim_status build_model(const modern_row *r, psim_model *m) {
   o.flash = true; /* every modern stack runs a fused attention kernel */
   o.linear_dtype = r->fp8 ? "fp8" : NULL;
   cJSON *doc = NULL;
-  PSIM_CHECK(r->family == MF_LLAMA ? psim_gen_llama(&o, &doc)
-             : r->family == MF_MPT ? psim_gen_mpt(&o, &doc)
-                                   : psim_gen_gpt(&o, &doc));
+  PSIM_CHECK(r->moe.experts > 0      ? modern_moe_model(r, &doc)
+             : r->family == MF_LLAMA ? psim_gen_llama(&o, &doc)
+             : r->family == MF_MPT   ? psim_gen_mpt(&o, &doc)
+                                     : psim_gen_gpt(&o, &doc));
   psim_status s = psim_model_from_json("generated", doc, m);
   cJSON_Delete(doc);
   return s;
@@ -115,6 +116,8 @@ static psim_status megatron(const modern_row *r, const psim_model *m, psim_clust
   o.sequence_parallel = r->sp;
   o.zero_stage = r->zero;
   o.overlap_grad_reduce = true; /* FSDP, FSDP2 and Megatron-Core all overlap it */
+  o.ep = r->moe.ep;             /* 0 (dense rows): 1 */
+  o.etp = r->moe.etp;
   return psim_strategy_megatron(m, c, &o, s);
 }
 

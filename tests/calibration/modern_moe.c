@@ -1,0 +1,115 @@
+/* modern_moe.c - Megatron-Bridge's mixture-of-experts rows (DeepSeek-V3,
+ * Qwen3-30B-A3B; issue 21 item 6): the architecture from the CSV's columns
+ * (num_experts, topk, moe_ffn_hidden, shared_expert_ffn, head_dim and the
+ * arch_family text: q_lora, kv_lora, rope, leading dense layers, qk-norm,
+ * sigmoid router) through the decoder generator (models/gen_decoder.c), the
+ * expert degrees from the row (ep; etp from recipe_preset_overrides'
+ * expert_tensor_parallel_size, else Megatron-LM's default etp = tp). The rows
+ * form their own source, megatron-bridge-moe, so the dense rows' figures stay
+ * as they were. Nothing is fitted here. */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "models/generators.h"
+#include "modern.h"
+
+static int64_t col(const modern_csv *c, const char *k) {
+  const char *v = modern_csv_get(c, k);
+  char *end;
+  long long x = strtoll(v, &end, 10);
+  return end != v ? (int64_t)x : 0;
+}
+
+static const char *find(const char *hay, const char *needle) {
+  size_t n = strlen(needle);
+  for (const char *p = hay; *p; p++)
+    if (strncasecmp(p, needle, n) == 0)
+      return p;
+  return NULL;
+}
+
+/* The integer after key in text ("q_lora 1536" -> 1536); 0 when absent. */
+static int64_t num_after(const char *text, const char *key) {
+  const char *p = find(text, key);
+  return p ? (int64_t)strtoll(p + strlen(key), NULL, 10) : 0;
+}
+
+/* The MoE fields of a Megatron-Bridge row; unsupported when plansim cannot
+ * express the row (the reason is in r->unsupported). */
+void modern_moe_read(const modern_csv *c, modern_row *r) {
+  const char *arch = modern_csv_get(c, "arch_family");
+  const char *ov = modern_csv_get(c, "recipe_preset_overrides");
+  const char *variant = modern_csv_get(c, "model_variant_note");
+  modern_moe *e = &r->moe;
+  r->source = "megatron-bridge-moe";
+  e->experts = col(c, "num_experts");
+  e->top_k = col(c, "topk");
+  e->moe_ffn = col(c, "moe_ffn_hidden");
+  e->shared_ffn = col(c, "shared_expert_ffn");
+  e->kv_lora = num_after(arch, "kv_lora ");
+  e->q_lora = num_after(arch, "q_lora ");
+  e->qk_rope = num_after(arch, "rope ");
+  /* head_dim is the whole q/k head; the generator takes its non-rotary part */
+  e->head_dim = col(c, "head_dim") - e->qk_rope;
+  e->dense_layers = num_after(arch, "first ");
+  e->qk_norm = find(arch, "qk_layernorm") != NULL;
+  e->sigmoid = find(arch, "sigmoid router") != NULL;
+  /* DeepSeekV3ModelProvider: mtp_num_layers 1 (the 26.x layouts end in "tmL": one MTP
+   * layer); the 25.11 rows say w/ or w/o */
+  e->mtp = e->kv_lora > 0 && !find(r->model, "w/o MTP") ? 1 : 0;
+  e->tokendrop = find(variant, "tokendrop") != NULL;
+  e->ep = (int32_t)col(c, "ep");
+  const char *etp = find(ov, "\"expert_tensor_parallel_size\": ");
+  e->etp = etp ? (int32_t)strtol(etp + strlen("\"expert_tensor_parallel_size\": "), NULL, 10) : 0;
+  if (r->unsupported[0])
+    return;
+  if (find(r->precision, "FP4"))
+    snprintf(r->unsupported, sizeof r->unsupported, "fp4 dtype (%s) in the model IR", r->precision);
+  else if (r->vp > 1 && r->layers % ((int64_t)r->pp * r->vp) != 0)
+    snprintf(r->unsupported, sizeof r->unsupported,
+             "uneven interleaved pipeline layout (%lld layers in pp %d x vp %d chunks%s%s): "
+             "plansim cuts equal chunks",
+             (long long)r->layers, (int)r->pp, (int)r->vp, find(ov, "pp_layout") ? "; " : "",
+             find(ov, "pp_layout") ? "recipe layout Et*4|(t*4|)*14tmL" : "");
+  else if (find(ov, "cpu_offloading"))
+    snprintf(r->unsupported, sizeof r->unsupported, "activation CPU offloading");
+}
+
+/* The row's MoE model through psim_gen_decoder. */
+psim_status modern_moe_model(const modern_row *r, struct cJSON **doc) {
+  const modern_moe *e = &r->moe;
+  psim_gen_tf_opts o;
+  if (e->kv_lora > 0)
+    psim_gen_deepseek_v3_opts_init(&o);
+  else
+    psim_gen_qwen3_moe_opts_init(&o);
+  o.name = r->model;
+  o.layers = r->layers;
+  o.hidden = r->hidden;
+  o.heads = r->heads;
+  o.kv_heads = e->kv_lora > 0 ? 0 : r->kv_heads;
+  o.head_dim = e->head_dim;
+  o.ffn = e->dense_layers > 0 ? r->ffn : 0;
+  o.vocab = r->vocab;
+  o.seq = r->seq;
+  o.batch = r->batch;
+  o.experts = e->experts;
+  o.top_k = e->top_k;
+  o.moe_ffn = e->moe_ffn;
+  o.shared_ffn = e->shared_ffn;
+  o.dense_layers = e->dense_layers;
+  o.q_lora = e->q_lora;
+  o.kv_lora = e->kv_lora;
+  o.qk_rope = e->qk_rope;
+  o.qk_norm = e->qk_norm;
+  o.sigmoid_router = e->sigmoid;
+  o.mtp = e->mtp;
+  /* tokendrop recipes: moe_expert_capacity_factor 1.0 (Megatron-Bridge's token-drop
+   * variants); else dropless */
+  o.capacity_factor = e->tokendrop ? 1.0 : 0;
+  o.dropless = !e->tokendrop;
+  o.linear_dtype = r->fp8 ? "fp8" : NULL;
+  return psim_gen_decoder(&o, doc);
+}

@@ -1,0 +1,90 @@
+/* modern_moe_test.c - Megatron-Bridge's MoE rows as modern_moe.c reads them:
+ * the model built from the CSV's architecture columns has the published
+ * parameter count, the expert degrees come from the row, and the interleaved
+ * uneven DeepSeek-V3 layouts are refused with the reason. Skipped (77) when
+ * ../shared/calibration/modern is absent. */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "modern.h"
+#include "sim/ir/model.h"
+
+static modern_rows rows;
+
+static const modern_row *first(const char *model, bool supported) {
+  for (int i = 0; i < rows.n; i++)
+    if (strcmp(rows.v[i].model, model) == 0 && (rows.v[i].unsupported[0] == '\0') == supported)
+      return &rows.v[i];
+  return NULL;
+}
+
+static double params_of(const modern_row *r) {
+  cJSON *doc = NULL;
+  ck_assert_int_eq(modern_moe_model(r, &doc), PSIM_OK);
+  psim_model m;
+  psim_model_init(&m);
+  ck_assert_int_eq(psim_model_from_json("moe", doc, &m), PSIM_OK);
+  double n = m.n_params;
+  psim_model_destroy(&m);
+  cJSON_Delete(doc);
+  return n;
+}
+
+START_TEST(qwen3_30b_a3b_from_columns) {
+  /* huggingface.co/Qwen/Qwen3-30B-A3B model card: 30.5 B parameters in total */
+  const modern_row *r = first("Qwen3_30B_a3B", true);
+  ck_assert_ptr_nonnull(r);
+  ck_assert_str_eq(r->source, "megatron-bridge-moe");
+  ck_assert_int_eq(r->moe.experts, 128);
+  ck_assert_int_eq(r->moe.ep, 8);
+  int with_etp = 0; /* recipe_preset_overrides' expert_tensor_parallel_size 1, else 0 = tp */
+  for (int i = 0; i < rows.n; i++)
+    if (rows.v[i].moe.experts == 128) {
+      ck_assert(rows.v[i].moe.etp == 0 || rows.v[i].moe.etp == 1);
+      with_etp += rows.v[i].moe.etp == 1;
+    }
+  ck_assert_int_gt(with_etp, 0);
+  ck_assert(r->moe.qk_norm && r->moe.kv_lora == 0);
+  double n = params_of(r);
+  ck_assert_msg(fabs(n / 30.5e9 - 1) < 0.01, "%g", n);
+}
+END_TEST
+
+START_TEST(deepseek_v3_from_columns) {
+  /* huggingface.co/deepseek-ai/DeepSeek-V3 model card: 685 B = 671 B main model + 14 B
+   * multi-token prediction module (the 26.x rows train with one MTP layer) */
+  const modern_row *r = first("DeepSeekV3", true);
+  ck_assert_ptr_nonnull(r);
+  ck_assert_int_eq(r->moe.q_lora, 1536);
+  ck_assert_int_eq(r->moe.kv_lora, 512);
+  ck_assert_int_eq(r->moe.qk_rope, 64);
+  ck_assert_int_eq(r->moe.head_dim, 128);
+  ck_assert_int_eq(r->moe.dense_layers, 3);
+  ck_assert_int_eq(r->moe.mtp, 1);
+  double n = params_of(r);
+  ck_assert_msg(fabs(n / 685e9 - 1) < 0.01, "%g", n);
+  /* pp 2 x vp 8 = 16 chunks of 61 layers: refused, naming why */
+  const modern_row *u = first("DeepSeekV3", false);
+  ck_assert_ptr_nonnull(u);
+  ck_assert_ptr_nonnull(strstr(u->unsupported, "uneven interleaved"));
+}
+END_TEST
+
+int main(void) {
+  if (modern_read_all(PSIM_SOURCE_ROOT "/../shared/calibration/modern", &rows) == 4)
+    return 77;
+  Suite *s = suite_create("modern_moe");
+  TCase *t = tcase_create("all");
+  tcase_add_test(t, qwen3_30b_a3b_from_columns);
+  tcase_add_test(t, deepseek_v3_from_columns);
+  suite_add_tcase(s, t);
+  SRunner *sr = srunner_create(s);
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  modern_rows_destroy(&rows);
+  return failed ? 1 : 0;
+}
