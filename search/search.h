@@ -32,6 +32,10 @@ typedef struct psim_search_options {
   FILE *progress;       /* progress lines (a terminal) or NULL */
   int64_t verify_every; /* debug (mcmc, exhaustive): also run the full simulation every
                            N evaluations, fail on any difference; 0 = never (default) */
+  bool quick;           /* skip a searcher's costly extensions (alpa: stages of different sizes and
+                           interleaved variants, issue 23); the default plan's policy sets it, its Megatron
+                           grid baseline searching interleaving, to keep its wall budget (issue 18 D7);
+                           default false */
 } psim_search_options;
 
 void psim_search_options_init(psim_search_options *o);

@@ -161,6 +161,7 @@ psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
                       m->file ? m->file : m->name);
   A->batch = m->dims[b].size;
   A->max_zero = 1;
+  A->equal_stages = o->quick;
   A->mem_bytes = c->types[c->devices[0].type].mem_bytes;
   PSIM_CHECK(psim_alpa_fix_parse(o->fix, m, &A->fix));
   int32_t n_entries = psim_alpa_fix_entries(&A->fix);
@@ -220,7 +221,7 @@ psim_status psim_search_alpa(const psim_model *m, psim_cluster *c, const psim_se
   if (o->progress)
     fprintf(o->progress, "\n");
   double ts = psim_alpa_now_s();
-  if (st == PSIM_OK)
+  if (st == PSIM_OK && !o->quick)
     st = psim_alpa_add_virtual(&A);
   if (st == PSIM_OK)
     st = psim_alpa_simulate_top(&A, r, t0);

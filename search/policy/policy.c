@@ -268,7 +268,9 @@ psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *n
   if (!s || !s->run)
     return psim_error(PSIM_EUNIMPLEMENTED, "searcher '%s' is not built yet", r->searcher);
   phase(&p, "%s search", r->searcher);
-  psim_status st = s->run(m, c, o, &r->result);
+  psim_search_options so = *o;
+  so.quick = so.quick || is_auto(name);
+  psim_status st = s->run(m, c, &so, &r->result);
   if (r->result.found)
     r->searcher_time_s = r->result.best_sim.iteration_time_s;
   /* Interrupted (SIGINT/SIGTERM, issue 9): a search that found a strategy
