@@ -194,6 +194,11 @@ typedef struct psim_megatron_opts {
    * cp also means 1. tp*cp*dp devices per stage; the expert layers regroup them as
    * etp x ep x expert-dp, expert-dp = tp*cp*dp / (etp*ep). */
   int32_t ep, etp, cp;
+  /* Uneven pipeline stages (Megatron-Core --decoder-first-pipeline-num-layers /
+   * --decoder-last-pipeline-num-layers, megatron/training/arguments.py): transformer layers
+   * of the first / last pipeline stage; the rest split evenly over the middle stages.
+   * 0 = even split (the default). Template keys "first_stage_layers", "last_stage_layers". */
+  int32_t first_stage_layers, last_stage_layers;
 } psim_megatron_opts;
 void psim_megatron_opts_init(psim_megatron_opts *o);
 psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,
