@@ -114,6 +114,8 @@ static const char *const megatron_keys[] = {"format",
                                             "cp",
                                             "micro_batch",
                                             "virtual_stages",
+                                            "first_stage_layers",
+                                            "last_stage_layers",
                                             "schedule",
                                             "recompute",
                                             "sequence_parallel",
@@ -147,6 +149,31 @@ static const char *const zero_keys[] = {"format",
                                         "overlap_param_gather",
                                         NULL};
 
+/* Megatron-Core's uneven first/last stages: what holds without the model (core_v0.15.0
+ * transformer_config.py: each a multiple of the virtual stages; a first or last stage
+ * apart from the others needs pp > 1). The middle stages' split needs the model's layer
+ * count: psim_megatron_chunk_layers at expansion. */
+static psim_status read_uneven(psim_jctx *c, const cJSON *root, psim_megatron_opts *o) {
+  static const char *const keys[] = {"first_stage_layers", "last_stage_layers"};
+  int32_t *vals[] = {&o->first_stage_layers, &o->last_stage_layers};
+  for (int i = 0; i < 2; i++) {
+    PSIM_CHECK(psim_strategy_int32_key(c, root, keys[i], false, 1, MAX_DEGREE, vals[i]));
+    if (*vals[i] == 0)
+      continue;
+    size_t sv = psim_jctx_key(c, keys[i]);
+    if (o->pp < 2)
+      return psim_jerr(c, "%d layers on the %s stage need pp > 1 (pp = %d)", (int)*vals[i],
+                       i == 0 ? "first" : "last", (int)o->pp);
+    if (*vals[i] % o->virtual_stages != 0)
+      return psim_jerr(c,
+                       "%d layers do not divide into the %d virtual stages of the stage "
+                       "(Megatron-Core's rule)",
+                       (int)*vals[i], (int)o->virtual_stages);
+    psim_jctx_pop(c, sv);
+  }
+  return PSIM_OK;
+}
+
 static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
   psim_megatron_opts *o = &sp->mo;
   PSIM_CHECK(psim_json_check_keys(c, root, megatron_keys));
@@ -161,6 +188,7 @@ static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_
       psim_strategy_int32_key(c, root, "micro_batch", false, 1, MAX_DEGREE, &o->micro_batch));
   PSIM_CHECK(
       psim_strategy_int32_key(c, root, "virtual_stages", false, 1, 4096, &o->virtual_stages));
+  PSIM_CHECK(read_uneven(c, root, o));
   PSIM_CHECK(enum_key(c, root, "schedule", p_sched, &o->schedule, &sp->schedule_given));
   PSIM_CHECK(read_common(c, root, sp));
   if (!sp->schedule_given && o->virtual_stages > 1)
@@ -465,8 +493,18 @@ static psim_status read_sync(psim_jctx *c, const cJSON *root, psim_strategy_spec
 }
 
 static psim_status read_tmpl_info(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
-  static const char *const keys[] = {"name",           "tp", "pp",  "dp", "micro_batch",
-                                     "virtual_stages", "ep", "etp", "cp", NULL};
+  static const char *const keys[] = {"name",
+                                     "tp",
+                                     "pp",
+                                     "dp",
+                                     "micro_batch",
+                                     "virtual_stages",
+                                     "ep",
+                                     "etp",
+                                     "cp",
+                                     "first_stage_layers",
+                                     "last_stage_layers",
+                                     NULL};
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "template_info");
   if (!t)
     return PSIM_OK;
@@ -489,6 +527,10 @@ static psim_status read_tmpl_info(psim_jctx *c, const cJSON *root, psim_strategy
   PSIM_CHECK(psim_strategy_int32_key(c, t, "ep", false, 1, MAX_DEGREE, &sp->tmpl.ep));
   PSIM_CHECK(psim_strategy_int32_key(c, t, "etp", false, 1, MAX_DEGREE, &sp->tmpl.etp));
   PSIM_CHECK(psim_strategy_int32_key(c, t, "cp", false, 1, MAX_DEGREE, &sp->tmpl.cp));
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "first_stage_layers", false, 1, MAX_DEGREE,
+                                     &sp->tmpl.first_stage_layers));
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "last_stage_layers", false, 1, MAX_DEGREE,
+                                     &sp->tmpl.last_stage_layers));
   psim_jctx_pop(c, sv);
   return PSIM_OK;
 }

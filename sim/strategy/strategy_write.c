@@ -190,6 +190,11 @@ static psim_status tmpl_json(const psim_strategy *s, cJSON *root) {
     PSIM_CHECK(psim_json_add_number(t, "etp", s->tmpl.etp));
   if (s->tmpl.cp > 1)
     PSIM_CHECK(psim_json_add_number(t, "cp", s->tmpl.cp));
+  /* uneven first/last pipeline stages: only when set (0 = even) */
+  if (s->tmpl.first_stage_layers > 0)
+    PSIM_CHECK(psim_json_add_number(t, "first_stage_layers", s->tmpl.first_stage_layers));
+  if (s->tmpl.last_stage_layers > 0)
+    PSIM_CHECK(psim_json_add_number(t, "last_stage_layers", s->tmpl.last_stage_layers));
   return PSIM_OK;
 }
 
