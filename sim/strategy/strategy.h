@@ -164,7 +164,25 @@ typedef struct psim_strategy {
   psim_template_info tmpl;
   psim_mesh mesh; /* the mesh + layout the per-op configs default to (to_json) */
   psim_checkpoint checkpoint;
+  /* Per-op layer override (the explicit form's pipeline.layer_starts; NULL: the model's
+   * layers): op i is in layer op_layer[i] of n_op_layers, each layer a contiguous range of
+   * ops in model (topological) order. Stages cover these layers. Only for models without
+   * repeated blocks, where the builder's per-layer rules (recomputation, ZeRO units) are
+   * inert or also follow the ops' stages. The Alpa optimizer's layer clustering writes it
+   * for graphs without layer indices. */
+  int32_t *op_layer;
+  int32_t n_op_layers;
 } psim_strategy;
+
+/* The layer op `op` is in under s (its override, else the model's). */
+static inline int32_t psim_strategy_op_layer(const psim_strategy *s, const psim_model *m,
+                                             int32_t op) {
+  return s->op_layer ? s->op_layer[op] : m->ops[op].layer;
+}
+/* The number of layers the stages of s cover. */
+static inline int32_t psim_strategy_n_layers(const psim_strategy *s, const psim_model *m) {
+  return s->op_layer ? s->n_op_layers : m->n_layers;
+}
 
 void psim_strategy_init(psim_strategy *s);
 void psim_strategy_destroy(psim_strategy *s);

@@ -428,8 +428,28 @@ static psim_status read_stages(psim_jctx *c, const cJSON *stages, psim_strategy_
   return PSIM_OK;
 }
 
+/* pipeline.layer_starts: op names, each starting a layer of the override (strategy.h). */
+static psim_status read_layer_starts(psim_jctx *c, const cJSON *v, psim_strategy_spec *sp) {
+  if (!v)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(c, "layer_starts");
+  PSIM_CHECK(psim_json_expect_array(c, v));
+  if (!v->child)
+    return psim_jerr(c, "no entries (each names the first op of a layer)");
+  size_t i = 0;
+  for (const cJSON *it = v->child; it; it = it->next, i++)
+    if (!cJSON_IsString(it)) {
+      psim_jctx_index(c, i);
+      return psim_jerr(c, "expected an op name");
+    }
+  psim_jctx_pop(c, sv);
+  sp->layer_starts = v;
+  return PSIM_OK;
+}
+
 static psim_status read_pipeline(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
-  static const char *const keys[] = {"stages", "micro_batches", "schedule", "virtual_stages", NULL};
+  static const char *const keys[] = {"stages",         "micro_batches", "schedule",
+                                     "virtual_stages", "layer_starts",  NULL};
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "pipeline");
   sp->micro_batches = 1;
   sp->virtual_stages = 1;
@@ -454,6 +474,41 @@ static psim_status read_pipeline(psim_jctx *c, const cJSON *root, psim_strategy_
     PSIM_CHECK(read_stages(c, stages, sp));
   else if (sp->virtual_stages > 1)
     return psim_jerr(c, "virtual_stages needs explicit 'stages'");
+  PSIM_CHECK(read_layer_starts(c, cJSON_GetObjectItemCaseSensitive(p, "layer_starts"), sp));
+  psim_jctx_pop(c, sv);
+  return PSIM_OK;
+}
+
+psim_status psim_strategy_apply_layer_starts(psim_jctx *c, const psim_strategy_spec *sp,
+                                             const psim_model *m, psim_strategy *s) {
+  if (!sp->layer_starts)
+    return PSIM_OK;
+  s->op_layer = psim_malloc((size_t)(m->n_ops > 0 ? m->n_ops : 1) * sizeof *s->op_layer);
+  if (!s->op_layer)
+    return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
+  size_t sv = psim_jctx_key(c, "pipeline");
+  psim_jctx_key(c, "layer_starts");
+  int32_t l = -1, prev = -1;
+  size_t i = 0;
+  for (const cJSON *it = sp->layer_starts->child; it; it = it->next, i++) {
+    size_t s2 = psim_jctx_index(c, i);
+    int32_t o = psim_model_find_op(m, it->valuestring);
+    if (o < 0)
+      return psim_jerr(c, "the model has no op named '%s'", it->valuestring);
+    if (o <= prev || (i == 0 && o != 0))
+      return psim_jerr(c,
+                       "op '%s' must come after the previous entry's op in model order, "
+                       "and the first entry must name the model's first op '%s'",
+                       it->valuestring, m->ops[0].name);
+    for (int32_t k = prev < 0 ? 0 : prev; k < o; k++)
+      s->op_layer[k] = l;
+    prev = o;
+    l++;
+    psim_jctx_pop(c, s2);
+  }
+  for (int32_t k = prev; k < m->n_ops; k++)
+    s->op_layer[k] = l;
+  s->n_op_layers = l + 1;
   psim_jctx_pop(c, sv);
   return PSIM_OK;
 }

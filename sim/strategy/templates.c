@@ -100,10 +100,10 @@ psim_status psim_strategy_apply_mesh(psim_strategy *s, const psim_model *m) {
     return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
   s->n_ops = m->n_ops;
   for (int32_t i = 0; i < m->n_ops; i++) {
-    int32_t st = psim_strategy_layer_stage(s, m->ops[i].layer);
+    int32_t st = psim_strategy_layer_stage(s, psim_strategy_op_layer(s, m, i));
     if (st < 0)
       return psim_error(PSIM_EINPUT, "pipeline: layer %d of op '%s' is in no stage",
-                        (int)m->ops[i].layer, m->ops[i].name);
+                        (int)psim_strategy_op_layer(s, m, i), m->ops[i].name);
     PSIM_CHECK(psim_mesh_op_config(&s->mesh, m, i, s->stages[st].devices, s->stages[st].n_devices,
                                    &s->ops[i]));
     s->ops[i].stage = st;
