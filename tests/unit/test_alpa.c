@@ -521,6 +521,118 @@ START_TEST(layer_starts_read_and_refused) {
 }
 END_TEST
 
+/* ---- issue 21: the expert dim and the query sequence as ILP choices ---- */
+
+/* Disallows every strategy of L that splits a dim of role r on some axis of
+ * an op the predicate `only` accepts (NULL: every op); returns how many. */
+static int forbid_role(psim_sh_layer *L, psim_role r, bool (*only)(const psim_op *)) {
+  int n = 0;
+  for (int32_t g = 0; g < L->n_groups; g++) {
+    const psim_op *op = &L->m->ops[L->ops[L->root[g]]];
+    if (only && !only(op))
+      continue;
+    for (int32_t k = 0; k < L->n_strats[g]; k++)
+      for (int a = 0; a < 2; a++) {
+        int32_t d = psim_sh_model_dim(op, L->strats[g][k], a);
+        if (d >= 0 && L->m->dims[d].role == r && L->allowed[g][k]) {
+          L->allowed[g][k] = 0;
+          n++;
+        }
+      }
+  }
+  return n;
+}
+
+/* The layer ILP re-solved under L->allowed: its objective. */
+static double resolve(const psim_sh_layer *L) {
+  psim_ilp_problem prob;
+  psim_sh_layer_problem(L, &prob);
+  psim_ilp_solution sol;
+  psim_ilp_solution_init(&sol);
+  ck_assert_msg(psim_ilp_solve(&prob, NULL, &sol) == PSIM_OK, "%s", psim_error_message());
+  ck_assert(sol.optimal);
+  double v = sol.objective;
+  psim_ilp_solution_destroy(&sol);
+  return v;
+}
+
+/* The layer-1 ILP of m on one axis of the 8 GPUs of a DGX A100 (micro-batch
+ * mb): every op `pick` accepts (want of them) splits a dim of role r, and the
+ * ILP without those strategies on those ops is slower. */
+static void ilp_picks_role(const psim_model *m, int64_t mb, bool (*pick)(const psim_op *),
+                           psim_role r, int want) {
+  psim_cluster c;
+  cluster(&c, TOPO "dgx-a100-x1.json");
+  static psim_sh_mesh mesh;
+  psim_sh_layer L;
+  psim_ilp_solution sol;
+  ck_assert_msg(psim_alpa_layer_ilp(m, &c, 1, 1, 8, mb, 1, &mesh, &L, &sol) == PSIM_OK, "%s",
+                psim_error_message());
+  ck_assert(sol.optimal);
+  int seen = 0;
+  for (int32_t i = 0; i < L.n_ops; i++) {
+    const psim_op *op = &m->ops[L.ops[i]];
+    if (!pick(op))
+      continue;
+    int32_t d = psim_sh_model_dim(op, psim_sh_op_strat(&L, &mesh, mb, sol.choice, i), 1);
+    ck_assert_msg(d >= 0 && m->dims[d].role == r, "%s splits %s", op->name,
+                  d >= 0 ? m->dims[d].name : "nothing");
+    seen++;
+  }
+  ck_assert_int_eq(seen, want);
+  ck_assert_int_gt(forbid_role(&L, r, pick), 0);
+  double without = resolve(&L);
+  ck_assert_msg(without > sol.objective * (1 + 1e-6), "with %.9g s, without %.9g s", sol.objective,
+                without);
+  psim_ilp_solution_destroy(&sol);
+  psim_sh_layer_destroy(&L);
+  psim_cluster_destroy(&c);
+}
+
+static bool expert_gemm(const psim_op *op) {
+  return ends_with(op->name, ".fc1") || ends_with(op->name, ".fc2");
+}
+
+/* A MoE layer (8 experts, GShard's dispatch and combine): the expert GEMMs
+ * split the expert dim (expert parallelism: each GPU one expert's weights,
+ * the dispatch's all-to-all moving the tokens). */
+START_TEST(ilp_splits_the_expert_dim) {
+  psim_gen_tf_opts g;
+  psim_gen_moe_opts_init(&g);
+  g.layers = 2;
+  g.hidden = 1024;
+  g.heads = 16;
+  g.seq = 1024;
+  g.batch = 16;
+  g.experts = 8;
+  cJSON *j = NULL;
+  ck_assert(psim_gen_moe(&g, &j) == PSIM_OK);
+  psim_model m;
+  psim_model_init(&m);
+  ck_assert_msg(psim_model_from_json("moe", j, &m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(j);
+  ilp_picks_role(&m, 16, expert_gemm, PSIM_ROLE_EXPERT, 2);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+static bool attention_core(const psim_op *op) {
+  return ends_with(op->name, ".scores") || ends_with(op->name, ".softmax") ||
+         ends_with(op->name, ".context") || ends_with(op->name, ".attn_dropout");
+}
+
+/* Long context: one sequence of 16k tokens, 4 heads (neither the batch nor
+ * the heads divide 8 ways): the attention core splits the query sequence
+ * (context parallelism with the K/V gathered, the resharding edges charging
+ * the all-gather). */
+START_TEST(ilp_splits_the_sequence_at_long_context) {
+  psim_model m;
+  gpt(&m, 2, 1024, 4, 16384, 1);
+  ilp_picks_role(&m, 1, attention_core, PSIM_ROLE_SEQUENCE, 4);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("alpa");
   TCase *t = tcase_create("alpa");
@@ -534,6 +646,8 @@ int main(void) {
   tcase_add_test(t, slow_stage_gets_fewer_layers);
   tcase_add_test(t, clustered_graph_pipelines);
   tcase_add_test(t, layer_starts_read_and_refused);
+  tcase_add_test(t, ilp_splits_the_expert_dim);
+  tcase_add_test(t, ilp_splits_the_sequence_at_long_context);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
