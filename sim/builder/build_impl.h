@@ -380,6 +380,10 @@ psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d);
 /* A transfer src -> d: inside a stage, it keeps folding only between two devices of one
  * exchange block (fold_block > 1, fold_blocks.c). */
 void psim_build_fold_check_transfer(psim_build *b, int pipeline, int32_t src, int32_t d);
+/* Exchange blocks (locals.c): d's group has one member in every block of its stage, all at one
+ * offset, and its concurrent groups partition the stage, so each of them has a member in every
+ * simulated block and is built itself: d is then costed alone, as unfolded. */
+bool psim_build_fold_peers_built(const psim_build *b, const psim_coll_desc *d);
 /* Whether some op splits an expert-role dim (fold_blocks.c): its all-to-all crosses the
  * positions of a stage, so folding takes whole exchange blocks. */
 bool psim_build_fold_needs_blocks(const psim_build *b);

@@ -44,13 +44,12 @@ bool psim_build_fold_needs_blocks(const psim_build *b) {
  * gather picks its source: the first replica of that shard). */
 static int32_t canonical_shard(const psim_build *b, int32_t x, int32_t sh, int32_t t) {
   const psim_op *op = &b->m->ops[x];
-  const psim_op_config *cfg = &b->s->ops[x];
-  int32_t coord[PSIM_MAX_OP_DIMS];
-  psim_build_shard_coords(op, cfg, sh, coord);
-  for (int32_t i = 0; i < op->n_dims; i++)
-    if (!psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
-      coord[i] = 0;
-  return psim_build_shard_index(op, cfg, coord);
+  const int32_t *deg = b->s->ops[x].degree;
+  int32_t out = 0, mul = 1;
+  for (int32_t i = op->n_dims - 1; i >= 0; mul *= deg[i], sh /= deg[i], i--)
+    if (psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
+      out += sh % deg[i] * mul;
+  return out;
 }
 
 typedef struct blk_scan {

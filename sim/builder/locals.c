@@ -533,12 +533,11 @@ static bool block_translates(const psim_build *b, const psim_coll_desc *d, int32
   return *stride > 0;
 }
 
-/* Whether d's group has one member in every block of its stage, all at one offset: then each
- * of its peer groups (the other offsets) has a member in every simulated block and is built
- * itself, and d, whose peers the build could not place, is costed alone, as unfolded. */
-static bool across_blocks(const psim_build *b, const psim_coll_desc *d) {
+bool psim_build_fold_peers_built(const psim_build *b, const psim_coll_desc *d) {
+  if (!b->folded || b->fold_block <= 1 || d->concurrent_groups <= 1)
+    return false;
   int32_t g = b->fold_block, n_pos = b->s->stages[0].n_devices, p0 = b->fold_pos[d->devices[0]];
-  if (p0 < 0 || d->n != n_pos / g)
+  if (p0 < 0 || d->n != n_pos / g || (int64_t)d->n * d->concurrent_groups != n_pos)
     return false;
   uint64_t seen = 0;
   for (int32_t i = 0; i < d->n; i++) {
@@ -577,7 +576,7 @@ psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
   if (d->group_stride == 0 && b->fold_block > 1) {
     bool applies;
     PSIM_CHECK(block_peers(b, d, &applies));
-    if (applies || across_blocks(b, d))
+    if (applies)
       return PSIM_OK;
   }
   if (d->group_stride == 0) {

@@ -4,8 +4,9 @@
 # tokens inside each stage (all-to-all), which used to decline folding (every device
 # simulated). Folded by blocks of positions (one expert-data-parallel rank's etp x ep x tp
 # devices), every figure must stay the unfolded one to the last bit (all but the "sim"
-# object), under skewed (the default) and uniform routing; the blocks that fill a node must
-# fold (fewer devices simulated than the cluster has).
+# object), under skewed (the default maxvio:0.72, zipf:1) and uniform routing; the cases marked
+# must_fold simulate fewer devices than the cluster has (before fold_blocks.c every one of
+# them simulated all 32).
 # shellcheck source=tests/cli/lib.bash
 source "$(dirname "$0")/lib.bash"
 cd "$ROOT" || exit 1
@@ -15,22 +16,25 @@ run model qwen3-moe --layers 4 --hidden 512 --heads 8 --kv-heads 4 --seq 1024 --
   --batch 64 --experts 16 --top-k 2 --moe-ffn 256 -o "$M"
 run cluster dgx-h100 --nodes 4
 cp "$OUT" "$C"
-# tp pp dp ep etp must_fold: 32 H100s in 4 DGX nodes
-for c in "1 2 16 8 1 1" "1 1 32 8 1 1" "2 1 16 8 1 1" "1 2 16 4 1 0" "2 2 8 4 2 0"; do
-  read -r tp pp dp ep etp must <<<"$c"
+# tp pp dp ep etp micro-batch recompute zero must_fold: 32 H100s in 4 DGX nodes
+for c in "1 2 16 8 1 1 full 1 1" "1 1 32 8 1 1 full 1 1" "2 1 16 8 1 1 full 1 1" \
+  "1 2 16 4 1 1 full 1 1" "2 2 8 4 2 1 full 1 1" "4 2 4 4 1 1 full 1 1" "2 4 4 2 1 1 full 1 1" \
+  "2 2 8 4 1 2 selective 0 1" "1 2 16 8 1 2 none 3 1" "4 2 4 4 4 1 full 1 0" \
+  "2 2 8 16 1 1 full 1 0"; do
+  read -r tp pp dp ep etp mb rc zero must <<<"$c"
   sp=false
   [ "$tp" -gt 1 ] && sp=true
-  printf '{"format": "plansim.strategy/1", "template": "megatron", "tp": %s, "pp": %s, "dp": %s, "ep": %s, "etp": %s, "micro_batch": 1, "recompute": "full", "sequence_parallel": %s, "zero": 1}\n' \
-    "$tp" "$pp" "$dp" "$ep" "$etp" "$sp" >"$S"
-  for routing in default uniform; do
+  printf '{"format": "plansim.strategy/1", "template": "megatron", "tp": %s, "pp": %s, "dp": %s, "ep": %s, "etp": %s, "micro_batch": %s, "recompute": "%s", "sequence_parallel": %s, "zero": %s}\n' \
+    "$tp" "$pp" "$dp" "$ep" "$etp" "$mb" "$rc" "$sp" "$zero" >"$S"
+  for routing in default uniform zipf:1; do
     r=()
-    [ "$routing" = uniform ] && r=(--routing uniform)
+    [ "$routing" != default ] && r=(--routing "$routing")
     run simulate "$M" "$C" "$S" --json "${r[@]}"
     cp "$OUT" "$TEST_TMP/f.json"
     folded=$(jq -c '[.sim.folded, .sim.simulated_devices]' "$TEST_TMP/f.json")
     run simulate "$M" "$C" "$S" --json --no-fold "${r[@]}"
     cp "$OUT" "$TEST_TMP/u.json"
-    name="tp $tp pp $pp dp $dp ep $ep etp $etp, $routing routing: folded $folded"
+    name="tp $tp pp $pp dp $dp ep $ep etp $etp mb $mb $rc zero $zero, $routing routing: folded $folded"
     if [ "$(jq -cS 'del(.sim)' "$TEST_TMP/f.json")" != "$(jq -cS 'del(.sim)' "$TEST_TMP/u.json")" ]; then
       not_ok "$name equals --no-fold" "$(diff <(jq -S 'del(.sim)' "$TEST_TMP/f.json") \
         <(jq -S 'del(.sim)' "$TEST_TMP/u.json") | head -20)"
