@@ -362,8 +362,8 @@ static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *x
       continue;
     }
     cache->served[id] = 1;
-    psim_build_fold_check_transfer(b, pipeline);
     int32_t src = cx->devices[id * cx->replicas];
+    psim_build_fold_check_transfer(b, pipeline, src, d);
     elems *= psim_routing_bytes_scale(b, t, &regs[sh], r); /* MoE: the routed tokens */
     double bytes = elems * (double)psim_dtype_bytes(ten->dtype);
     if (exchange) /* a MoE all-to-all: added in rounds (flush_exchange) */
