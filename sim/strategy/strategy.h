@@ -77,6 +77,8 @@ typedef struct psim_template_info {
    * ep = --expert-model-parallel-size, etp = --expert-tensor-parallel-size,
    * cp = --context-parallel-size. */
   int32_t ep, etp, cp;
+  /* Megatron-Core --decoder-first/last-pipeline-num-layers (0 = even split) */
+  int32_t first_stage_layers, last_stage_layers;
 } psim_template_info;
 
 typedef struct psim_ps_config {
@@ -162,7 +164,25 @@ typedef struct psim_strategy {
   psim_template_info tmpl;
   psim_mesh mesh; /* the mesh + layout the per-op configs default to (to_json) */
   psim_checkpoint checkpoint;
+  /* Per-op layer override (the explicit form's pipeline.layer_starts; NULL: the model's
+   * layers): op i is in layer op_layer[i] of n_op_layers, each layer a contiguous range of
+   * ops in model (topological) order. Stages cover these layers. Only for models without
+   * repeated blocks, where the builder's per-layer rules (recomputation, ZeRO units) are
+   * inert or also follow the ops' stages. The Alpa optimizer's layer clustering writes it
+   * for graphs without layer indices. */
+  int32_t *op_layer;
+  int32_t n_op_layers;
 } psim_strategy;
+
+/* The layer op `op` is in under s (its override, else the model's). */
+static inline int32_t psim_strategy_op_layer(const psim_strategy *s, const psim_model *m,
+                                             int32_t op) {
+  return s->op_layer ? s->op_layer[op] : m->ops[op].layer;
+}
+/* The number of layers the stages of s cover. */
+static inline int32_t psim_strategy_n_layers(const psim_strategy *s, const psim_model *m) {
+  return s->op_layer ? s->n_op_layers : m->n_layers;
+}
 
 void psim_strategy_init(psim_strategy *s);
 void psim_strategy_destroy(psim_strategy *s);
@@ -272,6 +292,21 @@ bool psim_strategy_equal(const psim_strategy *a, const psim_strategy *b);
  * blocks splits all its layers. O(ops). */
 psim_status psim_strategy_split_layers(const psim_model *m, int32_t n, bool require_even,
                                        psim_stage *stages);
+/* Layers of the model's repeated blocks (the transformer layers a pipeline split
+ * divides; 0 never: a model without blocks counts all its layers). O(ops). */
+int32_t psim_strategy_block_layer_count(const psim_model *m);
+/* As psim_strategy_split_layers with the block layers of each chunk given: sizes[c] >= 1,
+ * summing to psim_strategy_block_layer_count. O(ops + n). */
+psim_status psim_strategy_split_sizes(const psim_model *m, int32_t n, const int32_t *sizes,
+                                      psim_stage *stages);
+/* Megatron-Core's uneven split (--decoder-first/last-pipeline-num-layers, core_v0.15.0
+ * transformer_config.py and transformer_block.py get_num_layers_to_build): transformer
+ * layers of each of the pp * v chunks in pipeline order (chunk c on stage c % pp) for
+ * count layers with first / last (0 = not set) on the first / last stage. Errors name the
+ * key: first and last multiples of v, pp > 1, the middle layers dividing evenly over the
+ * middle stages x v, at least one layer per chunk. O(pp * v). */
+psim_status psim_megatron_chunk_layers(int32_t count, int32_t pp, int32_t v, int32_t first,
+                                       int32_t last, int32_t *sizes);
 /* Sets every op's config from s->mesh over the devices of the stage holding
  * the op's layer (s->stages, n_stages, virtual_stages set; s->ops allocated
  * here). O(ops * devices per stage). */
