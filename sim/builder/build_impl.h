@@ -16,6 +16,7 @@
 
 #include "costdb/cost.h"
 #include "sim/builder/build.h"
+#include "sim/builder/routing.h"
 #include "sim/core/hashmap.h"
 #include "sim/engine/collective.h"
 #include "sim/engine/simulation.h"
@@ -286,6 +287,8 @@ static inline void psim_build_tensor_region(const psim_build *b, int32_t o, int3
       r->hi[j] = r->lo[j] + psim_shard_size(n, cfg->degree[i], coord[i]);
     }
   }
+  if (op->kind == PSIM_OP_DISPATCH || op->kind == PSIM_OP_COMBINE) /* MoE: a token split */
+    psim_routing_token_region(b, o, coord, t, r);
 }
 
 /* Elements of the intersection of two regions of a tensor of rank n. */
@@ -354,6 +357,9 @@ static inline uint32_t psim_build_partial_mask(const psim_build *b, int32_t o, i
   for (int32_t i = 0; i < op->n_dims; i++) {
     if (cfg->degree[i] == 1 || psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
       continue;
+    if ((op->kind == PSIM_OP_DISPATCH || op->kind == PSIM_OP_COMBINE) &&
+        psim_routing_token_dim(b->m, op, t, op->dims[i].dim))
+      continue; /* MoE: a token shard's slice of the capacity dim, no partial sum */
     if (dir == PSIM_DIR_BWD || op->dims[i].use == PSIM_USE_CONTRACTED)
       mask |= 1u << i;
   }

@@ -206,8 +206,9 @@ static int32_t region_id(const psim_build *b, int32_t x, int32_t sh, int32_t t) 
   const psim_op_config *cfg = &b->s->ops[x];
   int32_t coord[PSIM_MAX_OP_DIMS];
   psim_build_shard_coords(op, cfg, sh, coord);
-  for (int32_t i = 0; i < op->n_dims; i++)
-    if (!psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
+  for (int32_t i = 0; i < op->n_dims; i++) /* a MoE token shard holds its own capacity slice */
+    if (!psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim) &&
+        !psim_routing_token_dim(b->m, op, t, op->dims[i].dim))
       coord[i] = 0;
   return psim_build_shard_index(op, cfg, coord);
 }
@@ -327,12 +328,32 @@ static psim_status flush_exchange(psim_build *b) {
   return st;
 }
 
+/* Partial sums that each source of a gather reduces in its group before it
+ * sends (connect_partial): the reduction of output `slot` over `mask`. */
+typedef struct reduced_src {
+  int32_t slot;
+  uint32_t mask;
+  int dir;
+} reduced_src;
+
+/* The task a transfer of X's data from X's entry `entry` waits for: X's task
+ * there, or (red) the reduction of that entry's group. */
+static psim_status source_task(psim_build *b, int32_t x, int32_t t, int32_t *xt, int32_t entry,
+                               int32_t mu, const reduced_src *red, int32_t *from) {
+  if (!red) {
+    *from = psim_build_src_task(b, xt, x, b->s->ops[x].devices[entry], mu);
+    return PSIM_OK;
+  }
+  return reduction(b, x, red->slot, t, xt, entry, red->mask, mu, red->dir, false, from);
+}
+
 /* Transfers that bring region r of tensor t to device d from X's shards (one
  * source per distinct region, the local copy when d holds one). Returns the
- * barrier task that completes when everything has arrived. */
+ * barrier task that completes when everything has arrived. red: X's view of
+ * t is a partial sum that each source reduces first (NULL: none). */
 static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *xt,
                                  const psim_region *r, int32_t d, int32_t mu, int pipeline,
-                                 int32_t *arrived) {
+                                 const reduced_src *red, int32_t *arrived) {
   const psim_op_config *cx = &b->s->ops[x];
   const psim_tensor *ten = &b->m->tensors[t];
   int32_t n_shards = cx->n_devices / cx->replicas;
@@ -366,11 +387,12 @@ static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *x
     psim_build_fold_check_transfer(b, pipeline, src, d);
     elems *= psim_routing_bytes_scale(b, t, &regs[sh], r); /* MoE: the routed tokens */
     double bytes = elems * (double)psim_dtype_bytes(ten->dtype);
+    int32_t from;
+    PSIM_CHECK(source_task(b, x, t, xt, id * cx->replicas, mu, red, &from));
     if (exchange) /* a MoE all-to-all: added in rounds (flush_exchange) */
-      PSIM_CHECK(defer_transfer(b, x, psim_build_src_task(b, xt, x, src, mu), src, d, bytes, mu,
-                                *arrived));
+      PSIM_CHECK(defer_transfer(b, x, from, src, d, bytes, mu, *arrived));
     else
-      PSIM_CHECK(add_transfer(b, x, xt, src, d, bytes, mu, pipeline, *arrived));
+      PSIM_CHECK(add_transfer_after(b, x, from, src, d, bytes, mu, pipeline, *arrived));
   }
   return PSIM_OK;
 }
@@ -591,12 +613,17 @@ static psim_status connect_partial(psim_build *b, int32_t x, int32_t slot, int32
   bool scatter = fabs(ratio - k_red) < 0.5 && cx->devices[e] == ly->device;
   int32_t exit;
   PSIM_CHECK(reduction(b, x, slot, t, xt, e, mask, mu, dir, scatter, &exit));
-  if (cx->devices[e] == ly->device) {
+  bool local = cx->devices[e] == ly->device;
+  if (local && psim_build_overlap(&rx, ry, ten->rank) == psim_build_region_elems(ry, ten->rank)) {
     b->reduce_local = true;
     return psim_tg_add_edge(&b->g, exit, to);
   }
+  /* Y needs more than the local sums hold (a MoE combine whose experts are
+   * split over etp: the other experts' reduced tokens, the all-to-all) */
+  reduced_src red = {slot, mask, dir};
   int32_t arrived;
-  PSIM_CHECK(gather_region(b, x, t, xt, ry, ly->device, mu, pipeline, &arrived));
+  PSIM_CHECK(
+      gather_region(b, x, t, xt, ry, ly->device, mu, pipeline, local ? &red : NULL, &arrived));
   PSIM_CHECK(psim_tg_add_edge(&b->g, exit, arrived));
   return psim_tg_add_edge(&b->g, arrived, to);
 }
@@ -643,7 +670,7 @@ static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32
   uint64_t k2 = ((uint64_t)(uint32_t)ly->device << 32) | (uint32_t)(dir == PSIM_DIR_BWD ? y : t);
   int32_t arrived = psim_bcache_get(cache, k1, k2);
   if (arrived < 0) {
-    PSIM_CHECK(gather_region(b, x, t, xt, &ry, ly->device, mu, pipeline, &arrived));
+    PSIM_CHECK(gather_region(b, x, t, xt, &ry, ly->device, mu, pipeline, NULL, &arrived));
     PSIM_CHECK(psim_build_keep(b, cache, k1, k2, arrived));
   }
   return psim_tg_add_edge(&b->g, arrived, to);

@@ -236,6 +236,43 @@ double psim_routing_bytes_scale(const psim_build *b, int32_t t, const psim_regio
   return load_ratio(&ml, lo, hi);
 }
 
+/* The routed tensor of a dispatch or combine (its [batch, expert, capacity,
+ * ...] side), its token tensor, or -1 when op is neither. */
+static int32_t routed_tensor(const psim_op *op, int32_t *tok) {
+  bool disp = op->kind == PSIM_OP_DISPATCH;
+  if (!disp && op->kind != PSIM_OP_COMBINE)
+    return -1;
+  *tok = disp ? op->in[0] : op->out[0];
+  return disp ? op->out[0] : op->in[0];
+}
+
+bool psim_routing_token_dim(const psim_model *m, const psim_op *op, int32_t t, int32_t d) {
+  int32_t tok = -1;
+  return routed_tensor(op, &tok) == t && psim_build_dim_in_tensor(&m->tensors[tok], d) &&
+         !psim_build_dim_in_tensor(&m->tensors[t], d);
+}
+
+void psim_routing_token_region(const psim_build *b, int32_t o, const int32_t *coord, int32_t t,
+                               psim_region *r) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  const psim_tensor *ten = &b->m->tensors[t];
+  int32_t tok = -1, jc = -1;
+  if (routed_tensor(op, &tok) != t)
+    return;
+  for (int32_t j = 0; j < ten->rank; j++) /* the capacity dim: neither a token's nor an expert */
+    if (!psim_build_dim_in_tensor(&b->m->tensors[tok], ten->dims[j]) &&
+        b->m->dims[ten->dims[j]].role != PSIM_ROLE_EXPERT)
+      jc = j;
+  for (int32_t i = 0; i < op->n_dims && jc >= 0; i++) {
+    if (cfg->degree[i] == 1 || !psim_routing_token_dim(b->m, op, t, op->dims[i].dim))
+      continue;
+    int64_t n = r->hi[jc] - r->lo[jc];
+    r->lo[jc] += psim_build_shard_offset(n, cfg->degree[i], coord[i]);
+    r->hi[jc] = r->lo[jc] + psim_shard_size(n, cfg->degree[i], coord[i]);
+  }
+}
+
 bool psim_routing_expert_tensor(const psim_model *m, int32_t t) {
   const psim_tensor *ten = &m->tensors[t];
   for (int32_t j = 0; j < ten->rank; j++)

@@ -80,6 +80,22 @@ void psim_routing_shard_extents(const struct psim_build *b, int32_t o, int32_t s
  * routed tokens (1 when t has no expert and capacity dims). */
 double psim_routing_bytes_scale(const struct psim_build *b, int32_t t, const struct psim_region *a,
                                 const struct psim_region *c);
+/* A MoE dispatch's or combine's tokens under a split of the sequence (context
+ * or sequence parallelism): the dims of its token tensor (dispatch: input 0,
+ * combine: output 0) that its routed tensor [batch, expert, capacity, ...]
+ * lacks are its token dims; a shard of them holds its own tokens, so its view
+ * of the routed tensor is its slice of the capacity dim (shard s of p along
+ * a token dim: [C s / p, C (s + 1) / p)), and its gradient there is no
+ * partial sum. Megatron-Core's dispatchers route each rank's local tokens
+ * (MoEAlltoAllTokenDispatcher: the tokens of its sequence shard under cp and
+ * sequence parallelism). */
+/* Whether op's dim d is a token dim of op's routed tensor t (false unless op
+ * is a dispatch or combine and t its routed tensor). O(rank). */
+bool psim_routing_token_dim(const psim_model *m, const psim_op *op, int32_t t, int32_t d);
+/* Narrows region r of tensor t, as op o's shard with coordinates coord sees it, to the
+ * shard's capacity slice when o splits a token dim of its routed tensor t. */
+void psim_routing_token_region(const struct psim_build *b, int32_t o, const int32_t *coord,
+                               int32_t t, struct psim_region *r);
 /* Whether tensor t has a dim of role expert (a MoE layer's routed tokens:
  * its gathers are the dispatch's or combine's all-to-all). O(rank). */
 bool psim_routing_expert_tensor(const psim_model *m, int32_t t);

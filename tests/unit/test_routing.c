@@ -89,19 +89,31 @@ static void load_cluster(psim_cluster *c, double bw) {
   cJSON_Delete(doc);
 }
 
-/* Data parallel over EP devices; the experts split EP ways (one per device). */
-static void setup(fixture *f, bool dropless, double bw) {
+/* Data parallel over EP devices; the expert kernels split as `split` (a JSON object), plus
+ * `more` (further "op": {...} entries, or ""). */
+static void setup_ops(fixture *f, bool dropless, double bw, const char *split, const char *more) {
   load_model(&f->m, dropless);
   load_cluster(&f->c, bw);
-  const char *js =
-      "{\"format\":\"plansim.strategy/1\",\"mesh\":{\"axes\":{\"dp\":8}},\"layout\":{\"batch\":"
-      "\"dp\"},\"ops\":{\"layer.*.fc1\":{\"split\":{\"expert\":8}},\"layer.*.fc2\":{\"split\":{"
-      "\"expert\":8}},\"layer.*.gelu\":{\"split\":{\"expert\":8}}}}";
+  char js[1024];
+  snprintf(js, sizeof js,
+           "{\"format\":\"plansim.strategy/1\",\"mesh\":{\"axes\":{\"dp\":8}},\"layout\":{"
+           "\"batch\":\"dp\"},\"ops\":{%s\"layer.*.fc1\":{\"split\":%s},\"layer.*.fc2\":{"
+           "\"split\":%s},\"layer.*.gelu\":{\"split\":%s}}}",
+           more, split, split, split);
   cJSON *doc = cJSON_Parse(js);
   psim_strategy_init(&f->s);
   ck_assert_msg(psim_strategy_from_json("s", doc, &f->m, &f->c, &f->s) == PSIM_OK, "%s",
                 psim_error_message());
   cJSON_Delete(doc);
+}
+
+static void setup_split(fixture *f, bool dropless, double bw, const char *split) {
+  setup_ops(f, dropless, bw, split, "");
+}
+
+/* The experts split EP ways (one per device). */
+static void setup(fixture *f, bool dropless, double bw) {
+  setup_split(f, dropless, bw, "{\"expert\":8}");
 }
 
 static void teardown(fixture *f) {
@@ -254,6 +266,86 @@ START_TEST(zipf_alltoall_bytes_follow_routed_tokens) {
 }
 END_TEST
 
+/* Expert tensor parallelism: the expert GEMMs split over 4 expert groups x 2 ffn shards (etp
+ * 2), so fc2's output is a partial sum over ffn. The combine still needs, on each device, its
+ * batch shard's tokens of every expert: the ffn pair of each expert group all-reduces, then
+ * each of the 3 other groups sends the device (BATCH / EP) (EP / 4) MEAN HIDDEN elements (the
+ * all-to-all), each transfer after its source group's reduction. Before the fix the combine
+ * read only its own group's experts: no transfer. */
+START_TEST(etp_combine_alltoall) {
+  const double bw = 100e9;
+  fixture f;
+  setup_split(&f, true, bw, "{\"expert\":4,\"ffn\":2}");
+  psim_sim_result r;
+  simulate(&f, "uniform", &r);
+  int32_t fc2 = op_named(&f.m, "layer.0.fc2");
+  const psim_taskgraph *g = r.graph;
+  double bytes = 0, red_end = 0, first = INFINITY;
+  int n = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    if (g->info[i].op != fc2 || g->info[i].pass != PSIM_TP_COMM_TP)
+      continue;
+    if (g->info[i].kind == PSIM_TASK_COLLECTIVE &&
+        r.schedule->start_s[i] < 0.5 * r.iteration_time_s)
+      red_end = fmax(red_end, r.schedule->end_s[i]);
+    if (g->info[i].kind == PSIM_TASK_TRANSFER) {
+      bytes += g->duration_s[i] * bw;
+      first = fmin(first, r.schedule->start_s[i]);
+      n++;
+    }
+  }
+  double esize = psim_dtype_bytes(f.m.tensors[f.m.ops[fc2].out[0]].dtype);
+  double want = EP * 3 * ((double)BATCH / EP) * (EP / 4) * MEAN * HIDDEN * esize;
+  ck_assert_int_eq(n, EP * 3);
+  ck_assert_msg(fabs(bytes / want - 1) < 1e-9, "%g bytes, closed form %g", bytes, want);
+  ck_assert_msg(red_end > 0 && first >= red_end * (1 - 1e-12), "first transfer %g s, reduced %g s",
+                first, red_end);
+  psim_sim_result_destroy(&r);
+  teardown(&f);
+}
+END_TEST
+
+/* Dispatch and combine split over batch 4 x sequence 2 (context or sequence parallelism): each
+ * shard routes its own tokens, MEAN / 2 per expert per sample, so the device of expert e
+ * receives (BATCH / 4) (MEAN / 2) HIDDEN elements from each of the 7 shards it does not hold
+ * (the all-to-all), and the combine's gradient is no partial sum over the sequence (no
+ * all-reduce). Before, both sequence shards of a batch shard claimed all its tokens: a
+ * receiver holding one shard took the other's tokens as local (6/7 of the bytes), and the
+ * combine's backward all-reduced over the sequence split. */
+START_TEST(sequence_split_dispatch_exchanges_tokens) {
+  const double bw = 100e9;
+  fixture f;
+  setup_ops(&f, true, bw, "{\"expert\":8}",
+            "\"layer.*.dispatch\":{\"split\":{\"batch\":4,\"seq\":2}},"
+            "\"layer.*.combine\":{\"split\":{\"batch\":4,\"seq\":2}},");
+  psim_sim_result r;
+  simulate(&f, "uniform", &r);
+  int32_t disp = op_named(&f.m, "layer.0.dispatch"), comb = op_named(&f.m, "layer.0.combine");
+  const psim_taskgraph *g = r.graph;
+  double bytes = 0, bwd = INFINITY; /* the forward's transfers start before any backward kernel */
+  int n = 0, colls = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].pass == PSIM_TP_BWD)
+      bwd = fmin(bwd, r.schedule->start_s[i]);
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    if (g->info[i].kind == PSIM_TASK_TRANSFER && g->info[i].op == disp &&
+        r.schedule->start_s[i] < bwd) {
+      bytes += g->duration_s[i] * bw;
+      n++;
+    }
+    colls += g->info[i].kind == PSIM_TASK_COLLECTIVE && g->info[i].op == comb &&
+             g->info[i].pass == PSIM_TP_COMM_TP;
+  }
+  double esize = psim_dtype_bytes(f.m.tensors[f.m.ops[disp].out[0]].dtype);
+  double want = EP * 7 * ((double)BATCH / 4) * (MEAN / 2.0) * HIDDEN * esize;
+  ck_assert_int_eq(n, EP * 7);
+  ck_assert_msg(fabs(bytes / want - 1) < 1e-9, "%g bytes, closed form %g", bytes, want);
+  ck_assert_int_eq(colls, 0);
+  psim_sim_result_destroy(&r);
+  teardown(&f);
+}
+END_TEST
+
 /* Capacity factor 1: the hot experts compute their capacity (MEAN) and no
  * more, the cold ones their routed tokens; the load never exceeds capacity. */
 START_TEST(capacity_caps_the_load) {
@@ -351,6 +443,8 @@ int main(void) {
   tcase_add_test(tc, alltoall_uniform_is_pairwise_exchange);
   tcase_add_test(tc, zipf_compute_follows_routed_tokens);
   tcase_add_test(tc, zipf_alltoall_bytes_follow_routed_tokens);
+  tcase_add_test(tc, etp_combine_alltoall);
+  tcase_add_test(tc, sequence_split_dispatch_exchanges_tokens);
   tcase_add_test(tc, capacity_caps_the_load);
   tcase_add_test(tc, bad_routing_refused);
   tcase_add_test(tc, grouped_gemm_tile_quantisation);
