@@ -14,8 +14,9 @@
 
 const char psim_cmd_cluster_help[] =
     "Writes a plansim.cluster/1 file (hierarchical form) for a known machine. PRESET is\n"
-    "one of: dgx-a100-80g, dgx-a100-40g, dgx-h100, dgx-h200, dgx-b200 (8 GPUs on NVSwitch,\n"
-    "one InfiniBand NIC per GPU), gb200-nvl72, gb300-nvl72 (one 72-GPU NVLink domain per\n"
+    "one of: dgx-a100-80g, dgx-a100-40g, dgx-h100, dgx-h200, dgx-b200, dgx-b300 (8 GPUs on\n"
+    "NVSwitch, one InfiniBand NIC per GPU), gb200-nvl72, gb300-nvl72 (one 72-GPU NVLink domain "
+    "per\n"
     "node), dgx1-v100 (hybrid cube mesh, 4 EDR NICs), p100-nvlink (4\n"
     "P100 on NVLink, 1 EDR NIC), k80-pcie, pcie-box (GPUs behind PCIe switches), cpu\n"
     "(this machine's cores). Nodes are joined by a non-blocking fat tree unless\n"

@@ -87,6 +87,13 @@ typedef struct preset {
  *   GPUs, NVLink 130 TB/s; one ConnectX-8 SuperNIC of 800 Gb/s per GPU
  *   (written as 36 x 1.6 Tb/s as above), whose host interface is PCIe Gen6
  *   x16 (ConnectX-8 SuperNIC data sheet); scalable unit of 8 racks.
+ * DGX B300: DGX B300 data sheet: 8 Blackwell Ultra GPUs on NVLink 5
+ *   switches, 1.8 TB/s per GPU both directions (14.4 TB/s per system); 8
+ *   single-port ConnectX-8 SuperNICs at 800 Gb/s for the compute fabric (HGX
+ *   B300 data sheet: networking 1.6 TB/s both directions = 8 x 800 Gb/s),
+ *   whose host interface is PCIe Gen6 x16 (ConnectX-8 SuperNIC data sheet);
+ *   scalable unit of 32 nodes as for DGX B200 (assumed: the DGX SuperPOD
+ *   B300 reference architecture was not read).
  * CPU: this machine's cores (sim/ir/device_types.c), one shared memory bus per
  *   node, 25 Gb/s Ethernet; 10 us per Ethernet hop (typical kernel TCP
  *   latency on 25 GbE; estimate). */
@@ -108,6 +115,8 @@ static const preset presets[] = {
      "NVIDIA GB300 NVL72: 72 Blackwell Ultra GPUs (18 trays of 4) in one NVLink 5 domain, 800 "
      "Gb/s per GPU",
      72, "nvswitch", 900e9, 0, 36, 2 * IB_XDR, 1e-6, PCIE6_X16, 8},
+    {"dgx-b300", "b300", "NVIDIA DGX B300: 8 B300 on NVSwitch (NVLink 5), 8x ConnectX-8 800 Gb/s",
+     8, "nvswitch", 900e9, 0, 8, IB_XDR, 1e-6, PCIE6_X16, 32},
     {"dgx1-v100", "v100", "NVIDIA DGX-1 V100: 8 V100 in a hybrid cube mesh, 4x EDR 100 Gb/s", 8,
      "hybrid_cube_mesh", 25e9, 0, 4, IB_EDR, 1e-6, PCIE3_X16, 16},
     {"p100-nvlink", "p100", "4 P100 per node on all-to-all NVLink, 1x EDR 100 Gb/s", 4,
@@ -121,9 +130,9 @@ static const preset presets[] = {
     {NULL, NULL, NULL, 0, NULL, 0, 0, 0, 0, 0, 0, 0}};
 
 static const char *const names[] = {
-    "dgx-a100-80g", "dgx-a100-40g", "dgx-h100",  "dgx-h200",    "dgx-b200",
-    "gb200-nvl72",  "gb300-nvl72",  "dgx1-v100", "p100-nvlink", "k80-pcie",
-    "pcie-box",     "cpu",          NULL};
+    "dgx-a100-80g", "dgx-a100-40g", "dgx-h100", "dgx-h200",  "dgx-b200",
+    "gb200-nvl72",  "gb300-nvl72",  "dgx-b300", "dgx1-v100", "p100-nvlink",
+    "k80-pcie",     "pcie-box",     "cpu",      NULL};
 
 const char *const *psim_preset_names(void) {
   return names;

@@ -3,7 +3,7 @@
  * A preset writes the hierarchical form of plansim.cluster/1 for a known
  * machine (docs/cluster.md lists them with the source of every figure):
  * dgx-a100-80g dgx-a100-40g dgx-h100 dgx-h200 dgx-b200 gb200-nvl72 gb300-nvl72
- * dgx1-v100 p100-nvlink k80-pcie pcie-box cpu. */
+ * dgx-b300 dgx1-v100 p100-nvlink k80-pcie pcie-box cpu. */
 #ifndef PSIM_PRESETS_H
 #define PSIM_PRESETS_H
 

@@ -145,6 +145,8 @@ static psim_status stats_json(const alpa *A, const alpa_cand *best, psim_search_
   PSIM_CHECK(psim_json_add_number(s, "memo_hit_rate", rate));
   PSIM_CHECK(psim_json_add_number(s, "layer_classes", A->n_classes));
   PSIM_CHECK(psim_json_add_number(s, "candidates_simulated", A->n_top));
+  if (A->op_cluster) /* a graph without layer indices, clustered (cluster_layers.c) */
+    PSIM_CHECK(psim_json_add_number(s, "layer_clusters", A->n_clusters));
   return psim_json_add_number(s, "estimate_s", best ? best->estimate : 0);
 }
 
@@ -153,6 +155,7 @@ psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
   memset(A, 0, sizeof *A);
   pthread_mutex_init(&A->mu, NULL);
   A->m = m;
+  A->m0 = m;
   A->c = c;
   A->o = o;
   int32_t b = m->role_dim[PSIM_ROLE_BATCH];
@@ -168,6 +171,7 @@ psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
   A->blame = psim_calloc((size_t)(n_entries > 0 ? n_entries : 1), 1);
   if (!A->blame)
     return psim_error(PSIM_ENOMEM, "out of memory (--fix)");
+  PSIM_CHECK(psim_alpa_cluster_model(A));
   PSIM_CHECK(layer_classes(A));
   enumerate_meshes(A);
   enumerate_mbs(A);
@@ -194,6 +198,7 @@ void psim_alpa_teardown(alpa *A) {
   psim_free(A->class_of);
   psim_free(A->class_layer);
   psim_alpa_fix_destroy(&A->fix);
+  psim_alpa_cluster_free(A);
   psim_free(A->blame);
   pthread_mutex_destroy(&A->mu);
 }

@@ -119,7 +119,14 @@ static psim_status build_strategy(alpa *A, const alpa_cand *c, psim_strategy *s)
     return psim_error(PSIM_ENOMEM, "out of memory (alpa strategy)");
   s->n_ops = A->m->n_ops;
   PSIM_CHECK(build_stages(A, c, s));
-  return psim_strategy_validate(s, A->m, A->c, "alpa");
+  if (A->op_cluster) { /* the clusters as the layer override, for the caller's model */
+    s->op_layer = psim_malloc((size_t)s->n_ops * sizeof *s->op_layer);
+    if (!s->op_layer)
+      return psim_error(PSIM_ENOMEM, "out of memory (alpa strategy)");
+    memcpy(s->op_layer, A->op_cluster, (size_t)s->n_ops * sizeof *s->op_layer);
+    s->n_op_layers = A->n_clusters;
+  }
+  return psim_strategy_validate(s, A->m0, A->c, "alpa");
 }
 
 /* Megatron-Core's rule for an interleaved schedule (NVIDIA/Megatron-LM
@@ -256,7 +263,7 @@ static void eval_candidate(alpa *A, int32_t i, cand_eval *ev) {
   psim_sim_result_init(&ev->sim);
   ev->st = build_strategy(A, &A->top[i], &ev->s);
   if (ev->st == PSIM_OK)
-    ev->st = psim_simulate(A->m, A->c, &ev->s, A->o->sim, &ev->sim);
+    ev->st = psim_simulate(A->m0, A->c, &ev->s, A->o->sim, &ev->sim);
   if (ev->st != PSIM_OK)
     snprintf(ev->err, sizeof ev->err, "%s", psim_error_message());
   psim_error_clear();

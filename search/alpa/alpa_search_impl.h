@@ -56,7 +56,15 @@ typedef struct alpa_cand {
 } alpa_cand;
 
 typedef struct alpa {
+  /* The model the search plans over: the caller's, or for a graph without layer indices
+   * relayered, a copy whose ops' layers are the clusters of psim_alpa_cluster_layers
+   * (sharing everything but the ops and tensors arrays). Plans are simulated on m0, the
+   * caller's, with the clusters as the strategy's layer override (strategy.h). */
   const psim_model *m;
+  const psim_model *m0;
+  psim_model relayered;
+  int32_t *op_cluster; /* per op: its cluster (the override), NULL when not clustered */
+  int32_t n_clusters;
   psim_cluster *c;
   const psim_search_options *o;
   psim_alpa_fix fix;
@@ -112,6 +120,10 @@ psim_status psim_alpa_point(alpa *A, int32_t cls, int32_t mesh, int32_t mb, int 
                             const alpa_point **out);
 psim_status psim_alpa_solve_jobs(alpa *A, const psim_alpa_ilp_job *jobs, int32_t n);
 void psim_alpa_run_workers(int32_t want, void *(*fn)(void *), void *arg);
+/* cluster_layers.c: for a graph without layer indices (one layer, no repeated blocks, no
+ * --fix) on more than one device, the ops clustered into layers and A->m relayered. */
+psim_status psim_alpa_cluster_model(alpa *A);
+void psim_alpa_cluster_free(alpa *A);
 /* alpa_dp.c: the stage DP over every stage size, micro-batch size and
  * recomputation mode, keeping the best TOP_K candidates in A->top. */
 psim_status psim_alpa_search_all(alpa *A);

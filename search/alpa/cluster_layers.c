@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "search/alpa/alpa_impl.h"
+#include "search/alpa/alpa_search_impl.h"
 #include "sim/core/alloc.h"
 
 /* cut[p] (p = 1..n-1): bytes of activations produced before op p and read
@@ -85,4 +85,78 @@ psim_status psim_alpa_cluster_layers(const psim_model *m, int32_t k, double delt
     backtrack(n, k, from, cluster);
   psim_free(pre), psim_free(cut), psim_free(F), psim_free(from);
   return st;
+}
+
+/* ---- wiring into the optimizer ---- */
+
+/* Alpa's default imbalance tolerance of a layer's FLOPs, DEFAULT_EPS = 0.6
+ * (alpa-projects/alpa, alpa/pipeline_parallel/layer_construction.py). */
+#define CLUSTER_DELTA 0.6
+/* Most clusters: every stage a cluster at most one per device; 16 bounds the
+ * ILPs (one per cluster and mesh; Alpa leaves layer_num to the user). */
+#define MAX_CLUSTERS 16
+
+/* The copy of m0 whose ops and tensors carry the clusters as layers (tensors as
+ * the loader sets them: an op's outputs its layer, other tensors their first
+ * consumer's, sim/ir/model_load_checks.c). */
+static psim_status relayer(alpa *A) {
+  const psim_model *m0 = A->m0;
+  psim_model *r = &A->relayered;
+  *r = *m0;
+  r->ops = psim_malloc((size_t)m0->n_ops * sizeof *r->ops);
+  r->tensors = psim_malloc((size_t)(m0->n_tensors > 0 ? m0->n_tensors : 1) * sizeof *r->tensors);
+  if (!r->ops || !r->tensors)
+    return psim_error(PSIM_ENOMEM, "out of memory (layer clustering)");
+  memcpy(r->ops, m0->ops, (size_t)m0->n_ops * sizeof *r->ops);
+  memcpy(r->tensors, m0->tensors, (size_t)m0->n_tensors * sizeof *r->tensors);
+  for (int32_t t = 0; t < r->n_tensors; t++)
+    r->tensors[t].layer = -1;
+  for (int32_t i = 0; i < r->n_ops; i++) {
+    psim_op *op = &r->ops[i];
+    op->layer = A->op_cluster[i];
+    for (int32_t k = 0; k < op->n_in; k++)
+      if (r->tensors[op->in[k]].layer < 0)
+        r->tensors[op->in[k]].layer = op->layer;
+    for (int32_t k = 0; k < op->n_out; k++)
+      r->tensors[op->out[k]].layer = op->layer;
+  }
+  r->n_layers = A->n_clusters;
+  A->m = r;
+  return PSIM_OK;
+}
+
+psim_status psim_alpa_cluster_model(alpa *A) {
+  const psim_model *m = A->m0;
+  int32_t N = A->c->n_devices;
+  if (m->n_layers != 1 || m->n_blocks > 0 || A->fix.active || N < 2 || m->n_ops < 2)
+    return PSIM_OK;
+  A->op_cluster = psim_malloc((size_t)m->n_ops * sizeof *A->op_cluster);
+  if (!A->op_cluster)
+    return psim_error(PSIM_ENOMEM, "out of memory (layer clustering)");
+  int32_t k = N < MAX_CLUSTERS ? N : MAX_CLUSTERS;
+  if (k > m->n_ops)
+    k = m->n_ops;
+  for (; k >= 2; k--) { /* fewer clusters when one op outweighs the tolerance */
+    psim_status st = psim_alpa_cluster_layers(m, k, CLUSTER_DELTA, A->op_cluster);
+    if (st == PSIM_OK) {
+      A->n_clusters = k;
+      return relayer(A);
+    }
+    if (st != PSIM_EFAILED)
+      return st;
+    psim_error_clear();
+  }
+  psim_free(A->op_cluster);
+  A->op_cluster = NULL;
+  return PSIM_OK;
+}
+
+void psim_alpa_cluster_free(alpa *A) {
+  if (A->m == &A->relayered) {
+    psim_free(A->relayered.ops);
+    psim_free(A->relayered.tensors);
+  }
+  psim_free(A->op_cluster);
+  A->op_cluster = NULL;
+  A->m = A->m0;
 }

@@ -199,6 +199,7 @@ psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c, con
     if (tp <= 0 || per_stage % tp != 0 || (k > 0 && tp == hint))
       continue;
     megatron_opts_of(s, tp, per_stage, o);
+    psim_export_uneven_stages(m, s, o); /* the template's first/last stage layers */
     if (per_stage % (tp * o->cp) != 0 || o->micro_batch < 1 || s->micro_batch % o->dp != 0)
       continue;
     bool match = false;

@@ -25,6 +25,9 @@
 #include "sim/core/strbuf.h"
 
 #define MB "Megatron-Bridge 0.7.0"
+/* The MLA recipe: recipes/deepseek/deepseek_v3.py (h100/deepseek_v3.py builds the model with
+ * AutoBridge from deepseek-ai/DeepSeek-V3: an MLAModelProvider, SwiGLU, RMSNorm). */
+#define MLA_RECIPE "deepseek_v3_pretrain_config"
 
 static psim_status bridge_refusals(const psim_plan_doc *d, const psim_export_facts *f) {
   if (!f->transformer)
@@ -59,15 +62,12 @@ static void parallel_keys(psim_sb *b, const psim_export_facts *f) {
     psim_sb_printf(b, "  virtual_pipeline_model_parallel_size: %d\n", o->virtual_stages);
   else
     psim_sb_printf(b, "  virtual_pipeline_model_parallel_size: null\n");
-  bool uneven = o->virtual_stages == 1 && o->pp > 1 && f->layers % o->pp != 0;
-  bool first = uneven && (o->pp == 2 || f->stage_layers_first != f->stage_layers_mid);
-  bool last = uneven && o->pp > 2 && f->stage_layers_last != f->stage_layers_mid;
-  if (first)
-    psim_sb_printf(b, "  num_layers_in_first_pipeline_stage: %d\n", f->stage_layers_first);
+  if (o->first_stage_layers > 0) /* the plan's uneven stages (psim_export_uneven_stages) */
+    psim_sb_printf(b, "  num_layers_in_first_pipeline_stage: %d\n", o->first_stage_layers);
   else
     psim_sb_printf(b, "  num_layers_in_first_pipeline_stage: null\n");
-  if (last)
-    psim_sb_printf(b, "  num_layers_in_last_pipeline_stage: %d\n", f->stage_layers_last);
+  if (o->last_stage_layers > 0)
+    psim_sb_printf(b, "  num_layers_in_last_pipeline_stage: %d\n", o->last_stage_layers);
   else
     psim_sb_printf(b, "  num_layers_in_last_pipeline_stage: null\n");
   psim_sb_printf(b, "  sequence_parallel: %s\n  context_parallel_size: %d\n",
@@ -82,6 +82,22 @@ static void parallel_keys(psim_sb *b, const psim_export_facts *f) {
                  gran, full ? "uniform" : "null", full ? "1" : "null");
 }
 
+/* The MoE layer pattern (transformer_config.py moe_layer_freq: 1, every layer, or a list of
+ * 0 dense / 1 MoE per layer), the shared expert and the router's score function. */
+static void moe_keys(psim_sb *b, const psim_export_facts *f) {
+  psim_sb_printf(b, "  moe_layer_freq: ");
+  if (f->dense_first == 0)
+    psim_sb_printf(b, "1\n");
+  for (int32_t l = 0; f->dense_first > 0 && l < f->layers; l++)
+    psim_sb_printf(b, "%s%d%s", l ? ", " : "[", l >= f->dense_first,
+                   l + 1 < f->layers ? "" : "]\n");
+  psim_sb_printf(b,
+                 f->shared_ffn > 0 ? "  moe_shared_expert_intermediate_size: %lld\n"
+                                   : "  moe_shared_expert_intermediate_size: null\n",
+                 (long long)f->shared_ffn);
+  psim_sb_printf(b, "  moe_router_score_function: %s\n", f->sigmoid_router ? "sigmoid" : "softmax");
+}
+
 static void model_keys(psim_sb *b, const psim_export_facts *f) {
   psim_sb_printf(b,
                  "  num_layers: %d\n  hidden_size: %lld\n  num_attention_heads: %lld\n"
@@ -89,9 +105,20 @@ static void model_keys(psim_sb *b, const psim_export_facts *f) {
                  "  vocab_size: %lld\n  make_vocab_size_divisible_by: 1\n",
                  f->layers, (long long)f->hidden, (long long)f->heads, (long long)f->kv_heads,
                  (long long)f->ffn, (long long)f->seq, (long long)f->vocab);
+  /* MLA: kv_channels as Megatron-LM's arguments.py sets it, hidden / heads (MLA reads its own
+   * head dims) */
   psim_sb_printf(b, "  kv_channels: %lld\n  qk_layernorm: %s\n",
-                 (long long)(f->head_dim > 0 ? f->head_dim : f->hidden / f->heads),
+                 (long long)(f->head_dim > 0 && !f->mla ? f->head_dim : f->hidden / f->heads),
                  f->qk_norm ? "true" : "false");
+  psim_sb_printf(b, "  multi_latent_attention: %s\n  mtp_num_layers: ", f->mla ? "true" : "false");
+  psim_sb_printf(b, f->mtp_layers > 0 ? "%d\n" : "null\n", f->mtp_layers);
+  if (f->mla) /* MLATransformerConfig fields (the recipe's MLAModelProvider has them) */
+    psim_sb_printf(b,
+                   "  q_lora_rank: %s%.0lld\n  kv_lora_rank: %lld\n  qk_head_dim: %lld\n"
+                   "  qk_pos_emb_head_dim: %lld\n  v_head_dim: %lld\n  rope_type: rope\n"
+                   "  pipeline_model_parallel_layout: null\n",
+                   f->q_lora > 0 ? "" : "null", (long long)f->q_lora, (long long)f->kv_lora,
+                   (long long)f->qk_head, (long long)f->qk_rope, (long long)f->v_head);
   psim_sb_printf(b,
                  "  position_embedding_type: %s\n  normalization: %s\n  gated_linear_unit: %s\n"
                  "  add_bias_linear: %s\n  share_embeddings_and_output_weights: %s\n"
@@ -103,15 +130,16 @@ static void model_keys(psim_sb *b, const psim_export_facts *f) {
   char cf[32] = "null"; /* dropless: no capacity factor (Megatron-Core: None) */
   if (!f->dropless)
     snprintf(cf, sizeof cf, "%g", f->capacity_factor);
-  if (f->experts > 0)
+  if (f->experts > 0) {
     psim_sb_printf(b,
                    "  num_moe_experts: %d\n  moe_router_topk: %d\n  moe_ffn_hidden_size: %lld\n"
                    "  expert_model_parallel_size: %d\n  expert_tensor_parallel_size: %d\n"
                    "  moe_grouped_gemm: true\n  moe_token_dispatcher_type: alltoall\n"
                    "  moe_expert_capacity_factor: %s\n  moe_pad_expert_input_to_capacity: %s\n",
-                   f->experts, f->top_k, (long long)f->ffn, f->lay.ep, psim_export_etp(f), cf,
+                   f->experts, f->top_k, (long long)f->moe_ffn, f->lay.ep, psim_export_etp(f), cf,
                    f->dropless ? "false" : "true");
-  else
+    moe_keys(b, f);
+  } else
     psim_sb_printf(b, "  num_moe_experts: null\n");
 }
 
@@ -160,19 +188,24 @@ static void bridge_header(psim_sb *b, const psim_plan_doc *d, const psim_export_
   psim_sb_printf(
       b,
       "\n# (plansim export; ConfigContainer keys of " MB ", commit 067f987df0).\n"
-      "# Merge over the recipe vanilla_gpt_pretrain_config (recipes/gpt/h100/vanilla_gpt.py:\n"
-      "# Megatron-LM pretrain_gpt.py defaults, GeLU) with\n"
+      "# Merge over the recipe %s with\n"
       "# process_config_with_overrides(cfg, config_filepath=THIS_FILE%s)\n"
       "# (megatron.bridge.training.utils.omegaconf_utils), then pretrain(cfg, ...); or "
       "give each\n# key as a KEY=VALUE override of scripts/training/run_recipe.py "
-      "--recipe vanilla_gpt_pretrain_config.\n"
+      "--recipe %s.\n"
       "# World size %d = tensor %d x context %d x pipeline %d x data %d. The tokenizer "
       "must have "
       "at most %lld tokens.\n",
-      f->swiglu ? ",\n#     cli_overrides=[\"model.activation_func=silu\"])  (SwiGLU: a "
-                  "callable, not a YAML value"
-                : "",
-      psim_export_world(f), o->tp, o->cp, o->pp, o->dp, (long long)f->vocab);
+      f->mla ? MLA_RECIPE
+          " (recipes/deepseek/deepseek_v3.py: an MLAModelProvider\n# from "
+          "DeepSeek-V3's config; its routing, expert bias and group-limited top-k, stays)"
+             : "vanilla_gpt_pretrain_config (recipes/gpt/h100/vanilla_gpt.py:\n# Megatron-LM "
+               "pretrain_gpt.py defaults, GeLU)",
+      f->swiglu && !f->mla ? ",\n#     cli_overrides=[\"model.activation_func=silu\"])  (SwiGLU: a "
+                             "callable, not a YAML value"
+                           : "",
+      f->mla ? MLA_RECIPE : "vanilla_gpt_pretrain_config", psim_export_world(f), o->tp, o->cp,
+      o->pp, o->dp, (long long)f->vocab);
   if (!f->s->overlap_grad_reduce)
     psim_sb_printf(b, "# Gradients are reduced after the backward pass in one bucket; plansim "
                       "simulated buckets\n# of the plan's size.\n");

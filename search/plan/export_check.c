@@ -82,7 +82,8 @@ static void settings_sort(settings *s) {
 /* ---- readers ---- */
 
 /* MEGATRON_ARGS=( --flag [value] ... ), its words split at white space as bash splits them
- * (plansim writes no quoted values), and `export NAME=VALUE` lines. */
+ * (plansim quotes only --moe-layer-freq's pattern, which holds no white space; the quotes
+ * are dropped), and `export NAME=VALUE` lines. */
 static void read_megatron(const char *t, settings *s) {
   for (const char *l = t; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
     int n = (int)(strchr(l, '\n') ? strchr(l, '\n') - l : (long)strlen(l));
@@ -108,7 +109,9 @@ static void read_megatron(const char *t, settings *s) {
         put(s, key, kn, "true", 4);
       key = w, kn = (int)(p - w);
     } else if (key) {
-      put(s, key, kn, w, (int)(p - w));
+      int n = (int)(p - w); /* a value in single or double quotes: bash drops them */
+      bool quoted = n >= 2 && (*w == '\'' || *w == '"') && w[n - 1] == *w;
+      put(s, key, kn, quoted ? w + 1 : w, quoted ? n - 2 : n);
       key = NULL;
     }
   }

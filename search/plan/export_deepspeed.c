@@ -36,10 +36,14 @@ static psim_status deepspeed_refusals(const psim_export_facts *f) {
     return psim_export_refuse("a pipeline of a model without repeated layers: PipelineModule's "
                               "type: partition balances the layers of one class over the "
                               "stages, and the model has no repeated block to name");
-  if (o->pp > 1 && f->layers % o->pp != 0)
-    return psim_export_refuse("%d layers over %d stages: PipelineModule's type: partition "
-                              "balances the layers, not plansim's first-stages-first split",
-                              f->layers, o->pp);
+  if (o->pp > 1 && (f->layers % o->pp != 0 || o->first_stage_layers || o->last_stage_layers))
+    return psim_export_refuse("%d layers over %d stages as %d first, %d last: PipelineModule's "
+                              "type: partition balances the layers, not plansim's uneven split",
+                              f->layers, o->pp, f->stage_layers_first, f->stage_layers_last);
+  if (o->pp > 1 && f->mtp_layers > 0)
+    return psim_export_refuse("%d multi-token prediction modules on the last stage: "
+                              "PipelineModule's type: partition places only layers of one class",
+                              f->mtp_layers);
   if (s->recompute == PSIM_RECOMPUTE_SELECTIVE)
     return psim_export_refuse("selective recomputation (attention core only) has no DeepSpeed "
                               "setting; full recomputation has");

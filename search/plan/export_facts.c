@@ -51,7 +51,19 @@ static int64_t role_size(const psim_model *m, psim_role r) {
   return m->role_dim[r] >= 0 ? m->dims[m->role_dim[r]].size : 0;
 }
 
-/* The layers of the repeated blocks, [*lo, *hi]; *lo > *hi when there are none. */
+/* The first layer of a block with its own loss (a multi-token prediction module,
+ * models/gen_decoder.c mtp()), or -1. */
+static int32_t mtp_first_layer(const psim_model *m) {
+  int32_t first = -1;
+  for (int32_t o = 0; o < m->n_ops; o++)
+    if (m->ops[o].block >= 0 && m->ops[o].kind == PSIM_OP_CROSS_ENTROPY &&
+        (first < 0 || m->ops[o].layer < first))
+      first = m->ops[o].layer;
+  return first;
+}
+
+/* The transformer layers of the repeated blocks, [*lo, *hi] (the multi-token prediction
+ * modules after them excluded); *lo > *hi when there are none. */
 static void block_range(const psim_model *m, int32_t *lo, int32_t *hi) {
   *lo = -1, *hi = -2;
   for (int32_t o = 0; o < m->n_ops; o++)
@@ -61,6 +73,9 @@ static void block_range(const psim_model *m, int32_t *lo, int32_t *hi) {
       if (m->ops[o].layer > *hi)
         *hi = m->ops[o].layer;
     }
+  int32_t mtp = mtp_first_layer(m);
+  if (mtp >= 0 && mtp <= *hi)
+    *hi = mtp - 1;
 }
 
 static int32_t weight_inputs(const psim_model *m, const psim_op *op) {
@@ -155,6 +170,83 @@ static void block_facts(const psim_model *m, psim_export_facts *f) {
   }
 }
 
+static int64_t dim_of_role(const psim_model *m, int32_t t, psim_role r) {
+  for (int32_t k = 0; k < m->tensors[t].rank; k++)
+    if (m->dims[m->tensors[t].dims[k]].role == r)
+      return m->dims[m->tensors[t].dims[k]].size;
+  return 0;
+}
+
+static int64_t dim_named(const psim_model *m, const char *name) {
+  int32_t d = psim_model_find_dim(m, name);
+  return d >= 0 ? m->dims[d].size : 0;
+}
+
+/* One transformer layer's MoE facts, folded into f when the layer ends: a layer with a
+ * dispatch is MoE (an FFN beside its experts is the shared expert), else dense. */
+typedef struct layer_acc {
+  int32_t layer;
+  bool dispatch;
+  int64_t dense_w; /* ffn-role width of an FFN matmul outside the experts */
+  bool seen_moe;
+} layer_acc;
+
+static void layer_end(layer_acc *a, psim_export_facts *f) {
+  if (a->layer < 0)
+    return;
+  if (a->dispatch && a->dense_w > 0)
+    f->shared_ffn = a->dense_w;
+  if (!a->dispatch && a->seen_moe)
+    f->moe_irregular = true;
+  else if (!a->dispatch)
+    f->dense_first++;
+  a->seen_moe = a->seen_moe || a->dispatch;
+  a->dispatch = false, a->dense_w = 0;
+}
+
+/* MoE facts by layer: leading dense layers, shared experts, expert width, router. */
+static void moe_layer_facts(const psim_model *m, psim_export_facts *f) {
+  int32_t lo, hi;
+  block_range(m, &lo, &hi);
+  layer_acc a = {.layer = -1};
+  for (int32_t o = 0; o < m->n_ops; o++) {
+    const psim_op *op = &m->ops[o];
+    if (op->block < 0 || op->layer < lo || op->layer > hi)
+      continue;
+    if (op->layer != a.layer)
+      layer_end(&a, f), a.layer = op->layer;
+    int32_t y = op->out[0];
+    bool expert = tensor_has_role(m, y, PSIM_ROLE_EXPERT);
+    a.dispatch = a.dispatch || op->kind == PSIM_OP_DISPATCH;
+    if (op->kind == PSIM_OP_MATMUL && dim_of_role(m, y, PSIM_ROLE_FFN) > 0) {
+      if (expert)
+        f->moe_ffn = dim_of_role(m, y, PSIM_ROLE_FFN);
+      else
+        a.dense_w = dim_of_role(m, y, PSIM_ROLE_FFN);
+    }
+    if (op->kind == PSIM_OP_ELEMENTWISE && expert && op->fn && strcmp(op->fn, "sigmoid") == 0)
+      f->sigmoid_router = true;
+  }
+  layer_end(&a, f);
+}
+
+/* Multi-head latent attention and multi-token prediction (export_facts.h). */
+static void mla_mtp_facts(const psim_model *m, psim_export_facts *f) {
+  f->kv_lora = dim_named(m, "kv_lora");
+  f->mla = f->kv_lora > 0;
+  if (f->mla) {
+    f->q_lora = dim_named(m, "q_lora");
+    f->qk_head = dim_named(m, "nope");
+    f->qk_rope = dim_named(m, "rope");
+    f->v_head = dim_named(m, "kv_b") - f->qk_head;
+  }
+  int32_t mtp = mtp_first_layer(m), last = -1;
+  for (int32_t o = 0; mtp >= 0 && o < m->n_ops; o++)
+    if (m->ops[o].block >= 0 && m->ops[o].layer > last)
+      last = m->ops[o].layer;
+  f->mtp_layers = mtp >= 0 ? last - mtp + 1 : 0;
+}
+
 static void model_facts(const psim_model *m, psim_export_facts *f) {
   f->transformer = m->role_dim[PSIM_ROLE_HEADS] >= 0 && m->role_dim[PSIM_ROLE_HIDDEN] >= 0;
   int32_t lo, hi;
@@ -179,6 +271,9 @@ static void model_facts(const psim_model *m, psim_export_facts *f) {
   }
   outer_facts(m, f);
   block_facts(m, f);
+  mla_mtp_facts(m, f);
+  if (f->experts > 0)
+    moe_layer_facts(m, f);
   f->dtype = m->dtype;
   double pb[3];
   psim_memory_param_bytes(m->dtype, pb);
@@ -195,14 +290,34 @@ static void stage_facts(const psim_model *m, const psim_strategy *s, psim_export
     int32_t k = b >= a ? b - a + 1 : 0;
     if (c == 0)
       f->stage_layers_first = k;
-    if (c == n - 1)
+    if (c == n - 1) {
       f->stage_layers_last = k;
+      int32_t mtp = mtp_first_layer(m);
+      f->mtp_split = mtp >= 0 && s->stages[c].first_layer > mtp;
+    }
     if (c > 0 && c < n - 1) {
       if (f->stage_layers_mid > 0 && f->stage_layers_mid != k)
         f->stages_uneven = true;
       f->stage_layers_mid = k;
     }
   }
+}
+
+void psim_export_uneven_stages(const psim_model *m, const psim_strategy *s, psim_megatron_opts *o) {
+  o->first_stage_layers = o->last_stage_layers = 0;
+  if (s->n_stages < 2 || s->virtual_stages != 1 || !s->stages)
+    return;
+  psim_export_facts t = {0};
+  stage_facts(m, s, &t);
+  int32_t lo, hi, n = s->n_stages;
+  block_range(m, &lo, &hi);
+  int32_t layers = hi >= lo ? hi - lo + 1 : 0;
+  if (layers % n == 0 && t.stage_layers_first == layers / n && t.stage_layers_last == layers / n)
+    return; /* the even split */
+  if (n == 2 || t.stage_layers_first != t.stage_layers_mid)
+    o->first_stage_layers = t.stage_layers_first;
+  if (n > 2 && t.stage_layers_last != t.stage_layers_mid)
+    o->last_stage_layers = t.stage_layers_last;
 }
 
 psim_status psim_export_facts_of(const psim_plan_doc *d, psim_export_facts *f) {

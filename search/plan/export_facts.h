@@ -38,10 +38,21 @@ typedef struct psim_export_facts {
   bool dropless;            /* MoE: the dispatch drops no token (op attribute dropless) */
   int32_t moe_layers;       /* MoE: blocks' layers with a dispatch (the rest are dense) */
   bool moe_dense_ffn;       /* MoE: an FFN matmul outside the experts (shared experts) */
-  bool qk_norm;             /* a norm of the queries/keys per head (Qwen3's q_norm/k_norm) */
-  int64_t head_dim;         /* the head_dim-role dim (hidden / heads unless given) */
-  psim_dtype dtype;         /* the model's precision */
-  double grad_bytes;        /* bytes per gradient element plansim reduces (memory.h's table) */
+  int64_t moe_ffn;          /* MoE: the experts' FFN width (the ffn-role dim of their weights) */
+  int64_t shared_ffn;       /* MoE: the FFN width beside the experts in a MoE layer (0: none) */
+  int32_t dense_first;      /* MoE: leading dense layers (DeepSeek-V3's first 3) */
+  bool moe_irregular;       /* MoE: a dense layer after a MoE layer (no leading-run pattern) */
+  bool sigmoid_router;      /* MoE: the gates are a sigmoid of the router (else a softmax) */
+  int32_t mtp_layers;       /* multi-token prediction modules: blocks with their own loss */
+  /* Multi-head latent attention (DeepSeek-V2/V3): the dims models/gen_decoder.c names
+   * (docs/model.md): q_lora (0: no query compression), kv_lora, nope (qk head), rope (qk
+   * rotary part), kv_b (nope + v head). mla false when the model has no kv_lora dim. */
+  bool mla;
+  int64_t q_lora, kv_lora, qk_head, qk_rope, v_head;
+  bool qk_norm;      /* a norm of the queries/keys per head (Qwen3's q_norm/k_norm) */
+  int64_t head_dim;  /* the head_dim-role dim (hidden / heads unless given) */
+  psim_dtype dtype;  /* the model's precision */
+  double grad_bytes; /* bytes per gradient element plansim reduces (memory.h's table) */
   /* ---- the plan ---- */
   const psim_strategy *s; /* schedule, recompute, sequence_parallel, zero, overlap, ... */
   bool megatron;          /* the strategy is a Megatron tp x pp x dp expansion ... */
@@ -49,6 +60,7 @@ typedef struct psim_export_facts {
   char megatron_why[PSIM_EXPORT_WHY]; /* else why not (the first difference) */
   int32_t stage_layers_first, stage_layers_mid, stage_layers_last; /* transformer layers */
   bool stages_uneven; /* the middle stages differ among themselves (no runtime splits so) */
+  bool mtp_split;     /* a multi-token prediction module lies before the last stage */
   int32_t n_micro;    /* micro-batches per iteration */
 } psim_export_facts;
 
@@ -56,6 +68,12 @@ typedef struct psim_export_facts {
  * expansion (f->megatron; else f->megatron_why). PSIM_ENOMEM only. O(ops * devices * tp
  * candidates). */
 psim_status psim_export_facts_of(const psim_plan_doc *d, psim_export_facts *f);
+
+/* The Megatron-Core uneven split of s's stages into o->first_stage_layers /
+ * last_stage_layers (transformer layers; 0 where the stage holds the even share, both 0 for
+ * an even split or a virtual pipeline): the --decoder-first/last-pipeline-num-layers that
+ * rebuild those stages (a first count alone when pp is 2, as arguments.py takes it). */
+void psim_export_uneven_stages(const psim_model *m, const psim_strategy *s, psim_megatron_opts *o);
 
 /* Records "RUNTIME would ...: reason" as a refusal: PSIM_EFAILED with the message (the CLI
  * prefixes the plan and format and exits 2). */

@@ -52,12 +52,14 @@ psim_status psim_export_megatron_model_refusals(const psim_export_facts *f) {
                               "biases with expert tensor parallelism 1 only "
                               "(transformer_config.py)",
                               psim_export_etp(f));
-  if (f->experts > 0 && (f->moe_layers != f->layers || f->moe_dense_ffn))
-    return psim_export_refuse("MoE with %s: the export does not write --moe-layer-freq or "
-                              "--moe-shared-expert-intermediate-size yet, and Megatron-LM would "
-                              "build a MoE in every layer without shared experts",
-                              f->moe_dense_ffn ? "a dense FFN beside the experts (shared experts)"
-                                               : "dense layers between the MoE layers");
+  if (f->experts > 0 && f->moe_irregular)
+    return psim_export_refuse("MoE with dense layers after MoE layers: the export writes "
+                              "--moe-layer-freq for leading dense layers only (DeepSeek-V3's "
+                              "first 3)");
+  if (f->mtp_split)
+    return psim_export_refuse("multi-token prediction modules on a pipeline stage before the "
+                              "last: Megatron-LM builds them on the last stage "
+                              "(transformer_config.py mtp_num_layers)");
   if (f->experts > 0 && (f->top_k < 1 || (!f->dropless && f->capacity_factor <= 0)))
     return psim_export_refuse("the MoE dispatch has no top-k or capacity Megatron-LM can take");
   return PSIM_OK;
@@ -70,13 +72,12 @@ static void pipeline_args(psim_sb *b, const psim_export_facts *f) {
   if (o->virtual_stages > 1)
     psim_sb_printf(b, "  --num-layers-per-virtual-pipeline-stage %d\n",
                    f->layers / (o->pp * o->virtual_stages));
-  else if (o->pp > 1 && f->layers % o->pp != 0) {
-    /* validate_args: layers % pp == 0 unless the first/last stage counts are given. */
-    if (o->pp == 2 || f->stage_layers_first != f->stage_layers_mid)
-      psim_sb_printf(b, "  --decoder-first-pipeline-num-layers %d\n", f->stage_layers_first);
-    if (o->pp > 2 && f->stage_layers_last != f->stage_layers_mid)
-      psim_sb_printf(b, "  --decoder-last-pipeline-num-layers %d\n", f->stage_layers_last);
-  }
+  /* validate_args: layers % pp == 0 unless the first/last stage counts are given; the plan's
+   * uneven stages (psim_export_uneven_stages), whatever the remainder */
+  if (o->first_stage_layers > 0)
+    psim_sb_printf(b, "  --decoder-first-pipeline-num-layers %d\n", o->first_stage_layers);
+  if (o->last_stage_layers > 0)
+    psim_sb_printf(b, "  --decoder-last-pipeline-num-layers %d\n", o->last_stage_layers);
   if (o->tp > 1 && f->s->sequence_parallel) /* validate_args turns it off at tp 1 */
     psim_sb_printf(b, "  --sequence-parallel\n");
   /* arguments.py: seq_length % (2 cp) == 0 when cp > 1 (the template's rule too) */
@@ -108,13 +109,45 @@ static void training_args(psim_sb *b, const psim_export_facts *f) {
     psim_sb_printf(b, "  --fp8-format hybrid\n");
 }
 
+/* Multi-head latent attention (MLATransformerConfig of transformer_config.py; arguments.py
+ * _add_mla_args: --q-lora-rank defaults to None, no query compression). validate_args: MLA
+ * excludes --group-query-attention (MLA has a key/value head per query head). */
+static void mla_args(psim_sb *b, const psim_export_facts *f) {
+  psim_sb_printf(b, "  --multi-latent-attention\n");
+  if (f->q_lora > 0)
+    psim_sb_printf(b, "  --q-lora-rank %lld\n", (long long)f->q_lora);
+  psim_sb_printf(b,
+                 "  --kv-lora-rank %lld\n  --qk-head-dim %lld\n  --qk-pos-emb-head-dim %lld\n"
+                 "  --v-head-dim %lld\n",
+                 (long long)f->kv_lora, (long long)f->qk_head, (long long)f->qk_rope,
+                 (long long)f->v_head);
+}
+
+/* MoE flags (transformer_config.py fields as flags; arguments.py _add_moe_args). The dense
+ * layers are leading (refused otherwise): --moe-layer-freq as arguments.py's Python list
+ * expression, one entry per layer (gpt_layer_specs.py asserts the length), quoted for bash. */
+static void moe_args(psim_sb *b, const psim_export_facts *f) {
+  psim_sb_printf(b, "  --num-experts %d\n  --moe-router-topk %d\n  --moe-ffn-hidden-size %lld\n",
+                 f->experts, f->top_k, (long long)f->moe_ffn);
+  if (f->dense_first > 0)
+    psim_sb_printf(b, "  --moe-layer-freq '([0]*%d+[1]*%d)'\n", f->dense_first,
+                   f->layers - f->dense_first);
+  if (f->shared_ffn > 0) /* num_shared_experts x each one's width (transformer_config.py) */
+    psim_sb_printf(b, "  --moe-shared-expert-intermediate-size %lld\n", (long long)f->shared_ffn);
+  psim_sb_printf(b, "  --moe-router-score-function %s\n",
+                 f->sigmoid_router ? "sigmoid" : "softmax");
+  psim_sb_printf(b, "  --moe-grouped-gemm\n  --moe-token-dispatcher-type alltoall\n");
+}
+
 static void model_args(psim_sb *b, const psim_export_facts *f) {
   psim_sb_printf(b, "  --num-layers %d\n  --hidden-size %lld\n  --num-attention-heads %lld\n",
                  f->layers, (long long)f->hidden, (long long)f->heads);
   if (f->kv_heads != f->heads)
     psim_sb_printf(b, "  --group-query-attention\n  --num-query-groups %lld\n",
                    (long long)f->kv_heads);
-  if (f->head_dim > 0 && f->head_dim * f->heads != f->hidden) /* default hidden / heads */
+  if (f->mla)
+    mla_args(b, f);
+  else if (f->head_dim > 0 && f->head_dim * f->heads != f->hidden) /* default hidden / heads */
     psim_sb_printf(b, "  --kv-channels %lld\n", (long long)f->head_dim);
   if (f->qk_norm) /* transformer_config.py qk_layernorm: a norm of q and k per head */
     psim_sb_printf(b, "  --qk-layernorm\n");
@@ -128,6 +161,8 @@ static void model_args(psim_sb *b, const psim_export_facts *f) {
                  f->learned_positions ? "learned_absolute"
                  : f->rmsnorm         ? "rope"
                                       : "none");
+  if (f->mla) /* argument_utils.py: MLA takes YaRN unless --rope-type; the IR has no YaRN */
+    psim_sb_printf(b, "  --rope-type rope\n");
   psim_sb_printf(b, "  --normalization %s\n", f->rmsnorm ? "RMSNorm" : "LayerNorm");
   if (f->swiglu)
     psim_sb_printf(b, "  --swiglu\n");
@@ -140,10 +175,9 @@ static void model_args(psim_sb *b, const psim_export_facts *f) {
   if (f->encoder)
     psim_sb_printf(b, "  --bert-no-binary-head\n");
   if (f->experts > 0)
-    psim_sb_printf(b,
-                   "  --num-experts %d\n  --moe-router-topk %d\n  --moe-ffn-hidden-size %lld\n"
-                   "  --moe-grouped-gemm\n  --moe-token-dispatcher-type alltoall\n",
-                   f->experts, f->top_k, (long long)f->ffn);
+    moe_args(b, f);
+  if (f->mtp_layers > 0) /* transformer_config.py mtp_num_layers: modules after the last layer */
+    psim_sb_printf(b, "  --mtp-num-layers %d\n", f->mtp_layers);
   /* Dropless: no capacity factor (transformer_config.py: None means no token is dropped;
    * --moe-pad-expert-input-to-capacity needs one). A fixed capacity: the factor, padded. */
   if (f->experts > 0 && !f->dropless)

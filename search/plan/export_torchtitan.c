@@ -286,6 +286,15 @@ static void parallelism_section(psim_sb *b, const psim_export_facts *f) {
 
 psim_status psim_export_torchtitan(const psim_plan_doc *d, const psim_export_facts *f, char **text,
                                    size_t *len) {
+  if (f->mla) /* models/deepseek_v3 has MLA, but its args are not a flavor plansim writes */
+    return psim_export_refuse("model '%s' has multi-head latent attention (kv_lora %lld): the "
+                              "export writes " TT "'s llama3 and qwen3 models, whose attention "
+                              "is grouped-query, not its deepseek_v3 model",
+                              d->model.name, (long long)f->kv_lora);
+  if (f->mtp_layers > 0)
+    return psim_export_refuse("model '%s' has %d multi-token prediction modules: " TT "'s llama3 "
+                              "and qwen3 models have none",
+                              d->model.name, f->mtp_layers);
   if (f->transformer && f->experts > 0)
     PSIM_CHECK(moe_refusals(d, f));
   const char *why = llama_difference(f);

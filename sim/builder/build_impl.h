@@ -64,6 +64,14 @@ typedef struct psim_weight_share {
 
 typedef struct psim_region psim_region;
 
+/* A point-to-point transfer of a connect edge, added to the graph once all
+ * the edge's gathers are known (comm.c: in pairwise-exchange rounds). */
+typedef struct psim_pending_xfer {
+  double bytes;
+  int32_t x, from, src, dst, mu, arrived; /* producer op, its task on src, the barrier */
+  int32_t round, seq;                     /* (dst - src) mod devices, creation order */
+} psim_pending_xfer;
+
 /* The map, plus scratch that comm.c keeps with the per-micro-batch cache. */
 typedef struct psim_comm_cache {
   psim_hmap map;   /* (key1, key2) -> task or decision; all-zero = empty (psim_hmap_init) */
@@ -75,6 +83,8 @@ typedef struct psim_comm_cache {
   psim_region *regs;
   int32_t *reg_ids;
   size_t cap_regs;
+  psim_pending_xfer *pend; /* transfers of the current connect edge (comm.c) */
+  size_t n_pend, cap_pend;
 } psim_comm_cache;
 
 /* A communication-cache entry as a connect segment added it (incremental

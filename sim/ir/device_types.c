@@ -35,20 +35,26 @@
  * ../shared; gemm_half_flops scaled with the peak (the same tile quantisation
  * takes the same time), gemm_max 0.70 for Hopper (large bf16 GEMMs reach
  * 650-700 of 989 TFLOP/s in cuBLAS), the A100 value elsewhere. Blackwell
- * (b200, gb200, gb300): no calibration data either; the Hopper rule (gemm_max
+ * (b200, b300, gb200, gb300): no calibration data either; the Hopper rule (gemm_max
  * 0.70, gemm_half_flops scaled with the bf16 peak from the A100's 1.5 GFLOP at
  * 312 TFLOP/s: x 2250/312 = 10.8 GFLOP, x 2500/312 = 12.0 GFLOP). */
 typedef struct eff_row {
   const char *type;
   psim_efficiency eff;
 } eff_row;
-static const eff_row calibrated_eff[] = {
-    {"a100-80g", {0.80, 1.5e9, 0.88}}, {"a100-40g", {0.80, 1.5e9, 0.88}},
-    {"h100", {0.70, 4.75e9, 0.88}},    {"h200", {0.70, 4.75e9, 0.88}},
-    {"b200", {0.70, 10.8e9, 0.88}},    {"gb200", {0.70, 12.0e9, 0.88}},
-    {"gb300", {0.70, 12.0e9, 0.88}},   {"v100", {0.80, 0.6e9, 0.88}},
-    {"p100", {0.80, 1.0e8, 0.88}},     {"k80", {0.80, 2.1e7, 0.88}},
-    {"cpu", {0.80, 1e8, 0.70}},        {NULL, {0, 0, 0}}};
+static const eff_row calibrated_eff[] = {{"a100-80g", {0.80, 1.5e9, 0.88}},
+                                         {"a100-40g", {0.80, 1.5e9, 0.88}},
+                                         {"h100", {0.70, 4.75e9, 0.88}},
+                                         {"h200", {0.70, 4.75e9, 0.88}},
+                                         {"b200", {0.70, 10.8e9, 0.88}},
+                                         {"gb200", {0.70, 12.0e9, 0.88}},
+                                         {"gb300", {0.70, 12.0e9, 0.88}},
+                                         {"b300", {0.70, 10.8e9, 0.88}},
+                                         {"v100", {0.80, 0.6e9, 0.88}},
+                                         {"p100", {0.80, 1.0e8, 0.88}},
+                                         {"k80", {0.80, 2.1e7, 0.88}},
+                                         {"cpu", {0.80, 1e8, 0.70}},
+                                         {NULL, {0, 0, 0}}};
 
 /* Training-runtime overheads of GPUs (PyTorch eager + NCCL as Megatron-LM
  * runs them on a DGX A100 host), fitted with the table above: 60 us of host
@@ -95,7 +101,15 @@ typedef struct gpu_row {
  *   FP8/FP6 720 sparse, BF16/FP16 360 sparse, TF32 180 sparse, FP32 6,000
  *   TFLOP/s, FP64 100 TFLOP/s; HBM3e up to 20 TB at 576 TB/s; NVLink 130 TB/s
  *   -> per GPU dense FP4 15, FP8 5, BF16 2.5, TF32 1.25 PFLOP/s, FP32 83,
- *   FP64 1.39 TFLOP/s, 279 GB at 8 TB/s, NVLink 1.8 TB/s both directions. */
+ *   FP64 1.39 TFLOP/s, 279 GB at 8 TB/s, NVLink 1.8 TB/s both directions.
+ * - b300: one Blackwell Ultra GPU of an HGX / DGX B300 (the
+ *   B200's rates but for FP4 and FP64). NVIDIA HGX B300 data sheet (8 GPUs):
+ *   FP4 144 PFLOP/s sparse | 108 dense, FP8/FP6 72, BF16/FP16 36, TF32 18
+ *   PFLOP/s sparse, FP32 600, FP64 10 TFLOP/s, up to 2.3 TB of HBM3e, NVLink
+ *   5 at 1.8 TB/s per GPU (14.4 TB/s total) -> per GPU dense FP4 13.5, FP8
+ *   4.5, BF16 2.25, TF32 1.125 PFLOP/s, FP32 75, FP64 1.25 TFLOP/s; NVIDIA
+ *   Technical Blog "Inside NVIDIA Blackwell Ultra" (Aug 2025): 288 GB HBM3e
+ *   per GPU (8 stacks) at 8 TB/s, 160 SMs. */
 static const gpu_row gpu_table[] = {
     {"a100-80g", 312e12, 312e12, 156e12, 19.5e12, 9.7e12, 0, 80e9, 2.039e12, 0, 300e9},
     {"a100-40g", 312e12, 312e12, 156e12, 19.5e12, 9.7e12, 0, 40e9, 1.555e12, 0, 300e9},
@@ -104,13 +118,15 @@ static const gpu_row gpu_table[] = {
     {"b200", 2250e12, 2250e12, 1125e12, 75e12, 37e12, 4500e12, 180e9, 7.7e12, 9000e12, 900e9},
     {"gb200", 2500e12, 2500e12, 1250e12, 80e12, 40e12, 5000e12, 186e9, 8e12, 10000e12, 900e9},
     {"gb300", 2500e12, 2500e12, 1250e12, 83e12, 1.39e12, 5000e12, 279e9, 8e12, 15000e12, 900e9},
+    {"b300", 2250e12, 2250e12, 1125e12, 75e12, 1.25e12, 4500e12, 288e9, 8e12, 13500e12, 900e9},
     {"v100", 0, 125e12, 0, 15.7e12, 7.8e12, 0, 16e9, 0.9e12, 0, 150e9},
     {"p100", 0, 21.2e12, 0, 10.6e12, 5.3e12, 0, 16e9, 0.72e12, 0, 80e9},
     {"k80", 0, 0, 0, 8.73e12 / 2, 2.91e12 / 2, 0, 24e9 / 2, 480e9 / 2, 0, 0},
     {NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
 
-static const char *const builtin_names[] = {"a100-80g", "a100-40g", "h100", "h200", "b200", "gb200",
-                                            "gb300",    "v100",     "p100", "k80",  "cpu",  NULL};
+static const char *const builtin_names[] = {"a100-80g", "a100-40g", "h100", "h200", "b200",
+                                            "gb200",    "gb300",    "b300", "v100", "p100",
+                                            "k80",      "cpu",      NULL};
 
 static const gpu_row *find_gpu(const char *name) {
   for (const gpu_row *r = gpu_table; name && r->name; r++)

@@ -38,6 +38,7 @@ void psim_strategy_destroy(psim_strategy *s) {
     psim_free(s->stages[i].devices);
   psim_free(s->stages);
   psim_free(s->ps.servers);
+  psim_free(s->op_layer);
   psim_strategy_init(s);
 }
 
@@ -99,9 +100,12 @@ psim_status psim_strategy_copy(const psim_strategy *src, psim_strategy *dst) {
   dst->n_ops = 0;
   dst->stages = NULL;
   dst->ps.servers = NULL;
+  dst->op_layer = NULL;
   psim_status s = copy_ops(src, dst);
   if (s == PSIM_OK)
     s = copy_stages(src, dst);
+  if (s == PSIM_OK && src->op_layer)
+    s = dup_ints(src->op_layer, src->n_ops, &dst->op_layer);
   if (s == PSIM_OK)
     s = dup_ints(src->ps.servers, src->ps.n_servers, &dst->ps.servers);
   if (s != PSIM_OK)
@@ -403,10 +407,11 @@ static psim_status check_op(vctx *v, int32_t i) {
   char where[320];
   snprintf(where, sizeof where, "ops.%.200s.devices", o->name);
   PSIM_CHECK(check_device_list(v, cfg->devices, cfg->n_devices, where));
-  int32_t want = psim_strategy_layer_stage(v->s, o->layer);
+  int32_t layer = psim_strategy_op_layer(v->s, v->m, i);
+  int32_t want = psim_strategy_layer_stage(v->s, layer);
   if (cfg->stage != want)
     return psim_error(PSIM_EINPUT, "%s: ops.%s: stage %d, but its layer %d is in stage %d", v->file,
-                      o->name, (int)cfg->stage, (int)o->layer, (int)want);
+                      o->name, (int)cfg->stage, (int)layer, (int)want);
   return PSIM_OK;
 }
 
@@ -467,10 +472,38 @@ static psim_status check_stages(vctx *v) {
       return psim_error(PSIM_EINPUT, "%s: %s: empty device set", v->file, where);
     PSIM_CHECK(check_device_list(v, st->devices, st->n_devices, where));
   }
-  if (next != v->m->n_layers)
-    return psim_error(PSIM_EINPUT, "%s: pipeline.stages: cover layers 0..%d but the model has %d",
-                      v->file, (int)next - 1, (int)v->m->n_layers);
+  int32_t n_layers = psim_strategy_n_layers(s, v->m);
+  if (next != n_layers)
+    return psim_error(PSIM_EINPUT, "%s: pipeline.stages: cover layers 0..%d but the %s has %d",
+                      v->file, (int)next - 1, s->op_layer ? "layer_starts override" : "model",
+                      (int)n_layers);
   return check_stage_sets(v);
+}
+
+/* The layer override: contiguous ranges in op order numbered 0..n_op_layers-1 (so
+ * layers never decrease along the data flow), on a model without repeated blocks. */
+static psim_status check_op_layers(vctx *v) {
+  const psim_strategy *s = v->s;
+  if (!s->op_layer)
+    return PSIM_OK;
+  if (v->m->n_blocks > 0)
+    return psim_error(PSIM_EINPUT,
+                      "%s: pipeline.layer_starts: the model has repeated blocks (its own layers "
+                      "set the pipeline; the override is for graphs without them)",
+                      v->file);
+  for (int32_t i = 0; i < s->n_ops; i++) {
+    int32_t prev = i > 0 ? s->op_layer[i - 1] : -1, l = s->op_layer[i];
+    if (l != prev && l != prev + 1)
+      return psim_error(PSIM_EINPUT,
+                        "%s: pipeline.layer_starts: op '%s' is in layer %d after layer %d "
+                        "(layers are contiguous ranges of ops in model order)",
+                        v->file, v->m->ops[i].name, (int)l, (int)prev);
+  }
+  if (s->n_ops < 1 || s->op_layer[s->n_ops - 1] != s->n_op_layers - 1)
+    return psim_error(PSIM_EINPUT, "%s: pipeline.layer_starts: %d layers but the ops span %d",
+                      v->file, (int)s->n_op_layers,
+                      s->n_ops > 0 ? (int)s->op_layer[s->n_ops - 1] + 1 : 0);
+  return PSIM_OK;
 }
 
 static psim_status validate(vctx *v) {
@@ -481,6 +514,7 @@ static psim_status validate(vctx *v) {
   if (s->n_micro < 1 || s->micro_batch < 1 || s->zero_stage < 0 || s->zero_stage > 3)
     return psim_error(PSIM_EINPUT, "%s: micro-batches, micro-batch size or ZeRO stage invalid",
                       v->file);
+  PSIM_CHECK(check_op_layers(v));
   PSIM_CHECK(check_stages(v));
   for (int32_t i = 0; i < s->n_ops; i++)
     PSIM_CHECK(check_op(v, i));
@@ -536,6 +570,9 @@ static bool ps_equal(const psim_ps_config *a, const psim_ps_config *b) {
 
 bool psim_strategy_equal(const psim_strategy *a, const psim_strategy *b) {
   if (!scalars_equal(a, b) || !ps_equal(&a->ps, &b->ps))
+    return false;
+  if ((a->op_layer != NULL) != (b->op_layer != NULL) || a->n_op_layers != b->n_op_layers ||
+      (a->op_layer && !ints_equal(a->op_layer, b->op_layer, a->n_ops)))
     return false;
   for (int32_t i = 0; i < a->n_ops; i++)
     if (!op_equal(&a->ops[i], &b->ops[i]))

@@ -43,6 +43,7 @@ typedef struct psim_strategy_spec {
   psim_mesh mesh;
   psim_template_info tmpl;
   const cJSON *mesh_devices, *layout, *stages, *ps_servers;
+  const cJSON *layer_starts;  /* pipeline.layer_starts (the per-op layer override), or NULL */
   psim_constraints overrides; /* "ops": per-op overrides (constraints.h) */
   psim_checkpoint checkpoint;
 } psim_strategy_spec;
@@ -61,6 +62,9 @@ psim_status psim_strategy_int32_key(psim_jctx *c, const cJSON *obj, const char *
 /* What a document says (no model needed); psim_strategy_spec_destroy after. */
 psim_status psim_strategy_read_spec(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp);
 void psim_strategy_spec_destroy(psim_strategy_spec *sp);
+/* pipeline.layer_starts resolved against m's ops into s->op_layer (strategy_read.c). */
+psim_status psim_strategy_apply_layer_starts(psim_jctx *c, const psim_strategy_spec *sp,
+                                             const psim_model *m, psim_strategy *s);
 /* The structure of root's "ops" into sp->overrides. */
 psim_status psim_strategy_read_overrides(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp);
 /* The overrides applied to s over m's ops (after the mesh and layout). */

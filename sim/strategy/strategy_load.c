@@ -81,7 +81,7 @@ static psim_status single_stage(psim_jctx *c, const psim_strategy_spec *sp, cons
   s->stages = psim_calloc(1, sizeof *s->stages);
   if (!s->stages)
     return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
-  s->stages[0].last_layer = m->n_layers - 1;
+  s->stages[0].last_layer = psim_strategy_n_layers(s, m) - 1;
   if (sp->mesh_devices) {
     size_t sv = psim_jctx_key(c, "mesh");
     psim_jctx_key(c, "devices");
@@ -103,15 +103,15 @@ static psim_status single_stage(psim_jctx *c, const psim_strategy_spec *sp, cons
   return PSIM_OK;
 }
 
-static psim_status stage_layers(psim_jctx *c, const cJSON *st, const psim_model *m, int32_t idx,
+static psim_status stage_layers(psim_jctx *c, const cJSON *st, int32_t n_layers, int32_t idx,
                                 int32_t *owner, psim_stage *out) {
   const cJSON *layers = cJSON_GetObjectItemCaseSensitive(st, "layers");
   out->first_layer = (int32_t)layers->child->valuedouble;
   out->last_layer = (int32_t)layers->child->next->valuedouble;
   size_t sv = psim_jctx_key(c, "layers");
-  if (out->last_layer >= m->n_layers)
+  if (out->last_layer >= n_layers)
     return psim_jerr(c, "layer %d out of range; the model has layers 0..%d", (int)out->last_layer,
-                     (int)m->n_layers - 1);
+                     (int)n_layers - 1);
   for (int32_t l = out->first_layer; l <= out->last_layer; l++) {
     if (owner[l] >= 0)
       return psim_jerr(c, "layer %d is assigned to two stages (%d and %d)", (int)l, (int)owner[l],
@@ -135,13 +135,13 @@ static psim_status read_all_stages(psim_jctx *c, const psim_strategy_spec *sp, c
   int32_t i = 0;
   for (const cJSON *it = sp->stages->child; it; it = it->next, i++) {
     size_t s2 = psim_jctx_index(c, (size_t)i);
-    PSIM_CHECK(stage_layers(c, it, m, i, owner, &s->stages[i]));
+    PSIM_CHECK(stage_layers(c, it, psim_strategy_n_layers(s, m), i, owner, &s->stages[i]));
     psim_jctx_key(c, "devices");
     PSIM_CHECK(psim_strategy_read_devices(c, cJSON_GetObjectItemCaseSensitive(it, "devices"), cl,
                                           &s->stages[i].devices, &s->stages[i].n_devices));
     psim_jctx_pop(c, s2);
   }
-  for (int32_t l = 0; l < m->n_layers; l++)
+  for (int32_t l = 0; l < psim_strategy_n_layers(s, m); l++)
     if (owner[l] < 0)
       return psim_jerr(c, "layer %d is in no stage", (int)l);
   psim_jctx_pop(c, sv);
@@ -152,10 +152,11 @@ static psim_status explicit_stages(psim_jctx *c, const psim_strategy_spec *sp, c
                                    psim_cluster *cl, psim_strategy *s) {
   if (!sp->stages)
     return single_stage(c, sp, m, cl, s);
-  int32_t *owner = psim_malloc((size_t)(m->n_layers > 0 ? m->n_layers : 1) * sizeof *owner);
+  int32_t n_layers = psim_strategy_n_layers(s, m);
+  int32_t *owner = psim_malloc((size_t)(n_layers > 0 ? n_layers : 1) * sizeof *owner);
   if (!owner)
     return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
-  for (int32_t l = 0; l < m->n_layers; l++)
+  for (int32_t l = 0; l < n_layers; l++)
     owner[l] = -1;
   psim_status st = read_all_stages(c, sp, m, cl, s, owner);
   psim_free(owner);
@@ -220,6 +221,7 @@ static psim_status expand_explicit(psim_jctx *c, const psim_strategy_spec *sp, c
   s->mesh = sp->mesh;
   s->tmpl = sp->tmpl;
   apply_common(sp, s);
+  PSIM_CHECK(psim_strategy_apply_layer_starts(c, sp, m, s));
   PSIM_CHECK(explicit_stages(c, sp, m, cl, s));
   PSIM_CHECK(check_mesh_fits(c, s));
   PSIM_CHECK(explicit_micro(c, sp, m, s));

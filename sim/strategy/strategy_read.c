@@ -114,6 +114,9 @@ static const char *const megatron_keys[] = {"format",
                                             "cp",
                                             "micro_batch",
                                             "virtual_stages",
+                                            "first_stage_layers",
+                                            "last_stage_layers",
+                                            "pipeline_layout",
                                             "schedule",
                                             "recompute",
                                             "sequence_parallel",
@@ -147,6 +150,53 @@ static const char *const zero_keys[] = {"format",
                                         "overlap_param_gather",
                                         NULL};
 
+/* Megatron-Core's uneven first/last stages: what holds without the model (core_v0.15.0
+ * transformer_config.py: each a multiple of the virtual stages; a first or last stage
+ * apart from the others needs pp > 1). The middle stages' split needs the model's layer
+ * count: psim_megatron_chunk_layers at expansion. */
+static psim_status read_uneven(psim_jctx *c, const cJSON *root, psim_megatron_opts *o) {
+  static const char *const keys[] = {"first_stage_layers", "last_stage_layers"};
+  int32_t *vals[] = {&o->first_stage_layers, &o->last_stage_layers};
+  for (int i = 0; i < 2; i++) {
+    PSIM_CHECK(psim_strategy_int32_key(c, root, keys[i], false, 1, MAX_DEGREE, vals[i]));
+    if (*vals[i] == 0)
+      continue;
+    size_t sv = psim_jctx_key(c, keys[i]);
+    if (o->pp < 2)
+      return psim_jerr(c, "%d layers on the %s stage need pp > 1 (pp = %d)", (int)*vals[i],
+                       i == 0 ? "first" : "last", (int)o->pp);
+    if (*vals[i] % o->virtual_stages != 0)
+      return psim_jerr(c,
+                       "%d layers do not divide into the %d virtual stages of the stage "
+                       "(Megatron-Core's rule)",
+                       (int)*vals[i], (int)o->virtual_stages);
+    psim_jctx_pop(c, sv);
+  }
+  return PSIM_OK;
+}
+
+/* Megatron-Core's --pipeline-model-parallel-layout: parsed and checked against pp
+ * (psim_megatron_resolve_layout), setting virtual_stages; the layer counts need the
+ * model (at expansion). */
+static psim_status read_pipeline_layout(psim_jctx *c, const cJSON *root, psim_megatron_opts *o) {
+  const char *text = NULL;
+  PSIM_CHECK(psim_json_string(c, root, "pipeline_layout", false, &text));
+  if (!text)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(c, "pipeline_layout");
+  if (strlen(text) >= sizeof o->pipeline_layout || !text[0])
+    return psim_jerr(c, "expected 1 to %d characters", (int)sizeof o->pipeline_layout - 1);
+  snprintf(o->pipeline_layout, sizeof o->pipeline_layout, "%s", text);
+  if (psim_megatron_resolve_layout(o) != PSIM_OK) {
+    char msg[512]; /* the message without its "pipeline_layout: " (the path names it) */
+    const char *e = psim_error_message(), *pre = "pipeline_layout: ";
+    snprintf(msg, sizeof msg, "%s", strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : e);
+    return psim_jerr(c, "%s", msg);
+  }
+  psim_jctx_pop(c, sv);
+  return PSIM_OK;
+}
+
 static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
   psim_megatron_opts *o = &sp->mo;
   PSIM_CHECK(psim_json_check_keys(c, root, megatron_keys));
@@ -161,7 +211,9 @@ static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_
       psim_strategy_int32_key(c, root, "micro_batch", false, 1, MAX_DEGREE, &o->micro_batch));
   PSIM_CHECK(
       psim_strategy_int32_key(c, root, "virtual_stages", false, 1, 4096, &o->virtual_stages));
+  PSIM_CHECK(read_uneven(c, root, o));
   PSIM_CHECK(enum_key(c, root, "schedule", p_sched, &o->schedule, &sp->schedule_given));
+  PSIM_CHECK(read_pipeline_layout(c, root, o));
   PSIM_CHECK(read_common(c, root, sp));
   if (!sp->schedule_given && o->virtual_stages > 1)
     o->schedule = PSIM_SCHED_INTERLEAVED;
@@ -400,8 +452,28 @@ static psim_status read_stages(psim_jctx *c, const cJSON *stages, psim_strategy_
   return PSIM_OK;
 }
 
+/* pipeline.layer_starts: op names, each starting a layer of the override (strategy.h). */
+static psim_status read_layer_starts(psim_jctx *c, const cJSON *v, psim_strategy_spec *sp) {
+  if (!v)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(c, "layer_starts");
+  PSIM_CHECK(psim_json_expect_array(c, v));
+  if (!v->child)
+    return psim_jerr(c, "no entries (each names the first op of a layer)");
+  size_t i = 0;
+  for (const cJSON *it = v->child; it; it = it->next, i++)
+    if (!cJSON_IsString(it)) {
+      psim_jctx_index(c, i);
+      return psim_jerr(c, "expected an op name");
+    }
+  psim_jctx_pop(c, sv);
+  sp->layer_starts = v;
+  return PSIM_OK;
+}
+
 static psim_status read_pipeline(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
-  static const char *const keys[] = {"stages", "micro_batches", "schedule", "virtual_stages", NULL};
+  static const char *const keys[] = {"stages",         "micro_batches", "schedule",
+                                     "virtual_stages", "layer_starts",  NULL};
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "pipeline");
   sp->micro_batches = 1;
   sp->virtual_stages = 1;
@@ -426,6 +498,41 @@ static psim_status read_pipeline(psim_jctx *c, const cJSON *root, psim_strategy_
     PSIM_CHECK(read_stages(c, stages, sp));
   else if (sp->virtual_stages > 1)
     return psim_jerr(c, "virtual_stages needs explicit 'stages'");
+  PSIM_CHECK(read_layer_starts(c, cJSON_GetObjectItemCaseSensitive(p, "layer_starts"), sp));
+  psim_jctx_pop(c, sv);
+  return PSIM_OK;
+}
+
+psim_status psim_strategy_apply_layer_starts(psim_jctx *c, const psim_strategy_spec *sp,
+                                             const psim_model *m, psim_strategy *s) {
+  if (!sp->layer_starts)
+    return PSIM_OK;
+  s->op_layer = psim_malloc((size_t)(m->n_ops > 0 ? m->n_ops : 1) * sizeof *s->op_layer);
+  if (!s->op_layer)
+    return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
+  size_t sv = psim_jctx_key(c, "pipeline");
+  psim_jctx_key(c, "layer_starts");
+  int32_t l = -1, prev = -1;
+  size_t i = 0;
+  for (const cJSON *it = sp->layer_starts->child; it; it = it->next, i++) {
+    size_t s2 = psim_jctx_index(c, i);
+    int32_t o = psim_model_find_op(m, it->valuestring);
+    if (o < 0)
+      return psim_jerr(c, "the model has no op named '%s'", it->valuestring);
+    if (o <= prev || (i == 0 && o != 0))
+      return psim_jerr(c,
+                       "op '%s' must come after the previous entry's op in model order, "
+                       "and the first entry must name the model's first op '%s'",
+                       it->valuestring, m->ops[0].name);
+    for (int32_t k = prev < 0 ? 0 : prev; k < o; k++)
+      s->op_layer[k] = l;
+    prev = o;
+    l++;
+    psim_jctx_pop(c, s2);
+  }
+  for (int32_t k = prev; k < m->n_ops; k++)
+    s->op_layer[k] = l;
+  s->n_op_layers = l + 1;
   psim_jctx_pop(c, sv);
   return PSIM_OK;
 }
@@ -465,8 +572,19 @@ static psim_status read_sync(psim_jctx *c, const cJSON *root, psim_strategy_spec
 }
 
 static psim_status read_tmpl_info(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
-  static const char *const keys[] = {"name",           "tp", "pp",  "dp", "micro_batch",
-                                     "virtual_stages", "ep", "etp", "cp", NULL};
+  static const char *const keys[] = {"name",
+                                     "tp",
+                                     "pp",
+                                     "dp",
+                                     "micro_batch",
+                                     "virtual_stages",
+                                     "ep",
+                                     "etp",
+                                     "cp",
+                                     "first_stage_layers",
+                                     "last_stage_layers",
+                                     "pipeline_layout",
+                                     NULL};
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "template_info");
   if (!t)
     return PSIM_OK;
@@ -489,6 +607,15 @@ static psim_status read_tmpl_info(psim_jctx *c, const cJSON *root, psim_strategy
   PSIM_CHECK(psim_strategy_int32_key(c, t, "ep", false, 1, MAX_DEGREE, &sp->tmpl.ep));
   PSIM_CHECK(psim_strategy_int32_key(c, t, "etp", false, 1, MAX_DEGREE, &sp->tmpl.etp));
   PSIM_CHECK(psim_strategy_int32_key(c, t, "cp", false, 1, MAX_DEGREE, &sp->tmpl.cp));
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "first_stage_layers", false, 1, MAX_DEGREE,
+                                     &sp->tmpl.first_stage_layers));
+  PSIM_CHECK(psim_strategy_int32_key(c, t, "last_stage_layers", false, 1, MAX_DEGREE,
+                                     &sp->tmpl.last_stage_layers));
+  const char *layout = NULL;
+  PSIM_CHECK(psim_json_string(c, t, "pipeline_layout", false, &layout));
+  if (layout && strlen(layout) >= sizeof sp->tmpl.pipeline_layout)
+    return psim_jerr(c, "pipeline_layout '%.80s' too long", layout);
+  snprintf(sp->tmpl.pipeline_layout, sizeof sp->tmpl.pipeline_layout, "%s", layout ? layout : "");
   psim_jctx_pop(c, sv);
   return PSIM_OK;
 }

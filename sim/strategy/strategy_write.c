@@ -94,12 +94,25 @@ static psim_status mesh_json(const psim_strategy *s, cJSON *root) {
                      s->mesh.expert_layout_axis, s->mesh.n_expert_layout);
 }
 
-static psim_status pipeline_json(const psim_strategy *s, cJSON *root) {
+/* The layer override as the names of the ops that start a layer (strategy.h). */
+static psim_status layer_starts_json(const psim_strategy *s, const psim_model *m, cJSON *p) {
+  if (!s->op_layer)
+    return PSIM_OK;
+  cJSON *a = NULL;
+  PSIM_CHECK(psim_json_add_array(p, "layer_starts", &a));
+  for (int32_t i = 0; i < s->n_ops; i++)
+    if (i == 0 || s->op_layer[i] != s->op_layer[i - 1])
+      PSIM_CHECK(add_item(a, NULL, cJSON_CreateString(m->ops[i].name)));
+  return PSIM_OK;
+}
+
+static psim_status pipeline_json(const psim_strategy *s, const psim_model *m, cJSON *root) {
   cJSON *p = NULL, *stages = NULL;
   PSIM_CHECK(psim_json_add_object(root, "pipeline", &p));
   PSIM_CHECK(psim_json_add_number(p, "micro_batches", s->n_micro));
   PSIM_CHECK(psim_json_add_string(p, "schedule", psim_schedule_name(s->schedule)));
   PSIM_CHECK(psim_json_add_number(p, "virtual_stages", s->virtual_stages));
+  PSIM_CHECK(layer_starts_json(s, m, p));
   int32_t n = s->n_stages * s->virtual_stages;
   if (n == 1)
     return PSIM_OK;
@@ -190,6 +203,13 @@ static psim_status tmpl_json(const psim_strategy *s, cJSON *root) {
     PSIM_CHECK(psim_json_add_number(t, "etp", s->tmpl.etp));
   if (s->tmpl.cp > 1)
     PSIM_CHECK(psim_json_add_number(t, "cp", s->tmpl.cp));
+  /* uneven first/last pipeline stages: only when set (0 = even) */
+  if (s->tmpl.first_stage_layers > 0)
+    PSIM_CHECK(psim_json_add_number(t, "first_stage_layers", s->tmpl.first_stage_layers));
+  if (s->tmpl.last_stage_layers > 0)
+    PSIM_CHECK(psim_json_add_number(t, "last_stage_layers", s->tmpl.last_stage_layers));
+  if (s->tmpl.pipeline_layout[0])
+    PSIM_CHECK(psim_json_add_string(t, "pipeline_layout", s->tmpl.pipeline_layout));
   return PSIM_OK;
 }
 
@@ -220,7 +240,7 @@ static psim_status to_json(const psim_strategy *s, const psim_model *m, cJSON *r
   PSIM_CHECK(psim_json_add_string(root, "format", FORMAT));
   PSIM_CHECK(tmpl_json(s, root));
   PSIM_CHECK(mesh_json(s, root));
-  PSIM_CHECK(pipeline_json(s, root));
+  PSIM_CHECK(pipeline_json(s, m, root));
   PSIM_CHECK(ops_json(s, m, root));
   PSIM_CHECK(sync_json(s, root));
   return options_json(s, root);

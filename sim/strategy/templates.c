@@ -36,6 +36,39 @@ static void block_layers(const psim_model *m, int32_t *lo, int32_t *hi) {
   }
 }
 
+/* Writes first_layer/last_layer of stages[0..n-1] from the block-layer counts sizes[]
+ * (summing to the count of block layers from lo): chunk 0 also takes the layers before
+ * the first block, chunk n-1 those after the last. */
+static void assign_layers(const psim_model *m, int32_t lo, int32_t n, const int32_t *sizes,
+                          psim_stage *stages) {
+  int32_t next = lo;
+  for (int32_t c = 0; c < n; c++) {
+    stages[c].first_layer = c == 0 ? 0 : next;
+    stages[c].last_layer = c == n - 1 ? m->n_layers - 1 : next + sizes[c] - 1;
+    next += sizes[c];
+  }
+}
+
+void psim_strategy_block_range(const psim_model *m, int32_t *lo, int32_t *hi) {
+  block_layers(m, lo, hi);
+}
+
+psim_status psim_strategy_split_sizes(const psim_model *m, int32_t n, const int32_t *sizes,
+                                      psim_stage *stages) {
+  int32_t lo, hi, sum = 0;
+  block_layers(m, &lo, &hi);
+  for (int32_t c = 0; c < n; c++) {
+    if (sizes[c] < 1)
+      return psim_error(PSIM_EINPUT, "pipeline chunk %d has no transformer layer", (int)c);
+    sum += sizes[c];
+  }
+  if (sum != hi - lo + 1)
+    return psim_error(PSIM_EINPUT, "the pipeline chunks hold %d layers but the model has %d",
+                      (int)sum, (int)(hi - lo + 1));
+  assign_layers(m, lo, n, sizes, stages);
+  return PSIM_OK;
+}
+
 psim_status psim_strategy_split_layers(const psim_model *m, int32_t n, bool require_even,
                                        psim_stage *stages) {
   int32_t lo, hi;
@@ -49,13 +82,13 @@ psim_status psim_strategy_split_layers(const psim_model *m, int32_t n, bool requ
                       "the model's %d layers do not divide into %d chunks (interleaving needs "
                       "an even split)",
                       (int)count, (int)n);
-  int32_t next = lo;
-  for (int32_t c = 0; c < n; c++) {
-    int32_t len = count / n + (c < count % n ? 1 : 0);
-    stages[c].first_layer = c == 0 ? 0 : next;
-    stages[c].last_layer = c == n - 1 ? m->n_layers - 1 : next + len - 1;
-    next += len;
-  }
+  int32_t *sizes = psim_malloc((size_t)n * sizeof *sizes);
+  if (!sizes)
+    return psim_error(PSIM_ENOMEM, "out of memory splitting layers");
+  for (int32_t c = 0; c < n; c++)
+    sizes[c] = count / n + (c < count % n ? 1 : 0);
+  assign_layers(m, lo, n, sizes, stages);
+  psim_free(sizes);
   return PSIM_OK;
 }
 
@@ -65,10 +98,10 @@ psim_status psim_strategy_apply_mesh(psim_strategy *s, const psim_model *m) {
     return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
   s->n_ops = m->n_ops;
   for (int32_t i = 0; i < m->n_ops; i++) {
-    int32_t st = psim_strategy_layer_stage(s, m->ops[i].layer);
+    int32_t st = psim_strategy_layer_stage(s, psim_strategy_op_layer(s, m, i));
     if (st < 0)
       return psim_error(PSIM_EINPUT, "pipeline: layer %d of op '%s' is in no stage",
-                        (int)m->ops[i].layer, m->ops[i].name);
+                        (int)psim_strategy_op_layer(s, m, i), m->ops[i].name);
     PSIM_CHECK(psim_mesh_op_config(&s->mesh, m, i, s->stages[st].devices, s->stages[st].n_devices,
                                    &s->ops[i]));
     s->ops[i].stage = st;
@@ -77,16 +110,20 @@ psim_status psim_strategy_apply_mesh(psim_strategy *s, const psim_model *m) {
 }
 
 /* pp * v stages in pipeline order; chunk c runs on physical stage c % pp whose
- * devices are first + (c % pp) * per_stage + [0, per_stage). */
+ * devices are first + (c % pp) * per_stage + [0, per_stage). sizes: the block layers
+ * of each chunk, NULL for the even split. */
 static psim_status make_stages(psim_strategy *s, const psim_model *m, int32_t pp, int32_t v,
-                               int32_t per_stage) {
+                               int32_t per_stage, const int32_t *sizes) {
   int32_t n = pp * v;
   s->stages = psim_calloc((size_t)n, sizeof *s->stages);
   if (!s->stages)
     return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
   s->n_stages = pp;
   s->virtual_stages = v;
-  PSIM_CHECK(psim_strategy_split_layers(m, n, v > 1, s->stages));
+  if (sizes)
+    PSIM_CHECK(psim_strategy_split_sizes(m, n, sizes, s->stages));
+  else
+    PSIM_CHECK(psim_strategy_split_layers(m, n, v > 1, s->stages));
   for (int32_t c = 0; c < n; c++) {
     psim_stage *st = &s->stages[c];
     st->devices = psim_malloc((size_t)per_stage * sizeof *st->devices);
@@ -379,15 +416,23 @@ static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *
   s->tmpl.ep = o->ep;
   s->tmpl.etp = o->etp;
   s->tmpl.cp = o->cp;
-  PSIM_CHECK(make_stages(s, m, o->pp, o->virtual_stages, o->dp * o->cp * o->tp));
-  return psim_strategy_apply_mesh(s, m);
+  s->tmpl.first_stage_layers = o->first_stage_layers;
+  s->tmpl.last_stage_layers = o->last_stage_layers;
+  memcpy(s->tmpl.pipeline_layout, o->pipeline_layout, sizeof s->tmpl.pipeline_layout);
+  int32_t *sizes = NULL;
+  psim_status st = psim_megatron_stage_sizes(m, o, &sizes);
+  if (st == PSIM_OK)
+    st = make_stages(s, m, o->pp, o->virtual_stages, o->dp * o->cp * o->tp, sizes);
+  psim_free(sizes);
+  return st == PSIM_OK ? psim_strategy_apply_mesh(s, m) : st;
 }
 
 psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,
                                    const psim_megatron_opts *opts, psim_strategy *s) {
   psim_strategy_init(s);
-  PSIM_CHECK(check_megatron_opts(opts, c));
   psim_megatron_opts o = *opts; /* 0 = the default: ep 1, cp 1, etp = tp */
+  PSIM_CHECK(psim_megatron_resolve_layout(&o));
+  PSIM_CHECK(check_megatron_opts(&o, c));
   o.ep = o.ep > 0 ? o.ep : 1;
   o.cp = o.cp > 0 ? o.cp : 1;
   o.etp = o.etp > 0 ? o.etp : o.tp;
@@ -434,7 +479,7 @@ static psim_status dp_fill(const psim_model *m, int32_t n, int32_t micro_batches
   s->tmpl.ep = s->tmpl.etp = s->tmpl.cp = 1;
   s->tmpl.dp = n;
   s->tmpl.micro_batch = (int32_t)(s->micro_batch / n);
-  PSIM_CHECK(make_stages(s, m, 1, 1, n));
+  PSIM_CHECK(make_stages(s, m, 1, 1, n, NULL));
   return psim_strategy_apply_mesh(s, m);
 }
 

@@ -41,6 +41,7 @@ typedef struct modern_moe {
   int64_t q_lora, kv_lora, qk_rope, mtp; /* MLA ranks (0 = GQA), MTP modules */
   bool qk_norm, sigmoid, tokendrop;      /* tokendrop: capacity factor 1, else dropless */
   int32_t ep, etp;                       /* etp 0 = tp */
+  bool balanced; /* moe_router_force_load_balancing: uniform routing (modern_moe.c) */
 } modern_moe;
 
 typedef struct modern_row {

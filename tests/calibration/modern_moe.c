@@ -60,6 +60,14 @@ void modern_moe_read(const modern_csv *c, modern_row *r) {
    * layer); the 25.11 rows say w/ or w/o */
   e->mtp = e->kv_lora > 0 && !find(r->model, "w/o MTP") ? 1 : 0;
   e->tokendrop = find(variant, "tokendrop") != NULL;
+  /* Megatron-Bridge's benchmarks force balanced routing on dropless MoE runs
+   * (scripts/performance/utils/overrides.py, set_user_overrides: dropless ->
+   * moe_router_force_load_balancing = True; token-drop -> False; the performance
+   * recipes' _benchmark_common sets it for every MoE recipe). Megatron-Core's router
+   * then routes on random logits (TransformerConfig.moe_router_force_load_balancing,
+   * "for benchmarking purposes only"): every expert receives the mean up to sampling
+   * noise (about 2% at Qwen3's 2,048 tokens per expert and micro-batch): uniform */
+  e->balanced = !e->tokendrop;
   e->ep = (int32_t)col(c, "ep");
   const char *etp = find(ov, "\"expert_tensor_parallel_size\": ");
   e->etp = etp ? (int32_t)strtol(etp + strlen("\"expert_tensor_parallel_size\": "), NULL, 10) : 0;

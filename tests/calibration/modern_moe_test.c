@@ -72,6 +72,26 @@ START_TEST(deepseek_v3_from_columns) {
 }
 END_TEST
 
+START_TEST(benchmark_routing_forced_balanced) {
+  /* Megatron-Bridge scripts/performance/utils/overrides.py (set_user_overrides): dropless
+   * benchmarks set moe_router_force_load_balancing = True, token-drop ones False; so every
+   * dropless row routes uniformly and every token-drop row keeps its capacity */
+  int dropless = 0, tokendrop = 0;
+  for (int i = 0; i < rows.n; i++) {
+    const modern_moe *e = &rows.v[i].moe;
+    if (e->experts == 0)
+      continue;
+    ck_assert(e->balanced == !e->tokendrop);
+    dropless += !e->tokendrop;
+    tokendrop += e->tokendrop;
+  }
+  ck_assert_int_gt(dropless, 0);
+  ck_assert_int_gt(tokendrop, 0);
+  /* B300 rows are simulated on the dgx-b300 preset (no longer refused) */
+  ck_assert_str_eq(modern_preset_of("B300"), "dgx-b300");
+}
+END_TEST
+
 int main(void) {
   if (modern_read_all(PSIM_SOURCE_ROOT "/../shared/calibration/modern", &rows) == 4)
     return 77;
@@ -79,6 +99,7 @@ int main(void) {
   TCase *t = tcase_create("all");
   tcase_add_test(t, qwen3_30b_a3b_from_columns);
   tcase_add_test(t, deepseek_v3_from_columns);
+  tcase_add_test(t, benchmark_routing_forced_balanced);
   suite_add_tcase(s, t);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);

@@ -210,7 +210,7 @@ static const struct {
     {"A100 80", "dgx-a100-80g", "Ampere"}, {"a100_40", "dgx-a100-40g", "Ampere"},
     {"b200", "dgx-b200", "Blackwell"},     {"NVIDIA Blackwell GPU (B200", "dgx-b200", "Blackwell"},
     {"gb200", "gb200-nvl72", "Blackwell"}, {"gb300", "gb300-nvl72", "Blackwell"},
-    {"b300", NULL, "Blackwell"},           {NULL, NULL, NULL}};
+    {"b300", "dgx-b300", "Blackwell"},     {NULL, NULL, NULL}};
 
 static int find_gpu(const char *gpu) {
   for (int i = 0; gpu_map[i].prefix; i++)

@@ -8,6 +8,7 @@
 
 #include "models/generators.h"
 #include "modern.h"
+#include "sim/builder/routing.h"
 #include "sim/core/json.h"
 #include "sim/simulate.h"
 #include "topologies/presets.h"
@@ -187,8 +188,12 @@ void modern_simulate(modern_row *r, const modern_stack_opts *o) {
    * comm_overlap settings) */
   if (st == PSIM_OK && r->zero >= 1 && strcmp(r->stack, "megatron-core") == 0)
     s.overlap_param_gather = true;
+  psim_sim_options so; /* forced-balance MoE benchmarks: uniform routing (modern_moe.c) */
+  psim_sim_options_init(&so);
+  psim_routing uniform = {.kind = PSIM_ROUTING_UNIFORM};
+  so.routing = r->moe.balanced ? &uniform : NULL;
   if (st == PSIM_OK)
-    st = psim_simulate(&m, &c, &s, NULL, &res);
+    st = psim_simulate(&m, &c, &s, &so, &res);
   if (st == PSIM_OK && res.iteration_time_s > 0) {
     r->predicted = (double)r->batch * (double)r->seq / res.iteration_time_s / r->gpus;
     r->fits = res.fits;

@@ -105,8 +105,16 @@ START_TEST(blackwell_rates_match_data_sheets) {
   ck_assert_double_eq_tol(t.peak_flops[PSIM_DTYPE_FP8], 720e15 / 72 / 2, 1e9);
   ck_assert(fabs(t.mem_bytes / (20e12 / 72) - 1) < 0.01);
   psim_device_type_destroy(&t);
+  /* HGX B300 (8 GPUs): FP4 108 PFLOP/s dense, FP8 72 and BF16 36 sparse, 2.3 TB HBM3e */
+  type_of("b300", &t);
+  ck_assert_double_eq_tol(psim_device_type_builtin_fp4("b300"), 108e15 / 8, 1e9);
+  ck_assert_double_eq_tol(t.peak_flops[PSIM_DTYPE_FP8], 72e15 / 8 / 2, 1e9);
+  ck_assert_double_eq_tol(t.peak_flops[PSIM_DTYPE_BF16], 36e15 / 8 / 2, 1e9);
+  ck_assert(fabs(t.mem_bytes / (2.3e12 / 8) - 1) < 0.01);
+  psim_device_type_destroy(&t);
   /* NVLink 5: 130 TB/s per 72 GPUs both directions, within 1% per direction */
-  for (const char *const *n = (const char *const[]){"b200", "gb200", "gb300", NULL}; *n; n++)
+  for (const char *const *n = (const char *const[]){"b200", "gb200", "gb300", "b300", NULL}; *n;
+       n++)
     ck_assert(fabs(psim_device_type_builtin_nvlink(*n) / (130e12 / 72 / 2) - 1) < 0.01);
   ck_assert_double_eq(psim_device_type_builtin_fp4("h100"), 0);
 }
@@ -176,11 +184,9 @@ START_TEST(presets_domains_and_counts) {
     const char *preset, *type;
     int32_t domain;
     double nic_per_gpu;
-  } cases[] = {{"dgx-h100", "h100", 8, 400e9 / 8},
-               {"dgx-h200", "h200", 8, 400e9 / 8},
-               {"dgx-b200", "b200", 8, 400e9 / 8},
-               {"gb200-nvl72", "gb200", 72, 400e9 / 8},
-               {"gb300-nvl72", "gb300", 72, 800e9 / 8}};
+  } cases[] = {{"dgx-h100", "h100", 8, 400e9 / 8},      {"dgx-h200", "h200", 8, 400e9 / 8},
+               {"dgx-b200", "b200", 8, 400e9 / 8},      {"gb200-nvl72", "gb200", 72, 400e9 / 8},
+               {"gb300-nvl72", "gb300", 72, 800e9 / 8}, {"dgx-b300", "b300", 8, 800e9 / 8}};
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     psim_cluster c;
     load_preset(cases[k].preset, 2, &c);

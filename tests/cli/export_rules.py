@@ -28,7 +28,7 @@ gspmd: JAX jax-v0.11.0 Mesh / PartitionSpec / NamedSharding rules (gspmd() below
 Round trip: every model fact the flags decide equals the model file's; with PLAN, the
 parallel degrees (tp, pp, dp, ep, etp, cp of the plan's template or template_info) equal the
 export's."""
-import json, re, sys, tomllib
+import json, re, shlex, sys, tomllib
 
 fmt, model_file, export = sys.argv[1:4]
 # WORLD: devices, or DEVICES/PP for a pipelined DeepSpeed plan (dp = DEVICES / PP)
@@ -38,11 +38,13 @@ pp_arg = int(world_arg[1]) if len(world_arg) > 1 else 1
 model = json.load(open(model_file))
 errors = []
 plan_layout = None
+first_last = {}
 if len(sys.argv) > 5:  # the plan's degrees: the template's keys or the written template_info
     st = json.load(open(sys.argv[5]))["strategy"]
     ti = st.get("template_info", st)
     plan_layout = {k: ti.get(k, 1) for k in ("tp", "pp", "dp", "ep", "cp")}
     plan_layout["etp"] = ti.get("etp", plan_layout["tp"])
+    first_last = {k: ti.get(k, 0) for k in ("first_stage_layers", "last_stage_layers")}
 
 
 def need(cond, msg):
@@ -65,17 +67,49 @@ def tensor_dims(block, name):
     return t.get("dims", [])
 
 
+def block_is_mtp(b):  # a block with its own loss: a multi-token prediction module (gen_decoder.c)
+    return any(o["kind"] == "cross_entropy" for o in b["ops"])
+
+
+def ffn_width(block, o):  # the ffn-role width of an op's output, 0 when it has none
+    return next((dims[d]["size"] for d in tensor_dims(block, o["out"][0])
+                 if dims.get(d, {}).get("role") == "ffn"), 0)
+
+
+def moe_facts(blocks):
+    """Per transformer layer (blocks in order): MoE when it has a dispatch; the FFN beside the
+    experts of a MoE layer is the shared expert; the expert FFN width; the router's gates."""
+    pattern, shared, moe_ffn, sigmoid = [], 0, 0, False
+    for b in blocks:
+        moe = any(o["kind"] == "dispatch" for o in b["ops"])
+        pattern += [int(moe)] * b["repeat"]
+        for o in b["ops"]:
+            expert = any(dims.get(d, {}).get("role") == "expert" for d in tensor_dims(b, o["out"][0]))
+            if o["kind"] == "matmul" and ffn_width(b, o):
+                if expert:
+                    moe_ffn = ffn_width(b, o)
+                elif moe:
+                    shared = ffn_width(b, o)
+            sigmoid = sigmoid or (expert and o.get("fn") == "sigmoid")
+    return {"moe_pattern": pattern, "shared_ffn": shared, "moe_ffn": moe_ffn,
+            "sigmoid": sigmoid}
+
+
 def transformer_facts():
-    block = next(o for o in model["ops"] if "block" in o)
-    inner = block["ops"]
+    blocks = [o for o in model["ops"] if "block" in o]
+    main = [b for b in blocks if not block_is_mtp(b)]
+    inner = [o for b in blocks for o in b["ops"]]
     outer = [o for o in model["ops"] if "block" not in o]
     kinds = {o["kind"] for o in inner + outer}
     fns = {o.get("fn") for o in inner + outer}
-    weights = dict(model.get("weights", {}), **block.get("weights", {}))
+    weights = dict(model.get("weights", {}))
+    for b in blocks:
+        weights.update(b.get("weights", {}))
     emb = next(o for o in outer if o["kind"] == "embedding")
     table = next(t for t in emb["in"] if t in weights)
+    size = lambda n: dims[n]["size"] if n in dims else 0
     facts.update({
-        "layers": block["repeat"], "hidden": role["hidden"][0], "heads": role["heads"][0],
+        "layers": sum(b["repeat"] for b in main), "hidden": role["hidden"][0], "heads": role["heads"][0],
         "kv": role["heads"][1] if len(role["heads"]) > 1 else role["heads"][0],
         "ffn": role["ffn"][0], "seq": role["sequence"][0], "batch": role["batch"][0],
         "rmsnorm": "rmsnorm" in kinds, "swiglu": "swiglu" in fns,
@@ -88,14 +122,31 @@ def transformer_facts():
         "top_k": next((o["top_k"] for o in inner if o["kind"] == "dispatch"), 0),
         "head_dim": role.get("head_dim", [0])[0], "vocab": role["vocab"][0],
         "qk_norm": any(o["kind"] in ("rmsnorm", "layernorm") and any(
-            d in role_of_heads for d in tensor_dims(block, o["out"][0])) for o in inner),
+            d in role_of_heads for d in tensor_dims(b, o["out"][0])) for b in blocks for o in b["ops"]),
+        # multi-head latent attention: the dims gen_decoder.c names (docs/model.md)
+        "mla": "kv_lora" in dims, "q_lora": size("q_lora"), "kv_lora": size("kv_lora"),
+        "qk_head": size("nope"), "qk_rope": size("rope"), "v_head": size("kv_b") - size("nope"),
+        "mtp": sum(b["repeat"] for b in blocks if block_is_mtp(b)),
     })
+    facts.update(moe_facts(main))
+
+
+def freq_pattern(v, L):
+    """arguments.py moe_freq_type: an int N (a MoE layer every N) or a Python list expression
+    of 0/1 (digits, brackets, *, +, commas and parentheses only); returns the per-layer list."""
+    if isinstance(v, list):
+        return v
+    v = str(v)
+    if "[" not in v:
+        return [1 if i % int(v) == 0 else 0 for i in range(L)]
+    need(re.fullmatch(r"[\[\]0-9*+(), ]+", v) is not None, "moe-layer-freq %r is no list expression" % v)
+    return eval(v, {"__builtins__": {}}) if re.fullmatch(r"[\[\]0-9*+(), ]+", v) else []
 
 
 def megatron():
     transformer_facts()
     text = open(export).read()
-    body = re.search(r"MEGATRON_ARGS=\((.*?)\n\)", text, re.S).group(1).split()
+    body = shlex.split(re.search(r"MEGATRON_ARGS=\((.*?)\n\)", text, re.S).group(1))
     a, i = {}, 0
     while i < len(body):
         k = body[i]
@@ -149,14 +200,29 @@ def megatron_core(a):
              "capacity factor %s for a %s MoE" % (a.get("--moe-expert-capacity-factor"),
                                                   "dropless" if facts["dropless"] else "capacity"))
         need(int(a["--moe-router-topk"]) == facts["top_k"], "top-k")
+        moe_rules(a, E, L)
+    mla_rules(a, heads)
+    # transformer_config.py mtp_num_layers: the modules after the last layer; arguments.py: MTP
+    # takes learned_absolute, rope, mrope or none positions
+    mtp = int(a.get("--mtp-num-layers") or 0)
+    need(mtp == facts["mtp"], "mtp-num-layers %d != the model's %d modules" % (mtp, facts["mtp"]))
+    need(not mtp or a.get("--position-embedding-type", "learned_absolute") in
+         ("learned_absolute", "rope", "mrope", "none"), "MTP position embedding type")
     # round trip
     f = facts
+    if first is not None or last is not None:  # transformer_config.py: uneven PP counts > 0
+        need(int(first or 1) > 0 and int(last or 1) > 0, "first/last stage layers must be > 0")
+    for k, v in first_last.items():  # the template's uneven stages (0: even), read back
+        got = int({"first_stage_layers": first, "last_stage_layers": last}[k] or 0)
+        need(not v or got == v, "%s: the export's %d, the plan's %d" % (k, got, v))
     need(L == f["layers"], "num-layers %d != %d" % (L, f["layers"]))
     need(int(a["--hidden-size"]) == f["hidden"], "hidden")
     need(heads == f["heads"] and groups == f["kv"], "heads / query groups")
     need(int(a["--ffn-hidden-size"]) == f["ffn"], "ffn")
     # transformer_config.py: kv_channels defaults to hidden / heads; qk_layernorm to False
-    need(int(a.get("--kv-channels", f["hidden"] // heads)) == f["head_dim"], "head_dim (kv-channels)")
+    if not f["mla"]:  # MLA: the head is qk-head-dim + qk-pos-emb-head-dim (mla_rules)
+        need(int(a.get("--kv-channels", f["hidden"] // heads)) == f["head_dim"],
+             "head_dim (kv-channels)")
     need(bool(a.get("--qk-layernorm")) == f["qk_norm"], "qk-layernorm")
     need(int(a["--seq-length"]) == f["seq"], "seq")
     need(int(a["--global-batch-size"]) == f["batch"], "global batch")
@@ -173,6 +239,60 @@ def megatron_core(a):
     need(("--fp8-format" in a) == (f["dtype"] == "fp8"), "fp8")
     if world:
         need(tp * pp * (world // (tp * pp)) == world, "world size")
+
+
+def moe_rules(a, E, L):
+    """Megatron-LM d98e8a64dd: transformer_config.py (moe_ffn_hidden_size; moe_layer_freq, whose
+    list gpt_layer_specs.py get_gpt_decoder_block_spec asserts has num_layers entries;
+    moe_shared_expert_intermediate_size > 0; moe_router_score_function softmax | sigmoid |
+    sqrtsoftplus; --moe-router-enable-expert-bias needs sigmoid or sqrtsoftplus; group-limited
+    routing needs moe_router_num_groups dividing the experts and group_topk <= num_groups;
+    top-1 softmax routing needs --moe-router-pre-softmax), read back against the model."""
+    f = facts
+    need(int(a.get("--moe-ffn-hidden-size", a["--ffn-hidden-size"])) == f["moe_ffn"],
+         "moe-ffn-hidden-size %s != the experts' %d" % (a.get("--moe-ffn-hidden-size"), f["moe_ffn"]))
+    pat = freq_pattern(a.get("--moe-layer-freq", 1), L)
+    need(len(pat) == L and set(pat) <= {0, 1}, "moe-layer-freq has %d entries for %d layers" % (len(pat), L))
+    need(pat == f["moe_pattern"], "moe-layer-freq %s != the model's MoE layers %s" % (pat, f["moe_pattern"]))
+    shared = a.get("--moe-shared-expert-intermediate-size")
+    need(shared is None or int(shared) > 0, "shared expert size must be > 0")
+    need(int(shared or 0) == f["shared_ffn"], "shared expert %s != the model's %d" % (shared, f["shared_ffn"]))
+    if "--ffn-hidden-size" in a and 0 in pat:  # the dense layers' width
+        need(int(a["--ffn-hidden-size"]) == f["ffn"], "dense ffn-hidden-size")
+    fn = a.get("--moe-router-score-function", "softmax")
+    need(fn in ("softmax", "sigmoid", "sqrtsoftplus"), "score function %s" % fn)
+    need((fn == "sigmoid") == f["sigmoid"], "score function %s for the model's %s gates" %
+         (fn, "sigmoid" if f["sigmoid"] else "softmax"))
+    need(not a.get("--moe-router-enable-expert-bias") or fn in ("sigmoid", "sqrtsoftplus"),
+         "expert bias needs a sigmoid or sqrtsoftplus score")
+    groups, gtop = int(a.get("--moe-router-num-groups") or 0), int(a.get("--moe-router-group-topk") or 0)
+    need(not gtop or (groups and E % groups == 0 and gtop <= groups), "group-limited routing")
+    need(not (int(a["--moe-router-topk"]) == 1 and fn == "softmax") or
+         a.get("--moe-router-pre-softmax"), "top-1 softmax routing needs --moe-router-pre-softmax")
+
+
+def mla_rules(a, heads):
+    """Multi-head latent attention: arguments.py validate_args (exclusive with
+    --group-query-attention), _add_mla_args (--q-lora-rank default None: no query
+    compression), argument_utils.py (--rope-type rope or yarn; yarn only with MLA),
+    transformer_config.py (no rotary_interleaved with MLA); dims read back from the model."""
+    f, mla = facts, bool(a.get("--multi-latent-attention"))
+    need(mla == f["mla"], "multi-latent-attention %s for a model %s latent attention" %
+         (mla, "with" if f["mla"] else "without"))
+    need(a.get("--rope-type") in (None, "rope", "yarn") and (mla or a.get("--rope-type") in (None, "rope")),
+         "rope-type %s" % a.get("--rope-type"))
+    if not mla:
+        return
+    need("--group-query-attention" not in a, "MLA with --group-query-attention")
+    need("--rotary-interleaved" not in a, "MLA with --rotary-interleaved")
+    got = [int(a.get(k) or 0) for k in ("--q-lora-rank", "--kv-lora-rank", "--qk-head-dim",
+                                          "--qk-pos-emb-head-dim", "--v-head-dim")]
+    want = [f["q_lora"], f["kv_lora"], f["qk_head"], f["qk_rope"], f["v_head"]]
+    need(got == want, "MLA dims %s != the model's %s" % (got, want))
+    need(got[2] + got[3] == f["head_dim"], "qk head %d + rope %d != the model's head %d" %
+         (got[2], got[3], f["head_dim"]))
+    need(int(a.get("--kv-channels", f["hidden"] // heads)) == f["hidden"] // heads,
+         "MLA kv-channels (arguments.py: hidden / heads)")
 
 
 def torchtitan():
@@ -272,7 +392,9 @@ BRIDGE_KEYS = {
               "num_moe_experts", "moe_router_topk", "moe_ffn_hidden_size",
               "expert_model_parallel_size", "expert_tensor_parallel_size", "moe_grouped_gemm",
               "moe_token_dispatcher_type",
-              "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity"},
+              "moe_expert_capacity_factor", "moe_pad_expert_input_to_capacity",
+              "moe_layer_freq", "moe_shared_expert_intermediate_size", "moe_router_score_function",
+              "multi_latent_attention", "mtp_num_layers"},
     "train": {"micro_batch_size", "global_batch_size"}, "dataset": {"seq_length"},
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "bucket_size",
             "overlap_param_gather", "grad_reduce_in_fp32"},
@@ -280,6 +402,12 @@ BRIDGE_KEYS = {
     "optimizer": {"use_distributed_optimizer", "bf16", "fp16"}, "mixed_precision": None,
     "env_vars": {"NCCL_ALGO"},
 }
+# MLATransformerConfig's fields (Megatron-Bridge models/transformer_config.py over Megatron-Core's):
+# only an MLAModelProvider (models/mla_provider.py) has them, so only over the DeepSeek-V3 recipe
+# (recipes/deepseek/deepseek_v3.py), whose pipeline_model_parallel_layout must be cleared for
+# the first/last stage counts (transformer_config.py: the two conflict).
+MLA_KEYS = {"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
+            "rope_type", "pipeline_model_parallel_layout"}
 PRESETS = {None: "fp32", "bf16_mixed": "bf16", "fp16_mixed": "fp16",
            "bf16_with_fp8_delayed_scaling_mixed": "fp8"}
 
@@ -287,12 +415,16 @@ PRESETS = {None: "fp32", "bf16_mixed": "bf16", "fp16_mixed": "fp16",
 def bridge():
     transformer_facts()
     c = load_yaml(export)
+    mla_recipe = "--recipe deepseek_v3_pretrain_config" in open(export).read()
     for sec, v in c.items():
         need(sec in BRIDGE_KEYS, "unknown ConfigContainer field %s" % sec)
         if isinstance(v, dict):
-            bad = set(v) - (BRIDGE_KEYS.get(sec) or set())
+            bad = set(v) - (BRIDGE_KEYS.get(sec) or set()) - (MLA_KEYS if sec == "model" and mla_recipe else set())
             need(not bad, "unknown %s fields %s" % (sec, sorted(bad)))
     m, t, ddp, opt = c["model"], c["train"], c["ddp"], c["optimizer"]
+    need(not m.get("multi_latent_attention") or mla_recipe, "MLA over a GPTModelProvider recipe")
+    need(not mla_recipe or "pipeline_model_parallel_layout" in m and m["pipeline_model_parallel_layout"] is None,
+         "the DeepSeek-V3 recipe's pipeline layout is not cleared")
     need(m["seq_length"] == c["dataset"]["seq_length"], "model.seq_length != dataset.seq_length")
     need(m["position_embedding_type"] in ("learned_absolute", "rope", "yarn"), "position type")
     need(c["mixed_precision"] in PRESETS, "mixed_precision is no registered preset")
@@ -309,6 +441,8 @@ def bridge():
            "--num-layers-in-last-pipeline-stage": "--decoder-last-pipeline-num-layers",
            "--num-moe-experts": "--num-experts", "--gated-linear-unit": "--swiglu"}
     a = {ren.get(k, k): v for k, v in a.items()}
+    a.pop("--pipeline-model-parallel-layout", None)
+    a.pop("--mtp-num-layers", None) if not m.get("mtp_num_layers") else None
     a.pop("--add-bias-linear", None)
     if not m["add_bias_linear"]:
         a["--disable-bias-linear"] = True
