@@ -123,6 +123,7 @@ typedef struct space_ctx {
   int32_t layers, pair, experts; /* experts: the expert-role dim, 0 when dense */
   double params, expert_params, capacity;
   int32_t cp, ep, etp; /* the (cp, ep, etp) of the pairs being listed */
+  int32_t first, last; /* uneven first/last stages' layers of the pairs being listed, 0: even */
 } space_ctx;
 
 /* Megatron-Core accepts this combination (rules above); vp 1 needs nothing more. */
@@ -133,6 +134,8 @@ static bool accepted(const space_ctx *x, const psim_megatron_opts *mo) {
   int64_t n_micro = x->batch / per;
   if (mo->virtual_stages == 1)
     return true;
+  if (mo->first_stage_layers > 0) /* uneven stages: tried without interleaving only */
+    return false;
   return mo->pp > 1 && x->layers % (mo->pp * mo->virtual_stages) == 0 && n_micro % mo->pp == 0;
 }
 
@@ -187,6 +190,7 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
             mo.pp = pp;
             mo.dp = dp;
             mo.cp = x->cp, mo.ep = x->ep, mo.etp = x->etp;
+            mo.first_stage_layers = x->first, mo.last_stage_layers = x->last;
             mo.virtual_stages = vp;
             mo.zero_stage = z;
             mo.sequence_parallel = tp > 1 && sp == 0;
@@ -253,6 +257,24 @@ static psim_status push_experts(space_ctx *x, int32_t tp, int32_t pp, int32_t dp
   return PSIM_OK;
 }
 
+/* The stages' layers for pp (x->first, x->last): even when pp divides the layers; else, in the
+ * Megatron space at pp >= 3, the middle stages take ceil(layers / pp) each and the first and
+ * last the rest, halved (the last the larger half: it holds the head), as Megatron-Core's
+ * --decoder-first/last-pipeline-num-layers allow (core_v0.15.0: the middle layers divide
+ * evenly by pp - 2); false when neither applies. */
+static bool uneven_split(space_ctx *x, int32_t pp) {
+  int32_t layers = x->m->n_layers;
+  x->first = x->last = 0;
+  if (layers % pp == 0)
+    return true;
+  if (pp < 3 || x->o->space != PSIM_GRID_MEGATRON)
+    return false;
+  int32_t mid = (layers + pp - 1) / pp, rest = layers - mid * (pp - 2);
+  x->first = rest / 2;
+  x->last = rest - x->first;
+  return x->first >= 1 && x->last <= mid;
+}
+
 /* The pairs: tp a power of two up to max_tp, pp dividing the layers, tp x pp dividing the
  * devices (the classic grid's pairs), each with its cp and expert layouts (rules above). */
 static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_tp, bool classic) {
@@ -260,7 +282,7 @@ static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_t
   x->pair = 0;
   for (int32_t tp = 1; tp <= max_tp && tp <= n; tp *= 2)
     for (int32_t pp = 1; pp * tp <= n; pp++) {
-      if (n % (tp * pp) != 0 || pp > x->m->n_layers || x->m->n_layers % pp != 0)
+      if (n % (tp * pp) != 0 || pp > x->m->n_layers || !uneven_split(x, pp))
         continue;
       for (int32_t cp = 1; cp <= n / (tp * pp); cp++) {
         bool cp_ok = cp == 1 || (x->seq >= PSIM_GRID_CP_MIN_SEQ && x->seq % (2 * cp) == 0 &&
