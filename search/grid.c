@@ -84,8 +84,10 @@ static void show(grid_state *g, bool force) {
           (long long)r->pruned_dominated, (long long)r->pruned_bound, (long long)r->evaluations,
           now - g->t0, seconds_left(g, now));
   if (r->found)
-    fprintf(g->o->progress, ", best %.4f s (tp %d pp %d dp %d vp %d mb %d %s zero %d%s)",
-            r->best_sim.iteration_time_s, b->tp, b->pp, b->dp, b->virtual_stages, b->micro_batch,
+    fprintf(g->o->progress,
+            ", best %.4f s (tp %d pp %d dp %d cp %d ep %d etp %d vp %d mb %d %s zero %d%s)",
+            r->best_sim.iteration_time_s, b->tp, b->pp, b->dp, b->cp > 0 ? b->cp : 1,
+            b->ep > 0 ? b->ep : 1, b->etp > 0 ? b->etp : b->tp, b->virtual_stages, b->micro_batch,
             psim_recompute_name(b->recompute), b->zero_stage, b->sequence_parallel ? " sp" : "");
   fprintf(g->o->progress, "   ");
   fflush(g->o->progress);

@@ -9,6 +9,12 @@
  * (grid_space.c's rules). */
 #define PSIM_GRID_CP_MIN_SEQ 8192
 
+/* Mixture-of-experts models: classic candidates whose static memory lower bound is over this
+ * share of a device come after the others (the activations of a large model's micro-batch
+ * need the rest: grid_space.c's MoE order). A heuristic of the order only: nothing is pruned
+ * by it. */
+#define PSIM_GRID_MOE_STATIC_FRAC 0.5
+
 /* What became of a candidate. */
 typedef enum grid_state_kind {
   GRID_PENDING = 0,
@@ -24,12 +30,13 @@ typedef enum grid_state_kind {
 
 typedef struct grid_cand {
   psim_megatron_opts mo;
-  int32_t pair;     /* index of its (tp, pp, cp, ep, etp) pair, in enumeration order */
-  bool classic;     /* no interleaving, ZeRO 0, sequence parallel iff tp > 1: searched first */
-  int8_t state;     /* grid_state_kind */
-  int64_t order;    /* position in enumeration order */
-  double compute_s; /* simulated: the critical device's compute, s */
-  double time_s;    /* simulated: the iteration time, s */
+  int32_t pair; /* index of its (tp, pp, cp, ep, etp) pair, in enumeration order */
+  bool classic; /* no interleaving, ZeRO 0 (MoE: 1), sequence parallel iff tp > 1: searched first */
+  int8_t state; /* grid_state_kind */
+  int64_t order;      /* position in enumeration order */
+  double static_frac; /* the static memory lower bound over a device's memory */
+  double compute_s;   /* simulated: the critical device's compute, s */
+  double time_s;      /* simulated: the iteration time, s */
 } grid_cand;
 
 typedef struct grid_space {

@@ -123,6 +123,7 @@ typedef struct space_ctx {
   int32_t layers, pair, experts; /* experts: the expert-role dim, 0 when dense */
   double params, expert_params, capacity;
   int32_t cp, ep, etp; /* the (cp, ep, etp) of the pairs being listed */
+  int32_t first, last; /* uneven first/last stages' layers of the pairs being listed, 0: even */
 } space_ctx;
 
 /* Megatron-Core accepts this combination (rules above); vp 1 needs nothing more. */
@@ -133,6 +134,8 @@ static bool accepted(const space_ctx *x, const psim_megatron_opts *mo) {
   int64_t n_micro = x->batch / per;
   if (mo->virtual_stages == 1)
     return true;
+  if (mo->first_stage_layers > 0) /* uneven stages: tried without interleaving only */
+    return false;
   return mo->pp > 1 && x->layers % (mo->pp * mo->virtual_stages) == 0 && n_micro % mo->pp == 0;
 }
 
@@ -158,8 +161,8 @@ static psim_status push(space_ctx *x, const psim_megatron_opts *mo, bool classic
   k->pair = x->pair;
   k->classic = classic;
   k->order = s->n - 1;
-  if (x->o->prune_by_estimate &&
-      static_lower_bound(x->params, x->expert_params, x->m->dtype, mo) > x->capacity)
+  k->static_frac = static_lower_bound(x->params, x->expert_params, x->m->dtype, mo) / x->capacity;
+  if (x->o->prune_by_estimate && k->static_frac > 1)
     k->state = GRID_MEM_ESTIMATE;
   return PSIM_OK;
 }
@@ -170,10 +173,13 @@ static psim_status push(space_ctx *x, const psim_megatron_opts *mo, bool classic
 static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
   const psim_grid_options *o = x->o;
   int n_rc = o->try_recompute ? 3 : 1, n_sp = tp > 1 && o->try_sequence_parallel_off ? 2 : 1;
+  /* MoE models: the distributed optimizer is the classic one (Megatron-Core's MoE recipes
+   * shard the optimizer state; the experts' alone outgrow a device without it) */
+  int32_t z0 = x->experts > 0 && dp > 1 && o->max_zero >= 1 ? 1 : 0;
   for (int32_t z = 0; z <= (dp > 1 ? o->max_zero : 0); z++)
     for (int sp = 0; sp < n_sp; sp++)
       for (int32_t vp = 1; vp <= o->max_virtual_stages; vp++) {
-        bool is_classic = z == 0 && sp == 0 && vp == 1;
+        bool is_classic = z == z0 && sp == 0 && vp == 1;
         if (is_classic != classic)
           continue;
         for (int32_t i = 0; i < o->n_micro_batches; i++)
@@ -184,6 +190,7 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
             mo.pp = pp;
             mo.dp = dp;
             mo.cp = x->cp, mo.ep = x->ep, mo.etp = x->etp;
+            mo.first_stage_layers = x->first, mo.last_stage_layers = x->last;
             mo.virtual_stages = vp;
             mo.zero_stage = z;
             mo.sequence_parallel = tp > 1 && sp == 0;
@@ -250,6 +257,24 @@ static psim_status push_experts(space_ctx *x, int32_t tp, int32_t pp, int32_t dp
   return PSIM_OK;
 }
 
+/* The stages' layers for pp (x->first, x->last): even when pp divides the layers; else, in the
+ * Megatron space at pp >= 3, the middle stages take ceil(layers / pp) each and the first and
+ * last the rest, halved (the last the larger half: it holds the head), as Megatron-Core's
+ * --decoder-first/last-pipeline-num-layers allow (core_v0.15.0: the middle layers divide
+ * evenly by pp - 2); false when neither applies. */
+static bool uneven_split(space_ctx *x, int32_t pp) {
+  int32_t layers = x->m->n_layers;
+  x->first = x->last = 0;
+  if (layers % pp == 0)
+    return true;
+  if (pp < 3 || x->o->space != PSIM_GRID_MEGATRON)
+    return false;
+  int32_t mid = (layers + pp - 1) / pp, rest = layers - mid * (pp - 2);
+  x->first = rest / 2;
+  x->last = rest - x->first;
+  return x->first >= 1 && x->last <= mid;
+}
+
 /* The pairs: tp a power of two up to max_tp, pp dividing the layers, tp x pp dividing the
  * devices (the classic grid's pairs), each with its cp and expert layouts (rules above). */
 static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_tp, bool classic) {
@@ -257,7 +282,7 @@ static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_t
   x->pair = 0;
   for (int32_t tp = 1; tp <= max_tp && tp <= n; tp *= 2)
     for (int32_t pp = 1; pp * tp <= n; pp++) {
-      if (n % (tp * pp) != 0 || pp > x->m->n_layers || x->m->n_layers % pp != 0)
+      if (n % (tp * pp) != 0 || pp > x->m->n_layers || !uneven_split(x, pp))
         continue;
       for (int32_t cp = 1; cp <= n / (tp * pp); cp++) {
         bool cp_ok = cp == 1 || (x->seq >= PSIM_GRID_CP_MIN_SEQ && x->seq % (2 * cp) == 0 &&
@@ -270,6 +295,52 @@ static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_t
     }
   x->s->n_pairs = x->pair;
   return PSIM_OK;
+}
+
+/* How much recomputation: none 0, selective 1, full 2 (more work, less memory). */
+static int rc_rank(psim_recompute r) {
+  return r == PSIM_RECOMPUTE_NONE ? 0 : r == PSIM_RECOMPUTE_SELECTIVE ? 1 : 2;
+}
+
+/* The MoE order's keys of a classic candidate, most telling first: over memory by the
+ * estimate (never simulated), ep 1 (the experts replicated: their weights and optimizer
+ * state on every device of a stage), a static lower bound over PSIM_GRID_MOE_STATIC_FRAC of
+ * the memory (little room left for activations), the all-to-all's group (the larger of tp
+ * and etp x ep devices): inside one node's NVLink domain it is fastest, and it is the block
+ * that folding simulates whole (sim/builder/fold_blocks.c), so the smaller the cheaper. */
+static void moe_keys(const grid_cand *k, int *key) {
+  int32_t ep = k->mo.ep > 0 ? k->mo.ep : 1, etp = k->mo.etp > 0 ? k->mo.etp : k->mo.tp;
+  key[0] = k->state == GRID_MEM_ESTIMATE;
+  key[1] = ep == 1;
+  key[2] = k->static_frac > PSIM_GRID_MOE_STATIC_FRAC;
+  key[3] = ep * etp > k->mo.tp ? ep * etp : k->mo.tp;
+}
+
+/* moe_keys, then the pair, the micro-batch, the most recomputation first (so that one over
+ * memory implies the lighter ones over: psim_grid_prune), the enumeration order. */
+static int by_moe_promise(const void *pa, const void *pb) {
+  const grid_cand *a = pa, *b = pb;
+  int ka[4], kb[4];
+  moe_keys(a, ka);
+  moe_keys(b, kb);
+  for (int i = 0; i < 4; i++)
+    if (ka[i] != kb[i])
+      return ka[i] - kb[i];
+  if (a->pair != b->pair)
+    return a->pair - b->pair;
+  if (a->mo.micro_batch != b->mo.micro_batch)
+    return a->mo.micro_batch - b->mo.micro_batch;
+  if (a->mo.recompute != b->mo.recompute)
+    return rc_rank(b->mo.recompute) - rc_rank(a->mo.recompute);
+  return a->order < b->order ? -1 : a->order > b->order;
+}
+
+/* Mixture-of-experts models: the classic candidates most likely to fit and pay first (a
+ * simulation of hundreds of devices takes seconds, so a time budget sees a few of them). */
+static void order_moe(grid_space *s) {
+  qsort(s->c, (size_t)s->n, sizeof *s->c, by_moe_promise);
+  for (int64_t i = 0; i < s->n; i++)
+    s->c[i].order = i;
 }
 
 psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
@@ -288,6 +359,8 @@ psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
   x.params = block_params(m, &x.expert_params);
   x.capacity = max_capacity(c);
   PSIM_CHECK(push_pairs(&x, c, max_tp, true));
+  if (x.experts > 0)
+    order_moe(s);
   return push_pairs(&x, c, max_tp, false);
 }
 
@@ -313,11 +386,6 @@ void psim_grid_space_order(grid_space *s, const double *pair_best) {
     first++;
   sort_pair_best = pair_best;
   qsort(s->c + first, (size_t)(s->n - first), sizeof *s->c, by_pair_best);
-}
-
-/* How much recomputation: none 0, selective 1, full 2 (more work, less memory). */
-static int rc_rank(psim_recompute r) {
-  return r == PSIM_RECOMPUTE_NONE ? 0 : r == PSIM_RECOMPUTE_SELECTIVE ? 1 : 2;
 }
 
 static bool same_pair(const psim_megatron_opts *a, const psim_megatron_opts *b) {

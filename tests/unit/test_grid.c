@@ -272,6 +272,55 @@ START_TEST(grid_lists_context_parallelism_for_long_sequences) {
 }
 END_TEST
 
+/* Uneven first/last stages (grid_space.c uneven_split): a 10-layer GPT on 16 GPUs lists pp 4,
+ * which does not divide the layers: first 2, middle 3 + 3, last 2 (the middle stages at
+ * ceil(10 / pp), the first and last the rest: Megatron-Core's --decoder-first/last-pipeline-
+ * num-layers, the middle layers dividing evenly by pp - 2), without interleaving, and the
+ * template expands every one; pp 8 (middle 2 x 6 > 10) is not listed. Before, pp had to
+ * divide the layers: pp 1 and 2 only. */
+START_TEST(grid_lists_uneven_stages) {
+  psim_gen_tf_opts g;
+  psim_gen_gpt_opts_init(&g);
+  g.layers = 10, g.hidden = 512, g.heads = 8, g.seq = 256, g.batch = 32, g.vocab = 4096;
+  cJSON *j = NULL;
+  ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
+  psim_model m;
+  psim_model_init(&m);
+  ck_assert(psim_model_from_json("gpt", j, &m) == PSIM_OK);
+  cJSON_Delete(j);
+  psim_cluster c;
+  psim_cluster_init(&c);
+  ck_assert(psim_cluster_load(TOPO "dgx-a100-x2.json", &c) == PSIM_OK);
+  psim_grid_options o;
+  options(&o);
+  grid_space sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  int32_t seen = 0;
+  for (int64_t i = 0; i < sp.n; i++) {
+    const psim_megatron_opts *mo = &sp.c[i].mo;
+    if (10 % mo->pp == 0) {
+      ck_assert(mo->first_stage_layers == 0 && mo->last_stage_layers == 0);
+      continue;
+    }
+    int32_t mid = (10 + mo->pp - 1) / mo->pp;
+    ck_assert_int_eq(mo->virtual_stages, 1);
+    ck_assert_int_eq(mo->first_stage_layers + mo->last_stage_layers + mid * (mo->pp - 2), 10);
+    ck_assert(mo->first_stage_layers >= 1 && mo->last_stage_layers <= mid);
+    ck_assert_int_eq(mo->pp, 4);
+    seen++;
+    psim_strategy s;
+    psim_strategy_init(&s);
+    ck_assert_msg(psim_strategy_megatron(&m, &c, mo, &s) == PSIM_OK, "pp %d: %s", mo->pp,
+                  psim_error_message());
+    psim_strategy_destroy(&s);
+  }
+  ck_assert_int_gt(seen, 0);
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("grid");
   TCase *t = tcase_create("grid");
@@ -281,6 +330,7 @@ int main(void) {
   tcase_add_test(t, fsdp_space_follows_torchtitan_rules);
   tcase_add_test(t, grid_picks_expert_parallelism_where_it_pays);
   tcase_add_test(t, grid_lists_context_parallelism_for_long_sequences);
+  tcase_add_test(t, grid_lists_uneven_stages);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
