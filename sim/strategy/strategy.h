@@ -219,6 +219,10 @@ typedef struct psim_megatron_opts {
    * of the first / last pipeline stage; the rest split evenly over the middle stages.
    * 0 = even split (the default). Template keys "first_stage_layers", "last_stage_layers". */
   int32_t first_stage_layers, last_stage_layers;
+  /* Block layers of each of the pp * virtual_stages chunks in pipeline order (chunk c on
+   * stage c % pp), Megatron-Core's --pipeline-model-parallel-layout; NULL (the default)
+   * = first/last/even above. C API only, not owned (tests/calibration/modern_moe.c). */
+  const int32_t *chunk_layers;
 } psim_megatron_opts;
 void psim_megatron_opts_init(psim_megatron_opts *o);
 psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,

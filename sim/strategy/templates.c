@@ -404,12 +404,16 @@ static psim_status megatron_mesh(psim_mesh *mesh, const psim_model *m, const psi
 static psim_status megatron_sizes(const psim_model *m, const psim_megatron_opts *o,
                                   int32_t **sizes) {
   *sizes = NULL;
-  if (o->first_stage_layers == 0 && o->last_stage_layers == 0)
+  if (o->first_stage_layers == 0 && o->last_stage_layers == 0 && !o->chunk_layers)
     return PSIM_OK;
   int32_t n = o->pp * o->virtual_stages;
   *sizes = psim_malloc((size_t)n * sizeof **sizes);
   if (!*sizes)
     return psim_error(PSIM_ENOMEM, "out of memory splitting layers");
+  if (o->chunk_layers) { /* an explicit layout (psim_strategy_split_sizes checks the sum) */
+    memcpy(*sizes, o->chunk_layers, (size_t)n * sizeof **sizes);
+    return PSIM_OK;
+  }
   return psim_megatron_chunk_layers(psim_strategy_block_layer_count(m), o->pp, o->virtual_stages,
                                     o->first_stage_layers, o->last_stage_layers, *sizes);
 }

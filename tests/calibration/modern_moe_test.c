@@ -65,10 +65,37 @@ START_TEST(deepseek_v3_from_columns) {
   ck_assert_int_eq(r->moe.mtp, 1);
   double n = params_of(r);
   ck_assert_msg(fabs(n / 685e9 - 1) < 0.01, "%g", n);
-  /* pp 2 x vp 8 = 16 chunks of 61 layers: refused, naming why */
-  const modern_row *u = first("DeepSeekV3", false);
-  ck_assert_ptr_nonnull(u);
-  ck_assert_ptr_nonnull(strstr(u->unsupported, "uneven interleaved"));
+}
+END_TEST
+
+START_TEST(deepseek_v3_recipe_layouts) {
+  /* Megatron-Bridge's layout for 16 chunks, "Et*4|(t*4|)*14tmL": 15 chunks of 4 decoder
+   * layers and a last chunk of 1 layer + the MTP layer; the chunks hold every block layer
+   * (61 decoder layers + MTP) */
+  int with_layout = 0, refused = 0;
+  for (int i = 0; i < rows.n; i++) {
+    const modern_row *r = &rows.v[i];
+    if (r->moe.kv_lora == 0)
+      continue;
+    int32_t sizes[64], n = modern_moe_layout(r, sizes, 64), sum = 0;
+    if (n == 0) { /* pp 8 x vp 4 (32 chunks): no recipe layout, refused when interleaved */
+      ck_assert_int_eq(r->pp * r->vp, 32);
+      ck_assert_ptr_nonnull(strstr(r->unsupported, "no recipe layout"));
+      refused++;
+      continue;
+    }
+    ck_assert_int_eq(n, r->pp * (r->vp > 1 ? r->vp : 1));
+    for (int32_t c = 0; c < n; c++)
+      sum += sizes[c];
+    ck_assert_int_eq(sum, r->layers + r->moe.mtp);
+    ck_assert_int_eq(sizes[n - 1], 64 / n - 3 + r->moe.mtp);
+    if (n == 16)
+      ck_assert_int_eq(sizes[0], 4);
+    ck_assert(strstr(r->unsupported, "uneven") == NULL);
+    with_layout++;
+  }
+  ck_assert_int_gt(with_layout, 20);
+  ck_assert_int_gt(refused, 0);
 }
 END_TEST
 
@@ -100,6 +127,7 @@ int main(void) {
   tcase_add_test(t, qwen3_30b_a3b_from_columns);
   tcase_add_test(t, deepseek_v3_from_columns);
   tcase_add_test(t, benchmark_routing_forced_balanced);
+  tcase_add_test(t, deepseek_v3_recipe_layouts);
   suite_add_tcase(s, t);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);

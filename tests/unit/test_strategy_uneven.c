@@ -184,6 +184,44 @@ START_TEST(template_stages) {
 }
 END_TEST
 
+/* psim_megatron_opts.chunk_layers (Megatron-Core --pipeline-model-parallel-layout, C API):
+ * chunk c holds exactly chunk_layers[c] layers, in pipeline order on stage c % pp, and a
+ * layout that does not hold every layer is refused (helper10-D: the DeepSeek-V3 recipes). */
+START_TEST(explicit_chunk_layers) {
+  fixture f;
+  gen_llama(&f.m, 13, 16);
+  load_cluster(&f.c, SRC("topologies/dgx-a100-x1.json"));
+  psim_megatron_opts o;
+  psim_megatron_opts_init(&o);
+  o.pp = 2;
+  o.dp = 4;
+  o.virtual_stages = 2;
+  o.schedule = PSIM_SCHED_INTERLEAVED;
+  static const int32_t layout[4] = {4, 4, 4, 1}; /* "Et*4|(t*4|)*2t L" on 13 layers */
+  o.chunk_layers = layout;
+  ck_assert_msg(psim_strategy_megatron(&f.m, &f.c, &o, &f.s) == PSIM_OK, "%s",
+                psim_error_message());
+  int32_t next = 0;
+  for (int32_t c = 0; c < 4; c++) {
+    const psim_stage *st = &f.s.stages[c];
+    int32_t lo = c == 0 ? 0 : next, n = st->last_layer - st->first_layer + 1;
+    ck_assert_int_eq(st->first_layer, lo);
+    ck_assert_int_eq(st->devices[0], (c % 2) * 4);
+    if (c > 0 && c < 3)
+      ck_assert_int_eq(n, layout[c]);
+    next = st->last_layer + 1;
+  }
+  ck_assert_int_eq(next, f.m.n_layers);
+  ck_assert_int_eq(f.s.ops[op_named(&f.m, "loss")].stage, 3);
+  psim_strategy_destroy(&f.s);
+  static const int32_t short_layout[4] = {4, 4, 4, 2}; /* 14 of 13 layers */
+  o.chunk_layers = short_layout;
+  ck_assert_int_eq(psim_strategy_megatron(&f.m, &f.c, &o, &f.s), PSIM_EINPUT);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "hold 14 layers"));
+  teardown(&f);
+}
+END_TEST
+
 /* plansim check (no model): the key and its JSON path in the message. */
 START_TEST(check_json_errors) {
   static const char *const docs[][2] = {
@@ -290,6 +328,7 @@ int main(void) {
   tcase_add_test(tc, check_json_errors);
   tcase_add_test(tc, layers_126_on_pp16);
   tcase_add_test(tc, first_stage_memory);
+  tcase_add_test(tc, explicit_chunk_layers);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
