@@ -204,6 +204,8 @@ static double stack_compute(const psim_device_type *t, const psim_stack *st, con
   eff.gemm_max = fmin(1.0, (eff.gemm_max > 0 ? eff.gemm_max : 1.0) * gemm_scale);
   if (gemm && st->wave_quant)
     eff.gemm_max *= wave_eff(&a, m, op, shard, pass);
+  if (gemm && dt == PSIM_DTYPE_FP8 && st->fp8_rowwise)
+    eff.gemm_max *= psim_kernels_fp8_rowwise_rate(&a);
   double roof = psim_cost_roofline(t, &eff, dt, gemm, flops, bytes) - t->launch_s;
   double time = roof + psim_cost_kernels(m, op, pass) * launch;
   if (gemm && dt == PSIM_DTYPE_FP8 && op->kind == PSIM_OP_MATMUL && op->n_in >= 2)

@@ -77,3 +77,25 @@ double psim_kernels_wave_eff(const psim_gpu_arch *a, double out_elems) {
   double waves = ceil(tiles / a->n_sms);
   return tiles / (waves * a->n_sms);
 }
+
+/* A rowwise-scaled FP8 GEMM's rate relative to the tensorwise one on the same
+ * shape. torch._scaled_mm runs per-row scales in PyTorch's own CUTLASS kernel
+ * (aten/src/ATen/native/cuda/RowwiseScaledMM.cu: a scale-broadcasting epilogue and
+ * a short list of tile shapes) where tensorwise scales go to cuBLASLt. Derived from
+ * torchao's published end-to-end runs of torchtitan Llama3-8B, 8 GPUs, FSDP2, batch
+ * 1, sequence 8192, torch.compile, per-op SAC (torchao/float8/README.md, "Training
+ * benchmarks"), the ratio of the rowwise and tensorwise tokens/s, with the
+ * simulator's own casts and GEMMs on the same run (docs/stacks.md, fp8_scaling):
+ * - H100 (torchao 0.10.0+git890e0ac8): rowwise 6768 vs tensorwise 7689.5 tokens/s
+ *   (0.880) -> a GEMM rate of 0.81 under pytorch-fsdp2 on dgx-h100;
+ * - B200 (torchao 0.13.0+gite4e681be6): 8640.5 vs 10417.0 (0.829) -> 0.69 on
+ *   dgx-b200.
+ * Other architectures (no FP8 GEMM, or no published run): 1. */
+#define PSIM_FP8_ROWWISE_RATE_SM90  0.81
+#define PSIM_FP8_ROWWISE_RATE_SM100 0.69
+
+double psim_kernels_fp8_rowwise_rate(const psim_gpu_arch *a) {
+  if (a->sm >= 100)
+    return PSIM_FP8_ROWWISE_RATE_SM100;
+  return a->sm >= 90 ? PSIM_FP8_ROWWISE_RATE_SM90 : 1.0;
+}

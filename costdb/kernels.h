@@ -35,6 +35,11 @@ double psim_kernels_flash_eff(int32_t version, const psim_gpu_arch *a, psim_pass
  * there, and the GEMM curve's half_flops prices small kernels). */
 double psim_kernels_wave_eff(const psim_gpu_arch *a, double out_elems);
 
+/* The rate of a rowwise-scaled FP8 GEMM (torch._scaled_mm with per-row scales)
+ * relative to the tensorwise-scaled one on the same shape, in (0, 1]; 1 when the
+ * architecture is unknown (costdb/kernels.c: the published runs it comes from). */
+double psim_kernels_fp8_rowwise_rate(const psim_gpu_arch *a);
+
 /* The efficiency of an expert matmul shard (a weight with an expert dim) run as one grouped
  * GEMM of its experts (costdb/grouped_gemm.c): the share of the tiles' rows that hold tokens,
  * M / (ceil(M / tile_m) tile_m) for M tokens per expert, times the waves' use of the SMs over

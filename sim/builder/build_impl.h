@@ -64,6 +64,14 @@ typedef struct psim_weight_share {
 
 typedef struct psim_region psim_region;
 
+/* A point-to-point transfer of a connect edge, added to the graph once all
+ * the edge's gathers are known (comm.c: in pairwise-exchange rounds). */
+typedef struct psim_pending_xfer {
+  double bytes;
+  int32_t x, from, src, dst, mu, arrived; /* producer op, its task on src, the barrier */
+  int32_t round, seq;                     /* (dst - src) mod devices, creation order */
+} psim_pending_xfer;
+
 /* The map, plus scratch that comm.c keeps with the per-micro-batch cache. */
 typedef struct psim_comm_cache {
   psim_hmap map;   /* (key1, key2) -> task or decision; all-zero = empty (psim_hmap_init) */
@@ -75,6 +83,8 @@ typedef struct psim_comm_cache {
   psim_region *regs;
   int32_t *reg_ids;
   size_t cap_regs;
+  psim_pending_xfer *pend; /* transfers of the current connect edge (comm.c) */
+  size_t n_pend, cap_pend;
 } psim_comm_cache;
 
 /* A communication-cache entry as a connect segment added it (incremental
@@ -154,7 +164,8 @@ struct psim_build {
   int32_t fold_fam[8][2];     /* folded: (position stride, groups) of the concurrent peer groups of
                                  collectives that hold pipeline-route links (fold_links.c) */
   int32_t n_fold_fam;
-  bool fold_by_key; /* folded: routes searched once per route key (large clusters, locals.c) */
+  bool fold_by_key;   /* folded: routes searched once per route key (large clusters, locals.c) */
+  int32_t fold_block; /* folded: positions per exchange block (fold_blocks.c), 1 without */
   uint32_t fold_fam_used;   /* bit f: a task of family f is in fold_pairs */
   psim_hmap *fold_task_fam; /* task -> family index, for those collectives' tasks; NULL none */
   int32_t n_simulated;
@@ -376,7 +387,21 @@ psim_status psim_build_index_devices(psim_build *b);
  * with it), or a point-to-point transfer inside a stage (its sender also serves folded-away
  * peers), breaks the symmetry: the build is then redone unfolded. */
 psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d);
-void psim_build_fold_check_transfer(psim_build *b, int pipeline);
+/* A transfer src -> d: inside a stage, it keeps folding only between two devices of one
+ * exchange block (fold_block > 1, fold_blocks.c). */
+void psim_build_fold_check_transfer(psim_build *b, int pipeline, int32_t src, int32_t d);
+/* Exchange blocks (locals.c): d's group has one member in every block of its stage, all at one
+ * offset, and its concurrent groups partition the stage, so each of them has a member in every
+ * simulated block and is built itself: d is then costed alone, as unfolded. */
+bool psim_build_fold_peers_built(const psim_build *b, const psim_coll_desc *d);
+/* Whether some op splits an expert-role dim (fold_blocks.c): its all-to-all crosses the
+ * positions of a stage, so folding takes whole exchange blocks. */
+bool psim_build_fold_needs_blocks(const psim_build *b);
+/* The exchange block (fold_blocks.c): *g > 0 consecutive positions of n_pos such that every
+ * transfer inside a stage stays in its block, the blocks alike (sources, elements, experts);
+ * *src (g x g, owned by the caller): member i receives from member j. *g = 0: none. */
+psim_status psim_build_fold_blocks(const psim_build *b, const int32_t *pos, int32_t n_pos,
+                                   int32_t *g, uint8_t **src);
 /* After a folded build (fold_links.c): every task that holds a link L of a folded-away
  * column's pipeline routes but not the same link L' of its class's simulated column is
  * recorded as the pair (L, L') in fold_pairs (build.c then folds less: psim_build_fold_taint);

@@ -16,6 +16,7 @@ psim_status psim_bcache_put(psim_comm_cache *h, uint64_t k1, uint64_t k2, int32_
  * dead once that micro-batch's edges are built. */
 void psim_bcache_reset(psim_comm_cache *h) {
   psim_hmap_clear(&h->map);
+  h->n_pend = 0;
 }
 
 psim_status psim_build_record_put(psim_build *b, uint64_t k1, uint64_t k2, int32_t v, bool memo) {
@@ -38,6 +39,7 @@ void psim_bcache_free(psim_comm_cache *h) {
     return;
   psim_hmap_destroy(&h->map);
   psim_free(h->served);
+  psim_free(h->pend);
   psim_free(h->regs);
   psim_free(h->reg_ids);
   psim_free(h);

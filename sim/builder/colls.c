@@ -97,6 +97,13 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
 psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
                                       const psim_task_info *info, int32_t *entry, int32_t *exit) {
   assert(d->n >= 1 && d->n <= PSIM_BUILD_MAX_GROUP);
+  psim_coll_desc alone;
+  if (psim_build_fold_peers_built(b, d)) { /* folded by exchange blocks (locals.c) */
+    alone = *d;
+    alone.concurrent_groups = 1;
+    alone.group_stride = 0;
+    d = &alone;
+  }
   /* a graph that tracks bytes (keep_graph) gets them from psim_coll_add */
   int32_t t0 = b->g.n_tasks;
   if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2 || b->g.bytes) {

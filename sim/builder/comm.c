@@ -6,6 +6,7 @@
 
 #include <assert.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
@@ -251,8 +252,11 @@ static void serve_local(const psim_build *b, int32_t x, int32_t d, const int32_t
       served[ids[e / cx->replicas]] = 2;
 }
 
-static psim_status add_transfer(psim_build *b, int32_t x, int32_t *xt, int32_t src, int32_t d,
-                                double bytes, int32_t mu, int pipeline, int32_t arrived) {
+/* A transfer of bytes from src to d after task `from` (-1: none), ending in
+ * the barrier `arrived`. */
+static psim_status add_transfer_after(psim_build *b, int32_t x, int32_t from, int32_t src,
+                                      int32_t d, double bytes, int32_t mu, int pipeline,
+                                      int32_t arrived) {
   psim_task_info info = {PSIM_TASK_TRANSFER,
                          (uint8_t)(pipeline ? PSIM_TP_COMM_PP : PSIM_TP_COMM_TP),
                          (int16_t)b->s->ops[x].stage,
@@ -260,7 +264,7 @@ static psim_status add_transfer(psim_build *b, int32_t x, int32_t *xt, int32_t s
                          mu,
                          d,
                          -1};
-  int32_t entry, exit, from = psim_build_src_task(b, xt, x, src, mu);
+  int32_t entry, exit;
   PSIM_CHECK(psim_p2p_add(&b->g, b->c, src, d, bytes, &info, &entry, &exit));
   if (from >= 0)
     PSIM_CHECK(psim_tg_add_edge(&b->g, from, entry));
@@ -270,6 +274,57 @@ static psim_status add_transfer(psim_build *b, int32_t x, int32_t *xt, int32_t s
   if (pipeline && from >= 0 && b->next_compute[from] >= 0)
     PSIM_CHECK(psim_tg_add_edge(&b->g, exit, b->next_compute[from]));
   return psim_tg_add_edge(&b->g, exit, arrived);
+}
+
+static psim_status add_transfer(psim_build *b, int32_t x, int32_t *xt, int32_t src, int32_t d,
+                                double bytes, int32_t mu, int pipeline, int32_t arrived) {
+  int32_t from = psim_build_src_task(b, xt, x, src, mu);
+  return add_transfer_after(b, x, from, src, d, bytes, mu, pipeline, arrived);
+}
+
+/* Defers a transfer of the current connect edge to flush_exchange. */
+static psim_status defer_transfer(psim_build *b, int32_t x, int32_t from, int32_t src, int32_t d,
+                                  double bytes, int32_t mu, int32_t arrived) {
+  psim_comm_cache *h = b->cache;
+  PSIM_CHECK(PSIM_VEC_RESERVE(h->pend, h->cap_pend, h->n_pend + 1));
+  int32_t n = b->c->n_devices;
+  h->pend[h->n_pend] = (psim_pending_xfer){
+      bytes, x, from, src, d, mu, arrived, ((d - src) % n + n) % n, (int32_t)h->n_pend};
+  h->n_pend++;
+  return PSIM_OK;
+}
+
+static int cmp_round(const void *pa, const void *pb) {
+  const psim_pending_xfer *a = pa, *c = pb;
+  if (a->round != c->round)
+    return a->round < c->round ? -1 : 1;
+  return (a->seq > c->seq) - (a->seq < c->seq);
+}
+
+/* The point-to-point transfers of one connect edge (every consumer shard's
+ * gathers: a MoE dispatch's or combine's all-to-all, a resharding) in
+ * pairwise-exchange rounds: round k holds the transfers from device i to
+ * i + k (mod the device count), so each device sends to one peer and receives
+ * from one peer per round. NCCL schedules grouped send/recv (its all-to-all,
+ * torch.distributed.all_to_all_single) the same way: rank r sends to
+ * r + delta and receives from r - delta in round delta (ncclP2pSchedule, NCCL
+ * 2.30.7 src/init.cc); the pairwise exchange of Thakur et al. 2005 section
+ * 4.5. The engine books links first come by (ready time, task id), so adding
+ * the tasks round by round gives the exchange's (n - 1) m / bw on a
+ * non-blocking switch; consumer by consumer gave (2n - 3) m / bw. Only the
+ * tokens of a MoE layer (tensors with an expert dim) are exchanged so; other
+ * gathers keep consumer order (docs/simulator.md, "Mixture of experts"). */
+static psim_status flush_exchange(psim_build *b) {
+  psim_comm_cache *h = b->cache;
+  if (h->n_pend > 1)
+    qsort(h->pend, h->n_pend, sizeof *h->pend, cmp_round);
+  psim_status st = PSIM_OK;
+  for (size_t i = 0; i < h->n_pend && st == PSIM_OK; i++) {
+    const psim_pending_xfer *p = &h->pend[i];
+    st = add_transfer_after(b, p->x, p->from, p->src, p->dst, p->bytes, p->mu, 0, p->arrived);
+  }
+  h->n_pend = 0;
+  return st;
 }
 
 /* Transfers that bring region r of tensor t to device d from X's shards (one
@@ -288,6 +343,7 @@ static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *x
   const int32_t *ids = NULL;
   PSIM_CHECK(shard_regions(b, x, t, &regs, &ids));
   serve_local(b, x, d, ids, cache->served);
+  bool exchange = !pipeline && psim_routing_expert_tensor(b->m, t);
   psim_task_info bar = {
       PSIM_TASK_BARRIER, (uint8_t)(pipeline ? PSIM_TP_COMM_PP : PSIM_TP_COMM_TP), -1, x, mu, d, -1};
   PSIM_CHECK(psim_tg_add_task(&b->g, 0, NULL, 0, &bar, arrived));
@@ -306,11 +362,15 @@ static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *x
       continue;
     }
     cache->served[id] = 1;
-    psim_build_fold_check_transfer(b, pipeline);
     int32_t src = cx->devices[id * cx->replicas];
+    psim_build_fold_check_transfer(b, pipeline, src, d);
     elems *= psim_routing_bytes_scale(b, t, &regs[sh], r); /* MoE: the routed tokens */
-    PSIM_CHECK(add_transfer(b, x, xt, src, d, elems * (double)psim_dtype_bytes(ten->dtype), mu,
-                            pipeline, *arrived));
+    double bytes = elems * (double)psim_dtype_bytes(ten->dtype);
+    if (exchange) /* a MoE all-to-all: added in rounds (flush_exchange) */
+      PSIM_CHECK(defer_transfer(b, x, psim_build_src_task(b, xt, x, src, mu), src, d, bytes, mu,
+                                *arrived));
+    else
+      PSIM_CHECK(add_transfer(b, x, xt, src, d, bytes, mu, pipeline, *arrived));
   }
   return PSIM_OK;
 }
@@ -608,6 +668,7 @@ psim_status psim_build_connect_inputs(psim_build *b, int32_t y, int32_t mu) {
           b->m->ops[x].layer == op->layer)
         PSIM_CHECK(connect(b, x, slot, b->rec, y, k, b->rec, t, mu, PSIM_DIR_REC));
     }
+    PSIM_CHECK(flush_exchange(b));
   }
   return PSIM_OK;
 }
@@ -623,6 +684,7 @@ psim_status psim_build_connect_grads(psim_build *b, int32_t y, int32_t mu) {
     int32_t nk = b->loc_first[x + 1] - b->loc_first[x];
     for (int32_t k = 0; k < nk; k++)
       PSIM_CHECK(connect(b, y, i, b->bwd, x, k, b->bwd, t, mu, PSIM_DIR_BWD));
+    PSIM_CHECK(flush_exchange(b));
   }
   return PSIM_OK;
 }

@@ -4,6 +4,7 @@
 #include "sim/builder/routing.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,8 +93,8 @@ static bool can_fold(const psim_build *b, unsigned char *mark) {
   const psim_model *m = b->m;
   if (!psim_build_may_fold(b)) /* issue 8 (ps.c): parameter servers, stragglers, mixed types */
     return false;
-  if (!psim_routing_symmetric(b)) /* MoE: skewed routing loads expert-split devices unequally */
-    return false;
+  /* MoE: skewed routing loads expert-split devices unequally, which whole exchange blocks
+   * keep (fold_blocks.c: each block holds every expert group) */
   for (int32_t o = 0; o < m->n_ops; o++) {
     const psim_op_config *cfg = &s->ops[o];
     const psim_stage *st = &s->stages[cfg->stage];
@@ -136,6 +137,9 @@ typedef struct fold_state {
   size_t n_key, cap_key;
   int32_t *owner; /* per link: the position whose transfers hold it, or -1 */
   int32_t *role;  /* per link: which of them (route_figures' role), when owned */
+  int32_t g;      /* positions per exchange block (fold_blocks.c), 1 without */
+  uint8_t *xsrc;  /* g x g: member i of a block receives from member j */
+  uint64_t *xsig; /* per block: its exchange routes' figures */
 } fold_state;
 
 static int32_t n_entries(const psim_build *b) {
@@ -224,13 +228,41 @@ static psim_status route_figures(psim_build *b, fold_state *f, int32_t src, int3
   psim_cluster_route_cost(b->c, links, nl, &sig[2], &sig[1]);
   sig[0] = nl;
   PSIM_CHECK(psim_p2p_held_links(b->c, src, dst, held, 64, &nh));
-  for (int32_t j = 0; j < nh; j++) {
-    *ok = *ok && (f->owner[held[j]] < 0 || f->owner[held[j]] == p);
-    if (f->owner[held[j]] < 0)
+  for (int32_t j = 0; j < nh; j++) { /* one block's own links may be shared: all simulated */
+    *ok = *ok && (f->owner[held[j]] < 0 || f->owner[held[j]] / f->g == p / f->g);
+    if (f->owner[held[j]] < 0) {
       f->role[held[j]] = route * 64 + j;
-    f->owner[held[j]] = p;
+      f->owner[held[j]] = p;
+    }
   }
   return remember_key(b, f, src, dst, sig);
+}
+
+/* Each exchange block's routes (member j -> member i where i gathers from j, in every
+ * stage) into xsig[block], their held links owned by the receiving position. */
+static psim_status exchange_signatures(psim_build *b, fold_state *f, bool *ok) {
+  int32_t g = f->g, n_blocks = f->n_pos / g, base = (int32_t)(2 * f->n_pairs);
+  if ((double)n_entries(b) * g * g + base > (double)(INT32_MAX / 64))
+    return (*ok = false), PSIM_OK;
+  f->xsig = psim_calloc((size_t)n_blocks + 1, sizeof *f->xsig);
+  if (!f->xsig)
+    return psim_error(PSIM_ENOMEM, "out of memory for folding's classes");
+  for (int32_t a = 0; a < n_blocks && *ok; a++)
+    for (int32_t v = 0; v < n_entries(b) && *ok; v++)
+      for (int32_t i = 0; i < g && *ok; i++)
+        for (int32_t j = 0; j < g && *ok; j++) {
+          if (!f->xsrc[(size_t)i * (size_t)g + (size_t)j])
+            continue;
+          const psim_stage *st = &b->s->stages[v];
+          double sig[3];
+          uint64_t bits[3];
+          PSIM_CHECK(route_figures(b, f, st->devices[a * g + j], st->devices[a * g + i], a * g + i,
+                                   base + (v * g + i) * g + j, sig, ok));
+          memcpy(bits, sig, sizeof bits);
+          for (int k = 0; k < 3; k++)
+            f->xsig[a] = psim_hmap_mix64(f->xsig[a] ^ bits[k]);
+        }
+  return PSIM_OK;
 }
 
 /* Every position's signature: for each pair, its route forward and back. */
@@ -256,31 +288,44 @@ static psim_status fold_signatures(psim_build *b, fold_state *f, bool *ok) {
         double *sig = &f->sig[(size_t)p * per + 6 * j + 3 * (size_t)dir];
         PSIM_CHECK(route_figures(b, f, src, dst, p, (int32_t)(2 * j) + dir, sig, ok));
       }
-  return PSIM_OK;
+  return f->g > 1 ? exchange_signatures(b, f, ok) : PSIM_OK;
+}
+
+/* Whether blocks r and a (of g positions; a column when g is 1) are one class: the same
+ * pipeline routes and taint at each offset, the same exchange routes. */
+static bool same_class(const psim_build *b, const fold_state *f, int32_t r, int32_t a) {
+  size_t per = 6 * f->n_pairs, g = (size_t)f->g;
+  if (memcmp(&f->sig[(size_t)r * g * per], &f->sig[(size_t)a * g * per],
+             g * per * sizeof *f->sig) != 0)
+    return false;
+  if (f->xsig && f->xsig[r] != f->xsig[a])
+    return false;
+  for (size_t i = 0; b->fold_taint && i < g; i++)
+    if (b->fold_taint[(size_t)r * g + i] != b->fold_taint[(size_t)a * g + i])
+      return false;
+  return true;
 }
 
 /* Marks one column per class simulated and maps every device to its class's
  * column (rep_of); *ok false over PSIM_FOLD_MAX_CLASSES classes. */
 static void fold_mark(psim_build *b, const fold_state *f, bool *ok) {
-  size_t per = 6 * f->n_pairs;
-  int32_t reps[PSIM_FOLD_MAX_CLASSES], n_reps = 0;
-  for (int32_t p = 0; p < f->n_pos && *ok; p++) {
+  int32_t reps[PSIM_FOLD_MAX_CLASSES], n_reps = 0, g = f->g;
+  for (int32_t a = 0; a < f->n_pos / g && *ok; a++) {
     int32_t r = 0;
-    while (r < n_reps && (memcmp(&f->sig[(size_t)reps[r] * per], &f->sig[(size_t)p * per],
-                                 per * sizeof *f->sig) != 0 ||
-                          (b->fold_taint && b->fold_taint[reps[r]] != b->fold_taint[p])))
+    while (r < n_reps && !same_class(b, f, reps[r], a))
       r++;
     if (r == n_reps && n_reps == PSIM_FOLD_MAX_CLASSES) {
       *ok = false;
       break;
     }
     if (r == n_reps)
-      reps[n_reps++] = p;
-    for (int32_t v = 0; v < n_entries(b); v++) {
-      const psim_stage *st = &b->s->stages[v];
-      b->rep_of[st->devices[p]] = st->devices[reps[r]];
-      b->simulated[st->devices[p]] = reps[r] == p;
-    }
+      reps[n_reps++] = a;
+    for (int32_t v = 0; v < n_entries(b); v++)
+      for (int32_t i = 0; i < g; i++) {
+        const psim_stage *st = &b->s->stages[v];
+        b->rep_of[st->devices[a * g + i]] = st->devices[reps[r] * g + i];
+        b->simulated[st->devices[a * g + i]] = reps[r] == a;
+      }
   }
 }
 
@@ -382,7 +427,11 @@ static psim_status fold_columns(psim_build *b, bool *ok) {
   f.pos = psim_malloc(((size_t)b->c->n_devices + 1) * sizeof *f.pos);
   psim_status st = f.pos ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory for folding");
   *ok = st == PSIM_OK && stage_positions(b, f.pos);
-  if (*ok)
+  f.g = 1;
+  if (*ok && psim_build_fold_needs_blocks(b)) { /* MoE all-to-all: whole exchange blocks */
+    st = psim_build_fold_blocks(b, f.pos, f.n_pos, &f.g, &f.xsrc);
+    *ok = st == PSIM_OK && f.g > 0;
+  } else if (*ok)
     st = stage_edges_uniform(b, ok);
   if (st == PSIM_OK && *ok)
     st = pipeline_pairs(b, &f, ok);
@@ -396,10 +445,13 @@ static psim_status fold_columns(psim_build *b, bool *ok) {
       b->rep_of[d] = d;
     }
   b->fold_by_key = f.by_key;
+  b->fold_block = f.g > 0 ? f.g : 1;
   b->fold_pos = f.pos;     /* kept for psim_build_fold_check_coll */
   b->fold_owner = f.owner; /* ... and psim_build_fold_check_graph */
   b->fold_role = f.role;
   psim_free(f.pairs);
+  psim_free(f.xsrc);
+  psim_free(f.xsig);
   psim_free(f.sig);
   psim_free(f.key_sig);
   psim_hmap_destroy(&f.keys);
@@ -457,9 +509,76 @@ static psim_status peers_alike(psim_build *b, const psim_coll_desc *d, double t_
   return st;
 }
 
+/* Whether d's group lies in one exchange block of one stage, its translates by whole blocks
+ * at one device stride: sets *stride and *n (the blocks). */
+static bool block_translates(const psim_build *b, const psim_coll_desc *d, int32_t *stride,
+                             int32_t *n) {
+  int32_t g = b->fold_block, p0 = b->fold_pos[d->devices[0]];
+  const psim_stage *st = NULL;
+  for (int32_t v = 0; v < n_entries(b) && !st && p0 >= 0; v++)
+    if (b->s->stages[v].devices[p0] == d->devices[0])
+      st = &b->s->stages[v];
+  if (!st || st->n_devices / g < 2)
+    return false;
+  *n = st->n_devices / g;
+  *stride = st->devices[p0 + g] - st->devices[p0];
+  for (int32_t i = 0; i < d->n; i++) {
+    int32_t p = b->fold_pos[d->devices[i]];
+    if (p < 0 || p / g != p0 / g || st->devices[p] != d->devices[i])
+      return false;
+    for (int32_t k = 1; k < *n; k++)
+      if (st->devices[p + k * g] != d->devices[i] + k * *stride)
+        return false;
+  }
+  return *stride > 0;
+}
+
+bool psim_build_fold_peers_built(const psim_build *b, const psim_coll_desc *d) {
+  if (!b->folded || b->fold_block <= 1 || d->concurrent_groups <= 1)
+    return false;
+  int32_t g = b->fold_block, n_pos = b->s->stages[0].n_devices, p0 = b->fold_pos[d->devices[0]];
+  if (p0 < 0 || d->n != n_pos / g || (int64_t)d->n * d->concurrent_groups != n_pos)
+    return false;
+  uint64_t seen = 0;
+  for (int32_t i = 0; i < d->n; i++) {
+    int32_t p = b->fold_pos[d->devices[i]];
+    if (p < 0 || p % g != p0 % g || d->n > 64 || (seen >> (p / g) & 1))
+      return false;
+    seen |= 1ull << (p / g);
+  }
+  return true;
+}
+
+/* Exchange blocks: a collective inside one block whose concurrent groups the build could not
+ * place (group_stride 0). Its peers in the same block are simulated themselves; those of
+ * the other blocks are its translates by whole blocks, checked as check 4 checks peers.
+ * *applies false when the group is not of that form. */
+static psim_status block_peers(psim_build *b, const psim_coll_desc *d, bool *applies) {
+  int32_t stride, n;
+  *applies = block_translates(b, d, &stride, &n);
+  if (!*applies)
+    return PSIM_OK;
+  psim_coll_desc peers = *d, alone = *d;
+  peers.concurrent_groups = n;
+  peers.group_stride = stride;
+  alone.concurrent_groups = 1;
+  alone.group_stride = 0;
+  double with_peers, by_itself;
+  PSIM_CHECK(psim_coll_time(b->c, &peers, &with_peers));
+  PSIM_CHECK(psim_coll_time(b->c, &alone, &by_itself));
+  b->fold_broken = with_peers != by_itself;
+  return b->fold_broken ? PSIM_OK : peers_alike(b, &peers, by_itself);
+}
+
 psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
   if (!b->folded || b->fold_broken || d->concurrent_groups <= 1 || d->n < 2)
     return PSIM_OK;
+  if (d->group_stride == 0 && b->fold_block > 1) {
+    bool applies;
+    PSIM_CHECK(block_peers(b, d, &applies));
+    if (applies)
+      return PSIM_OK;
+  }
   if (d->group_stride == 0) {
     /* the peers' routes are unknown, which is an error in the first column (its groups
      * come first); another class's group lies amid its peers (their stride runs past the
@@ -477,8 +596,10 @@ psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
   return b->fold_broken ? PSIM_OK : peers_alike(b, d, by_itself);
 }
 
-void psim_build_fold_check_transfer(psim_build *b, int pipeline) {
-  if (b->folded && !pipeline)
+void psim_build_fold_check_transfer(psim_build *b, int pipeline, int32_t src, int32_t d) {
+  if (b->folded && !pipeline &&
+      (b->fold_block <= 1 || b->fold_pos[src] < 0 ||
+       b->fold_pos[src] / b->fold_block != b->fold_pos[d] / b->fold_block))
     b->fold_broken = true;
 }
 

@@ -236,6 +236,14 @@ double psim_routing_bytes_scale(const psim_build *b, int32_t t, const psim_regio
   return load_ratio(&ml, lo, hi);
 }
 
+bool psim_routing_expert_tensor(const psim_model *m, int32_t t) {
+  const psim_tensor *ten = &m->tensors[t];
+  for (int32_t j = 0; j < ten->rank; j++)
+    if (m->dims[ten->dims[j]].role == PSIM_ROLE_EXPERT)
+      return true;
+  return false;
+}
+
 bool psim_routing_symmetric(const psim_build *b) {
   if (b->o->routing && b->o->routing->kind == PSIM_ROUTING_UNIFORM)
     return true;

@@ -80,6 +80,9 @@ void psim_routing_shard_extents(const struct psim_build *b, int32_t o, int32_t s
  * routed tokens (1 when t has no expert and capacity dims). */
 double psim_routing_bytes_scale(const struct psim_build *b, int32_t t, const struct psim_region *a,
                                 const struct psim_region *c);
+/* Whether tensor t has a dim of role expert (a MoE layer's routed tokens:
+ * its gathers are the dispatch's or combine's all-to-all). O(rank). */
+bool psim_routing_expert_tensor(const psim_model *m, int32_t t);
 /* False when routing makes the devices of an expert-split op do unequal work
  * (folding's representative would not stand for its peers). */
 bool psim_routing_symmetric(const struct psim_build *b);

@@ -68,6 +68,8 @@ typedef struct psim_stage {
   int32_t n_devices;
 } psim_stage;
 
+#define PSIM_PIPELINE_LAYOUT_MAX 256 /* characters of a pipeline_layout string, with its NUL */
+
 /* Parameters a template was given (kept for exporters); tp/pp/dp are 0 when
  * the strategy is not a template. */
 typedef struct psim_template_info {
@@ -79,6 +81,7 @@ typedef struct psim_template_info {
   int32_t ep, etp, cp;
   /* Megatron-Core --decoder-first/last-pipeline-num-layers (0 = even split) */
   int32_t first_stage_layers, last_stage_layers;
+  char pipeline_layout[PSIM_PIPELINE_LAYOUT_MAX]; /* --pipeline-model-parallel-layout, "" none */
 } psim_template_info;
 
 typedef struct psim_ps_config {
@@ -219,10 +222,10 @@ typedef struct psim_megatron_opts {
    * of the first / last pipeline stage; the rest split evenly over the middle stages.
    * 0 = even split (the default). Template keys "first_stage_layers", "last_stage_layers". */
   int32_t first_stage_layers, last_stage_layers;
-  /* Block layers of each of the pp * virtual_stages chunks in pipeline order (chunk c on
-   * stage c % pp), Megatron-Core's --pipeline-model-parallel-layout; NULL (the default)
-   * = first/last/even above. C API only, not owned (tests/calibration/modern_moe.c). */
-  const int32_t *chunk_layers;
+  /* Megatron-Core --pipeline-model-parallel-layout ("" = none; psim_pipeline_layout_parse):
+   * places the layers chunk by chunk and sets the virtual stages (chunks / pp); not with
+   * first/last_stage_layers. Template key "pipeline_layout". */
+  char pipeline_layout[PSIM_PIPELINE_LAYOUT_MAX];
 } psim_megatron_opts;
 void psim_megatron_opts_init(psim_megatron_opts *o);
 psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,
@@ -296,11 +299,11 @@ bool psim_strategy_equal(const psim_strategy *a, const psim_strategy *b);
  * blocks splits all its layers. O(ops). */
 psim_status psim_strategy_split_layers(const psim_model *m, int32_t n, bool require_even,
                                        psim_stage *stages);
-/* Layers of the model's repeated blocks (the transformer layers a pipeline split
- * divides; 0 never: a model without blocks counts all its layers). O(ops). */
-int32_t psim_strategy_block_layer_count(const psim_model *m);
+/* The range [lo, hi] of the layers of the model's repeated blocks (the transformer and
+ * MTP layers a pipeline split divides; a model without blocks: all its layers). O(ops). */
+void psim_strategy_block_range(const psim_model *m, int32_t *lo, int32_t *hi);
 /* As psim_strategy_split_layers with the block layers of each chunk given: sizes[c] >= 1,
- * summing to psim_strategy_block_layer_count. O(ops + n). */
+ * summing to the layers of psim_strategy_block_range. O(ops + n). */
 psim_status psim_strategy_split_sizes(const psim_model *m, int32_t n, const int32_t *sizes,
                                       psim_stage *stages);
 /* Megatron-Core's uneven split (--decoder-first/last-pipeline-num-layers, core_v0.15.0
@@ -311,6 +314,28 @@ psim_status psim_strategy_split_sizes(const psim_model *m, int32_t n, const int3
  * middle stages x v, at least one layer per chunk. O(pp * v). */
 psim_status psim_megatron_chunk_layers(int32_t count, int32_t pp, int32_t v, int32_t first,
                                        int32_t last, int32_t *sizes);
+/* Megatron-Core's --pipeline-model-parallel-layout (core_v0.15.0
+ * megatron/core/transformer/pipeline_parallel_layer_layout.py, parse_str_to_list and
+ * validate_layer_layout): "Et*3|(tt|)*29,m|L" lists the pipeline chunks in pipeline order
+ * (chunk c on stage c % pp, virtual stage c / pp), '|' between them; E embedding,
+ * t transformer layer, m MTP layer, L loss; "(...)*n" and "x*n" repeat, commas are
+ * cosmetic. Gives the chunk count (a multiple of pp), the t + m layers of each chunk
+ * (*sizes, release with psim_free) and the totals of t and m. Errors start with
+ * "pipeline_layout:"; plansim also refuses a chunk without a t or m. O(length unrolled). */
+psim_status psim_pipeline_layout_parse(const char *text, int32_t pp, int32_t *n_chunks,
+                                       int32_t **sizes, int32_t *n_t, int32_t *n_m);
+/* Applies o->pipeline_layout to o: virtual_stages = its chunks / pp (an error when given
+ * otherwise, or with first/last_stage_layers: Megatron-Core's rules), the interleaved
+ * schedule when > 1. No-op without a layout. O(length unrolled). */
+psim_status psim_megatron_resolve_layout(psim_megatron_opts *o);
+/* The block layers of each of the pp * virtual_stages chunks under o's uneven split
+ * (*sizes, release with psim_free; NULL for the even split). Layers of repeated blocks
+ * after the loss's layer are MTP modules (the decoder generator's DeepSeek MTP):
+ * first/last_stage_layers split the transformer layers and the MTP layers join the last
+ * chunk (Megatron-Core builds them with the loss); the layout's t and m counts must match
+ * them. O(ops + chunks). */
+psim_status psim_megatron_stage_sizes(const psim_model *m, const psim_megatron_opts *o,
+                                      int32_t **sizes);
 /* Sets every op's config from s->mesh over the devices of the stage holding
  * the op's layer (s->stages, n_stages, virtual_stages set; s->ops allocated
  * here). O(ops * devices per stage). */

@@ -116,6 +116,7 @@ static const char *const megatron_keys[] = {"format",
                                             "virtual_stages",
                                             "first_stage_layers",
                                             "last_stage_layers",
+                                            "pipeline_layout",
                                             "schedule",
                                             "recompute",
                                             "sequence_parallel",
@@ -174,6 +175,28 @@ static psim_status read_uneven(psim_jctx *c, const cJSON *root, psim_megatron_op
   return PSIM_OK;
 }
 
+/* Megatron-Core's --pipeline-model-parallel-layout: parsed and checked against pp
+ * (psim_megatron_resolve_layout), setting virtual_stages; the layer counts need the
+ * model (at expansion). */
+static psim_status read_pipeline_layout(psim_jctx *c, const cJSON *root, psim_megatron_opts *o) {
+  const char *text = NULL;
+  PSIM_CHECK(psim_json_string(c, root, "pipeline_layout", false, &text));
+  if (!text)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(c, "pipeline_layout");
+  if (strlen(text) >= sizeof o->pipeline_layout || !text[0])
+    return psim_jerr(c, "expected 1 to %d characters", (int)sizeof o->pipeline_layout - 1);
+  snprintf(o->pipeline_layout, sizeof o->pipeline_layout, "%s", text);
+  if (psim_megatron_resolve_layout(o) != PSIM_OK) {
+    char msg[512]; /* the message without its "pipeline_layout: " (the path names it) */
+    const char *e = psim_error_message(), *pre = "pipeline_layout: ";
+    snprintf(msg, sizeof msg, "%s", strncmp(e, pre, strlen(pre)) == 0 ? e + strlen(pre) : e);
+    return psim_jerr(c, "%s", msg);
+  }
+  psim_jctx_pop(c, sv);
+  return PSIM_OK;
+}
+
 static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
   psim_megatron_opts *o = &sp->mo;
   PSIM_CHECK(psim_json_check_keys(c, root, megatron_keys));
@@ -190,6 +213,7 @@ static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_
       psim_strategy_int32_key(c, root, "virtual_stages", false, 1, 4096, &o->virtual_stages));
   PSIM_CHECK(read_uneven(c, root, o));
   PSIM_CHECK(enum_key(c, root, "schedule", p_sched, &o->schedule, &sp->schedule_given));
+  PSIM_CHECK(read_pipeline_layout(c, root, o));
   PSIM_CHECK(read_common(c, root, sp));
   if (!sp->schedule_given && o->virtual_stages > 1)
     o->schedule = PSIM_SCHED_INTERLEAVED;
@@ -559,6 +583,7 @@ static psim_status read_tmpl_info(psim_jctx *c, const cJSON *root, psim_strategy
                                      "cp",
                                      "first_stage_layers",
                                      "last_stage_layers",
+                                     "pipeline_layout",
                                      NULL};
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "template_info");
   if (!t)
@@ -586,6 +611,11 @@ static psim_status read_tmpl_info(psim_jctx *c, const cJSON *root, psim_strategy
                                      &sp->tmpl.first_stage_layers));
   PSIM_CHECK(psim_strategy_int32_key(c, t, "last_stage_layers", false, 1, MAX_DEGREE,
                                      &sp->tmpl.last_stage_layers));
+  const char *layout = NULL;
+  PSIM_CHECK(psim_json_string(c, t, "pipeline_layout", false, &layout));
+  if (layout && strlen(layout) >= sizeof sp->tmpl.pipeline_layout)
+    return psim_jerr(c, "pipeline_layout '%.80s' too long", layout);
+  snprintf(sp->tmpl.pipeline_layout, sizeof sp->tmpl.pipeline_layout, "%s", layout ? layout : "");
   psim_jctx_pop(c, sv);
   return PSIM_OK;
 }

@@ -208,6 +208,8 @@ static psim_status tmpl_json(const psim_strategy *s, cJSON *root) {
     PSIM_CHECK(psim_json_add_number(t, "first_stage_layers", s->tmpl.first_stage_layers));
   if (s->tmpl.last_stage_layers > 0)
     PSIM_CHECK(psim_json_add_number(t, "last_stage_layers", s->tmpl.last_stage_layers));
+  if (s->tmpl.pipeline_layout[0])
+    PSIM_CHECK(psim_json_add_string(t, "pipeline_layout", s->tmpl.pipeline_layout));
   return PSIM_OK;
 }
 

@@ -49,10 +49,8 @@ static void assign_layers(const psim_model *m, int32_t lo, int32_t n, const int3
   }
 }
 
-int32_t psim_strategy_block_layer_count(const psim_model *m) {
-  int32_t lo, hi;
-  block_layers(m, &lo, &hi);
-  return hi - lo + 1;
+void psim_strategy_block_range(const psim_model *m, int32_t *lo, int32_t *hi) {
+  block_layers(m, lo, hi);
 }
 
 psim_status psim_strategy_split_sizes(const psim_model *m, int32_t n, const int32_t *sizes,
@@ -399,25 +397,6 @@ static psim_status megatron_mesh(psim_mesh *mesh, const psim_model *m, const psi
   return PSIM_OK;
 }
 
-/* The block layers of each chunk under the uneven first/last stages; *sizes NULL for
- * the even split (neither set). */
-static psim_status megatron_sizes(const psim_model *m, const psim_megatron_opts *o,
-                                  int32_t **sizes) {
-  *sizes = NULL;
-  if (o->first_stage_layers == 0 && o->last_stage_layers == 0 && !o->chunk_layers)
-    return PSIM_OK;
-  int32_t n = o->pp * o->virtual_stages;
-  *sizes = psim_malloc((size_t)n * sizeof **sizes);
-  if (!*sizes)
-    return psim_error(PSIM_ENOMEM, "out of memory splitting layers");
-  if (o->chunk_layers) { /* an explicit layout (psim_strategy_split_sizes checks the sum) */
-    memcpy(*sizes, o->chunk_layers, (size_t)n * sizeof **sizes);
-    return PSIM_OK;
-  }
-  return psim_megatron_chunk_layers(psim_strategy_block_layer_count(m), o->pp, o->virtual_stages,
-                                    o->first_stage_layers, o->last_stage_layers, *sizes);
-}
-
 static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *o, int32_t n_micro,
                                  psim_strategy *s) {
   PSIM_CHECK(megatron_mesh(&s->mesh, m, o, o->etp));
@@ -439,8 +418,9 @@ static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *
   s->tmpl.cp = o->cp;
   s->tmpl.first_stage_layers = o->first_stage_layers;
   s->tmpl.last_stage_layers = o->last_stage_layers;
+  memcpy(s->tmpl.pipeline_layout, o->pipeline_layout, sizeof s->tmpl.pipeline_layout);
   int32_t *sizes = NULL;
-  psim_status st = megatron_sizes(m, o, &sizes);
+  psim_status st = psim_megatron_stage_sizes(m, o, &sizes);
   if (st == PSIM_OK)
     st = make_stages(s, m, o->pp, o->virtual_stages, o->dp * o->cp * o->tp, sizes);
   psim_free(sizes);
@@ -450,8 +430,9 @@ static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *
 psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,
                                    const psim_megatron_opts *opts, psim_strategy *s) {
   psim_strategy_init(s);
-  PSIM_CHECK(check_megatron_opts(opts, c));
   psim_megatron_opts o = *opts; /* 0 = the default: ep 1, cp 1, etp = tp */
+  PSIM_CHECK(psim_megatron_resolve_layout(&o));
+  PSIM_CHECK(check_megatron_opts(&o, c));
   o.ep = o.ep > 0 ? o.ep : 1;
   o.cp = o.cp > 0 ? o.cp : 1;
   o.etp = o.etp > 0 ? o.etp : o.tp;

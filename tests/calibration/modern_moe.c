@@ -73,11 +73,11 @@ void modern_moe_read(const modern_csv *c, modern_row *r) {
   e->etp = etp ? (int32_t)strtol(etp + strlen("\"expert_tensor_parallel_size\": "), NULL, 10) : 0;
   if (r->unsupported[0])
     return;
-  int32_t sizes[64];
+  char layout[64];
   if (find(r->precision, "FP4"))
     snprintf(r->unsupported, sizeof r->unsupported, "fp4 dtype (%s) in the model IR", r->precision);
   else if (r->vp > 1 && r->layers % ((int64_t)r->pp * r->vp) != 0 &&
-           modern_moe_layout(r, sizes, 64) == 0)
+           !modern_moe_layout(r, layout, sizeof layout))
     snprintf(r->unsupported, sizeof r->unsupported,
              "uneven interleaved pipeline layout (%lld layers in pp %d x vp %d chunks): "
              "no recipe layout for %d chunks",
@@ -88,22 +88,24 @@ void modern_moe_read(const modern_csv *c, modern_row *r) {
 
 /* Megatron-Bridge's DeepSeek-V3 layouts (src/megatron/bridge/recipes/deepseek/deepseek_v3.py,
  * set_deepseek_v3_pipeline_model_parallel_layout; the 26.x overrides' pp_layout
- * "Et*4|(t*4|)*14tmL" is its 16-chunk entry): 16 chunks (pp x vp = 16 x 1, 8 x 2, 4 x 4,
- * 2 x 8) of 4 decoder layers, the last of 1 decoder layer + the MTP layers + the loss; 8
- * chunks (8 x 1, 4 x 2; 2 x 4 assumed alike) of 8, the last of 5 + MTP; 4 x 1: 16, 16, 16,
- * 13 + MTP. The embedding rides on chunk 0 and the loss on the last chunk by themselves
- * (psim_strategy_split_sizes); plansim's MTP module is one block layer. Other chunk counts
- * (pp 8 x vp 4): no layout known, 0. */
-int32_t modern_moe_layout(const modern_row *r, int32_t *sizes, int32_t cap) {
+ * "Et*4|(t*4|)*14tmL" is its 16-chunk entry): 16 chunks (pp x vp = 16 x 1, 8 x 2, 4 x 4;
+ * 2 x 8 from the overrides) of 4 decoder layers, the last of 1 decoder layer + the MTP
+ * layers + the loss; 8 chunks (8 x 1, 4 x 2; 2 x 4 assumed alike) of 8, the last of 5;
+ * 4 x 1: 16, 16, 16, 13. Other chunk counts (pp 8 x vp 4): none known. */
+bool modern_moe_layout(const modern_row *r, char *buf, size_t size) {
   int32_t n = r->pp * (r->vp > 1 ? r->vp : 1);
-  if (r->moe.kv_lora == 0 || r->pp < 2 || n > cap || (n != 16 && n != 8 && n != 4))
-    return 0;
-  int32_t per = 64 / n, last = per - 3 + (int32_t)r->moe.mtp; /* 4/1, 8/5, 16/13 */
-  if (r->layers != (int64_t)per * (n - 1) + per - 3)
-    return 0; /* the map is for DeepSeek-V3's 61 layers */
-  for (int32_t c = 0; c < n; c++)
-    sizes[c] = c == n - 1 ? last : per;
-  return n;
+  const char *mtp = r->moe.mtp > 0 ? "m" : "";
+  if (r->moe.kv_lora == 0 || r->pp < 2 || r->layers != 61)
+    return false;
+  if (n == 16)
+    snprintf(buf, size, "Et*4|(t*4|)*14t%sL", mtp);
+  else if (n == 8)
+    snprintf(buf, size, "Et*8|(t*8|)*6t*5%sL", mtp);
+  else if (n == 4)
+    snprintf(buf, size, "Et*16|t*16|t*16|t*13%sL", mtp);
+  else
+    return false;
+  return true;
 }
 
 /* The row's MoE model through psim_gen_decoder. */

@@ -174,16 +174,10 @@ START_TEST(alltoall_uniform_is_pairwise_exchange) {
   ck_assert_msg(fabs(bytes / (EP * (EP - 1) * m) - 1) < 1e-9, "%g bytes, want %g", bytes,
                 EP * (EP - 1) * m);
   double want = (EP - 1) * m / bw;
-  /* KNOWN DEFECT (reported, issue 21): the engine gives a link to one transfer at a time in
-   * task order, and comm.c creates the transfers receiver by receiver, so the exchange takes
-   * (2 EP - 3) m / bw, not the pairwise (EP - 1) m / bw. PSIM_EXPECT_PAIRWISE=1 checks the
-   * closed form exactly (fails until the transfers are issued in rounds); by default the
-   * test keeps the bounds: no faster than pairwise, no slower than greedy's 2x. */
-  if (getenv("PSIM_EXPECT_PAIRWISE"))
-    ck_assert_msg(fabs((hi - lo) / want - 1) < 1e-6, "all-to-all %g s, pairwise exchange %g s",
-                  hi - lo, want);
-  ck_assert_msg(hi - lo >= want * (1 - 1e-9) && hi - lo <= (2 * EP - 3) * m / bw * (1 + 1e-9),
-                "all-to-all %g s, pairwise exchange %g s", hi - lo, want);
+  /* comm.c adds the exchange's transfers round by round (flush_exchange); consumer by consumer,
+   * the engine's first-come link booking took (2 EP - 3) m / bw */
+  ck_assert_msg(fabs((hi - lo) / want - 1) < 1e-9, "all-to-all %g s, pairwise exchange %g s",
+                hi - lo, want);
   psim_sim_result_destroy(&r);
   teardown(&f);
 }
@@ -227,6 +221,34 @@ START_TEST(zipf_compute_follows_routed_tokens) {
     ck_assert_msg(fabs(got / want - 1) < 1e-12, "expert %d: %g s, closed form %g s", e, got, want);
   }
   ck_assert(fwd_kernel_s(&r, fc1, cfg->devices[0]) > fwd_kernel_s(&r, fc1, cfg->devices[7]));
+  psim_sim_result_destroy(&r);
+  teardown(&f);
+}
+END_TEST
+
+/* Dropless, zipf:1.2: device d (batch shard d, expert e_d) sends each other device the tokens
+ * of its batch shard routed to that device's expert: (BATCH / EP) HIDDEN (EP MEAN -
+ * zipf_tokens(e_d)) elements in all (a transfer's task is its sender's). */
+START_TEST(zipf_alltoall_bytes_follow_routed_tokens) {
+  const double bw = 100e9;
+  fixture f;
+  setup(&f, true, bw);
+  psim_sim_result r;
+  simulate(&f, "zipf:1.2", &r);
+  int32_t disp = op_named(&f.m, "layer.0.dispatch"), fc1 = op_named(&f.m, "layer.0.fc1");
+  const psim_op_config *cfg = &f.s.ops[fc1];
+  const psim_taskgraph *g = r.graph;
+  double esize = psim_dtype_bytes(f.m.tensors[f.m.ops[disp].out[0]].dtype);
+  for (int32_t e = 0; e < EP; e++) {
+    int32_t d = cfg->devices[e * cfg->replicas];
+    double bytes = 0;
+    for (int32_t i = 0; i < g->n_tasks; i++)
+      if (g->info[i].kind == PSIM_TASK_TRANSFER && g->info[i].op == disp && g->info[i].device == d)
+        bytes += g->duration_s[i] * bw;
+    double want = ((double)BATCH / EP) * (EP * MEAN - zipf_tokens(1.2, e)) * HIDDEN * esize;
+    ck_assert_msg(fabs(bytes / want - 1) < 1e-9, "expert %d: %g bytes, closed form %g", e, bytes,
+                  want);
+  }
   psim_sim_result_destroy(&r);
   teardown(&f);
 }
@@ -328,6 +350,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, alltoall_uniform_is_pairwise_exchange);
   tcase_add_test(tc, zipf_compute_follows_routed_tokens);
+  tcase_add_test(tc, zipf_alltoall_bytes_follow_routed_tokens);
   tcase_add_test(tc, capacity_caps_the_load);
   tcase_add_test(tc, bad_routing_refused);
   tcase_add_test(tc, grouped_gemm_tile_quantisation);

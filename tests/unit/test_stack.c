@@ -153,20 +153,46 @@ START_TEST(fp8_casts) {
 END_TEST
 
 /* Rowwise scaling recasts in the backward: 2 out + in elements, 4 launches (the
- * forward is tensorwise's). */
+ * forward casts are tensorwise's: both inputs, 2 launches). */
 START_TEST(fp8_rowwise_casts) {
   ck_assert_int_eq(psim_stack_builtin("megatron-core", &cluster.stack), PSIM_OK);
   const psim_device_type *t = &cluster.types[0];
   const psim_op *mm = find_op(PSIM_OP_MATMUL, PSIM_DTYPE_FP8);
-  double tensorwise[2] = {cost(mm, PSIM_PASS_FWD), cost(mm, PSIM_PASS_BWD)};
   cluster.stack.fp8_rowwise = true;
+  double with[2] = {cost(mm, PSIM_PASS_FWD), cost(mm, PSIM_PASS_BWD)};
+  cluster.stack.fp8_cast_bytes = 0;
+  double without[2] = {cost(mm, PSIM_PASS_FWD), cost(mm, PSIM_PASS_BWD)};
   double in = psim_tensor_elems(&model, &model.tensors[mm->in[0]]) +
               psim_tensor_elems(&model, &model.tensors[mm->in[1]]);
   double out = psim_tensor_elems(&model, &model.tensors[mm->out[0]]);
   double bw = t->mem_bw * t->eff.mem;
-  ck_assert_double_eq(cost(mm, PSIM_PASS_FWD), tensorwise[0]);
-  ck_assert_double_eq_tol(cost(mm, PSIM_PASS_BWD) - tensorwise[1], (out + in) * 4 / bw + 3 * 5e-6,
-                          1e-12);
+  ck_assert_double_eq_tol(with[0] - without[0], in * 4 / bw + 2 * 5e-6, 1e-12);
+  ck_assert_double_eq_tol(with[1] - without[1], (2 * out + in) * 4 / bw + 4 * 5e-6, 1e-12);
+}
+END_TEST
+
+/* The rowwise-scaled GEMM itself runs at psim_kernels_fp8_rowwise_rate of the
+ * tensorwise one (0.81 on H100: torchao's published Llama3-8B runs,
+ * costdb/kernels.c): casts off, a compute-bound FP8 GEMM's time less its one
+ * launch is tensorwise's divided by the rate, forward and backward. */
+START_TEST(fp8_rowwise_gemm_rate) {
+  ck_assert_int_eq(psim_stack_builtin("pytorch-fsdp2", &cluster.stack), PSIM_OK);
+  cluster.stack.fp8_cast_bytes = 0;
+  cluster.stack.fp8_scale_s = 0;
+  double launch = cluster.stack.launch_s;
+  const psim_op *mm = find_op(PSIM_OP_MATMUL, PSIM_DTYPE_FP8);
+  psim_gpu_arch a = psim_kernels_arch(cluster.types[0].name);
+  double rate = psim_kernels_fp8_rowwise_rate(&a);
+  ck_assert_double_eq_tol(rate, 0.81, 1e-12);
+  double tw[2] = {cost(mm, PSIM_PASS_FWD), cost(mm, PSIM_PASS_BWD)};
+  cluster.stack.fp8_rowwise = true;
+  double rw[2] = {cost(mm, PSIM_PASS_FWD), cost(mm, PSIM_PASS_BWD)};
+  int32_t k[2] = {psim_cost_kernels(&model, mm, PSIM_PASS_FWD),
+                  psim_cost_kernels(&model, mm, PSIM_PASS_BWD)};
+  for (int p = 0; p < 2; p++)
+    ck_assert_double_eq_tol(rw[p] - k[p] * launch, (tw[p] - k[p] * launch) / rate, 1e-9 * tw[p]);
+  cluster.stack.fp8_rowwise = false;
+  ck_assert_double_eq(cost(mm, PSIM_PASS_FWD), tw[0]); /* tensorwise: no rate */
 }
 END_TEST
 
@@ -309,6 +335,7 @@ int main(void) {
   tcase_add_test(tc, wave_quantisation);
   tcase_add_test(tc, fp8_casts);
   tcase_add_test(tc, fp8_rowwise_casts);
+  tcase_add_test(tc, fp8_rowwise_gemm_rate);
   tcase_add_test(tc, eager_norm_and_swiglu);
   tcase_add_test(tc, optimizer_bytes);
   tcase_add_test(tc, shipped_files);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "models/generators.h"
+#include "sim/core/alloc.h"
 #include "sim/core/json.h"
 #include "sim/simulate.h"
 
@@ -184,44 +185,6 @@ START_TEST(template_stages) {
 }
 END_TEST
 
-/* psim_megatron_opts.chunk_layers (Megatron-Core --pipeline-model-parallel-layout, C API):
- * chunk c holds exactly chunk_layers[c] layers, in pipeline order on stage c % pp, and a
- * layout that does not hold every layer is refused (helper10-D: the DeepSeek-V3 recipes). */
-START_TEST(explicit_chunk_layers) {
-  fixture f;
-  gen_llama(&f.m, 13, 16);
-  load_cluster(&f.c, SRC("topologies/dgx-a100-x1.json"));
-  psim_megatron_opts o;
-  psim_megatron_opts_init(&o);
-  o.pp = 2;
-  o.dp = 4;
-  o.virtual_stages = 2;
-  o.schedule = PSIM_SCHED_INTERLEAVED;
-  static const int32_t layout[4] = {4, 4, 4, 1}; /* "Et*4|(t*4|)*2t L" on 13 layers */
-  o.chunk_layers = layout;
-  ck_assert_msg(psim_strategy_megatron(&f.m, &f.c, &o, &f.s) == PSIM_OK, "%s",
-                psim_error_message());
-  int32_t next = 0;
-  for (int32_t c = 0; c < 4; c++) {
-    const psim_stage *st = &f.s.stages[c];
-    int32_t lo = c == 0 ? 0 : next, n = st->last_layer - st->first_layer + 1;
-    ck_assert_int_eq(st->first_layer, lo);
-    ck_assert_int_eq(st->devices[0], (c % 2) * 4);
-    if (c > 0 && c < 3)
-      ck_assert_int_eq(n, layout[c]);
-    next = st->last_layer + 1;
-  }
-  ck_assert_int_eq(next, f.m.n_layers);
-  ck_assert_int_eq(f.s.ops[op_named(&f.m, "loss")].stage, 3);
-  psim_strategy_destroy(&f.s);
-  static const int32_t short_layout[4] = {4, 4, 4, 2}; /* 14 of 13 layers */
-  o.chunk_layers = short_layout;
-  ck_assert_int_eq(psim_strategy_megatron(&f.m, &f.c, &o, &f.s), PSIM_EINPUT);
-  ck_assert_ptr_nonnull(strstr(psim_error_message(), "hold 14 layers"));
-  teardown(&f);
-}
-END_TEST
-
 /* plansim check (no model): the key and its JSON path in the message. */
 START_TEST(check_json_errors) {
   static const char *const docs[][2] = {
@@ -318,6 +281,138 @@ START_TEST(first_stage_memory) {
 }
 END_TEST
 
+/* The layout's chunks against unrolling by hand (parse_str_to_list: commas dropped,
+ * "(...)*n" then "x*n" repeated, '|' between chunks): t and m per chunk, their totals. */
+START_TEST(layout_parse) {
+  static const struct {
+    const char *text;
+    int32_t pp, n, t, m, sizes[16];
+  } cases[] = {
+      {"Et*4|(t*4|)*14tmL", 2, 16, 61, 1, {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 2}},
+      {"Et|tt|(t|)*2tL", 5, 5, 6, 0, {1, 2, 1, 1, 1}},
+      {"E(tt)*2|t*3L", 1, 2, 7, 0, {4, 3}},
+      {"Ett*10|tL", 2, 2, 12, 0, {11, 1}},
+      {"E,t*2,|,t,m,L", 2, 2, 3, 1, {2, 2}},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    int32_t n = 0, t = 0, m = 0, *sizes = NULL;
+    ck_assert_msg(psim_pipeline_layout_parse(cases[k].text, cases[k].pp, &n, &sizes, &t, &m) ==
+                      PSIM_OK,
+                  "%s: %s", cases[k].text, psim_error_message());
+    ck_assert_int_eq(n, cases[k].n);
+    ck_assert_int_eq(t, cases[k].t);
+    ck_assert_int_eq(m, cases[k].m);
+    for (int32_t c = 0; c < n; c++)
+      ck_assert_int_eq(sizes[c], cases[k].sizes[c]);
+    psim_free(sizes);
+  }
+}
+END_TEST
+
+/* Layouts validate_layer_layout refuses, and chunks without layers (plansim). */
+START_TEST(layout_errors) {
+  static const char *const bad[][2] = {
+      {"tt|tL", "first"},              /* no embedding */
+      {"Ett|tLt", "last"},             /* the loss not last */
+      {"EEt|tL", "first"},             /* two embeddings */
+      {"Etm|tL", "MTP"},               /* an MTP layer before a transformer layer */
+      {"Et|mt|mL", "MTP"},             /* an MTP layer outside the last chunk */
+      {"Et|tx|L", "invalid"},          /* unknown letter */
+      {"Et|t|tL", "divide"},           /* 3 chunks on pp 2 */
+      {"E|tt|t|tL", "no transformer"}, /* a standalone embedding chunk */
+      {"(t|)*99999999999", "unrolled"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    int32_t n, t, m, *sizes = NULL;
+    ck_assert_msg(psim_pipeline_layout_parse(bad[k][0], 2, &n, &sizes, &t, &m) == PSIM_EINPUT,
+                  "%s accepted", bad[k][0]);
+    ck_assert_msg(strstr(psim_error_message(), bad[k][1]) &&
+                      strstr(psim_error_message(), "pipeline_layout"),
+                  "%s: %s", bad[k][0], psim_error_message());
+    psim_free(sizes);
+  }
+}
+END_TEST
+
+/* A DeepSeek-V3-shaped model (61 layers, one MTP module; small widths). */
+static void gen_deepseek(psim_model *m) {
+  psim_gen_tf_opts o;
+  psim_gen_deepseek_v3_opts_init(&o);
+  o.hidden = 128;
+  o.heads = 2;
+  o.ffn = 256;
+  o.moe_ffn = o.shared_ffn = 64;
+  o.experts = 8;
+  o.top_k = 2;
+  o.q_lora = 64;
+  o.kv_lora = 32;
+  o.head_dim = 32;
+  o.qk_rope = 16;
+  o.vocab = 1024;
+  o.seq = 64;
+  o.batch = 16;
+  o.mtp = 1;
+  cJSON *doc = NULL;
+  ck_assert_msg(psim_gen_decoder(&o, &doc) == PSIM_OK, "%s", psim_error_message());
+  psim_model_init(m);
+  ck_assert_msg(psim_model_from_json("gen", doc, m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(doc);
+}
+
+/* Layers per chunk of f->s. */
+static int32_t chunk_len(const fixture *f, int32_t c) {
+  return f->s.stages[c].last_layer - f->s.stages[c].first_layer + 1;
+}
+
+/* The recipe layout Et*4|(t*4|)*14tmL (Megatron-Bridge's DeepSeek-V3) on pp 2: 8 virtual
+ * stages, interleaved, 4 layers a chunk and the last layer, the MTP module and the loss in
+ * the last chunk; first 16 / last 13 on pp 4 (Megatron-Bridge's 16/16/16/13): the MTP
+ * module joins the last stage. */
+START_TEST(layout_deepseek) {
+  fixture f;
+  gen_deepseek(&f.m);
+  load_cluster(&f.c, SRC("topologies/dgx-a100-x1.json"));
+  ck_assert_msg(strategy(&f,
+                         "{\"format\":\"plansim.strategy/1\",\"template\":\"megatron\","
+                         "\"pp\":2,\"dp\":4,\"pipeline_layout\":\"Et*4|(t*4|)*14tmL\"}") == PSIM_OK,
+                "%s", psim_error_message());
+  ck_assert_int_eq(f.s.virtual_stages, 8);
+  ck_assert_int_eq(f.s.schedule, PSIM_SCHED_INTERLEAVED);
+  for (int32_t c = 0; c < 15; c++)
+    ck_assert_int_eq(chunk_len(&f, c), 4);
+  ck_assert_int_eq(chunk_len(&f, 15), 2);
+  ck_assert_int_eq(f.s.ops[op_named(&f.m, "loss")].stage, 15);
+  ck_assert_int_eq(f.s.ops[op_named(&f.m, "mtp.0.mtp_loss")].stage, 15);
+  ck_assert_str_eq(f.s.tmpl.pipeline_layout, "Et*4|(t*4|)*14tmL");
+  cJSON *doc = NULL;
+  ck_assert(psim_strategy_to_json(&f.s, &f.m, &f.c, &doc) == PSIM_OK);
+  psim_strategy back;
+  ck_assert_msg(psim_strategy_from_json("back", doc, &f.m, &f.c, &back) == PSIM_OK, "%s",
+                psim_error_message());
+  ck_assert(psim_strategy_equal(&f.s, &back));
+  ck_assert_str_eq(back.tmpl.pipeline_layout, "Et*4|(t*4|)*14tmL");
+  psim_strategy_destroy(&back);
+  cJSON_Delete(doc);
+  psim_strategy_destroy(&f.s);
+  ck_assert_msg(strategy(&f, "{\"format\":\"plansim.strategy/1\",\"template\":\"megatron\","
+                             "\"pp\":4,\"dp\":2,\"first_stage_layers\":16,"
+                             "\"last_stage_layers\":13}") == PSIM_OK,
+                "%s", psim_error_message());
+  static const int32_t want[4] = {16, 16, 16, 14};
+  for (int32_t c = 0; c < 4; c++)
+    ck_assert_int_eq(chunk_len(&f, c), want[c]);
+  ck_assert_int_eq(f.s.ops[op_named(&f.m, "mtp.0.mtp_loss")].stage, 3);
+  psim_strategy_destroy(&f.s);
+  /* the layout's counts must match the model's: no 'm' for its MTP module */
+  ck_assert_int_eq(strategy(&f, "{\"format\":\"plansim.strategy/1\",\"template\":\"megatron\","
+                                "\"pp\":2,\"dp\":4,\"pipeline_layout\":\"Et*4|(t*4|)*14tL\"}"),
+                   PSIM_EINPUT);
+  ck_assert_msg(strstr(psim_error_message(), "pipeline_layout"), "%s", psim_error_message());
+  psim_cluster_destroy(&f.c);
+  psim_model_destroy(&f.m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("strategy_uneven");
   TCase *tc = tcase_create("core");
@@ -328,7 +423,9 @@ int main(void) {
   tcase_add_test(tc, check_json_errors);
   tcase_add_test(tc, layers_126_on_pp16);
   tcase_add_test(tc, first_stage_memory);
-  tcase_add_test(tc, explicit_chunk_layers);
+  tcase_add_test(tc, layout_parse);
+  tcase_add_test(tc, layout_errors);
+  tcase_add_test(tc, layout_deepseek);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
