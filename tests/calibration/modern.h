@@ -105,6 +105,10 @@ struct cJSON;
 void modern_moe_read(const modern_csv *c, modern_row *r);
 /* The row's MoE model document (psim_gen_decoder); the caller owns *doc. */
 psim_status modern_moe_model(const modern_row *r, struct cJSON **doc);
+/* The recipe's pipeline layout of a DeepSeek-V3 row (Megatron-Core's
+ * --pipeline-model-parallel-layout string) into buf; false when the recipe gives none
+ * (plansim's own split then). */
+bool modern_moe_layout(const modern_row *r, char *buf, size_t size);
 
 /* ---- ranking (modern_rank.c) */
 /* Spearman's rank correlation of x and y (average ranks for ties); NAN when

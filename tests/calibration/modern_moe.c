@@ -73,16 +73,39 @@ void modern_moe_read(const modern_csv *c, modern_row *r) {
   e->etp = etp ? (int32_t)strtol(etp + strlen("\"expert_tensor_parallel_size\": "), NULL, 10) : 0;
   if (r->unsupported[0])
     return;
+  char layout[64];
   if (find(r->precision, "FP4"))
     snprintf(r->unsupported, sizeof r->unsupported, "fp4 dtype (%s) in the model IR", r->precision);
-  else if (r->vp > 1 && r->layers % ((int64_t)r->pp * r->vp) != 0)
+  else if (r->vp > 1 && r->layers % ((int64_t)r->pp * r->vp) != 0 &&
+           !modern_moe_layout(r, layout, sizeof layout))
     snprintf(r->unsupported, sizeof r->unsupported,
-             "uneven interleaved pipeline layout (%lld layers in pp %d x vp %d chunks%s%s): "
-             "plansim cuts equal chunks",
-             (long long)r->layers, (int)r->pp, (int)r->vp, find(ov, "pp_layout") ? "; " : "",
-             find(ov, "pp_layout") ? "recipe layout Et*4|(t*4|)*14tmL" : "");
+             "uneven interleaved pipeline layout (%lld layers in pp %d x vp %d chunks): "
+             "no recipe layout for %d chunks",
+             (long long)r->layers, (int)r->pp, (int)r->vp, (int)(r->pp * r->vp));
   else if (find(ov, "cpu_offloading"))
     snprintf(r->unsupported, sizeof r->unsupported, "activation CPU offloading");
+}
+
+/* Megatron-Bridge's DeepSeek-V3 layouts (src/megatron/bridge/recipes/deepseek/deepseek_v3.py,
+ * set_deepseek_v3_pipeline_model_parallel_layout; the 26.x overrides' pp_layout
+ * "Et*4|(t*4|)*14tmL" is its 16-chunk entry): 16 chunks (pp x vp = 16 x 1, 8 x 2, 4 x 4;
+ * 2 x 8 from the overrides) of 4 decoder layers, the last of 1 decoder layer + the MTP
+ * layers + the loss; 8 chunks (8 x 1, 4 x 2; 2 x 4 assumed alike) of 8, the last of 5;
+ * 4 x 1: 16, 16, 16, 13. Other chunk counts (pp 8 x vp 4): none known. */
+bool modern_moe_layout(const modern_row *r, char *buf, size_t size) {
+  int32_t n = r->pp * (r->vp > 1 ? r->vp : 1);
+  const char *mtp = r->moe.mtp > 0 ? "m" : "";
+  if (r->moe.kv_lora == 0 || r->pp < 2 || r->layers != 61)
+    return false;
+  if (n == 16)
+    snprintf(buf, size, "Et*4|(t*4|)*14t%sL", mtp);
+  else if (n == 8)
+    snprintf(buf, size, "Et*8|(t*8|)*6t*5%sL", mtp);
+  else if (n == 4)
+    snprintf(buf, size, "Et*16|t*16|t*16|t*13%sL", mtp);
+  else
+    return false;
+  return true;
 }
 
 /* The row's MoE model through psim_gen_decoder. */

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "modern.h"
+#include "sim/core/alloc.h"
 #include "sim/ir/model.h"
+#include "sim/strategy/strategy.h"
 
 static modern_rows rows;
 
@@ -65,10 +67,39 @@ START_TEST(deepseek_v3_from_columns) {
   ck_assert_int_eq(r->moe.mtp, 1);
   double n = params_of(r);
   ck_assert_msg(fabs(n / 685e9 - 1) < 0.01, "%g", n);
-  /* pp 2 x vp 8 = 16 chunks of 61 layers: refused, naming why */
-  const modern_row *u = first("DeepSeekV3", false);
-  ck_assert_ptr_nonnull(u);
-  ck_assert_ptr_nonnull(strstr(u->unsupported, "uneven interleaved"));
+}
+END_TEST
+
+START_TEST(deepseek_v3_recipe_layouts) {
+  /* Megatron-Bridge's layout for 16 chunks, "Et*4|(t*4|)*14tmL": the chunks hold the 61
+   * decoder layers and the MTP layer, 4 in the first chunk, 1 + MTP in the last; no layout
+   * for 32 chunks (pp 8 x vp 4): those interleaved rows stay refused */
+  int with_layout = 0, refused = 0;
+  for (int i = 0; i < rows.n; i++) {
+    const modern_row *r = &rows.v[i];
+    if (r->moe.kv_lora == 0)
+      continue;
+    char text[64];
+    if (!modern_moe_layout(r, text, sizeof text)) {
+      ck_assert_int_eq(r->pp * r->vp, 32);
+      ck_assert_ptr_nonnull(strstr(r->unsupported, "no recipe layout"));
+      refused++;
+      continue;
+    }
+    int32_t n = 0, *sizes = NULL, n_t = 0, n_m = 0;
+    ck_assert_msg(psim_pipeline_layout_parse(text, r->pp, &n, &sizes, &n_t, &n_m) == PSIM_OK,
+                  "%s: %s", text, psim_error_message());
+    ck_assert_int_eq(n, r->pp * (r->vp > 1 ? r->vp : 1));
+    ck_assert_int_eq(n_t, r->layers);
+    ck_assert_int_eq(n_m, r->moe.mtp);
+    ck_assert_int_eq(sizes[n - 1], 64 / n - 3 + r->moe.mtp);
+    ck_assert_int_eq(sizes[0], 64 / n);
+    psim_free(sizes);
+    ck_assert(strstr(r->unsupported, "uneven") == NULL);
+    with_layout++;
+  }
+  ck_assert_int_gt(with_layout, 20);
+  ck_assert_int_gt(refused, 0);
 }
 END_TEST
 
@@ -100,6 +131,7 @@ int main(void) {
   tcase_add_test(t, qwen3_30b_a3b_from_columns);
   tcase_add_test(t, deepseek_v3_from_columns);
   tcase_add_test(t, benchmark_routing_forced_balanced);
+  tcase_add_test(t, deepseek_v3_recipe_layouts);
   suite_add_tcase(s, t);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);

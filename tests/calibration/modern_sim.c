@@ -119,6 +119,8 @@ static psim_status megatron(const modern_row *r, const psim_model *m, psim_clust
   o.overlap_grad_reduce = true; /* FSDP, FSDP2 and Megatron-Core all overlap it */
   o.ep = r->moe.ep;             /* 0 (dense rows): 1 */
   o.etp = r->moe.etp;
+  /* DeepSeek-V3's recipe layouts (modern_moe.c) */
+  modern_moe_layout(r, o.pipeline_layout, sizeof o.pipeline_layout);
   return psim_strategy_megatron(m, c, &o, s);
 }
 
