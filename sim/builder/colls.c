@@ -22,7 +22,8 @@ typedef struct coll_template {
   double bytes;
   size_t dev_at, res_at; /* offsets into the pools */
   int32_t n_res;
-  double duration_s;
+  int32_t pieces;    /* tasks in the chain (psim_coll_pieces) */
+  double duration_s; /* of the whole chain */
 } coll_template;
 
 struct psim_coll_cache {
@@ -72,8 +73,10 @@ static int32_t coll_find(const psim_coll_cache *cc, const psim_coll_desc *d, uin
   return psim_hmap_find_eq(&cc->index, h, coll_same, &p, &i) ? i : -1;
 }
 
-/* Remembers the single task just added for d (aggregated fidelity). */
-static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_t h, int32_t task) {
+/* Remembers the task (or chain of pieces, entry .. exit) just added for d (aggregated
+ * fidelity). */
+static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_t h, int32_t task,
+                                 int32_t pieces) {
   psim_coll_cache *cc = b->colls;
   const psim_taskgraph *g = &b->g;
   int32_t n_res = g->res_first[task + 1] - g->res_first[task];
@@ -82,9 +85,9 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
   PSIM_CHECK(PSIM_VEC_RESERVE(cc->res_pool, cc->cap_resv, cc->n_resv + (size_t)n_res));
   PSIM_CHECK(psim_hmap_add(&cc->index, h, (int32_t)cc->n));
   coll_template *t = &cc->items[cc->n];
-  *t = (coll_template){
-      d->kind,   d->algo,    d->n,  d->concurrent_groups, d->group_stride, d->own_stream, d->bytes,
-      cc->n_dev, cc->n_resv, n_res, g->duration_s[task]};
+  *t = (coll_template){d->kind,         d->algo,       d->n,     d->concurrent_groups,
+                       d->group_stride, d->own_stream, d->bytes, cc->n_dev,
+                       cc->n_resv,      n_res,         pieces,   g->duration_s[task] * pieces};
   memcpy(cc->dev_pool + cc->n_dev, d->devices, sizeof(int32_t) * (size_t)d->n);
   memcpy(cc->res_pool + cc->n_resv, g->res + g->res_first[task], sizeof(int32_t) * (size_t)n_res);
   cc->n_dev += (size_t)d->n;
@@ -117,18 +120,18 @@ psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
     PSIM_CHECK(psim_build_fold_check_coll(b, d)); /* once per template */
     PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
     PSIM_CHECK(psim_build_fold_note_coll(b, d, t0));
-    if (*entry != *exit || *entry != b->g.n_tasks - 1)
-      return PSIM_OK; /* not a single task: nothing to reuse */
-    return coll_remember(b, d, h, *entry);
+    int32_t pieces = *exit - *entry + 1;
+    if (*exit != b->g.n_tasks - 1 || b->g.n_tasks - t0 != pieces)
+      return PSIM_OK; /* not one task or one chain of pieces: nothing to reuse */
+    return coll_remember(b, d, h, *entry, pieces);
   }
   const psim_coll_cache *cc = b->colls;
   const coll_template *t = &cc->items[i];
   psim_task_info ti = *info;
   ti.kind = PSIM_TASK_COLLECTIVE;
   ti.device = d->devices[0];
-  PSIM_CHECK(
-      psim_tg_add_task(&b->g, t->duration_s, cc->res_pool + t->res_at, t->n_res, &ti, entry));
-  *exit = *entry;
+  PSIM_CHECK(psim_coll_add_pieces(&b->g, t->pieces, t->duration_s, cc->res_pool + t->res_at,
+                                  t->n_res, &ti, entry, exit));
   return psim_build_fold_note_coll(b, d, t0);
 }
 

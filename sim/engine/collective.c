@@ -593,17 +593,45 @@ static double plan_bytes(const coll_plan *p) {
   return sum;
 }
 
+int32_t psim_coll_pieces(const psim_coll_desc *d, double seconds) {
+  if (!d->own_stream || !(seconds > PSIM_COLL_PIECE_S))
+    return 1;
+  double k = ceil(seconds / PSIM_COLL_PIECE_S);
+  return k < PSIM_COLL_MAX_PIECES ? (int32_t)k : PSIM_COLL_MAX_PIECES;
+}
+
+psim_status psim_coll_add_pieces(psim_taskgraph *g, int32_t pieces, double seconds,
+                                 const int32_t *res, int32_t n_res, const psim_task_info *info,
+                                 int32_t *entry, int32_t *exit) {
+  for (int32_t k = 0; k < pieces; k++) {
+    int32_t id;
+    PSIM_CHECK(psim_tg_add_task(g, seconds / pieces, res, n_res, info, &id));
+    if (k == 0)
+      *entry = id;
+    else
+      PSIM_CHECK(psim_tg_add_edge(g, *exit, id));
+    *exit = id;
+  }
+  return PSIM_OK;
+}
+
+/* One task, or for an own-stream collective a chain of psim_coll_pieces pieces (each
+ * 1/k of the time, holding the same links), so that a transfer issued meanwhile on
+ * another stream takes a filled link between two pieces instead of after the whole
+ * collective. */
 static psim_status add_aggregated(psim_taskgraph *g, coll_ctx *x, const coll_plan *p,
-                                  const psim_task_info *info, int32_t *id) {
+                                  const psim_task_info *info, int32_t *entry, int32_t *exit) {
   double t, scale;
   PSIM_CHECK(plan_times(x, p, &t, &scale));
   int32_t *res = NULL, n = 0;
   PSIM_CHECK(aggregated_resources(x, p, &res, &n));
   psim_task_info ti = psim_coll_task_info(info, PSIM_TASK_COLLECTIVE, x->d->devices[0]);
-  psim_status s = psim_tg_add_task(g, t, res, n, &ti, id);
+  double bytes = plan_bytes(p);
+  int32_t k = psim_coll_pieces(x->d, t);
+  psim_status s = psim_coll_add_pieces(g, k, t, res, n, &ti, entry, exit);
   psim_free(res);
-  if (s == PSIM_OK && g->bytes)
-    psim_tg_set_bytes(g, *id, plan_bytes(p));
+  for (int32_t id = *entry; s == PSIM_OK && g->bytes && id <= *exit; id++)
+    psim_tg_set_bytes(g, id, bytes / k);
   return s;
 }
 
@@ -735,8 +763,7 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
   if (fidelity == PSIM_FIDELITY_EXPANDED) {
     s = add_expanded(g, &x, &p, info, entry, exit);
   } else {
-    s = add_aggregated(g, &x, &p, info, entry);
-    *exit = *entry;
+    s = add_aggregated(g, &x, &p, info, entry, exit);
   }
   psim_free(x.load);
   plan_destroy(&p);

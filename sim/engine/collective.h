@@ -46,12 +46,37 @@ typedef struct psim_coll_desc {
  * group, stride 0, on the comm engine. */
 void psim_coll_desc_init(psim_coll_desc *d);
 
+/* An own-stream collective is added as a chain of pieces, each holding the links the whole
+ * one fills for 1/k of its time: a link is an exclusive resource in the engine, and without
+ * pieces a pipeline transfer that shares a NIC with a data-parallel bucket waited for the
+ * whole bucket (tens of ms, on the critical path of every pipeline hop of the cooldown)
+ * where NCCL's proxy and the NIC interleave the two streams' sends chunk by chunk (NCCL
+ * v2.18.3 src/init.cc: a channel's Simple buffer NCCL_BUFFSIZE = 4 MiB in NCCL_STEPS = 8
+ * slots). A transfer now waits at most one piece: PSIM_COLL_PIECE_S, the time four
+ * channels' buffers (16 MiB) take on a 400 Gb/s NIC, and at most PSIM_COLL_MAX_PIECES
+ * pieces (the cost of simulating them). By time, not bytes: a latency-bound collective (a
+ * layer norm's bucket over 1,000 ranks, 4 ms of ring steps for a few KB) holds its links
+ * no longer than a bandwidth-bound one. */
+#define PSIM_COLL_PIECE_S    (16.0 * 1024 * 1024 / 50e9)
+#define PSIM_COLL_MAX_PIECES 64
+
+/* Pieces of an aggregated collective of `seconds`: 1 unless own_stream, else
+ * ceil(seconds / PSIM_COLL_PIECE_S) within [1, PSIM_COLL_MAX_PIECES]. */
+int32_t psim_coll_pieces(const psim_coll_desc *d, double seconds);
+
+/* Adds a chain of `pieces` tasks of seconds / pieces each, holding res; *entry is the
+ * first, *exit the last (one task when pieces is 1). */
+psim_status psim_coll_add_pieces(psim_taskgraph *g, int32_t pieces, double seconds,
+                                 const int32_t *res, int32_t n_res, const psim_task_info *info,
+                                 int32_t *entry, int32_t *exit);
+
 /* Time of the collective by formula (or measured table), in s. */
 psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *seconds);
 
 /* Adds the collective to g. Its tasks start after *entry (the caller adds
  * edges into it) and *exit finishes last (the caller adds edges out of it).
- * Aggregated: one PSIM_TASK_COLLECTIVE task, *entry == *exit == that task.
+ * Aggregated: one PSIM_TASK_COLLECTIVE task, *entry == *exit == that task (own_stream:
+ * a chain of psim_coll_pieces tasks from *entry to *exit).
  * Expanded: entry and exit are zero-duration barriers around the transfers.
  * A group of one device adds one barrier (*entry == *exit). info is copied
  * into every task (kind/device are filled in). Time and memory O(steps x

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "models/generators.h"
 #include "sim/core/json.h"
@@ -197,6 +198,18 @@ typedef struct run_opts {
   double bucket_bytes;
 } run_opts;
 
+/* Whether task t is followed by the next piece of its own collective: task t + 1, its
+ * successor, with the same info and duration (psim_coll_add_pieces). */
+static bool chain_next(const psim_taskgraph *g, int32_t t) {
+  if (t + 1 >= g->n_tasks || g->duration_s[t + 1] != g->duration_s[t] ||
+      memcmp(&g->info[t], &g->info[t + 1], sizeof g->info[t]) != 0)
+    return false;
+  for (int32_t i = g->succ_first[t]; i < g->succ_first[t + 1]; i++)
+    if (g->succ[i] == t + 1)
+      return true;
+  return false;
+}
+
 /* run with the options of ro, and the gathers' and buckets' figures in *out. */
 static void run_full(int32_t nodes, int zero, bool overlap, const run_opts *ro, run_out *out) {
   psim_gen_tf_opts go;
@@ -248,12 +261,15 @@ static void run_full(int32_t nodes, int zero, bool overlap, const run_opts *ro, 
       out->bwd_end = fmax(out->bwd_end, res.schedule->end_s[t]);
     if (in->kind != PSIM_TASK_COLLECTIVE || in->pass != PSIM_TP_COMM_DP || in->device != 0)
       continue;
+    if (in->op < 0)
+      out->gather_s += g->duration_s[t];
+    if (chain_next(g, t)) /* a piece before the last of its collective (psim_coll_pieces) */
+      continue;
     if (in->op >= 0) { /* gradient reduce-scatters name their bucket's op; gathers none */
       out->n_buckets++;
       continue;
     }
     out->n_gathers++;
-    out->gather_s += g->duration_s[t];
     for (int32_t i = g->succ_first[t]; i < g->succ_first[t + 1]; i++)
       if (g->info[g->succ[i]].kind == PSIM_TASK_COMPUTE &&
           g->info[g->succ[i]].pass == PSIM_TP_FWD) {

@@ -376,6 +376,51 @@ START_TEST(p2p_cut_through) {
 }
 END_TEST
 
+/* A data-parallel (own_stream) collective is a chain of pieces of at most
+ * PSIM_COLL_PIECE_S: their number is the closed form ceil(time / piece) (capped),
+ * their times sum to the collective's,
+ * and a pipeline transfer that needs the NIC the collective fills, issued at
+ * the same instant, waits one piece, not the whole collective; the link then
+ * serves both, so the collective ends one transfer later. On the comm engine
+ * (not own_stream) a collective stays one task. Before, the transfer waited
+ * for the whole 20 ms reduce-scatter. */
+START_TEST(own_stream_collective_in_pieces) {
+  psim_cluster c;
+  load(&c, "coll-2node.json");
+  int32_t pair[2] = {0, 4};
+  psim_coll_desc d = desc(PSIM_COLL_REDUCE_SCATTER, PSIM_AR_RING, 2, 1e9);
+  d.devices = pair;
+  double whole = coll_time(&c, &d);
+  ck_assert_int_eq(psim_coll_pieces(&d, whole), 1);
+  assert_rel(sim_time(&c, &d, PSIM_FIDELITY_AGGREGATE), whole, 1e-12);
+  d.own_stream = true;
+  int32_t k = (int32_t)ceil(whole / PSIM_COLL_PIECE_S);
+  ck_assert_int_gt(k, 1);
+  ck_assert_int_eq(psim_coll_pieces(&d, whole), k);
+  ck_assert_int_eq(psim_coll_pieces(&d, 1e3), PSIM_COLL_MAX_PIECES);
+  ck_assert_int_eq(psim_coll_pieces(&d, 0.5 * PSIM_COLL_PIECE_S), 1);
+  assert_rel(sim_time(&c, &d, PSIM_FIDELITY_AGGREGATE), whole, 1e-12);
+  psim_taskgraph g;
+  psim_tg_init(&g, 2 * c.n_devices + c.n_links);
+  int32_t entry, exit, in, out;
+  ck_assert_int_eq(psim_coll_add(&g, &c, &d, PSIM_FIDELITY_AGGREGATE, NULL, &entry, &exit),
+                   PSIM_OK);
+  ck_assert_int_eq(exit - entry + 1, k);
+  ck_assert_int_eq(psim_p2p_add(&g, &c, 0, 4, 1e7, NULL, &in, &out), PSIM_OK);
+  double p2p;
+  ck_assert_int_eq(psim_p2p_time(&c, 0, 4, 1e7, &p2p), PSIM_OK);
+  ck_assert_int_eq(psim_tg_finalize(&g), PSIM_OK);
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  ck_assert_int_eq(psim_tg_simulate(&g, &r), PSIM_OK);
+  assert_rel(r.end_s[out], whole / k + p2p, 1e-9);
+  assert_rel(r.end_s[exit], whole + p2p, 1e-9);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 /* Reads the vTrain nccl-tests table: size (B), time (ns), busbw (GB/s). */
 static int read_lut(double **size, double **time, double **busbw) {
   FILE *f = fopen(VTRAIN_LUT, "r");
@@ -500,6 +545,7 @@ int main(void) {
   tcase_add_test(tc, concurrent_groups_share_links);
   tcase_add_test(tc, slowdown_divides_bandwidth);
   tcase_add_test(tc, p2p_cut_through);
+  tcase_add_test(tc, own_stream_collective_in_pieces);
   tcase_add_test(tc, measured_table_reproduces_its_points);
   tcase_add_test(tc, bad_groups_are_rejected);
   tcase_add_test(tc, allocation_failures_are_clean);
