@@ -236,19 +236,24 @@ END_TEST
 /* Context parallelism is listed only for sequences of PSIM_GRID_CP_MIN_SEQ tokens or more,
  * with cp dividing the stage's devices and seq % (2 cp) == 0 (arguments.py); a dense model
  * gets ep 1 only. */
-static int32_t max_cp_listed(int64_t seq) {
+/* A GPT of `layers` layers (width 1024, 16 heads, batch 16) on 2 DGX A100 (16 GPUs). */
+static void gpt_on_16(int32_t layers, int64_t seq, psim_model *m, psim_cluster *c) {
   psim_gen_tf_opts g;
   psim_gen_gpt_opts_init(&g);
-  g.layers = 4, g.hidden = 1024, g.heads = 16, g.seq = seq, g.batch = 16, g.vocab = 8192;
+  g.layers = layers, g.hidden = 1024, g.heads = 16, g.seq = seq, g.batch = 16, g.vocab = 8192;
   cJSON *j = NULL;
   ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
-  psim_model m;
-  psim_model_init(&m);
-  ck_assert(psim_model_from_json("gpt", j, &m) == PSIM_OK);
+  psim_model_init(m);
+  ck_assert(psim_model_from_json("gpt", j, m) == PSIM_OK);
   cJSON_Delete(j);
+  psim_cluster_init(c);
+  ck_assert(psim_cluster_load(TOPO "dgx-a100-x2.json", c) == PSIM_OK);
+}
+
+static int32_t max_cp_listed(int64_t seq) {
+  psim_model m;
   psim_cluster c;
-  psim_cluster_init(&c);
-  ck_assert(psim_cluster_load(TOPO "dgx-a100-x2.json", &c) == PSIM_OK);
+  gpt_on_16(4, seq, &m, &c);
   psim_grid_options o;
   psim_grid_options_init(&o);
   grid_space sp;
@@ -279,18 +284,9 @@ END_TEST
  * template expands every one; pp 8 (middle 2 x 6 > 10) is not listed. Before, pp had to
  * divide the layers: pp 1 and 2 only. */
 START_TEST(grid_lists_uneven_stages) {
-  psim_gen_tf_opts g;
-  psim_gen_gpt_opts_init(&g);
-  g.layers = 10, g.hidden = 512, g.heads = 8, g.seq = 256, g.batch = 32, g.vocab = 4096;
-  cJSON *j = NULL;
-  ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
   psim_model m;
-  psim_model_init(&m);
-  ck_assert(psim_model_from_json("gpt", j, &m) == PSIM_OK);
-  cJSON_Delete(j);
   psim_cluster c;
-  psim_cluster_init(&c);
-  ck_assert(psim_cluster_load(TOPO "dgx-a100-x2.json", &c) == PSIM_OK);
+  gpt_on_16(10, 256, &m, &c);
   psim_grid_options o;
   options(&o);
   grid_space sp;
