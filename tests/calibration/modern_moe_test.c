@@ -95,7 +95,7 @@ START_TEST(deepseek_v3_recipe_layouts) {
     ck_assert_int_eq(sizes[n - 1], 64 / n - 3 + r->moe.mtp);
     ck_assert_int_eq(sizes[0], 64 / n);
     psim_free(sizes);
-    ck_assert(strstr(r->unsupported, "uneven") == NULL);
+    ck_assert(strstr(r->unsupported, "uneven") == NULL); /* opt-in: PSIM_MODERN_MOE_INTERLEAVED */
     with_layout++;
   }
   ck_assert_int_gt(with_layout, 20);
