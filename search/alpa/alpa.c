@@ -144,7 +144,9 @@ static psim_status stats_json(const alpa *A, const alpa_cand *best, psim_search_
   PSIM_CHECK(psim_json_add_number(s, "memo_hits", (double)A->memo_hits));
   PSIM_CHECK(psim_json_add_number(s, "memo_hit_rate", rate));
   PSIM_CHECK(psim_json_add_number(s, "layer_classes", A->n_classes));
-  PSIM_CHECK(psim_json_add_number(s, "candidates_simulated", A->n_top));
+  PSIM_CHECK(psim_json_add_number(s, "candidates_simulated", A->n_top - A->n_skipped));
+  if (A->n_skipped > 0)
+    PSIM_CHECK(psim_json_add_number(s, "candidates_skipped", A->n_skipped));
   if (A->op_cluster) /* a graph without layer indices, clustered (cluster_layers.c) */
     PSIM_CHECK(psim_json_add_number(s, "layer_clusters", A->n_clusters));
   return psim_json_add_number(s, "estimate_s", best ? best->estimate : 0);
@@ -166,6 +168,9 @@ psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
   A->max_zero = 1;
   A->equal_stages = o->quick;
   A->mem_bytes = c->types[c->devices[0].type].mem_bytes;
+  /* auto's Alpa step keeps its share of the plan's time (search/policy/policy.c); `--search
+   * alpa` runs to completion (cli/cmd_plan.c says a budget has no effect there) */
+  A->deadline_s = o->quick && o->budget_s > 0 ? psim_alpa_now_s() + o->budget_s : 0;
   PSIM_CHECK(psim_alpa_fix_parse(o->fix, m, &A->fix));
   int32_t n_entries = psim_alpa_fix_entries(&A->fix);
   A->blame = psim_calloc((size_t)(n_entries > 0 ? n_entries : 1), 1);

@@ -256,11 +256,13 @@ typedef struct cand_eval {
   psim_strategy s;
   psim_sim_result sim;
   psim_status st;
-  char err[512]; /* the failure's message (set on the thread that ran it) */
+  bool simulated; /* false: skipped, the deadline would have passed (psim_alpa_simulate_top) */
+  char err[512];  /* the failure's message (set on the thread that ran it) */
 } cand_eval;
 
 static void eval_candidate(alpa *A, int32_t i, cand_eval *ev) {
   psim_sim_result_init(&ev->sim);
+  ev->simulated = true;
   ev->st = build_strategy(A, &A->top[i], &ev->s);
   if (ev->st == PSIM_OK)
     ev->st = psim_simulate(A->m0, A->c, &ev->s, A->o->sim, &ev->sim);
@@ -272,42 +274,82 @@ static void eval_candidate(alpa *A, int32_t i, cand_eval *ev) {
 typedef struct cand_pool {
   alpa *A;
   cand_eval *ev;
+  int32_t order[MAX_CANDS]; /* candidates by estimate, the most promising first */
   int32_t next;
+  double slowest_s; /* the slowest candidate simulation so far, s (wall) */
   pthread_mutex_t mu;
 } cand_pool;
+
+/* The next candidate to simulate, -1 when none is left or (a deadline set) when the time left
+ * does not hold one more simulation as slow as the slowest so far; the first always runs. */
+static int32_t next_cand(cand_pool *P) {
+  alpa *A = P->A;
+  if (P->next >= A->n_top)
+    return -1;
+  if (A->deadline_s > 0 && P->next > 0 && psim_alpa_now_s() + P->slowest_s > A->deadline_s) {
+    A->n_skipped = A->n_top - P->next;
+    P->next = A->n_top;
+    return -1;
+  }
+  return P->order[P->next++];
+}
 
 static void *cand_worker(void *arg) {
   cand_pool *P = arg;
   for (;;) {
     pthread_mutex_lock(&P->mu);
-    int32_t i = P->next++;
+    int32_t i = next_cand(P);
     pthread_mutex_unlock(&P->mu);
-    if (i >= P->A->n_top)
+    if (i < 0)
       return NULL;
+    double t = psim_alpa_now_s();
     eval_candidate(P->A, i, &P->ev[i]);
+    t = psim_alpa_now_s() - t;
+    pthread_mutex_lock(&P->mu);
+    P->slowest_s = t > P->slowest_s ? t : P->slowest_s;
+    pthread_mutex_unlock(&P->mu);
   }
 }
 
-/* Every candidate simulated, on --threads threads (each simulation is
- * independent; the choice below runs in candidate order, so the plan does
- * not depend on the thread count). */
-static void eval_candidates(alpa *A, cand_eval *ev) {
+/* Every candidate simulated, on --threads threads, the lowest estimates first (each
+ * simulation is independent; the choice below runs in candidate order, so the plan does not
+ * depend on the thread count). Under a deadline (auto's share of the plan's wall budget),
+ * the candidates left when the time left would not hold another simulation are skipped.
+ * Returns the slowest simulation's wall time, s. */
+static double eval_candidates(alpa *A, cand_eval *ev) {
   cand_pool P = {.A = A, .ev = ev, .next = 0};
+  for (int32_t i = 0; i < A->n_top; i++) { /* insertion sort: stable, at most MAX_CANDS */
+    int32_t k = i;
+    for (; k > 0 && A->top[P.order[k - 1]].estimate > A->top[i].estimate; k--)
+      P.order[k] = P.order[k - 1];
+    P.order[k] = i;
+  }
   int32_t want = A->o->threads < A->n_top ? A->o->threads : A->n_top;
   pthread_mutex_init(&P.mu, NULL);
   psim_alpa_run_workers(want > 1 ? want : 0, cand_worker, &P);
+  cand_worker(&P); /* serial, or what no thread took */
   pthread_mutex_destroy(&P.mu);
-  for (int32_t i = P.next; i < A->n_top; i++) /* serial, or what no thread took */
-    eval_candidate(A, i, &ev[i]);
+  return P.slowest_s;
+}
+
+/* "(2 of 5 candidates simulated: ~9.8 s per simulation)" after the plan's description. */
+static void note_skipped(const alpa *A, double slowest_s, psim_search_result *r) {
+  size_t len = strlen(r->description);
+  if (A->n_skipped > 0 && len < sizeof r->description)
+    snprintf(r->description + len, sizeof r->description - len,
+             " (%d of %d candidates simulated: ~%.2g s per simulation)",
+             (int)(A->n_top - A->n_skipped), (int)A->n_top, slowest_s);
 }
 
 psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0) {
   cand_eval ev[MAX_CANDS];
   drop_bases(A);
   memset(ev, 0, sizeof ev);
-  eval_candidates(A, ev);
+  double slowest_s = eval_candidates(A, ev);
   psim_status st = PSIM_OK;
   for (int32_t i = 0; i < A->n_top; i++) {
+    if (!ev[i].simulated)
+      continue;
     r->evaluations++;
     bool better = ev[i].st == PSIM_OK && ev[i].sim.fits &&
                   (!r->found || ev[i].sim.iteration_time_s < r->best_sim.iteration_time_s);
@@ -327,5 +369,7 @@ psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0) {
     if (st == PSIM_OK && (ev[i].st == PSIM_ENOMEM || ev[i].st == PSIM_EINTERRUPTED))
       st = psim_error(ev[i].st, "%s", ev[i].err);
   }
+  if (r->found)
+    note_skipped(A, slowest_s, r);
   return st;
 }

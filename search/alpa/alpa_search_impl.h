@@ -84,6 +84,9 @@ typedef struct alpa {
   double ilp_s, dp_s, max_gap, mesh_s, sim_s;
   alpa_cand top[MAX_CANDS];
   int32_t n_top;
+  double deadline_s;  /* auto (o->quick) with a time budget: candidate simulations that would
+                         end after it are skipped (alpa_plan.c), monotonic clock s; 0 = none */
+  int32_t n_skipped;  /* candidates not simulated for the deadline */
   pthread_mutex_t mu; /* guards the counters and blame when ILPs run on worker threads */
 } alpa;
 

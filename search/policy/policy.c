@@ -257,6 +257,16 @@ static void adopt_fastest(const policy_run *p, psim_policy_result *r) {
   r->plan_from = cand_name[b];
 }
 
+/* auto's search step: the plan's wall budget less the grid baseline's, at least a quarter
+ * of it. The Alpa optimizer skips candidate simulations that would end later, with a note
+ * (on DeepSeek-V3 or Qwen3-235B on 256 GPUs one takes ~10 s). 0 (none) under an evaluation
+ * budget, which makes the plan reproducible. */
+static double search_share_s(const policy_run *p, bool with_baselines) {
+  if (p->o->budget_evals > 0 && p->o->budget_s <= 0)
+    return 0;
+  return fmax(p->wall_s / 4, p->wall_s - (with_baselines ? PSIM_POLICY_GRID_BASELINE_S : 0));
+}
+
 psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *name,
                              const psim_search_options *o, bool with_baselines,
                              psim_policy_result *r) {
@@ -270,6 +280,8 @@ psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *n
   phase(&p, "%s search", r->searcher);
   psim_search_options so = *o;
   so.quick = so.quick || is_auto(name);
+  if (is_auto(name))
+    so.budget_s = search_share_s(&p, with_baselines);
   psim_status st = s->run(m, c, &so, &r->result);
   if (r->result.found)
     r->searcher_time_s = r->result.best_sim.iteration_time_s;
