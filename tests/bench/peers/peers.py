@@ -18,7 +18,7 @@ import calculon_peer as cp
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
 PLANSIM = os.environ.get('PLANSIM', os.path.join(ROOT, 'build', 'cli', 'plansim'))
 CAL = cp.CALCULON_DIR
-LONG_BUDGET_S = float(os.environ.get('PEERS_LONG_BUDGET_S', '300'))
+LONG_BUDGET_S = float(os.environ.get('PEERS_LONG_BUDGET_S', '300'))  # 0: no long grid run
 BUDGET_S = float(os.environ.get('PEERS_BUDGET_S', '60'))  # each search: plansim and Calculon
 # alpa takes no budget, and the default policy's budget does not bound its Alpa search:
 # both get a wall limit (SIGTERM: plansim writes the best plan so far).
@@ -30,6 +30,18 @@ MEGATRON = {'format': 'plansim.strategy/1', 'template': 'megatron', 'micro_batch
 # NVIDIA/Megatron-LM examples/gpt3/train_gpt3_175b_distributed.sh (157006d6): tp 8, pp 16,
 # micro-batch 1, batch 1536, no recompute / SP / distributed-optimizer flags.
 PUB_175B = dict(MEGATRON, tp=8, pp=16, dp=8)
+# Llama 3 405B: Dubey et al. 2024 Table 4 (tp 8, cp 1, pp 16 at seq 8192) with §3.3.2's uneven
+# stages ("we reduce one Transformer layer each from the first and the last stages": 126 = 7 +
+# 14 x 8 + 7); its FSDP shards the optimizer state and gradients (ZeRO 2; ZeRO 1 shown too);
+# dp 8 at 1,024 GPUs.
+PUB_405B = dict(MEGATRON, tp=8, pp=16, dp=8, first_stage_layers=7, last_stage_layers=7,
+                sequence_parallel=True, zero=1)
+# Qwen3-30B-A3B: NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/qwen/
+# qwen3_workload_base_configs.py QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 (v0.5.0; its row in
+# docs/performance-summary-archive.md @ 067f987d, ../shared/calibration/modern): 16 H100, tp 1,
+# pp 1, cp 1, ep 16, etp 1, micro-batch 1, batch 1024, seq 4096, distributed optimizer, no
+# recompute; at 64 H100 the same with dp 64 (16 sequences per replica). bf16 here (the row: FP8).
+PUB_QWEN3_30B = dict(MEGATRON, tp=1, pp=1, dp=64, ep=16, etp=1, zero=1)
 PUB_70B = dict(MEGATRON, tp=4, pp=4, dp=16, virtual_stages=5, zero=1, sequence_parallel=True,
                overlap_grad_reduce=True)  # Megatron-Bridge llama3_70b_pretrain_config, cp 2->dp
 
@@ -65,7 +77,18 @@ CASES = [
                '53248', '--batch', '256', '--name', 'llama3-405b'],
      'cluster': ['dgx-h100', '--nodes', '128'],
      'cal_app': 'llama3-405b.json', 'cal_sys': 'h100_80g_nvl8.json',
-     'published': [('Llama 3 tp8 pp16 cp1 dp8: 126 layers need uneven stages', None)]},
+     'published': [('Llama 3 tp8 pp16 dp8, 7/8x14/7 layers, SP, ZeRO 2 (FSDP)',
+                    dict(PUB_405B, zero=2)),
+                   ('the same, ZeRO 1', dict(PUB_405B)),
+                   ('the same, selective', dict(PUB_405B, recompute='selective')),
+                   ('the same, full', dict(PUB_405B, recompute='full'))]},
+    {'name': 'qwen3-30b-a3b-64h100', 'gpus': 64, 'batch': 1024, 'dtype': 'bfloat16',
+     'model': ['qwen3-moe', '--batch', '1024', '--name', 'qwen3-30b-a3b'],
+     'cluster': ['dgx-h100', '--nodes', '8'],
+     'cal_app': None, 'cal_sys': 'h100_80g_nvl8.json',  # Calculon has no experts
+     'published': [('Megatron-Bridge tp1 pp1 ep16 etp1 dp64, ZeRO 1', dict(PUB_QWEN3_30B)),
+                   ('the same, overlapped grad reduce', dict(PUB_QWEN3_30B,
+                                                             overlap_grad_reduce=True))]},
 ]
 
 
@@ -75,15 +98,16 @@ def cpu_children():
 
 
 def run(args, out_path=None, limit_s=None):
-    """Runs a command niced; returns (rc, stdout, cpu s, wall s). SIGTERM at limit_s."""
+    """Runs a command niced under GNU time -v (its report in out_path.time: CPU seconds, max
+    RSS); returns (rc, stdout, cpu s, wall s). timeout(1) sends SIGTERM at limit_s (rc 124)."""
     c0, w0 = cpu_children(), time.time()
-    with subprocess.Popen(['nice', '-n', '10'] + args, stdout=subprocess.PIPE,
+    pre = ['/usr/bin/time', '-v', '-o', out_path + '.time'] if out_path and os.path.exists(
+        '/usr/bin/time') else []
+    if limit_s:
+        pre += ['timeout', '%d' % limit_s]
+    with subprocess.Popen(pre + ['nice', '-n', '10'] + args, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True) as p:
-        try:
-            out, err = p.communicate(timeout=limit_s)
-        except subprocess.TimeoutExpired:
-            p.terminate()
-            out, err = p.communicate()
+        out, err = p.communicate()
     if out_path:
         with open(out_path, 'w') as f:
             f.write(out)
@@ -126,6 +150,9 @@ def megatron_of_plan(plan):
         return None
     m = dict(MEGATRON, tp=ti['tp'], pp=ti['pp'], dp=ti['dp'], micro_batch=ti['micro_batch'],
              virtual_stages=ti.get('virtual_stages', 1))
+    for k in ('ep', 'etp', 'cp', 'first_stage_layers', 'last_stage_layers'):
+        if k in ti:
+            m[k] = ti[k]
     for k in ('zero', 'recompute', 'sequence_parallel', 'overlap_grad_reduce'):
         if k in s:
             m[k] = s[k]
@@ -136,6 +163,12 @@ def describe(m):
     if m is None:
         return 'not a megatron strategy'
     parts = ['tp%d pp%d dp%d mb%d' % (m['tp'], m['pp'], m['dp'], m.get('micro_batch', 1))]
+    for k in ('ep', 'etp', 'cp'):
+        if k in m:
+            parts.append('%s%d' % (k, m[k]))
+    if m.get('first_stage_layers') or m.get('last_stage_layers'):
+        parts.append('stages %s/../%s layers' % (m.get('first_stage_layers') or '=',
+                                                 m.get('last_stage_layers') or '='))
     if m.get('virtual_stages', 1) > 1:
         parts.append('vp%d' % m['virtual_stages'])
     parts.append(m.get('recompute', 'none'))
@@ -151,6 +184,10 @@ def describe(m):
 def calculon_time(case, app, syst, m):
     if m is None:
         return None, 'not expressible'
+    if app is None:
+        return None, 'not expressible: Calculon models no experts'
+    if m.get('first_stage_layers') or m.get('last_stage_layers') or m.get('ep', 1) > 1:
+        return None, 'not expressible: uneven stages / experts'
     t, mem, _ = cp.evaluate_strategy(app, syst, m, case['gpus'], case['batch'], case['dtype'])
     if t is None:
         return None, 'Calculon: ' + mem
@@ -163,7 +200,7 @@ def plansim_searches(case, d, model, cluster):
                                   '--no-baselines'], None),
                 ('plansim alpa', ['--search', 'alpa', '--no-baselines'], ALPA_LIMIT_S),
                 ('plansim default', ['--budget', '%ds' % BUDGET_S], ALPA_LIMIT_S)]
-    if case.get('long_grid'):  # the grid with a wall budget that buys ~60 s of CPU on a loaded VM
+    if case.get('long_grid') and LONG_BUDGET_S > 0:  # a wall budget that buys ~60 s of CPU
         searches.append(('plansim grid-long', ['--search', 'grid', '--budget', '%ds' %
                                                LONG_BUDGET_S, '--no-baselines'], None))
     for name, extra, limit in searches:
@@ -175,7 +212,7 @@ def plansim_searches(case, d, model, cluster):
         rc, _, cpu, wall = run([PLANSIM, 'plan', model, cluster, '-o', path] + extra, path +
                                '.log', limit)
         row = {'plan': name, 'search_cpu_s': cpu, 'search_wall_s': wall, 'rc': rc}
-        if os.path.exists(path) and rc in (0, 130, 143):
+        if os.path.exists(path) and rc in (0, 124, 130, 143):
             with open(path) as f:
                 plan = json.load(f)
             row['time_s'] = plan['prediction']['iteration_time_s']
@@ -189,15 +226,8 @@ def plansim_searches(case, d, model, cluster):
     return rows
 
 
-def run_case(case, out):
-    d = os.path.join(out, case['name'])
-    os.makedirs(d, exist_ok=True)
-    model, cluster = prepare(case, d)
-    app_path = case['cal_app'] if os.path.isabs(case['cal_app']) else \
-        os.path.join(os.path.dirname(__file__), 'calculon', case['cal_app'])
-    app = cp.application(app_path)
-    syst = cp.system(os.path.join(CAL, 'systems', case['cal_sys']))
-    rows = plansim_searches(case, d, model, cluster)
+def calculon_row(app, syst, case, d, model, cluster):
+    """Calculon's search (reused from d when done), its best plan simulated by plansim."""
     cached = os.path.join(d, 'calculon-search.json')
     if os.path.exists(cached):
         with open(cached) as f:
@@ -214,7 +244,20 @@ def run_case(case, out):
         crow['calculon_s'], crow['calculon_mem'] = res['time_s'], '%.1f GB' % (
             res['mem_bytes'] / 1e9)
         crow.update(simulate(model, cluster, crow['strategy'], os.path.join(d, 'calculon.json')))
-    rows.append(crow)
+    return crow
+
+
+def run_case(case, out):
+    d = os.path.join(out, case['name'])
+    os.makedirs(d, exist_ok=True)
+    model, cluster = prepare(case, d)
+    app, syst = None, cp.system(os.path.join(CAL, 'systems', case['cal_sys']))
+    if case['cal_app']:
+        app = cp.application(case['cal_app'] if os.path.isabs(case['cal_app']) else
+                             os.path.join(os.path.dirname(__file__), 'calculon', case['cal_app']))
+    rows = plansim_searches(case, d, model, cluster)
+    if app is not None:
+        rows.append(calculon_row(app, syst, case, d, model, cluster))
     for label, strat in case['published']:
         row = {'plan': label, 'strategy': strat}
         if strat is not None:
