@@ -21,9 +21,15 @@
  * exchange proceeds, and the last step's, which waits for the exchange. With
  * uniform steps (compute c, exchange x each) the ring ends after
  * c + (cp - 1) max(c, x); the two kernels end after
- * c + max((cp - 1) c, (cp - 1) x): the same. Backward reduces dK/dV after the
- * attention backward (the ring's dK/dV traffic, not overlapped: an upper
- * bound). docs/simulator.md, "Context parallelism". */
+ * c + max((cp - 1) c, (cp - 1) x): the same. Backward all-reduces dK/dV
+ * after the attention backward: 2 (cp - 1)/cp of K and V per rank, the
+ * bytes of TE's backward ring, which keeps only the local K/V block from the
+ * forward and so sends each K/V block cp - 1 steps again beside the dK/dV
+ * blocks (AttnFuncWithCPAndKVP2P.backward, TE v1.9 attention.py and v2.18
+ * dot_product_attention/context_parallel.py: p2p buffers of shape
+ * (2, *kv.shape), K/V at steps 0 .. cp - 2, dK/dV at steps 1 .. cp - 1).
+ * Not overlapped with the block compute as the ring is: an upper bound.
+ * docs/simulator.md, "Context parallelism". */
 #include "sim/builder/build_impl.h"
 
 bool psim_build_is_view(const psim_op *op) {
