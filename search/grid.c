@@ -21,7 +21,7 @@ void psim_grid_options_init(psim_grid_options *o) {
   o->n_micro_batches = 4;
   o->try_recompute = true;
   o->max_virtual_stages = 8;
-  o->max_zero = 1;
+  o->max_zero = 3;
   o->try_sequence_parallel_off = false;
   o->prune_by_estimate = true;
   o->max_evaluations = 10000;
@@ -58,7 +58,7 @@ static double seconds_left(const grid_state *g, double now) {
     return NAN;
   int64_t left_n = 0;
   for (int64_t i = r->visited; i < g->sp.n; i++)
-    left_n += g->sp.c[i].state == GRID_PENDING;
+    left_n += g->sp.c[i].state == GRID_PENDING && g->sp.c[i].mo.zero_stage < 2; /* fallbacks */
   double left = (now - g->t0) / (double)r->evaluations * (double)left_n;
   if (g->o->budget_s > 0 && left > g->t0 + g->o->budget_s - now)
     left = fmax(0, g->t0 + g->o->budget_s - now);
@@ -175,8 +175,9 @@ static void count_pruned(psim_grid_result *r, grid_state_kind k) {
   r->pruned_memory_implied += k == GRID_MEM_IMPLIED;
   r->pruned_dominated += k == GRID_DOMINATED;
   r->pruned_bound += k == GRID_BOUND;
+  r->pruned_zero_lower += k == GRID_ZERO_LOWER;
   r->pruned = r->pruned_divisibility + r->pruned_memory_estimate + r->pruned_memory_implied +
-              r->pruned_dominated + r->pruned_bound;
+              r->pruned_dominated + r->pruned_bound + r->pruned_zero_lower;
 }
 
 /* Visits candidates [from, to): pruned by a rule or simulated. *more is false once the
@@ -258,7 +259,7 @@ psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_gr
   if (st == PSIM_OK)
     st = run_grid(&g);
   r->pruned = r->pruned_divisibility + r->pruned_memory_estimate + r->pruned_memory_implied +
-              r->pruned_dominated + r->pruned_bound;
+              r->pruned_dominated + r->pruned_bound + r->pruned_zero_lower;
   r->wall_s = psim_clock_now_s() - g.t0;
   show(&g, true);
   if (o->progress)
@@ -304,6 +305,7 @@ static psim_status stats_json(const psim_grid_result *g, psim_search_result *r) 
                          "pruned_memory_implied",
                          "pruned_dominated",
                          "pruned_bound",
+                         "pruned_zero_lower",
                          "simulated",
                          "feasible",
                          "refused",
@@ -315,6 +317,7 @@ static psim_status stats_json(const psim_grid_result *g, psim_search_result *r) 
                  g->pruned_memory_implied,
                  g->pruned_dominated,
                  g->pruned_bound,
+                 g->pruned_zero_lower,
                  g->evaluations,
                  g->feasible,
                  g->refused,

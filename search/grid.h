@@ -29,8 +29,11 @@ typedef struct psim_grid_options {
   bool try_recompute;             /* none, selective and full; default true */
   int32_t max_virtual_stages;     /* interleaving: virtual stages per pipeline rank tried, 1..this
                                      (those Megatron-Core accepts); default 8, 1 = none */
-  int32_t max_zero;               /* ZeRO stages tried, 0..this; default 1 (Megatron-Core's
-                                     distributed optimizer); at most 3 */
+  int32_t max_zero;               /* ZeRO stages tried, 0..this; default 3 (1: Megatron-Core's
+                                     distributed optimizer; 2, 3: Megatron-FSDP's optim_grads,
+                                     optim_grads_params), at most 3. Stages 2 and 3 are
+                                     fallbacks: simulated only where the stage below is over
+                                     memory (psim_grid_prune) */
   bool try_sequence_parallel_off; /* at tp > 1 also try without sequence parallelism
                                      (default false: sequence parallelism moves the same bytes
                                      (reduce-scatter + all-gather for each all-reduce), runs the
@@ -64,7 +67,7 @@ typedef struct psim_grid_result {
   int64_t evaluations, feasible;
   int64_t total;               /* candidates: every combination of the knobs above */
   int64_t visited;             /* candidates reached: simulated, refused by the template, pruned */
-  int64_t pruned;              /* all pruned candidates (the sum of the five counts below) */
+  int64_t pruned;              /* all pruned candidates (the sum of the six counts below) */
   int64_t pruned_divisibility; /* a rule of Megatron-Core refuses them (tp dividing heads and
                                   ffn, pp and pp x vp dividing the layers, the batch, ...) */
   int64_t pruned_memory_estimate; /* static memory lower bound over a device */
@@ -75,6 +78,10 @@ typedef struct psim_grid_result {
   int64_t pruned_dominated;       /* a candidate with less recomputation, the rest equal, fits */
   int64_t pruned_bound;           /* the compute of a device, known from a simulated candidate
                                      with the same kernels, is already over the best time */
+  int64_t pruned_zero_lower;      /* ZeRO 2 or 3 where the stage below was not over memory:
+                                     plansim's ZeRO 2 moves the bytes of ZeRO 1 (a
+                                     reduce-scatter and an all-gather) and ZeRO 3 more, so a
+                                     higher stage pays only in memory */
   int64_t refused;                /* refused by the template or the simulator's limits */
   bool stopped_by_time;           /* budget_s ran out before the grid was done */
   double wall_s;

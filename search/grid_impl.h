@@ -22,6 +22,8 @@ typedef enum grid_state_kind {
   GRID_MEM_IMPLIED,  /* pruned: a simulated candidate needing no more memory is over */
   GRID_DOMINATED,    /* pruned: less recomputation, the rest equal, fits */
   GRID_BOUND,        /* pruned: a device's compute is over the best time */
+  GRID_ZERO_LOWER,   /* pruned: ZeRO 2 or 3, and the same candidate one stage lower was not
+                        over memory (psim_grid_prune) */
   GRID_REFUSED,      /* the template or the simulator's limits refused it */
   GRID_FITS,         /* simulated, fits */
   GRID_OVER,         /* simulated, over memory */
@@ -59,7 +61,8 @@ void psim_grid_space_destroy(grid_space *s);
 void psim_grid_space_order(grid_space *s, const double *pair_best);
 
 /* The pruning rule that applies to candidate i given the simulated ones before it
- * (GRID_PENDING when none does): implied memory, dominance, compute bound. */
+ * (GRID_PENDING when none does): the ZeRO fallback, implied memory, dominance, compute
+ * bound. */
 grid_state_kind psim_grid_prune(const grid_space *s, int64_t i, bool found, double best_s);
 
 #endif

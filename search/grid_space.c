@@ -436,9 +436,28 @@ static bool same_kernels(const grid_cand *y, const psim_megatron_opts *x) {
          b->sequence_parallel == x->sequence_parallel && b->zero_stage == x->zero_stage;
 }
 
+/* y is x one ZeRO stage lower and was not over memory (nor pruned as such). In plansim ZeRO
+ * 2 syncs the gradients as ZeRO 1 does (a reduce-scatter, then an all-gather of the updated
+ * weights: sim/builder/gradsync.c) and ZeRO 3 adds the weights' all-gathers before each
+ * layer (sim/builder/zero.c), so a higher stage is never faster and pays only where the one
+ * below does not fit. Every candidate's lower twin comes before it: the stage is the
+ * enumeration's outermost knob of a pair, and the orders are stable within a pair. */
+static bool lower_stage_not_over(const grid_cand *y, const psim_megatron_opts *x) {
+  const psim_megatron_opts *b = &y->mo;
+  bool twin = same_pair(b, x) && b->zero_stage == x->zero_stage - 1 &&
+              b->virtual_stages == x->virtual_stages && b->micro_batch == x->micro_batch &&
+              b->recompute == x->recompute && b->sequence_parallel == x->sequence_parallel &&
+              b->schedule == x->schedule;
+  return twin && y->state != GRID_MEM_ESTIMATE && y->state != GRID_MEM_IMPLIED &&
+         y->state != GRID_OVER && y->state != GRID_STATIC_OVER;
+}
+
 grid_state_kind psim_grid_prune(const grid_space *s, int64_t i, bool found, double best_s) {
   const psim_megatron_opts *x = &s->c[i].mo;
   grid_state_kind k = GRID_PENDING;
+  for (int64_t j = 0; x->zero_stage >= 2 && j < i; j++)
+    if (lower_stage_not_over(&s->c[j], x))
+      return GRID_ZERO_LOWER;
   for (int64_t j = 0; j < i; j++) {
     const grid_cand *y = &s->c[j];
     if (y->state < GRID_FITS)

@@ -12,16 +12,19 @@
 #include "sim/core/alloc.h"
 
 #define TOPO PSIM_SOURCE_ROOT "/topologies/"
+#ifndef ZERO2_MEM_GB
+#define ZERO2_MEM_GB 0.2 /* one layer on 16 devices: ZeRO 1 over, 2 fits (0.16-0.25 GB do) */
+#endif
 #ifndef MOE_MEM_GB
 #define MOE_MEM_GB 1.0 /* device memory of the MoE case: ep 1 fits only split tp 2 x pp 4 */
 #endif
 
 /* 8 layers, hidden 1024, 16 heads, seq 512, batch 32 on 2 DGX A100 (16 GPUs) whose devices
  * hold mem_gb: static memory alone is ~1.9 GB at tp = pp = 1. */
-static void setup(psim_model *m, psim_cluster *c, double mem_gb) {
+static void setup_layers(psim_model *m, psim_cluster *c, int32_t layers, double mem_gb) {
   psim_gen_tf_opts g;
   psim_gen_gpt_opts_init(&g);
-  g.layers = 8;
+  g.layers = layers;
   g.hidden = 1024;
   g.heads = 16;
   g.seq = 512;
@@ -37,6 +40,10 @@ static void setup(psim_model *m, psim_cluster *c, double mem_gb) {
                 psim_error_message());
   for (int32_t t = 0; t < c->n_types; t++)
     c->types[t].mem_bytes = mem_gb * 1e9;
+}
+
+static void setup(psim_model *m, psim_cluster *c, double mem_gb) {
+  setup_layers(m, c, 8, mem_gb);
 }
 
 static void options(psim_grid_options *o) {
@@ -74,12 +81,14 @@ START_TEST(pruning_keeps_the_optimum) {
   options(&o);
   grid_space sp;
   ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
-  double brute = INFINITY;
+  double brute = INFINITY, brute3 = INFINITY; /* over ZeRO 0-2, 0-3 */
   int64_t estimated = 0, fitting = 0;
   for (int64_t i = 0; i < sp.n; i++) {
     bool fits;
     double t = simulate(&m, &c, &sp.c[i].mo, &fits);
-    brute = fmin(brute, t);
+    brute3 = fmin(brute3, t);
+    if (sp.c[i].mo.zero_stage <= 2)
+      brute = fmin(brute, t);
     fitting += fits;
     if (sp.c[i].state == GRID_MEM_ESTIMATE) {
       estimated++;
@@ -88,20 +97,55 @@ START_TEST(pruning_keeps_the_optimum) {
     }
   }
   ck_assert(estimated > 0 && fitting > 0 && isfinite(brute));
+  /* ZeRO 0-2: exact (ZeRO 2 is ZeRO 1's time with less memory) */
   psim_grid_result r;
+  o.max_zero = 2;
   ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
   ck_assert_msg(r.best_sim.iteration_time_s == brute, "grid %.9g s, brute force %.9g s",
                 r.best_sim.iteration_time_s, brute);
+  psim_grid_result_destroy(&r);
+  /* ZeRO 3 only where ZeRO 2 is over: a heuristic (plansim's ZeRO 3 prefetches its weight
+   * gathers, ZeRO 1's all-gather after the step is exposed, so ZeRO 3 can be the faster):
+   * never worse than 0-2, never better than brute force over 0-3 */
+  o.max_zero = 3;
+  ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  ck_assert(r.best_sim.iteration_time_s <= brute && r.best_sim.iteration_time_s >= brute3);
   /* the rules saved simulations, and the counts add up */
   ck_assert(r.evaluations < sp.n);
   ck_assert_int_eq(r.total, sp.n + sp.pruned_divisibility);
   ck_assert_int_eq(r.visited + r.pruned_divisibility, r.total);
   ck_assert_int_eq(r.pruned, r.pruned_divisibility + r.pruned_memory_estimate +
-                                 r.pruned_memory_implied + r.pruned_dominated + r.pruned_bound);
+                                 r.pruned_memory_implied + r.pruned_dominated + r.pruned_bound +
+                                 r.pruned_zero_lower);
   ck_assert_int_eq(r.pruned + r.evaluations + r.refused, r.total);
   ck_assert(r.pruned_memory_implied > 0 && r.pruned_dominated > 0);
   psim_grid_result_destroy(&r);
   psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+/* Memory where no candidate fits with ZeRO 1 and one does with ZeRO 2 (Megatron-FSDP's
+ * optim_grads: the gradients sharded too): the grid finds it (before: max_zero 1, none). */
+START_TEST(grid_falls_back_to_zero_2) {
+  psim_model m;
+  psim_cluster c;
+  setup_layers(&m, &c, 1, ZERO2_MEM_GB); /* one layer: pp 1 only */
+  psim_grid_options o;
+  options(&o);
+  o.max_tp = 1; /* data parallelism only: dp 16 */
+  o.max_zero = 1;
+  psim_grid_result r;
+  ck_assert(psim_grid_search(&m, &c, &o, &r) == PSIM_EFAILED);
+  psim_error_clear();
+  psim_grid_result_destroy(&r);
+  options(&o); /* the default ZeRO stages */
+  o.max_tp = 1;
+  ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_int_eq(r.best.zero_stage, 2);
+  ck_assert_int_gt(r.pruned_zero_lower, 0);
+  psim_grid_result_destroy(&r);
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
 }
@@ -201,6 +245,7 @@ START_TEST(grid_picks_expert_parallelism_where_it_pays) {
   psim_grid_options_init(&o);
   o.max_tp = 2, o.n_micro_batches = 1, o.try_recompute = false, o.max_virtual_stages = 1;
   o.prune_by_estimate = false; /* brute force: every candidate simulated */
+  o.max_zero = 2;              /* ZeRO 3 is a heuristic fallback (pruning_keeps_the_optimum) */
   grid_space sp;
   ck_assert(psim_grid_space_build(&m, &c, &o, 2, &sp) == PSIM_OK);
   double brute = INFINITY, brute_ep1 = INFINITY;
@@ -322,6 +367,7 @@ int main(void) {
   TCase *t = tcase_create("grid");
   tcase_set_timeout(t, 300);
   tcase_add_test(t, pruning_keeps_the_optimum);
+  tcase_add_test(t, grid_falls_back_to_zero_2);
   tcase_add_test(t, space_follows_megatron_rules);
   tcase_add_test(t, fsdp_space_follows_torchtitan_rules);
   tcase_add_test(t, grid_picks_expert_parallelism_where_it_pays);
