@@ -141,9 +141,14 @@ static bool accepted(const space_ctx *x, const psim_megatron_opts *mo) {
 
 /* torchtitan v0.2.2: every model's parallelize.py asserts seq_len % (tp x 2 cp) == 0
  * (distributed/parallel_dims.py seq_len_divisor); DDP only as the sole parallelism
- * (parallelize.py: "DDP has not supported > 1D parallelism"). */
+ * (parallelize.py: "DDP has not supported > 1D parallelism"); MoE models without pipeline
+ * parallelism. */
 static bool fsdp_accepted(const space_ctx *x, const psim_megatron_opts *mo) {
   if (mo->zero_stage == 0 && mo->dp > 1 && (mo->tp > 1 || mo->pp > 1))
+    return false;
+  /* torchtitan's MoE model that plansim exports to (qwen3) has no pipeline function
+   * (torchtitan/models/qwen3/__init__.py: pipelining_fn=None, v0.2.2) */
+  if (mo->pp > 1 && x->m->role_dim[PSIM_ROLE_EXPERT] >= 0)
     return false;
   return x->seq <= 0 || x->seq % (2 * mo->tp) == 0;
 }
