@@ -24,15 +24,26 @@
 
 /* ---- mesh and collectives ---- */
 
+/* Whether the n devices lie on several nodes with more than one on the first. */
+static bool spans_nodes(const psim_cluster *c, const int32_t *dev, int32_t n) {
+  int32_t k = 0;
+  for (int32_t r = 0; r < n; r++)
+    k += c->devices[dev[r]].node == c->devices[dev[0]].node;
+  return k > 1 && k < n;
+}
+
 static psim_status fit_axis(psim_cluster *c, int32_t first, psim_sh_mesh *mesh, int axis) {
   int32_t a0 = mesh->shape[0], a1 = mesh->shape[1], n = mesh->shape[axis];
   static const psim_coll_kind kinds[PSIM_SH_NCOLL] = {PSIM_COLL_ALL_REDUCE, PSIM_COLL_ALL_GATHER,
                                                       PSIM_COLL_ALL_TO_ALL};
   for (int32_t r = 0; r < n && r < PSIM_SH_MAX_AXIS; r++)
     mesh->devices[axis][r] = first + (axis == 1 ? r : r * a1);
-  /* All-to-all has all-gather's alpha-beta form ((p-1) alpha + (p-1)/p n/B,
-   * collective.h) but costs p^2 routes to evaluate: it reuses that fit. */
-  for (int k = 0; k < PSIM_SH_A2A; k++) {
+  /* All-to-all has a one-ring all-gather's alpha-beta form ((p-1) alpha + (p-1)/p n/B,
+   * collective.h) but costs p^2 routes to evaluate: it reuses that fit, except over several
+   * nodes of k > 1 ranks, where the all-gather runs k channel rings, one per NIC (collective.c
+   * plan_ring_channels), and the all-to-all's own cost is measured. */
+  int kinds_fit = spans_nodes(c, mesh->devices[axis], n) ? PSIM_SH_NCOLL : PSIM_SH_A2A;
+  for (int k = 0; k < kinds_fit; k++) {
     if (n <= 1) {
       mesh->alpha[axis][k] = mesh->beta[axis][k] = 0;
       continue;
@@ -55,8 +66,10 @@ static psim_status fit_axis(psim_cluster *c, int32_t first, psim_sh_mesh *mesh, 
     mesh->beta[axis][k] = fmax(0, (t2 - t1) / (b2 - b1));
     mesh->alpha[axis][k] = fmax(0, t1 - mesh->beta[axis][k] * b1);
   }
-  mesh->alpha[axis][PSIM_SH_A2A] = mesh->alpha[axis][PSIM_SH_AG];
-  mesh->beta[axis][PSIM_SH_A2A] = mesh->beta[axis][PSIM_SH_AG];
+  if (kinds_fit == PSIM_SH_A2A) {
+    mesh->alpha[axis][PSIM_SH_A2A] = mesh->alpha[axis][PSIM_SH_AG];
+    mesh->beta[axis][PSIM_SH_A2A] = mesh->beta[axis][PSIM_SH_AG];
+  }
   return PSIM_OK;
 }
 
@@ -272,10 +285,16 @@ static double act_bytes(const psim_model *m, const psim_sh_mesh *mesh, const psi
  * distributed optimizer) a reduce-scatter of the gradients and an
  * all-gather of the updated weights (gradsync.c; the reduce-scatter costed
  * with the all-gather's alpha-beta form), with the optimizer state divided
- * by the degree of the op dims the weight lacks (memory.c's weight_dp). */
-static void weight_costs(const psim_model *m, const psim_sh_mesh *mesh, const psim_op *op,
-                         psim_sh_strat s, psim_sh_cost *c) {
+ * by the degree of the op dims the weight lacks (memory.c's weight_dp). Both
+ * include the optimizer step on the state the device holds (the simulator's
+ * update task, gradsync.c: psim_cost_optimizer, less its per-iteration
+ * constant), which ZeRO 1 divides by that degree. */
+static void weight_costs(const psim_model *m, psim_cluster *cl, const psim_sh_mesh *mesh,
+                         const psim_sh_params *p, const psim_op *op, psim_sh_strat s,
+                         psim_sh_cost *c) {
   double pb[3];
+  int32_t dev = mesh->devices[0][0];
+  double step0 = psim_cost_optimizer(cl, dev, 0, p->costdb);
   psim_memory_param_bytes(m->dtype, pb);
   for (int32_t k = 0; k < op->n_in; k++) {
     const psim_tensor *t = &m->tensors[op->in[k]];
@@ -292,6 +311,8 @@ static void weight_costs(const psim_model *m, const psim_sh_mesh *mesh, const ps
       c->sync_z1 += psim_sh_coll(mesh, a, PSIM_SH_AG, elems * pb[1]) +
                     psim_sh_coll(mesh, a, PSIM_SH_AG, elems * pb[0]);
     }
+    c->sync += psim_cost_optimizer(cl, dev, elems, p->costdb) - step0;
+    c->sync_z1 += psim_cost_optimizer(cl, dev, elems / dp, p->costdb) - step0;
     c->wmem += elems * (pb[0] + pb[1] + pb[2]);
     c->wmem_z1 += elems * (pb[0] + pb[1] + pb[2] / dp);
   }
@@ -347,7 +368,7 @@ static void op_cost(const psim_model *m, psim_cluster *c, const psim_sh_mesh *me
   if (!attn)
     out->act_sel += act;
   comm_costs(m, mesh, op, s, p->micro_batch, out);
-  weight_costs(m, mesh, op, s, out);
+  weight_costs(m, c, mesh, p, op, s, out);
 }
 
 /* ---- grouping ---- */

@@ -16,6 +16,7 @@
 typedef struct bucket {
   double bytes;    /* gradient bytes per group */
   double elems;    /* parameters per group */
+  double gather;   /* ZeRO-1/2: parameter bytes per group its all-gather sends */
   int32_t op;      /* first op added (defines the groups) */
   int32_t last_op; /* last op added: its backward finishes last */
   psim_group key;  /* group of op's first local */
@@ -27,7 +28,7 @@ typedef struct flushed {
   int32_t op;
   int32_t first_op; /* its op that runs first in the forward (the lowest index) */
   uint32_t mask;
-  double elems;
+  double gather; /* parameter bytes of its all-gather */
 } flushed;
 
 typedef struct sync_state {
@@ -41,13 +42,15 @@ typedef struct sync_state {
   int32_t fwd_op;   /* all-gather: the bucket's op whose forward reads it first */
 } sync_state;
 
-static double grad_bytes_per_elem(const psim_model *m) {
+static double grad_bytes_per_elem(const psim_build *b) {
   /* Megatron-LM accumulates and all-reduces bf16 models' gradients in fp32
    * (arguments.py: accumulate_allreduce_grads_in_fp32 forced for bf16), as
-   * FP8 models', whose params are bf16 (memory.h's table). */
+   * FP8 models', whose params are bf16 (memory.h's table); a stack with
+   * grad_reduce_bf16 sends them in 16 bits (NeMo's distributed_fused_adam
+   * grad_sync_dtype bf16; Megatron-Core's grad_reduce_in_fp32 = False). */
   double pb[3];
-  psim_memory_param_bytes(m->dtype, pb);
-  return pb[1];
+  psim_memory_param_bytes(b->m->dtype, pb);
+  return b->c->stack.grad_reduce_bf16 && pb[1] > 2 ? 2 : pb[1];
 }
 
 static int32_t local_entry(const psim_build *b, int32_t o, int32_t k) {
@@ -128,10 +131,11 @@ static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, sync_s
   if (st == PSIM_OK && b->s->zero_stage >= 1 && b->s->zero_stage <= 2) {
     st = PSIM_VEC_RESERVE(ss->done, ss->cap_done, ss->n_done + 1);
     if (st == PSIM_OK)
-      ss->done[ss->n_done++] = (flushed){bk->op, bk->last_op, mask, bk->elems};
+      ss->done[ss->n_done++] = (flushed){bk->op, bk->last_op, mask, bk->gather};
   }
   bk->bytes = 0;
   bk->elems = 0;
+  bk->gather = 0;
   return st;
 }
 
@@ -160,6 +164,8 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
   bucket *bk = psim_calloc(1, sizeof *bk);
   psim_group *g = psim_malloc(sizeof *g);
   uint32_t bk_mask = 0;
+  double pb[3];
+  psim_memory_param_bytes(m->dtype, pb);
   psim_status st = bk && g ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
   for (int32_t o = m->n_ops - 1; o >= 0 && st == PSIM_OK; o--) {
     const psim_op *op = &m->ops[o];
@@ -184,8 +190,9 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
       }
       bk->last_op = o;
       double elems = psim_build_region_elems(&r, m->tensors[t].rank);
-      bk->bytes += elems * grad_bytes_per_elem(m);
+      bk->bytes += elems * grad_bytes_per_elem(b);
       bk->elems += elems;
+      bk->gather += elems * pb[0] * psim_zero_gather_share(b, o, pb[0]);
       if (bucket_full(b, bk))
         st = flush_bucket(b, bk, bk_mask, ss);
     }
@@ -230,14 +237,12 @@ static psim_status param_gather(psim_build *b, psim_group *g, void *ctx) {
  * bucket; the iteration ends at the step. The gathers are ordered among themselves only: the
  * gradient reduce-scatters follow the forward that waits for them. */
 static psim_status param_gathers(psim_build *b, sync_state *ss) {
-  double pb[3];
-  psim_memory_param_bytes(b->m->dtype, pb);
   bool overlap = b->s->overlap_param_gather;
   for (int32_t d = 0; overlap && d < b->c->n_devices; d++)
     ss->dp_last[d] = -1;
   for (size_t k = 0; k < ss->n_done; k++) {
     const flushed *f = &ss->done[overlap ? ss->n_done - 1 - k : k];
-    ss->bytes = f->elems * pb[0];
+    ss->bytes = f->gather;
     ss->fwd_op = f->first_op;
     PSIM_CHECK(psim_zero_each_group(b, f->op, f->mask, param_gather, ss));
   }

@@ -87,10 +87,7 @@ static bool same_members(const psim_group *a, const psim_group *c) {
   return a->n == c->n && memcmp(a->devices, c->devices, sizeof(int32_t) * (size_t)a->n) == 0;
 }
 
-/* Share of a 16-bit parameter's bytes that op o's weights gather: FP8 matmul
- * weights gathered in FP8 under a stack with fp8_all_gather (torchtitan's
- * enable_fsdp_float8_all_gather: 1 byte per parameter), else 1. */
-static double gather_share(const psim_build *b, int32_t o, double wbytes) {
+double psim_zero_gather_share(const psim_build *b, int32_t o, double wbytes) {
   const psim_op *op = &b->m->ops[o];
   bool fp8 = op->kind == PSIM_OP_MATMUL && op->n_out > 0 &&
              b->m->tensors[op->out[0]].dtype == PSIM_DTYPE_FP8;
@@ -112,7 +109,7 @@ static void unit_add(const psim_build *b, int32_t o, int32_t t, uint32_t mask, p
   psim_region r;
   psim_build_tensor_region(b, o, b->locals[b->loc_first[o]].shard, t, &r);
   last->elems +=
-      psim_build_region_elems(&r, b->m->tensors[t].rank) * gather_share(b, o, us->wbytes);
+      psim_build_region_elems(&r, b->m->tensors[t].rank) * psim_zero_gather_share(b, o, us->wbytes);
   last->last_op = o;
   if (last->rec_op < 0 && psim_build_recomputed(b, o))
     last->rec_op = o;

@@ -29,6 +29,12 @@ psim_status psim_zero_gathers(psim_build *b);
  * gathered at once: the unit computing and those prefetched ahead of it. */
 psim_status psim_zero_gathered_memory(psim_build *b);
 
+/* Share of a 16-bit parameter's bytes that op o's weights gather (ZeRO-3's unit gathers and
+ * ZeRO-1/2's gathers after the step): FP8 matmul weights gathered in FP8 under a stack with
+ * fp8_all_gather (torchtitan's enable_fsdp_float8_all_gather; NeMo's FP8_PARAMS, Megatron-Core's
+ * fp8_param_gather: 1 byte per parameter), else 1. wbytes: bytes per 16-bit parameter. */
+double psim_zero_gather_share(const psim_build *b, int32_t o, double wbytes);
+
 /* Bytes a collective of `bytes` (full size) over n ranks sends, summed over
  * the ranks (ring volume: all-reduce 2(n-1)/n, all-gather and reduce-scatter
  * (n-1)/n of the buffer per rank). */

@@ -1,24 +1,19 @@
 /* collective.c - collectives as phases of point-to-point messages.
  *
- * Every algorithm is first written as a plan: a list of phases, each a set of
- * (src rank -> dst rank, bytes) messages that run at the same time, repeated
- * `repeat` times (a ring all-reduce is one phase of p messages repeated
- * 2(p-1) times). Both fidelities read the same plan, which is why they agree:
- *  - aggregated: a phase takes repeat * (alpha + max bytes / B), alpha the
- *    largest summed latency of its routes, B the smallest over its routes'
- *    links of bandwidth / load, load = number of the phase's routes (of this
- *    group and of its concurrent replicas) crossing the link. One task holds
- *    every rank's comm engine and the links some phase fills (load x B
- *    reaches their bandwidth).
- *  - expanded: one transfer task per message and repeat, lasting latency +
- *    bytes / (its route's smallest bandwidth / load, the same loads), holding
- *    its sender's comm engine and the links it fills where it is group 0's
- *    only message; a message waits for its sender's previous message and
- *    the last message the sender received.
- * Algorithms and their cost (Thakur, Rabenseifner & Gropp 2005, "Optimization
- * of Collective Communication Operations in MPICH", IJHPCA 19(1)) are in
- * docs/simulator.md. Measured tables use the nccl-tests bus-bandwidth
- * convention (/work/shared/calibration/collectives.md). */
+ * Every algorithm is first written as a plan: a list of phases, each a set of (src rank ->
+ * dst rank, bytes) messages that run at the same time, repeated `repeat` times (a ring
+ * all-reduce is one phase of p messages repeated 2(p-1) times). Both fidelities read it:
+ *  - aggregated: a phase takes repeat * (alpha + max bytes / B), alpha the largest summed
+ *    latency of its routes, B the smallest over its routes' links of bandwidth / load, load
+ *    = number of the phase's routes (of this group and of its concurrent replicas) crossing
+ *    the link. One task holds every rank's comm engine and the links some phase fills.
+ *  - expanded: one transfer task per message and repeat, lasting latency + bytes / (its
+ *    route's smallest bandwidth / load), holding its sender's comm engine and the links it
+ *    fills where it is group 0's only message; a message waits for its sender's previous
+ *    message and the last message the sender received.
+ * Algorithms and their cost (Thakur, Rabenseifner & Gropp 2005, IJHPCA 19(1)) are in
+ * docs/simulator.md. Measured tables use the nccl-tests bus-bandwidth convention
+ * (/work/shared/calibration/collectives.md). */
 #include "sim/engine/collective.h"
 #include "sim/engine/collective_impl.h"
 
@@ -246,6 +241,42 @@ static psim_status plan_hierarchical(coll_plan *p, const int32_t *byn, int32_t n
   return PSIM_OK;
 }
 
+/* Ring all-gather / reduce-scatter over `nodes` nodes of k ranks (byn) as k channel rings of
+ * 1/k of the data, ring c entering each node at local rank c and leaving from c - 1 (mod k):
+ * each rank's NIC carries one channel each way, as NCCL's one ring per NIC (v2.18.3
+ * src/graph/search.cc ncclTopoCompute), not one NIC per node. m - 1 steps of n / (m k). */
+static psim_status plan_ring_channels(coll_plan *p, const int32_t *byn, int32_t nodes, int32_t k,
+                                      double n) {
+  int32_t m = nodes * k;
+  PSIM_CHECK(phase_begin(p, m - 1));
+  for (int32_t ch = 0; ch < k; ch++)
+    for (int32_t j = 0; j < nodes; j++)
+      for (int32_t q = 0; q < k; q++) {
+        int32_t src = byn[j * k + (ch + q) % k];
+        int32_t dst = q < k - 1 ? byn[j * k + (ch + q + 1) % k] : byn[(j + 1) % nodes * k + ch];
+        PSIM_CHECK(msg(p, src, dst, n / m / k));
+      }
+  return PSIM_OK;
+}
+
+/* Ring all-gather / reduce-scatter: channel rings over several nodes of k > 1 ranks each,
+ * else one ring in rank order. */
+static psim_status plan_ring_gather(coll_plan *p, const psim_cluster *c, const psim_coll_desc *d,
+                                    const int32_t *r) {
+  int32_t m = d->n, nodes = 0, k = 0;
+  int32_t *byn = psim_malloc((size_t)m * sizeof *byn);
+  if (!byn)
+    return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  int ok = 0;
+  psim_status s = group_by_node(c, d->devices, m, byn, &nodes, &k, &ok);
+  if (s == PSIM_OK && ok && nodes > 1 && k > 1)
+    s = plan_ring_channels(p, byn, nodes, k, d->bytes);
+  else if (s == PSIM_OK)
+    s = plan_ring(p, r, m, m - 1, d->bytes / m);
+  psim_free(byn);
+  return s;
+}
+
 static int32_t *identity_ranks(int32_t m) {
   int32_t *r = psim_malloc((size_t)m * sizeof *r);
   for (int32_t i = 0; r && i < m; i++)
@@ -293,9 +324,9 @@ static psim_status plan_build(coll_plan *p, const psim_cluster *c, const psim_co
   psim_status s = PSIM_OK;
   switch (d->kind) {
   case PSIM_COLL_ALL_REDUCE: s = plan_allreduce(p, c, d, r); break;
-  case PSIM_COLL_ALL_GATHER: s = hd ? plan_bruck(p, m, n) : plan_ring(p, r, m, m - 1, n / m); break;
+  case PSIM_COLL_ALL_GATHER: s = hd ? plan_bruck(p, m, n) : plan_ring_gather(p, c, d, r); break;
   case PSIM_COLL_REDUCE_SCATTER:
-    s = hd && pow2 ? plan_halving(p, m, n) : plan_ring(p, r, m, m - 1, n / m);
+    s = hd && pow2 ? plan_halving(p, m, n) : plan_ring_gather(p, c, d, r);
     break;
   case PSIM_COLL_ALL_TO_ALL: s = plan_alltoall(p, m, n); break;
   case PSIM_COLL_BROADCAST: s = plan_bcast(p, m, n); break;
@@ -615,10 +646,7 @@ psim_status psim_coll_add_pieces(psim_taskgraph *g, int32_t pieces, double secon
   return PSIM_OK;
 }
 
-/* One task, or for an own-stream collective a chain of psim_coll_pieces pieces (each
- * 1/k of the time, holding the same links), so that a transfer issued meanwhile on
- * another stream takes a filled link between two pieces instead of after the whole
- * collective. */
+/* One task, or own_stream a chain of psim_coll_pieces pieces (collective.h). */
 static psim_status add_aggregated(psim_taskgraph *g, coll_ctx *x, const coll_plan *p,
                                   const psim_task_info *info, int32_t *entry, int32_t *exit) {
   double t, scale;

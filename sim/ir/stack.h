@@ -65,6 +65,9 @@ typedef struct psim_stack {
    * enable_fsdp_float8_all_gather): 1 byte per parameter of an FP8 matmul's weight
    * instead of the 16-bit copy (sim/builder/zero.c). */
   bool fp8_all_gather;
+  /* 16-bit models' gradients reduced in 16 bits, not fp32 (NeMo's distributed_fused_adam
+   * grad_sync_dtype: bf16; Megatron-Core's grad_reduce_in_fp32 = False; gradsync.c). */
+  bool grad_reduce_bf16;
   psim_optim_impl optimizer;
   psim_dp_bucket_rule dp_bucket; /* default bucket size (PSIM_BUCKET_DDP: the strategy's) */
   /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256

@@ -19,6 +19,7 @@
 #include "search/alpa/alpa.h"
 #include "search/alpa/alpa_impl.h"
 #include "sim/core/alloc.h"
+#include "sim/engine/collective.h"
 #include "sim/simulate.h"
 #include "sim/strategy/constraints.h"
 #include "topologies/presets.h"
@@ -355,6 +356,35 @@ START_TEST(alpa_vs_grid) {
 }
 END_TEST
 
+/* The logical mesh's collective fits are the simulator's collective costs (psim_coll_time)
+ * at the two fitted sizes, all-to-all included: over two DGX A100 (8 ranks per node) the
+ * all-gather runs one channel ring per NIC, NCCL's (collective.c), and costs about a seventh
+ * of the all-to-all, so the all-to-all can no longer borrow the all-gather's fit. */
+START_TEST(mesh_fits_are_the_simulators_collectives) {
+  psim_cluster c;
+  cluster(&c, TOPO "dgx-a100-x2.json");
+  static psim_sh_mesh mesh; /* 2 x 4096 device slots per axis: not on the stack */
+  static const psim_coll_kind kinds[PSIM_SH_NCOLL] = {PSIM_COLL_ALL_REDUCE, PSIM_COLL_ALL_GATHER,
+                                                      PSIM_COLL_ALL_TO_ALL};
+  for (int axis = 0; axis < 2; axis++) {
+    ck_assert_int_eq(psim_sh_mesh_init(&c, 0, axis ? 1 : 16, axis ? 16 : 1, &mesh), PSIM_OK);
+    for (int k = 0; k < PSIM_SH_NCOLL; k++)
+      for (double b = 1 << 20; b <= 64 << 20; b *= 64) {
+        psim_coll_desc d;
+        psim_coll_desc_init(&d);
+        d.kind = kinds[k];
+        d.devices = mesh.devices[axis];
+        d.n = 16;
+        d.bytes = b;
+        double t;
+        ck_assert_int_eq(psim_coll_time(&c, &d, &t), PSIM_OK);
+        ck_assert_double_eq_tol(psim_sh_coll(&mesh, axis, k, b), t, 1e-9 * t);
+      }
+  }
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 /* ---- issue 23: layer clustering wired in (a graph without layer indices) ---- */
 
 /* n matmuls of hidden x hidden weights, each followed by a reshape, no
@@ -643,6 +673,7 @@ int main(void) {
   tcase_add_test(t, fix_contradictions_are_errors);
   tcase_add_test(t, fix_has_no_entry_limit);
   tcase_add_test(t, alpa_vs_grid);
+  tcase_add_test(t, mesh_fits_are_the_simulators_collectives);
   tcase_add_test(t, slow_stage_gets_fewer_layers);
   tcase_add_test(t, clustered_graph_pipelines);
   tcase_add_test(t, layer_starts_read_and_refused);

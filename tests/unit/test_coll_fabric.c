@@ -9,9 +9,11 @@
 #include <string.h>
 
 #include "models/generators.h"
+#include "sim/builder/build.h"
 #include "sim/core/json.h"
 #include "sim/engine/collective.h"
 #include "sim/simulate.h"
+#include "sim/strategy/strategy.h"
 #include "topologies/presets.h"
 
 /* nodes DGX A100 (8 GPUs on NVSwitch) with nics HDR NICs each (GPU i on NIC
@@ -443,6 +445,68 @@ START_TEST(auto_picks_least_time_one_per_node) {
 }
 END_TEST
 
+/* ZeRO-1's data-parallel collectives under the stack's gradient and parameter dtypes
+ * (sim/builder/gradsync.c): a bf16 GPT with FP8 linear layers, data parallel over 8 devices
+ * with the distributed optimizer. Ring volumes (zero.h): reduce-scatter and all-gather each
+ * send (n - 1) bytes per byte of the buffer, summed over the ranks. */
+/* Bytes the ranks send in gradient and parameter collectives under ZeRO 1 over 8 devices:
+ * out[0] on the stack as it is, out[1] with grad_reduce_bf16, out[2] with fp8_all_gather too. */
+static void zero1_dp_bytes(const psim_model *m, psim_cluster *c, double out[3]) {
+  psim_strategy s;
+  psim_strategy_init(&s);
+  ck_assert_msg(psim_strategy_zero(m, c, 8, 1, &s) == PSIM_OK, "%s", psim_error_message());
+  psim_sim_options o;
+  psim_sim_options_init(&o);
+  o.fold = false;
+  for (int k = 0; k < 3; k++) {
+    c->stack.grad_reduce_bf16 = k >= 1;
+    c->stack.fp8_all_gather = k == 2;
+    psim_build *b = NULL;
+    psim_build_summary sum;
+    ck_assert_msg(psim_build_graph(&b, m, c, &s, &o) == PSIM_OK, "%s", psim_error_message());
+    psim_build_summarise(b, &sum);
+    out[k] = sum.dp_bytes;
+    psim_build_free(b);
+  }
+  psim_strategy_destroy(&s);
+}
+
+/* fp32 gradients (4 bytes) reduce-scattered and bf16 parameters (2) gathered: 6 bytes per
+ * parameter; gradients in bf16 (grad_reduce_bf16, NeMo's grad_sync_dtype): 4, exactly 2/3;
+ * the FP8 linear weights gathered in FP8 as well (fp8_all_gather, NeMo's FP8_PARAMS): 1 byte
+ * less per FP8 linear weight, at most a quarter of the rest (the whole gather halved). */
+START_TEST(gradient_and_parameter_dtypes) {
+  psim_gen_tf_opts g;
+  psim_gen_gpt_opts_init(&g);
+  g.layers = 2;
+  g.hidden = 256;
+  g.heads = 4;
+  g.seq = 128;
+  g.batch = 8;
+  g.vocab = 1024;
+  g.linear_dtype = "fp8";
+  cJSON *j = NULL;
+  ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
+  psim_model m;
+  psim_model_init(&m);
+  ck_assert_msg(psim_model_from_json("gpt", j, &m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(j);
+  psim_cluster c;
+  psim_cluster_init(&c);
+  ck_assert_msg(psim_cluster_load(PSIM_SOURCE_ROOT "/tests/data/coll-nvswitch8.json", &c) ==
+                    PSIM_OK,
+                "%s", psim_error_message());
+  double v[3];
+  zero1_dp_bytes(&m, &c, v);
+  double fp32 = v[0], bf16 = v[1], fp8 = v[2];
+  ck_assert_double_eq_tol(bf16, fp32 * 4 / 6, 1e-9 * fp32);
+  ck_assert_double_lt(fp8, bf16 * (1 - 1e-6));
+  ck_assert_double_ge(fp8, bf16 * 3 / 4 * (1 - 1e-12));
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("coll_fabric");
   TCase *tc = tcase_create("core");
@@ -454,6 +518,7 @@ int main(void) {
   tcase_add_test(tc, megatron_core_bucket_rule);
   tcase_add_test(tc, own_stream_holds_no_engine);
   tcase_add_test(tc, auto_picks_least_time_one_per_node);
+  tcase_add_test(tc, gradient_and_parameter_dtypes);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

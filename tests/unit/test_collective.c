@@ -376,6 +376,41 @@ START_TEST(p2p_cut_through) {
 }
 END_TEST
 
+/* A ring reduce-scatter / all-gather over 2 nodes x 2 ranks, one 25 GB/s NIC per GPU: two
+ * channel rings, each entering a node at one rank and leaving from the other, carry half the
+ * data each, so every NIC carries one channel each way: (m - 1) (alpha + S / (m k B)) with
+ * m = 4 ranks, k = 2 per node, alpha = 10 us (GPU-NIC-switch-NIC-GPU), and the task holds
+ * the NIC links of all four GPUs in both directions (8), the symmetry folding needs. One rank
+ * per node keeps the single ring. Before, a single ring in rank order left each node by one
+ * NIC and entered by the other: 3 (10 us + S / (4 B)), twice the bandwidth term, holding 4. */
+START_TEST(ring_gather_uses_every_nic) {
+  psim_cluster c;
+  load(&c, "coll-2node.json");
+  int32_t quad[4] = {0, 1, 4, 5}, pair[2] = {0, 4};
+  const double S = 1e9, b = 25e9, alpha = 10e-6;
+  psim_coll_kind kinds[2] = {PSIM_COLL_REDUCE_SCATTER, PSIM_COLL_ALL_GATHER};
+  for (int i = 0; i < 2; i++) {
+    psim_coll_desc d = desc(kinds[i], PSIM_AR_AUTO, 4, S);
+    d.devices = quad;
+    assert_rel(coll_time(&c, &d), 3 * (alpha + S / (4 * 2) / b), 1e-12);
+    assert_rel(sim_time(&c, &d, PSIM_FIDELITY_AGGREGATE), coll_time(&c, &d), 1e-12);
+    psim_taskgraph g;
+    psim_tg_init(&g, 2 * c.n_devices + c.n_links);
+    int32_t entry, exit, links = 0;
+    ck_assert_int_eq(psim_coll_add(&g, &c, &d, PSIM_FIDELITY_AGGREGATE, NULL, &entry, &exit),
+                     PSIM_OK);
+    for (int32_t r = g.res_first[entry]; r < g.res_first[entry + 1]; r++)
+      links += g.res[r] >= psim_res_link(c.n_devices, 0);
+    ck_assert_int_eq(links, 8);
+    psim_tg_destroy(&g);
+    psim_coll_desc e = desc(kinds[i], PSIM_AR_AUTO, 2, S);
+    e.devices = pair;
+    assert_rel(coll_time(&c, &e), alpha + S / 2 / b, 1e-12);
+  }
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 /* A data-parallel (own_stream) collective is a chain of pieces of at most
  * PSIM_COLL_PIECE_S: their number is the closed form ceil(time / piece) (capped),
  * their times sum to the collective's,
@@ -546,6 +581,7 @@ int main(void) {
   tcase_add_test(tc, slowdown_divides_bandwidth);
   tcase_add_test(tc, p2p_cut_through);
   tcase_add_test(tc, own_stream_collective_in_pieces);
+  tcase_add_test(tc, ring_gather_uses_every_nic);
   tcase_add_test(tc, measured_table_reproduces_its_points);
   tcase_add_test(tc, bad_groups_are_rejected);
   tcase_add_test(tc, allocation_failures_are_clean);
