@@ -482,12 +482,27 @@ static uint32_t gather_mask(const psim_build *b, int32_t x, int32_t t, int32_t e
   return mask;
 }
 
+/* Bytes per element of t that an all-gather for consumer y moves: 1 for the
+ * input of an FP8 GEMM under a stack that casts before gathering
+ * (fp8_tp_all_gather, tensorwise scaling: torchao PrepareFloat8ModuleInput
+ * "cast happens before the all-gather", torchao/float8/float8_tensor_parallel.py;
+ * torchtitan v0.2.2 parallelize.py: "for rowwise recipes, we use regular TP
+ * and all-gather happens in high precision"), else t's dtype. */
+static double gather_elem_bytes(const psim_build *b, int32_t y, int32_t t, int dir) {
+  const psim_stack *st = &b->c->stack;
+  double bytes = (double)psim_dtype_bytes(b->m->tensors[t].dtype);
+  if (dir != PSIM_DIR_BWD && b->m->ops[y].attrs.fp8 && st->fp8_tp_all_gather && !st->fp8_rowwise)
+    return fmin(bytes, 1.0);
+  return bytes;
+}
+
 /* When region r on entry e's device is exactly the union of the shards of a
  * group that differs from e only along dims of t (sharded -> replicated),
  * adds (once) that group's all-gather and returns its exit in *exit; else
  * leaves *exit at -1. */
 static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t, int32_t *xt,
-                              int32_t e, const psim_region *r, int32_t mu, int dir, int32_t *exit) {
+                              int32_t e, const psim_region *r, int32_t mu, int dir, double esize,
+                              int32_t *exit) {
   const psim_tensor *ten = &b->m->tensors[t];
   uint32_t mask = gather_mask(b, x, t, e, r);
   if (!mask)
@@ -517,7 +532,7 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
     } else {
       if (b->folded)
         psim_build_group_stride(b, x, e, mask, g);
-      double bytes = covered * (double)psim_dtype_bytes(ten->dtype);
+      double bytes = covered * esize;
       psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, bytes,
                           b->folded ? g->n_groups : 1, g->stride,       false};
       psim_task_info info = {PSIM_TASK_COLLECTIVE,
@@ -720,7 +735,8 @@ static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32
   }
   if (e >= 0 && !pipeline) {
     int32_t exit = -1;
-    PSIM_CHECK(all_gather(b, x, slot, t, xt, e, &ry, mu, dir, &exit));
+    PSIM_CHECK(
+        all_gather(b, x, slot, t, xt, e, &ry, mu, dir, gather_elem_bytes(b, y, t, dir), &exit));
     if (exit >= 0)
       return psim_tg_add_edge(&b->g, exit, to);
   }

@@ -200,6 +200,7 @@ static psim_status read_flags(psim_jctx *j, const cJSON *o, psim_stack *s) {
   PSIM_CHECK(psim_json_bool(j, o, "cuda_graphs", false, &s->cuda_graphs));
   PSIM_CHECK(psim_json_bool(j, o, "compile", false, &s->compile));
   PSIM_CHECK(psim_json_bool(j, o, "fp8_all_gather", false, &s->fp8_all_gather));
+  PSIM_CHECK(psim_json_bool(j, o, "fp8_tp_all_gather", false, &s->fp8_tp_all_gather));
   const char *scaling = NULL;
   PSIM_CHECK(psim_json_string(j, o, "fp8_scaling", false, &scaling));
   if (scaling && strcmp(scaling, "rowwise") != 0 && strcmp(scaling, "tensorwise") != 0) {
@@ -248,6 +249,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *o, psim_stack *s) {
                                      "compile",
                                      "fp8_scaling",
                                      "fp8_all_gather",
+                                     "fp8_tp_all_gather",
                                      "comm_sms",
                                      "flash_attention",
                                      "launch_overhead",

@@ -65,6 +65,10 @@ typedef struct psim_stack {
    * enable_fsdp_float8_all_gather): 1 byte per parameter of an FP8 matmul's weight
    * instead of the 16-bit copy (sim/builder/zero.c). */
   bool fp8_all_gather;
+  /* Tensor parallelism casts an FP8 linear's input to FP8 before its all-gather (torchao
+   * PrepareFloat8ModuleInput / Float8ColwiseParallel, which torchtitan applies for tensorwise
+   * recipes only): 1 byte per element unless fp8_rowwise (sim/builder/comm.c). */
+  bool fp8_tp_all_gather;
   psim_optim_impl optimizer;
   psim_dp_bucket_rule dp_bucket; /* default bucket size (PSIM_BUCKET_DDP: the strategy's) */
   /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256

@@ -94,6 +94,66 @@ static int count_colls(const fixture *f, const psim_sim_result *r, const char *s
   return n;
 }
 
+/* Bytes over links of the tensor-parallel collectives of ops named as in
+ * count_colls (all of them: NULL). */
+static double coll_bytes(const fixture *f, const psim_sim_result *r, const char *suffixes) {
+  const psim_taskgraph *g = r->graph;
+  ck_assert_ptr_nonnull(g->bytes);
+  double sum = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    if (g->info[i].kind != PSIM_TASK_COLLECTIVE || g->info[i].pass != PSIM_TP_COMM_TP)
+      continue;
+    if (suffixes) {
+      const char *name = f->m.ops[g->info[i].op].name, *dot = strrchr(name, '.');
+      char want[64], list[128];
+      snprintf(want, sizeof want, " %s ", dot ? dot + 1 : name);
+      snprintf(list, sizeof list, " %s ", suffixes);
+      if (!strstr(list, want))
+        continue;
+    }
+    sum += g->bytes[i];
+  }
+  return sum;
+}
+
+/* Tensor-parallel bytes of one iteration: linear outputs in the model's dtype
+ * (linear_dtype "fp8": FP8 GEMMs), the stack's FP8 scaling. */
+static double tp_bytes(const char *linear_dtype, bool tp_fp8_gather, bool rowwise,
+                       double *ln2_bytes) {
+  fixture f;
+  setup(&f, linear_dtype);
+  f.c.stack.fp8_tp_all_gather = tp_fp8_gather;
+  f.c.stack.fp8_rowwise = rowwise;
+  psim_sim_result r;
+  simulate(&f, &r);
+  double all = coll_bytes(&f, &r, NULL);
+  if (ln2_bytes)
+    *ln2_bytes = coll_bytes(&f, &r, "ln2");
+  psim_sim_result_destroy(&r);
+  teardown(&f);
+  return all;
+}
+
+/* FP8 linears write BF16 (torchao Float8Linear, Transformer Engine): their
+ * reduce-scatters and all-gathers move 2 bytes per element, as the BF16
+ * model's (before: 1, the outputs were fp8). Under tensorwise scaling with
+ * fp8_tp_all_gather the inputs of the FP8 GEMMs are cast before their
+ * forward all-gather (torchao PrepareFloat8ModuleInput): the attention and
+ * FFN norms' all-gathers (the same size; ln2's is its only collective) move
+ * half, nothing else changes; rowwise gathers in BF16. */
+START_TEST(fp8_linears_communicate_high_precision) {
+  double ln2 = 0, bf16 = tp_bytes(NULL, true, false, &ln2);
+  ck_assert(ln2 > 0 && bf16 > 4 * ln2);
+  double rowwise = tp_bytes("fp8", true, true, NULL);
+  ck_assert_msg(fabs(rowwise / bf16 - 1) < 1e-12, "rowwise %g bytes, bf16 %g", rowwise, bf16);
+  double plain = tp_bytes("fp8", false, false, NULL);
+  ck_assert_msg(fabs(plain / bf16 - 1) < 1e-12, "no fp8 gather %g bytes, bf16 %g", plain, bf16);
+  double tensorwise = tp_bytes("fp8", true, false, NULL);
+  ck_assert_msg(fabs(tensorwise / (bf16 - ln2) - 1) < 1e-12, "tensorwise %g bytes, closed form %g",
+                tensorwise, bf16 - ln2);
+}
+END_TEST
+
 /* Backward: one reduce-scatter of the attention norm's output gradient for
  * wq, wk, wv together and one of the FFN norm's for w1, w3 (before: one per
  * consumer, 3 + 2), and one all-gather of the embedding output's gradient
@@ -121,6 +181,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, one_collective_per_tensor);
+  tcase_add_test(tc, fp8_linears_communicate_high_precision);
   suite_add_tcase(s, tc);
   return s;
 }
