@@ -41,6 +41,8 @@ double psim_cost_roofline(const psim_device_type *t, const psim_efficiency *eff,
 }
 
 static psim_dtype op_dtype(const psim_model *m, const psim_op *op) {
+  if (op->attrs.fp8) /* an FP8 GEMM writing a high-precision output */
+    return PSIM_DTYPE_FP8;
   return op->n_out > 0 ? m->tensors[op->out[0]].dtype : m->dtype;
 }
 

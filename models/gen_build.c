@@ -114,14 +114,20 @@ void psim_gb_linear(psim_gb *g, const psim_gb_blk *b, const char *name, const ch
   char w[96], bn[96], in[256];
   snprintf(w, sizeof w, "w_%s", name);
   snprintf(bn, sizeof bn, "b_%s", name);
+  /* FP8 linears write their output in the activations' dtype: torchao's Float8Linear returns
+   * the input's dtype (torchao/float8/float8_linear.py), Transformer Engine's FP8 GEMMs write
+   * BF16; the op carries "fp8": true for the GEMM's rate instead */
+  bool fp8 = ydtype && strcmp(ydtype, "fp8") == 0;
   psim_gb_tensor(g, b->weights, w, wdims, NULL);
-  psim_gb_tensor(g, b->tensors, y, ydims, ydtype);
+  psim_gb_tensor(g, b->tensors, y, ydims, fp8 ? NULL : ydtype);
   snprintf(in, sizeof in, "%s %s", x, w);
   if (bdims) {
     psim_gb_tensor(g, b->weights, bn, bdims, NULL);
     snprintf(in, sizeof in, "%s %s %s", x, w, bn);
   }
-  psim_gb_op(g, b->ops, name, "matmul", in, y);
+  cJSON *op = psim_gb_op(g, b->ops, name, "matmul", in, y);
+  if (fp8 && op)
+    psim_gb_bool(g, op, "fp8", true);
 }
 
 psim_gb_blk psim_gb_block(psim_gb *g, const char *name, int64_t repeat, const char *inputs,

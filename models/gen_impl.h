@@ -52,7 +52,8 @@ cJSON *psim_gb_ew(psim_gb *g, cJSON *ops, const char *name, const char *fn, cons
                   const char *out);
 
 /* Linear layer NAME in block b: y [ydims] = x w_NAME [wdims] (+ b_NAME [bdims] when bdims is
- * not NULL); y gets dtype ydtype (NULL: the model's). */
+ * not NULL); y gets dtype ydtype (NULL: the model's), but "fp8" makes an FP8 GEMM ("fp8": true)
+ * whose y keeps the model's dtype. */
 void psim_gb_linear(psim_gb *g, const psim_gb_blk *b, const char *name, const char *x,
                     const char *wdims, const char *bdims, const char *y, const char *ydims,
                     const char *ydtype);

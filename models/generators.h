@@ -28,7 +28,8 @@ typedef struct psim_gen_tf_opts {
   int64_t ffn;              /* feed-forward width; 0 = 4h (gpt, bert, moe), 11008-style for llama */
   const char *dtype;        /* tensor dtype: bf16 by default */
   const char *linear_dtype; /* dtype of the linear layers' outputs (their GEMMs run at its
-                               rate, e.g. fp8 for FP8 linears); NULL = dtype */
+                               rate); fp8: FP8 GEMMs ("fp8": true) whose outputs keep dtype,
+                               as FP8 recipes write them; NULL = dtype */
   bool flash;             /* one fused attention op (FlashAttention) instead of the separate core */
   int64_t experts;        /* moe: experts per MoE layer */
   int64_t top_k;          /* moe: experts per token */

@@ -150,6 +150,76 @@ static psim_status rank_skew(psim_build *b, const psim_group *g, const psim_task
   return PSIM_OK;
 }
 
+/* The cache key of the reduction of X's partial view of t (output `slot` of
+ * X). Backward, the partial sums are input gradients, and every consumer of
+ * t shares one collective, keyed by t's producer: autograd sums the
+ * consumers' gradients of a tensor locally before its one reduce-scatter
+ * (torchtitan's PrepareModuleInput/SequenceParallel gather the input of
+ * wq, wk, wv once and reduce-scatter its gradient once, torchtitan v0.2.2
+ * torchtitan/models/llama3/infra/parallelize.py apply_tp; Megatron-LM's
+ * fused QKV has one consumer). */
+static uint64_t shared_key(const psim_build *b, int kind, int32_t x, int32_t slot, int32_t t,
+                           int32_t mu, int dir) {
+  int32_t p = b->m->tensors[t].producer;
+  if (dir != PSIM_DIR_BWD || p < 0)
+    return psim_build_key1(kind, x, slot, mu, dir);
+  int32_t ps = 0;
+  for (int32_t j = 0; j < b->m->ops[p].n_out; j++)
+    if (b->m->ops[p].out[j] == t)
+      ps = j;
+  return psim_build_key1(kind + 5, p, ps, mu, dir); /* 6: reductions, 8: all-gathers */
+}
+
+static uint64_t reduction_key(const psim_build *b, int32_t x, int32_t slot, int32_t t, int32_t mu,
+                              int dir) {
+  return shared_key(b, 1, x, slot, t, mu, dir);
+}
+
+/* Key marking that consumer X's gradient (its input `slot`) feeds the
+ * shared backward collective (shared_key). */
+static uint64_t joined_key(int32_t x, int32_t slot, int32_t mu, int dir) {
+  return psim_build_key1(7, x, slot, mu, dir);
+}
+
+/* Edges from X's tasks on the group's simulated devices into entry. */
+static psim_status collective_inputs(psim_build *b, int32_t x, int32_t *xt, const psim_group *g,
+                                     int32_t mu, int32_t entry) {
+  psim_status st = PSIM_OK;
+  for (int32_t i = 0; i < g->n && st == PSIM_OK; i++) {
+    if (!b->simulated[g->devices[i]])
+      continue;
+    int32_t from = psim_build_src_task(b, xt, x, g->devices[i], mu);
+    if (from >= 0)
+      st = psim_tg_add_edge(&b->g, from, entry);
+  }
+  return st;
+}
+
+/* A later consumer's gradient joins the shared backward collective whose
+ * exit is `cached`: it is summed locally into its input (once). */
+static psim_status join_collective(psim_build *b, int32_t x, int32_t slot, int32_t *xt,
+                                   const psim_group *g, uint64_t k1, int32_t mu, int dir,
+                                   int32_t cached) {
+  uint64_t kj = joined_key(x, slot, mu, dir), k2 = (uint64_t)g->devices[0];
+  if (dir != PSIM_DIR_BWD || psim_bcache_get(b->cache, kj, k2) >= 0)
+    return PSIM_OK;
+  int32_t entry = psim_bcache_get(b->cache, k1 | 1ull << 59, k2);
+  assert(entry >= 0); /* kept with the exit */
+  PSIM_CHECK(collective_inputs(b, x, xt, g, mu, entry));
+  return psim_build_keep(b, b->cache, kj, k2, cached);
+}
+
+/* Keeps a new collective's exit under (k1, k2) and, backward, its entry
+ * (for the consumers that join it later) and X's membership. */
+static psim_status keep_collective(psim_build *b, int32_t x, int32_t slot, uint64_t k1, uint64_t k2,
+                                   int32_t mu, int dir, int32_t entry, int32_t exit) {
+  PSIM_CHECK(psim_build_keep(b, b->cache, k1, k2, exit));
+  if (dir != PSIM_DIR_BWD)
+    return PSIM_OK;
+  PSIM_CHECK(psim_build_keep(b, b->cache, k1 | 1ull << 59, k2, entry));
+  return psim_build_keep(b, b->cache, joined_key(x, slot, mu, dir), k2, exit);
+}
+
 /* Adds (once) the reduction of X's partial sums for the group containing
  * entry e and returns its exit task. */
 static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, int32_t *xt,
@@ -158,14 +228,15 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
   psim_group *g;
   PSIM_CHECK(new_group(b, x, e, mask, &g));
   psim_comm_cache *cache = b->cache;
-  uint64_t k1 = psim_build_key1(1, x, slot, mu, dir);
+  uint64_t k1 = reduction_key(b, x, slot, t, mu, dir), k2 = (uint64_t)g->devices[0];
   b->reduce_leader = g->devices[0];
-  int32_t cached = psim_bcache_get(cache, k1, (uint64_t)g->devices[0]);
+  int32_t cached = psim_bcache_get(cache, k1, k2);
   psim_status st = PSIM_OK;
   if (cached >= 0) {
     *exit = cached;
+    st = join_collective(b, x, slot, xt, g, k1, mu, dir, cached);
     psim_free(g);
-    return PSIM_OK;
+    return st;
   }
   if (b->folded)
     psim_build_group_stride(b, x, e, mask, g);
@@ -186,15 +257,10 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
   st = psim_build_add_collective(b, &d, &info, &entry, exit);
   if (st == PSIM_OK)
     st = rank_skew(b, g, &info, &entry);
-  for (int32_t i = 0; i < g->n && st == PSIM_OK; i++) {
-    if (!b->simulated[g->devices[i]])
-      continue;
-    int32_t from = psim_build_src_task(b, xt, x, g->devices[i], mu);
-    if (from >= 0)
-      st = psim_tg_add_edge(&b->g, from, entry);
-  }
   if (st == PSIM_OK)
-    st = psim_build_keep(b, cache, k1, (uint64_t)g->devices[0], *exit);
+    st = collective_inputs(b, x, xt, g, mu, entry);
+  if (st == PSIM_OK)
+    st = keep_collective(b, x, slot, k1, k2, mu, dir, entry, *exit);
   psim_free(g);
   return st;
 }
@@ -416,12 +482,27 @@ static uint32_t gather_mask(const psim_build *b, int32_t x, int32_t t, int32_t e
   return mask;
 }
 
+/* Bytes per element of t that an all-gather for consumer y moves: 1 for the
+ * input of an FP8 GEMM under a stack that casts before gathering
+ * (fp8_tp_all_gather, tensorwise scaling: torchao PrepareFloat8ModuleInput
+ * "cast happens before the all-gather", torchao/float8/float8_tensor_parallel.py;
+ * torchtitan v0.2.2 parallelize.py: "for rowwise recipes, we use regular TP
+ * and all-gather happens in high precision"), else t's dtype. */
+static double gather_elem_bytes(const psim_build *b, int32_t y, int32_t t, int dir) {
+  const psim_stack *st = &b->c->stack;
+  double bytes = (double)psim_dtype_bytes(b->m->tensors[t].dtype);
+  if (dir != PSIM_DIR_BWD && b->m->ops[y].attrs.fp8 && st->fp8_tp_all_gather && !st->fp8_rowwise)
+    return fmin(bytes, 1.0);
+  return bytes;
+}
+
 /* When region r on entry e's device is exactly the union of the shards of a
  * group that differs from e only along dims of t (sharded -> replicated),
  * adds (once) that group's all-gather and returns its exit in *exit; else
  * leaves *exit at -1. */
 static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t, int32_t *xt,
-                              int32_t e, const psim_region *r, int32_t mu, int dir, int32_t *exit) {
+                              int32_t e, const psim_region *r, int32_t mu, int dir, double esize,
+                              int32_t *exit) {
   const psim_tensor *ten = &b->m->tensors[t];
   uint32_t mask = gather_mask(b, x, t, e, r);
   if (!mask)
@@ -444,12 +525,14 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
   psim_status st = PSIM_OK;
   if (g->n > 1 && covered == psim_build_region_elems(r, ten->rank)) {
     psim_comm_cache *cache = b->cache;
-    uint64_t k1 = psim_build_key1(3, x, slot, mu, dir);
-    *exit = psim_bcache_get(cache, k1, (uint64_t)g->devices[0]);
-    if (*exit < 0) {
+    uint64_t k1 = shared_key(b, 3, x, slot, t, mu, dir), k2 = (uint64_t)g->devices[0];
+    *exit = psim_bcache_get(cache, k1, k2);
+    if (*exit >= 0) {
+      st = join_collective(b, x, slot, xt, g, k1, mu, dir, *exit);
+    } else {
       if (b->folded)
         psim_build_group_stride(b, x, e, mask, g);
-      double bytes = covered * (double)psim_dtype_bytes(ten->dtype);
+      double bytes = covered * esize;
       psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, bytes,
                           b->folded ? g->n_groups : 1, g->stride,       false};
       psim_task_info info = {PSIM_TASK_COLLECTIVE,
@@ -463,14 +546,10 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
       st = psim_build_add_collective(b, &d, &info, &entry, exit);
       if (st == PSIM_OK)
         st = rank_skew(b, g, &info, &entry);
-      for (int32_t i = 0; i < g->n && st == PSIM_OK; i++) {
-        int32_t from =
-            b->simulated[g->devices[i]] ? psim_build_src_task(b, xt, x, g->devices[i], mu) : -1;
-        if (from >= 0)
-          st = psim_tg_add_edge(&b->g, from, entry);
-      }
       if (st == PSIM_OK)
-        st = psim_build_keep(b, cache, k1, (uint64_t)g->devices[0], *exit);
+        st = collective_inputs(b, x, xt, g, mu, entry);
+      if (st == PSIM_OK)
+        st = keep_collective(b, x, slot, k1, k2, mu, dir, entry, *exit);
     }
   }
   psim_free(g);
@@ -575,10 +654,11 @@ static psim_status connect(psim_build *b, int32_t x, int32_t slot, int32_t *xt, 
     int32_t from = *psim_build_task_slot(b, xt, x, memo >> 2, mu);
     return from >= 0 ? psim_tg_add_edge(&b->g, from, to) : PSIM_OK;
   }
-  if (memo >= 0 && (memo & 3) == 2) {
-    int32_t exit =
-        psim_bcache_get(b->cache, psim_build_key1(1, x, slot, mu, dir), (uint64_t)(memo >> 2));
-    if (exit >= 0)
+  if (memo >= 0 && (memo & 3) == 2) { /* backward: once X joined the shared reduction */
+    uint64_t lead = (uint64_t)(memo >> 2);
+    int32_t exit = psim_bcache_get(b->cache, reduction_key(b, x, slot, t, mu, dir), lead);
+    if (exit >= 0 &&
+        (dir != PSIM_DIR_BWD || psim_bcache_get(b->cache, joined_key(x, slot, mu, dir), lead) >= 0))
       return psim_tg_add_edge(&b->g, exit, to);
   }
   if (memo >= 0)
@@ -655,7 +735,8 @@ static psim_status connect_layouts(psim_build *b, int32_t x, int32_t slot, int32
   }
   if (e >= 0 && !pipeline) {
     int32_t exit = -1;
-    PSIM_CHECK(all_gather(b, x, slot, t, xt, e, &ry, mu, dir, &exit));
+    PSIM_CHECK(
+        all_gather(b, x, slot, t, xt, e, &ry, mu, dir, gather_elem_bytes(b, y, t, dir), &exit));
     if (exit >= 0)
       return psim_tg_add_edge(&b->g, exit, to);
   }

@@ -89,8 +89,9 @@ static bool same_members(const psim_group *a, const psim_group *c) {
 
 double psim_zero_gather_share(const psim_build *b, int32_t o, double wbytes) {
   const psim_op *op = &b->m->ops[o];
-  bool fp8 = op->kind == PSIM_OP_MATMUL && op->n_out > 0 &&
-             b->m->tensors[op->out[0]].dtype == PSIM_DTYPE_FP8;
+  bool fp8 =
+      op->kind == PSIM_OP_MATMUL &&
+      (op->attrs.fp8 || (op->n_out > 0 && b->m->tensors[op->out[0]].dtype == PSIM_DTYPE_FP8));
   return b->c->stack.fp8_all_gather && fp8 && wbytes > 1 ? 1.0 / wbytes : 1.0;
 }
 

@@ -124,6 +124,8 @@ typedef struct psim_op_attrs {
   int64_t kernel[2], stride[2], pad[2]; /* conv2d / pool2d (h, w) */
   double dropout_p;                     /* dropout probability */
   bool causal, flash;                   /* attention */
+  bool fp8;       /* matmul: an FP8 GEMM (inputs cast to FP8, output in its tensor's dtype: torchao
+                     Float8Linear, Transformer Engine's FP8 linears); "fp8": true */
   int64_t window; /* attention: causal sliding window, keys per query (GPT-OSS's sliding_window,
                     Mistral's); 0 = every earlier key */
   int32_t top_k;  /* MoE dispatch/combine: experts per token */

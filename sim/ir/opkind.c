@@ -17,7 +17,7 @@ typedef struct kind_info {
 } kind_info;
 
 static const kind_info kinds[PSIM_OP_KIND_COUNT] = {
-    [PSIM_OP_MATMUL] = {2, 3, 1, 1, {NULL}, psim_opspace_matmul, psim_opwork_matmul},
+    [PSIM_OP_MATMUL] = {2, 3, 1, 1, {"fp8", NULL}, psim_opspace_matmul, psim_opwork_matmul},
     [PSIM_OP_ELEMENTWISE] =
         {1, 4, 1, 1, {"fn", NULL}, psim_opspace_elementwise, psim_opwork_elementwise},
     [PSIM_OP_DROPOUT] = {1, 1, 1, 1, {"p", NULL}, psim_opspace_dropout, psim_opwork_dropout},
@@ -100,6 +100,7 @@ static psim_status axis_json(const psim_model *m, const psim_op *op, cJSON *o) {
 psim_status psim_opkind_to_json(const psim_model *m, const psim_op *op, cJSON *o) {
   const psim_op_attrs *a = &op->attrs;
   switch (op->kind) {
+  case PSIM_OP_MATMUL: return a->fp8 ? psim_json_add_bool(o, "fp8", true) : PSIM_OK;
   case PSIM_OP_ELEMENTWISE: return psim_json_add_string(o, "fn", op->fn);
   case PSIM_OP_DROPOUT: return psim_json_add_number(o, "p", a->dropout_p);
   case PSIM_OP_SOFTMAX:

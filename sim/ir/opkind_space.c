@@ -148,7 +148,7 @@ void psim_opspace_mark_weight_dims(const psim_model *m, psim_op *op) {
 /* ------------------------------------------------------------- analysers */
 
 psim_status psim_opspace_matmul(psim_jctx *c, const psim_model *m, psim_op *op, const cJSON *j) {
-  (void)j;
+  PSIM_CHECK(psim_json_bool(c, j, "fp8", false, &op->attrs.fp8));
   const psim_tensor *a = IN(0), *b = IN(1), *o = OUT(0);
   for (int k = 0; k < o->rank; k++) {
     int32_t d = o->dims[k];

@@ -201,6 +201,7 @@ static psim_status read_flags(psim_jctx *j, const cJSON *o, psim_stack *s) {
   PSIM_CHECK(psim_json_bool(j, o, "compile", false, &s->compile));
   PSIM_CHECK(psim_json_bool(j, o, "fp8_all_gather", false, &s->fp8_all_gather));
   PSIM_CHECK(psim_json_bool(j, o, "grad_reduce_bf16", false, &s->grad_reduce_bf16));
+  PSIM_CHECK(psim_json_bool(j, o, "fp8_tp_all_gather", false, &s->fp8_tp_all_gather));
   const char *scaling = NULL;
   PSIM_CHECK(psim_json_string(j, o, "fp8_scaling", false, &scaling));
   if (scaling && strcmp(scaling, "rowwise") != 0 && strcmp(scaling, "tensorwise") != 0) {
@@ -250,6 +251,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *o, psim_stack *s) {
                                      "fp8_scaling",
                                      "fp8_all_gather",
                                      "grad_reduce_bf16",
+                                     "fp8_tp_all_gather",
                                      "comm_sms",
                                      "flash_attention",
                                      "launch_overhead",

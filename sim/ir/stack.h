@@ -68,6 +68,10 @@ typedef struct psim_stack {
   /* 16-bit models' gradients reduced in 16 bits, not fp32 (NeMo's distributed_fused_adam
    * grad_sync_dtype: bf16; Megatron-Core's grad_reduce_in_fp32 = False; gradsync.c). */
   bool grad_reduce_bf16;
+  /* Tensor parallelism casts an FP8 linear's input to FP8 before its all-gather (torchao
+   * PrepareFloat8ModuleInput / Float8ColwiseParallel, which torchtitan applies for tensorwise
+   * recipes only): 1 byte per element unless fp8_rowwise (sim/builder/comm.c). */
+  bool fp8_tp_all_gather;
   psim_optim_impl optimizer;
   psim_dp_bucket_rule dp_bucket; /* default bucket size (PSIM_BUCKET_DDP: the strategy's) */
   /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256

@@ -50,7 +50,8 @@ static void teardown(void) {
 static const psim_op *find_op(psim_op_kind kind, psim_dtype out_dtype) {
   for (int32_t i = 0; i < model.n_ops; i++) {
     const psim_op *op = &model.ops[i];
-    if (op->kind == kind && model.tensors[op->out[0]].dtype == out_dtype)
+    bool fp8 = op->kind == PSIM_OP_MATMUL && op->attrs.fp8; /* FP8 GEMMs write BF16 */
+    if (op->kind == kind && (fp8 ? PSIM_DTYPE_FP8 : model.tensors[op->out[0]].dtype) == out_dtype)
       return op;
   }
   ck_abort_msg("no such op");

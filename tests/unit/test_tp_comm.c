@@ -1,0 +1,195 @@
+/* test_tp_comm.c - tensor-parallel collectives of a Llama layer against the
+ * runtimes' counts (issue 20): with sequence parallelism torchtitan's
+ * PrepareModuleInput/SequenceParallel all-gather the input of wq, wk, wv (and
+ * of w1, w3) once forward and reduce-scatter its gradient once backward, the
+ * consumers' gradients summed locally first (torchtitan v0.2.2
+ * torchtitan/models/llama3/infra/parallelize.py apply_tp; Korthikanti et al.
+ * 2022, section 4.2.2: two all-gathers and two reduce-scatters per layer
+ * forward, as many backward). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/generators.h"
+#include "sim/core/json.h"
+#include "sim/simulate.h"
+#include "topologies/presets.h"
+
+#define TP    8
+#define MICRO 2 /* micro-batches: the builder's per-edge memo serves the second */
+
+typedef struct fixture {
+  psim_model m;
+  psim_cluster c;
+  psim_strategy s;
+} fixture;
+
+/* One Llama layer (no grouped-query attention: heads = kv_heads), linear
+ * outputs in linear_dtype (NULL: bf16). */
+static void load_model(psim_model *m, const char *linear_dtype) {
+  psim_gen_tf_opts o;
+  psim_gen_llama_opts_init(&o);
+  o.layers = 1, o.hidden = 512, o.heads = 8, o.kv_heads = 8, o.ffn = 1536;
+  o.seq = 1024, o.vocab = 4096, o.batch = MICRO, o.flash = true;
+  o.linear_dtype = linear_dtype;
+  cJSON *doc = NULL;
+  ck_assert_msg(psim_gen_llama(&o, &doc) == PSIM_OK, "%s", psim_error_message());
+  psim_model_init(m);
+  ck_assert_msg(psim_model_from_json("llama", doc, m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(doc);
+}
+
+/* One DGX H100, no rank skew (every collective task is a collective). */
+static void setup(fixture *f, const char *linear_dtype) {
+  load_model(&f->m, linear_dtype);
+  psim_preset_opts po;
+  psim_preset_opts_init(&po);
+  po.preset = "dgx-h100";
+  cJSON *doc = NULL;
+  ck_assert_msg(psim_preset_cluster(&po, &doc) == PSIM_OK, "%s", psim_error_message());
+  psim_cluster_init(&f->c);
+  ck_assert_msg(psim_cluster_from_json("h100", doc, &f->c) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(doc);
+  for (int32_t i = 0; i < f->c.n_types; i++)
+    f->c.types[i].rt.coll_sync_s = 0;
+  doc = cJSON_Parse("{\"format\":\"plansim.strategy/1\",\"template\":\"megatron\",\"tp\":8,"
+                    "\"pp\":1,\"dp\":1,\"micro_batch\":1,\"sequence_parallel\":true}");
+  psim_strategy_init(&f->s);
+  ck_assert_msg(psim_strategy_from_json("s", doc, &f->m, &f->c, &f->s) == PSIM_OK, "%s",
+                psim_error_message());
+  cJSON_Delete(doc);
+}
+
+static void teardown(fixture *f) {
+  psim_strategy_destroy(&f->s);
+  psim_cluster_destroy(&f->c);
+  psim_model_destroy(&f->m);
+}
+
+static void simulate(fixture *f, psim_sim_result *r) {
+  psim_sim_options o;
+  psim_sim_options_init(&o);
+  o.keep_graph = true;
+  psim_sim_result_init(r);
+  ck_assert_msg(psim_simulate(&f->m, &f->c, &f->s, &o, r) == PSIM_OK, "%s", psim_error_message());
+}
+
+/* Tensor-parallel collectives attributed to ops whose name ends in one of
+ * the space-separated suffixes. */
+static int count_colls(const fixture *f, const psim_sim_result *r, const char *suffixes) {
+  const psim_taskgraph *g = r->graph;
+  int n = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    if (g->info[i].kind != PSIM_TASK_COLLECTIVE || g->info[i].pass != PSIM_TP_COMM_TP ||
+        g->info[i].op < 0)
+      continue;
+    const char *name = f->m.ops[g->info[i].op].name, *dot = strrchr(name, '.');
+    char want[64];
+    snprintf(want, sizeof want, " %s ", dot ? dot + 1 : name);
+    char list[128];
+    snprintf(list, sizeof list, " %s ", suffixes);
+    n += strstr(list, want) != NULL;
+  }
+  return n;
+}
+
+/* Bytes over links of the tensor-parallel collectives of ops named as in
+ * count_colls (all of them: NULL). */
+static double coll_bytes(const fixture *f, const psim_sim_result *r, const char *suffixes) {
+  const psim_taskgraph *g = r->graph;
+  ck_assert_ptr_nonnull(g->bytes);
+  double sum = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    if (g->info[i].kind != PSIM_TASK_COLLECTIVE || g->info[i].pass != PSIM_TP_COMM_TP)
+      continue;
+    if (suffixes) {
+      const char *name = f->m.ops[g->info[i].op].name, *dot = strrchr(name, '.');
+      char want[64], list[128];
+      snprintf(want, sizeof want, " %s ", dot ? dot + 1 : name);
+      snprintf(list, sizeof list, " %s ", suffixes);
+      if (!strstr(list, want))
+        continue;
+    }
+    sum += g->bytes[i];
+  }
+  return sum;
+}
+
+/* Tensor-parallel bytes of one iteration: linear outputs in the model's dtype
+ * (linear_dtype "fp8": FP8 GEMMs), the stack's FP8 scaling. */
+static double tp_bytes(const char *linear_dtype, bool tp_fp8_gather, bool rowwise,
+                       double *ln2_bytes) {
+  fixture f;
+  setup(&f, linear_dtype);
+  f.c.stack.fp8_tp_all_gather = tp_fp8_gather;
+  f.c.stack.fp8_rowwise = rowwise;
+  psim_sim_result r;
+  simulate(&f, &r);
+  double all = coll_bytes(&f, &r, NULL);
+  if (ln2_bytes)
+    *ln2_bytes = coll_bytes(&f, &r, "ln2");
+  psim_sim_result_destroy(&r);
+  teardown(&f);
+  return all;
+}
+
+/* FP8 linears write BF16 (torchao Float8Linear, Transformer Engine): their
+ * reduce-scatters and all-gathers move 2 bytes per element, as the BF16
+ * model's (before: 1, the outputs were fp8). Under tensorwise scaling with
+ * fp8_tp_all_gather the inputs of the FP8 GEMMs are cast before their
+ * forward all-gather (torchao PrepareFloat8ModuleInput): the attention and
+ * FFN norms' all-gathers (the same size; ln2's is its only collective) move
+ * half, nothing else changes; rowwise gathers in BF16. */
+START_TEST(fp8_linears_communicate_high_precision) {
+  double ln2 = 0, bf16 = tp_bytes(NULL, true, false, &ln2);
+  ck_assert(ln2 > 0 && bf16 > 4 * ln2);
+  double rowwise = tp_bytes("fp8", true, true, NULL);
+  ck_assert_msg(fabs(rowwise / bf16 - 1) < 1e-12, "rowwise %g bytes, bf16 %g", rowwise, bf16);
+  double plain = tp_bytes("fp8", false, false, NULL);
+  ck_assert_msg(fabs(plain / bf16 - 1) < 1e-12, "no fp8 gather %g bytes, bf16 %g", plain, bf16);
+  double tensorwise = tp_bytes("fp8", true, false, NULL);
+  ck_assert_msg(fabs(tensorwise / (bf16 - ln2) - 1) < 1e-12, "tensorwise %g bytes, closed form %g",
+                tensorwise, bf16 - ln2);
+}
+END_TEST
+
+/* Backward: one reduce-scatter of the attention norm's output gradient for
+ * wq, wk, wv together and one of the FFN norm's for w1, w3 (before: one per
+ * consumer, 3 + 2), and one all-gather of the embedding output's gradient
+ * summed over its consumers ln1 and residual1 (before: one each). The
+ * layer's own collectives are Korthikanti's 8, plus that all-gather. */
+START_TEST(one_collective_per_tensor) {
+  fixture f;
+  setup(&f, NULL);
+  psim_sim_result r;
+  simulate(&f, &r);
+  ck_assert_int_eq(count_colls(&f, &r, "q k v"), MICRO);
+  ck_assert_int_eq(count_colls(&f, &r, "gate up"), MICRO);
+  ck_assert_int_eq(count_colls(&f, &r, "ln1 residual1"), 3 * MICRO);
+  ck_assert_int_eq(count_colls(&f, &r,
+                               "ln1 q k v attention proj residual1 ln2 gate up swiglu "
+                               "down residual2"),
+                   (8 + 1) * MICRO);
+  psim_sim_result_destroy(&r);
+  teardown(&f);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("tp_comm");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, one_collective_per_tensor);
+  tcase_add_test(tc, fp8_linears_communicate_high_precision);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
