@@ -245,6 +245,7 @@ START_TEST(optimizer_bytes) {
 END_TEST
 
 static void same_stack(const psim_stack *a, const psim_stack *b) {
+  ck_assert_int_eq(a->fp8_tp_all_gather, b->fp8_tp_all_gather);
   ck_assert_str_eq(a->name, b->name);
   ck_assert_double_eq(a->launch_s, b->launch_s);
   ck_assert_int_eq(a->flash_version, b->flash_version);
