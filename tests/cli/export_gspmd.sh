@@ -83,6 +83,12 @@ PY
     *"cannot be expressed on one device mesh"*)
       [ "$STATUS" -eq 2 ] && ok "$f $s plan: refused, $(cut -c1-120 "$ERR")" ||
         not_ok "$f $s plan: refused with exit 2" ;;
+    *"ZeRO stage "*" is not part of per-tensor partition specs"*)
+      # Alpa picks ZeRO 1 where its sharded optimizer step pays (its estimate counts the step)
+      z=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["strategy"].get("zero", 0))' "$plan" 2>/dev/null)
+      [ "$STATUS" -eq 2 ] && [ "${z:-0}" -gt 0 ] && grep -q "ZeRO stage $z " "$ERR" &&
+        ok "$f $s plan: refused, its ZeRO stage $z" ||
+        not_ok "$f $s plan: refused for its ZeRO stage" "plan zero '${z:-}': $msg" ;;
     *) not_ok "$f $s plan: exports to gspmd or is refused with a documented reason" "$msg" ;;
     esac
   done
