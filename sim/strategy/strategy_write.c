@@ -15,10 +15,12 @@ static psim_status enomem(void) {
 static psim_status add_item(cJSON *parent, const char *key, cJSON *item) {
   if (!item)
     return enomem();
-  if (key)
-    cJSON_AddItemToObject(parent, key, item);
-  else
-    cJSON_AddItemToArray(parent, item);
+  /* attaching fails when the key's copy cannot be allocated: the item is then ours */
+  bool added = key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item);
+  if (!added) {
+    cJSON_Delete(item);
+    return enomem();
+  }
   return PSIM_OK;
 }
 
