@@ -268,6 +268,14 @@ static inline void psim_build_shard_extents(const psim_build *b, int32_t o, int3
     ext[i] = psim_shard_size(psim_build_dim_size(b, op->dims[i].dim), cfg->degree[i], coord[i]);
 }
 
+/* Grouped-query attention (context.c): the index of attention op o's query
+ * heads dim when its split selects the key/value heads that tensor t (its K
+ * or V) is read at; else -1. */
+int32_t psim_build_gqa_heads(const psim_build *b, int32_t o, int32_t t);
+/* Narrows region r of t to the key/value heads shard coord's query heads read. */
+void psim_build_gqa_region(const psim_build *b, int32_t o, const int32_t *coord, int32_t t,
+                           psim_region *r);
+
 /* Region of tensor t held (or needed) by shard `shard` of op o. */
 static inline void psim_build_tensor_region(const psim_build *b, int32_t o, int32_t shard,
                                             int32_t t, psim_region *r) {
@@ -289,6 +297,8 @@ static inline void psim_build_tensor_region(const psim_build *b, int32_t o, int3
   }
   if (op->kind == PSIM_OP_DISPATCH || op->kind == PSIM_OP_COMBINE) /* MoE: a token split */
     psim_routing_token_region(b, o, coord, t, r);
+  if (op->kind == PSIM_OP_ATTENTION) /* GQA: the query heads select the kv heads */
+    psim_build_gqa_region(b, o, coord, t, r);
 }
 
 /* Elements of the intersection of two regions of a tensor of rank n. */
@@ -360,6 +370,8 @@ static inline uint32_t psim_build_partial_mask(const psim_build *b, int32_t o, i
     if ((op->kind == PSIM_OP_DISPATCH || op->kind == PSIM_OP_COMBINE) &&
         psim_routing_token_dim(b->m, op, t, op->dims[i].dim))
       continue; /* MoE: a token shard's slice of the capacity dim, no partial sum */
+    if (op->kind == PSIM_OP_ATTENTION && psim_build_gqa_heads(b, o, t) == i)
+      continue; /* GQA: a query-heads shard holds its own kv heads' gradient */
     if (dir == PSIM_DIR_BWD || op->dims[i].use == PSIM_USE_CONTRACTED)
       mask |= 1u << i;
   }

@@ -272,9 +272,10 @@ static int32_t region_id(const psim_build *b, int32_t x, int32_t sh, int32_t t) 
   const psim_op_config *cfg = &b->s->ops[x];
   int32_t coord[PSIM_MAX_OP_DIMS];
   psim_build_shard_coords(op, cfg, sh, coord);
-  for (int32_t i = 0; i < op->n_dims; i++) /* a MoE token shard holds its own capacity slice */
+  int32_t gqa = psim_build_gqa_heads(b, x, t); /* GQA: query heads select kv heads */
+  for (int32_t i = 0; i < op->n_dims; i++)     /* a MoE token shard holds its own capacity slice */
     if (!psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim) &&
-        !psim_routing_token_dim(b->m, op, t, op->dims[i].dim))
+        !psim_routing_token_dim(b->m, op, t, op->dims[i].dim) && i != gqa)
       coord[i] = 0;
   return psim_build_shard_index(op, cfg, coord);
 }

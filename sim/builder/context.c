@@ -49,3 +49,41 @@ int32_t psim_build_cp_steps(const psim_build *b, int32_t o) {
     return 1;
   return cfg->degree[iq];
 }
+
+/* Grouped-query attention: query head h reads key/value head h / (H / KV)
+ * (flash-attn's MQA/GQA rule; torch SDPA enable_gqa). Tensor parallelism
+ * splits the key/value heads with the query heads: Megatron-Core gives each
+ * tp rank num_query_groups / tp groups (megatron/core/transformer/attention.py,
+ * num_query_groups_per_partition), torchtitan's wk and wv are ColwiseParallel
+ * and the model views their output with -1 heads (torchtitan v0.2.2
+ * torchtitan/models/llama3/infra/parallelize.py apply_tp, model/model.py
+ * Attention.forward). The attention op iterates over both heads dims, and a
+ * layout splits the first (the query heads); its shard c of d reads kv heads
+ * [c KV / d, (c + 1) KV / d) and writes their gradient whole, no partial sum,
+ * when d divides KV (Megatron asserts num_query_groups % tp == 0). A split
+ * of the kv heads dim itself, or d not dividing KV, keeps whole K/V per shard
+ * (gathered forward, reduced backward). */
+int32_t psim_build_gqa_heads(const psim_build *b, int32_t o, int32_t t) {
+  const psim_op *op = &b->m->ops[o];
+  if (op->kind != PSIM_OP_ATTENTION || (t != op->in[1] && t != op->in[2]))
+    return -1;
+  const psim_tensor *q = &b->m->tensors[op->in[0]], *k = &b->m->tensors[op->in[1]];
+  if (q->dims[2] == k->dims[2])
+    return -1;
+  const psim_op_config *cfg = &b->s->ops[o];
+  int32_t ih = psim_op_dim_index(op, q->dims[2]), ik = psim_op_dim_index(op, k->dims[2]);
+  if (ih < 0 || ik < 0 || cfg->degree[ik] > 1 || cfg->degree[ih] == 1)
+    return -1;
+  return psim_build_dim_size(b, k->dims[2]) % cfg->degree[ih] == 0 ? ih : -1;
+}
+
+void psim_build_gqa_region(const psim_build *b, int32_t o, const int32_t *coord, int32_t t,
+                           psim_region *r) {
+  int32_t ih = psim_build_gqa_heads(b, o, t);
+  if (ih < 0)
+    return;
+  int32_t d = b->s->ops[o].degree[ih];
+  int64_t kv = psim_build_dim_size(b, b->m->tensors[t].dims[2]);
+  r->lo[2] = psim_build_shard_offset(kv, d, coord[ih]);
+  r->hi[2] = r->lo[2] + psim_shard_size(kv, d, coord[ih]);
+}

@@ -45,9 +45,9 @@ bool psim_build_fold_needs_blocks(const psim_build *b) {
 static int32_t canonical_shard(const psim_build *b, int32_t x, int32_t sh, int32_t t) {
   const psim_op *op = &b->m->ops[x];
   const int32_t *deg = b->s->ops[x].degree;
-  int32_t out = 0, mul = 1;
+  int32_t out = 0, mul = 1, gqa = psim_build_gqa_heads(b, x, t);
   for (int32_t i = op->n_dims - 1; i >= 0; mul *= deg[i], sh /= deg[i], i--)
-    if (psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
+    if (i == gqa || psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
       out += sh % deg[i] * mul;
   return out;
 }

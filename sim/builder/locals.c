@@ -54,8 +54,10 @@ static bool op_in_stage(const psim_op_config *cfg, const psim_stage *st, unsigne
  * distinct regions of t. */
 static bool splits_in(const psim_build *b, int32_t o, int32_t t) {
   const psim_op *op = &b->m->ops[o];
+  int32_t gqa = psim_build_gqa_heads(b, o, t); /* GQA: query heads split the kv heads */
   for (int32_t i = 0; i < op->n_dims; i++)
-    if (b->s->ops[o].degree[i] > 1 && !psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
+    if (b->s->ops[o].degree[i] > 1 && i != gqa &&
+        !psim_build_dim_in_tensor(&b->m->tensors[t], op->dims[i].dim))
       return false;
   return true;
 }

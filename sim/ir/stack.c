@@ -25,7 +25,12 @@
  *   PyTorch 2.x), torch.compile fusing RMSNorm and SwiGLU (its Python RMSNorm and
  *   SwiGLU run eager, op by op, without compile: costdb/cost.c), torchao Float8Linear with
  *   dynamic tensorwise scaling (an amax pass and a cast pass: read 2 + read 2 +
- *   write 1 = 5 B per element), torch fused AdamW, FSDP2 prefetch overlap.
+ *   write 1 = 5 B per element), torch fused AdamW, FSDP2 prefetch overlap; with
+ *   tensor parallelism torchao's Float8ColwiseParallel / PrepareFloat8ModuleInput
+ *   cast a tensorwise Float8 linear's input to FP8 before its all-gather
+ *   (fp8_tp_all_gather; torchtitan applies them whenever Float8 is on with TP at
+ *   3faaa1a0d, 9dec370 and 820504e, the benchmark commits, and for tensorwise
+ *   recipes only at v0.2.2: models/llama3/infra/parallelize.py).
  * llm-foundry-fsdp: MPT on composer FSDP: FlashAttention-2 (attn_impl flash), eager
  *   low-precision LayerNorm and GELU (no fused kernels), FP8 through TE linears
  *   (cast-transpose, 4 B) and composer's DecoupledAdamW (a per-tensor loop of torch
@@ -67,6 +72,7 @@ static const psim_stack builtin[] = {
      .attn_scale = 0.675,
      .gemm_scale = 0.96,
      .fp8_cast_bytes = 5,
+     .fp8_tp_all_gather = true,
      .optimizer = PSIM_OPTIM_TORCH_FUSED,
      .wave_quant = true,
      .dp_overlap = true,

@@ -13,6 +13,7 @@
 
 #include "models/generators.h"
 #include "sim/core/json.h"
+#include "sim/ir/stack.h"
 #include "sim/simulate.h"
 #include "topologies/presets.h"
 
@@ -25,12 +26,12 @@ typedef struct fixture {
   psim_strategy s;
 } fixture;
 
-/* One Llama layer (no grouped-query attention: heads = kv_heads), linear
+/* One Llama layer with heads query and kv_heads key/value heads, linear
  * outputs in linear_dtype (NULL: bf16). */
-static void load_model(psim_model *m, const char *linear_dtype) {
+static void load_model(psim_model *m, const char *linear_dtype, int64_t heads, int64_t kv_heads) {
   psim_gen_tf_opts o;
   psim_gen_llama_opts_init(&o);
-  o.layers = 1, o.hidden = 512, o.heads = 8, o.kv_heads = 8, o.ffn = 1536;
+  o.layers = 1, o.hidden = 512, o.heads = heads, o.kv_heads = kv_heads, o.ffn = 1536;
   o.seq = 1024, o.vocab = 4096, o.batch = MICRO, o.flash = true;
   o.linear_dtype = linear_dtype;
   cJSON *doc = NULL;
@@ -40,9 +41,10 @@ static void load_model(psim_model *m, const char *linear_dtype) {
   cJSON_Delete(doc);
 }
 
-/* One DGX H100, no rank skew (every collective task is a collective). */
-static void setup(fixture *f, const char *linear_dtype) {
-  load_model(&f->m, linear_dtype);
+/* One DGX H100, no rank skew (every collective task is a collective); no
+ * grouped-query attention unless kv_heads < heads. */
+static void setup_heads(fixture *f, const char *linear_dtype, int64_t heads, int64_t kv_heads) {
+  load_model(&f->m, linear_dtype, heads, kv_heads);
   psim_preset_opts po;
   psim_preset_opts_init(&po);
   po.preset = "dgx-h100";
@@ -59,6 +61,10 @@ static void setup(fixture *f, const char *linear_dtype) {
   ck_assert_msg(psim_strategy_from_json("s", doc, &f->m, &f->c, &f->s) == PSIM_OK, "%s",
                 psim_error_message());
   cJSON_Delete(doc);
+}
+
+static void setup(fixture *f, const char *linear_dtype) {
+  setup_heads(f, linear_dtype, 8, 8);
 }
 
 static void teardown(fixture *f) {
@@ -154,6 +160,21 @@ START_TEST(fp8_linears_communicate_high_precision) {
 }
 END_TEST
 
+/* torchtitan's profile casts tensorwise Float8 inputs before the TP
+ * all-gather (torchtitan apply_tp with Float8ColwiseParallel /
+ * PrepareFloat8ModuleInput at the benchmark commits 3faaa1a0d, 9dec370,
+ * 820504e): on pytorch-fsdp2 the FP8 layer's TP bytes are the closed form
+ * above, BF16's less the norms' halved gathers (before: the BF16 bytes). */
+START_TEST(pytorch_fsdp2_gathers_fp8) {
+  double ln2 = 0, bf16 = tp_bytes(NULL, false, false, &ln2);
+  psim_stack st;
+  ck_assert(psim_stack_builtin("pytorch-fsdp2", &st) == PSIM_OK);
+  double fp8 = tp_bytes("fp8", st.fp8_tp_all_gather, st.fp8_rowwise, NULL);
+  ck_assert_msg(fabs(fp8 / (bf16 - ln2) - 1) < 1e-12, "pytorch-fsdp2 %g bytes, closed form %g", fp8,
+                bf16 - ln2);
+}
+END_TEST
+
 /* Backward: one reduce-scatter of the attention norm's output gradient for
  * wq, wk, wv together and one of the FFN norm's for w1, w3 (before: one per
  * consumer, 3 + 2), and one all-gather of the embedding output's gradient
@@ -176,12 +197,46 @@ START_TEST(one_collective_per_tensor) {
 }
 END_TEST
 
+/* Grouped-query attention under tp 8 (16 query heads, 8 kv heads: one kv
+ * head per rank): each rank computes and keeps its own kv heads, as
+ * Megatron-Core (num_query_groups_per_partition) and torchtitan (wk, wv
+ * ColwiseParallel) do, so the layer's tensor-parallel traffic is the
+ * closed form of multi-head attention: the same collectives and bytes as
+ * with 16 kv heads, nothing for K, V or their gradients (before: K and V
+ * gathered whole over tp forward and their gradients all-reduced backward,
+ * 4 more collectives per micro-batch). */
+START_TEST(gqa_keeps_kv_heads_local) {
+  double bytes[2];
+  int kv_colls[2], all[2];
+  const int64_t kv[2] = {8, 16};
+  for (int i = 0; i < 2; i++) {
+    fixture f;
+    setup_heads(&f, NULL, 16, kv[i]);
+    psim_sim_result r;
+    simulate(&f, &r);
+    bytes[i] = coll_bytes(&f, &r, NULL);
+    kv_colls[i] = count_colls(&f, &r, "k v k_view v_view attention");
+    all[i] = count_colls(&f, &r,
+                         "ln1 q k v k_view v_view attention proj residual1 ln2 gate up swiglu "
+                         "down residual2");
+    psim_sim_result_destroy(&r);
+    teardown(&f);
+  }
+  ck_assert_int_eq(kv_colls[0], 0); /* ln1's all-gather serves q, k, v: attributed to ln1 */
+  ck_assert_int_eq(kv_colls[1], 0);
+  ck_assert_int_eq(all[0], (8 + 1) * MICRO);
+  ck_assert_msg(fabs(bytes[0] / bytes[1] - 1) < 1e-12, "GQA %g bytes, MHA %g", bytes[0], bytes[1]);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tp_comm");
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, one_collective_per_tensor);
   tcase_add_test(tc, fp8_linears_communicate_high_precision);
+  tcase_add_test(tc, gqa_keeps_kv_heads_local);
+  tcase_add_test(tc, pytorch_fsdp2_gathers_fp8);
   suite_add_tcase(s, tc);
   return s;
 }
