@@ -60,6 +60,12 @@ struct psim_route_cache {
   int32_t head, tail;       /* its queue: vertices before head are expanded */
   int32_t *hops, *pred, *queue;
   double *lat, *bw;
+  /* the goal-directed search (pair_search): in-links (CSR), hop distances to the goal over
+   * them (-1 unknown) with their queue, and the forward labels of the pruned search */
+  int32_t *in_start, *in_adj, *back, *back_queue;
+  int32_t back_goal, back_head, back_tail, back_radius, p_tail;
+  int32_t *p_hops, *p_pred, *p_queue;
+  double *p_lat, *p_bw;
 };
 
 static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -93,6 +99,15 @@ void psim_route_cache_free(psim_route_cache *r) {
   psim_free(r->queue);
   psim_free(r->lat);
   psim_free(r->bw);
+  psim_free(r->in_start);
+  psim_free(r->in_adj);
+  psim_free(r->back);
+  psim_free(r->back_queue);
+  psim_free(r->p_hops);
+  psim_free(r->p_pred);
+  psim_free(r->p_queue);
+  psim_free(r->p_lat);
+  psim_free(r->p_bw);
   psim_free(r);
 }
 
@@ -105,6 +120,15 @@ static void build_adjacency(psim_route_cache *r, const psim_cluster *c) {
   memcpy(fill, r->adj_start, sizeof(int32_t) * (size_t)c->n_vertices);
   for (int32_t i = 0; i < c->n_links; i++) /* in link order: ties go to the first link */
     r->adj[fill[c->links[i].src]++] = i;
+  for (int32_t i = 0; i < c->n_links; i++) /* in-links, for the distances to a goal */
+    r->in_start[c->links[i].dst + 1]++;
+  for (int32_t v = 0; v < c->n_vertices; v++)
+    r->in_start[v + 1] += r->in_start[v];
+  memcpy(fill, r->in_start, sizeof(int32_t) * (size_t)c->n_vertices);
+  for (int32_t i = 0; i < c->n_links; i++)
+    r->in_adj[fill[c->links[i].dst]++] = i;
+  for (int32_t v = 0; v < c->n_vertices; v++)
+    r->back[v] = r->p_hops[v] = -1;
 }
 
 static psim_status create(const psim_cluster *c, psim_route_cache **out) {
@@ -122,7 +146,19 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
   r->queue = psim_malloc(sizeof(int32_t) * nv);
   r->lat = psim_malloc(sizeof(double) * nv);
   r->bw = psim_malloc(sizeof(double) * nv);
-  if (!r->adj_start || !r->adj || !r->hops || !r->pred || !r->queue || !r->lat || !r->bw ||
+  r->back_goal = -1;
+  r->in_start = psim_calloc(nv, sizeof(int32_t));
+  r->in_adj = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
+  r->back = psim_malloc(sizeof(int32_t) * nv);
+  r->back_queue = psim_malloc(sizeof(int32_t) * nv);
+  r->p_hops = psim_malloc(sizeof(int32_t) * nv);
+  r->p_pred = psim_malloc(sizeof(int32_t) * nv);
+  r->p_queue = psim_malloc(sizeof(int32_t) * nv);
+  r->p_lat = psim_malloc(sizeof(double) * nv);
+  r->p_bw = psim_malloc(sizeof(double) * nv);
+  bool pair = r->in_start && r->in_adj && r->back && r->back_queue && r->p_hops && r->p_pred &&
+              r->p_queue && r->p_lat && r->p_bw;
+  if (!r->adj_start || !r->adj || !r->hops || !r->pred || !r->queue || !r->lat || !r->bw || !pair ||
       pthread_mutex_init(&r->mu, NULL) != 0) {
     psim_route_cache_free(r);
     return psim_error(PSIM_ENOMEM, "out of memory creating the route cache");
@@ -142,17 +178,23 @@ static bool may_follow(const psim_cluster *c, int32_t u, int32_t in, int32_t out
   return in_net != out_net;
 }
 
+/* The labels of one search: the full search's (r->hops ...) or the pruned pair search's
+ * (r->p_hops ...). */
+typedef struct labels {
+  int32_t *hops, *pred, *queue;
+  double *lat, *bw;
+} labels;
+
 /* Is (bw, lat) over link l from u better than v's current label (wider, then
  * lower latency)? */
-static bool better(const psim_route_cache *r, const psim_link *l, int32_t u, int32_t v) {
+static bool better(const labels *r, const psim_link *l, int32_t u, int32_t v) {
   double lat = r->lat[u] + l->latency_s, bw = fmin(r->bw[u], l->bw / l->slowdown);
   if (bw != r->bw[v])
     return bw > r->bw[v];
   return lat < r->lat[v];
 }
 
-static void relax(const psim_cluster *c, psim_route_cache *r, int32_t u, int32_t li,
-                  int32_t *tail) {
+static void relax(const psim_cluster *c, const labels *r, int32_t u, int32_t li, int32_t *tail) {
   const psim_link *l = &c->links[li];
   int32_t v = l->dst;
   if (r->hops[v] < 0) {
@@ -184,6 +226,7 @@ static void start(const psim_cluster *c, psim_route_cache *r, int32_t src) {
 static void search(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst) {
   if (r->last_src != src)
     start(c, r, src);
+  labels L = {r->hops, r->pred, r->queue, r->lat, r->bw};
   while (r->head < r->tail) {
     int32_t u = r->queue[r->head];
     if (r->hops[dst] >= 0 && r->hops[u] >= r->hops[dst])
@@ -191,8 +234,93 @@ static void search(const psim_cluster *c, psim_route_cache *r, int32_t src, int3
     r->head++;
     for (int32_t k = r->adj_start[u]; k < r->adj_start[u + 1]; k++)
       if (may_follow(c, u, r->pred[u], r->adj[k]))
-        relax(c, r, u, r->adj[k], &r->tail);
+        relax(c, &L, u, r->adj[k], &r->tail);
   }
+}
+
+/* ---- goal-directed search of one pair ---------------------------------------------
+ * The search above expands every vertex closer to the source than the destination: on a
+ * fat tree, the whole cluster for a route between racks, so routing each member of a
+ * 100,000-device ring cost O(devices) per route (issue 19). pair_search finds the same
+ * route expanding only vertices that can lie on a route of d hops: back[v], v's hop
+ * distance to the destination over any links (no NIC transit rule, so a lower bound lb(v)
+ * on the hops a route from v still needs), known within radius d / 2 and bounded below by
+ * radius + 1 beyond. With d = 1, 2, ... the first pass that reaches the destination finds
+ * it at the full search's hop count with the full search's label: a vertex u with
+ * hops(u) + lb(u) <= d has every same-level predecessor p so bounded too (lb(p) <= lb(u)
+ * + 1 along a link), so by induction over levels the expanded vertices have the full
+ * search's hops, labels and queue order; every vertex whose label the destination's
+ * depends on is so bounded at d = its hop count; a pass with d below it cannot reach it
+ * (it would reach it over labels the full search has). tests/unit/test_fold_routes.c
+ * compares both on every pair of several clusters. */
+
+/* Extends the distances to goal to every vertex within radius hops. */
+static void back_extend(const psim_cluster *c, psim_route_cache *r, int32_t goal, int32_t radius) {
+  if (r->back_goal != goal) {
+    for (int32_t i = 0; i < r->back_tail; i++)
+      r->back[r->back_queue[i]] = -1;
+    r->back_goal = goal;
+    r->back_head = r->back_tail = 0;
+    r->back[goal] = 0;
+    r->back_queue[r->back_tail++] = goal;
+  }
+  while (r->back_head < r->back_tail && r->back[r->back_queue[r->back_head]] < radius) {
+    int32_t v = r->back_queue[r->back_head++];
+    for (int32_t k = r->in_start[v]; k < r->in_start[v + 1]; k++) {
+      int32_t u = c->links[r->in_adj[k]].src;
+      if (r->back[u] < 0) {
+        r->back[u] = r->back[v] + 1;
+        r->back_queue[r->back_tail++] = u;
+      }
+    }
+  }
+  r->back_radius = radius;
+}
+
+static inline int32_t lower_bound(const psim_route_cache *r, int32_t v) {
+  return r->back[v] >= 0 ? r->back[v] : r->back_radius + 1;
+}
+
+/* One pass bounded by d hops; whether it reached dst. */
+static bool pruned_pass(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst,
+                        int32_t d) {
+  for (int32_t i = 0; i < r->p_tail; i++)
+    r->p_hops[r->p_queue[i]] = -1;
+  labels L = {r->p_hops, r->p_pred, r->p_queue, r->p_lat, r->p_bw};
+  int32_t tail = 0;
+  L.hops[src] = 0;
+  L.pred[src] = -1;
+  L.lat[src] = 0;
+  L.bw[src] = INFINITY;
+  L.queue[tail++] = src;
+  for (int32_t head = 0; head < tail; head++) {
+    int32_t u = L.queue[head];
+    if (L.hops[dst] >= 0 && L.hops[u] >= L.hops[dst])
+      break;
+    if (L.hops[u] + lower_bound(r, u) > d)
+      continue;
+    for (int32_t k = r->adj_start[u]; k < r->adj_start[u + 1]; k++) {
+      int32_t li = r->adj[k];
+      if (L.hops[u] + 1 + lower_bound(r, c->links[li].dst) <= d && may_follow(c, u, L.pred[u], li))
+        relax(c, &L, u, li, &tail);
+    }
+  }
+  r->p_tail = tail;
+  return L.hops[dst] >= 0;
+}
+
+/* Passes of growing bound; false (the caller searches in full) past PAIR_MAX_HOPS or
+ * when the destination is unreachable even ignoring the transit rule. */
+enum { PAIR_MAX_HOPS = 24 };
+static bool pair_search(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst) {
+  for (int32_t d = 1; d <= PAIR_MAX_HOPS; d++) {
+    back_extend(c, r, dst, d / 2);
+    if (r->back_head == r->back_tail && r->back[src] < 0)
+      return false;
+    if (pruned_pass(c, r, src, dst, d))
+      return true;
+  }
+  return false;
 }
 
 /* ---- cache ---------------------------------------------------------------------- */
@@ -217,15 +345,20 @@ static psim_status storage(psim_route_cache *r, int32_t n, int32_t **out) {
 
 static psim_status compute(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst,
                            entry *e) {
-  search(c, r, src, dst);
-  int32_t n = r->hops[dst];
+  const int32_t *hops = r->p_hops, *pred = r->p_pred;
+  if (r->last_src == src || !pair_search(c, r, src, dst)) {
+    search(c, r, src, dst); /* resumes the last source's search, or the full search */
+    hops = r->hops;
+    pred = r->pred;
+  }
+  int32_t n = hops[dst];
   if (n < 0)
     return psim_error(PSIM_EFAILED, "no route from device '%s' to device '%s'",
                       c->vertex_names[src], c->vertex_names[dst]);
   int32_t *links = NULL;
   PSIM_CHECK(storage(r, n, &links));
   for (int32_t v = dst, i = n - 1; i >= 0; i--) {
-    links[i] = r->pred[v];
+    links[i] = pred[v];
     v = c->links[links[i]].src;
   }
   e->links = links;
