@@ -456,6 +456,12 @@ bool psim_build_is_view(const psim_op *op);
 /* The ring steps of op o's attention: the degree of its query sequence dim
  * when its keys have their own, unsplit sequence dim; else 1. */
 int32_t psim_build_cp_steps(const psim_build *b, int32_t o);
+/* Async tensor parallelism (stack tp_overlap with sequence parallelism): the
+ * shards n of matmul o's input that an all-gather brings to its local k
+ * (fused_all_gather_matmul), and the ranks n its output is reduce-scattered
+ * over (fused_matmul_reduce_scatter); 1 when not pipelined. */
+int32_t psim_build_tp_gather_chunks(const psim_build *b, int32_t o, int32_t k);
+int32_t psim_build_tp_scatter_chunks(const psim_build *b, int32_t o);
 
 /* Memory (memory.c): static per-device bytes and which inputs ops save. */
 psim_status psim_memory_static(psim_build *b);

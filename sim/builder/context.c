@@ -32,6 +32,8 @@
  * docs/simulator.md, "Context parallelism". */
 #include "sim/builder/build_impl.h"
 
+#include <math.h>
+
 bool psim_build_is_view(const psim_op *op) {
   return op->kind == PSIM_OP_RESHAPE || op->kind == PSIM_OP_SPLIT;
 }
@@ -86,4 +88,50 @@ void psim_build_gqa_region(const psim_build *b, int32_t o, const int32_t *coord,
   int64_t kv = psim_build_dim_size(b, b->m->tensors[t].dims[2]);
   r->lo[2] = psim_build_shard_offset(kv, d, coord[ih]);
   r->hi[2] = r->lo[2] + psim_shard_size(kv, d, coord[ih]);
+}
+
+/* Async tensor parallelism (the stack's tp_overlap): torch's micro-pipeline
+ * TP, which torchtitan turns on with enable_async_tensor_parallel (Inductor's
+ * micro_pipeline_tp pass, torch/_inductor/fx_passes/micro_pipeline_tp.py,
+ * replaces all-gather -> matmul by fused_all_gather_matmul and matmul ->
+ * reduce-scatter by fused_matmul_reduce_scatter,
+ * torch/distributed/_symmetric_memory/__init__.py). The all-gather's matmul
+ * runs shard by shard: its local shard first while the others arrive, the
+ * last shard when the gather is complete; the reduce-scatter's matmul
+ * computes the remote ranks' chunks first, each sent as it is done, its own
+ * last. With n shards, matmul time M and gather/scatter time C the pair
+ * ends after max(M, C + M / n): the kernel is split in two, (n - 1) / n
+ * that needs only local data (or feeds the scatter) and 1 / n, so that the
+ * collective overlaps the larger part. Forward and recompute passes; the
+ * backward's pairs are not modelled. */
+int32_t psim_build_tp_gather_chunks(const psim_build *b, int32_t o, int32_t k) {
+  const psim_op *op = &b->m->ops[o];
+  if (!b->c->stack.tp_overlap || !b->s->sequence_parallel || op->kind != PSIM_OP_MATMUL)
+    return 1;
+  int32_t t = op->in[0], x = b->m->tensors[t].producer;
+  if (x < 0 || b->s->ops[x].stage != b->s->ops[o].stage ||
+      psim_build_partial_mask(b, x, t, PSIM_DIR_FWD))
+    return 1;
+  const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
+  int32_t e = psim_build_entry_on(b, x, loc->device);
+  if (e < 0)
+    return 1;
+  psim_region rx, ry;
+  psim_build_tensor_region(b, x, e / b->s->ops[x].replicas, t, &rx);
+  psim_build_tensor_region(b, o, loc->shard, t, &ry);
+  int32_t rank = b->m->tensors[t].rank;
+  double held = psim_build_overlap(&rx, &ry, rank), need = psim_build_region_elems(&ry, rank);
+  return held > 0 && need > 1.5 * held ? (int32_t)lround(need / held) : 1;
+}
+
+int32_t psim_build_tp_scatter_chunks(const psim_build *b, int32_t o) {
+  const psim_op *op = &b->m->ops[o];
+  if (!b->c->stack.tp_overlap || !b->s->sequence_parallel || op->kind != PSIM_OP_MATMUL)
+    return 1;
+  uint32_t mask = psim_build_partial_mask(b, o, op->out[0], PSIM_DIR_FWD);
+  int32_t n = 1;
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (mask & (1u << i))
+      n *= b->s->ops[o].degree[i];
+  return n;
 }

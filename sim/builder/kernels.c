@@ -261,12 +261,21 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
   if (psim_build_is_view(&b->m->ops[o]) && tc->duration_s == 0)
     return view_task(b, &info, id);
   int32_t steps = ring_steps(b, o, pass_kind), calls = tc->duration_s > 0 ? tc->host_calls : 0;
+  if (steps == 1 && pass_kind != PSIM_DIR_BWD)
+    steps = psim_build_tp_gather_chunks(b, o, k);
   double last_s = tc->duration_s;
   if (steps > 1) { /* the first steps' blocks: local data only, overlapping the K/V exchange */
     int32_t early;
     PSIM_CHECK(chain(b, loc->device, tc->duration_s * (steps - 1) / steps, &info, calls, &early));
     last_s = tc->duration_s / steps;
     calls = 0;
+  }
+  int32_t scatter = pass_kind == PSIM_DIR_BWD ? 1 : psim_build_tp_scatter_chunks(b, o);
+  if (scatter > 1) { /* async TP: the first chunk feeds the reduce-scatter, the rest overlaps it */
+    int32_t rest;
+    PSIM_CHECK(chain(b, loc->device, last_s / scatter, &info, calls, id));
+    PSIM_CHECK(chain(b, loc->device, last_s * (scatter - 1) / scatter, &info, 0, &rest));
+    return account_kernel(b, tc, rest, loc->device);
   }
   PSIM_CHECK(chain(b, loc->device, last_s, &info, calls, id));
   if (pass_kind == PSIM_DIR_BWD)
@@ -326,7 +335,7 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
 /* Op o's kernels of one pass for micro-batch mu, one per simulated shard. */
 static psim_status op_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind) {
   if (b->inc.prev && !b->inc.changed[o] && !psim_build_is_view(&b->m->ops[o]) &&
-      ring_steps(b, o, pass_kind) == 1) {
+      ring_steps(b, o, pass_kind) == 1 && !b->c->stack.tp_overlap) {
     bool done;
     PSIM_CHECK(copy_kernels(b, o, mu, pass_kind, &done));
     if (done)

@@ -114,7 +114,10 @@ static void read_titan(const modern_csv *c, modern_row *r) {
   r->eager = strcmp(modern_csv_get(c, "torch_compile"), "no") == 0;
   r->async_tp = strcmp(modern_csv_get(c, "async_tp"), "yes") == 0;
   r->fp8_rowwise = r->fp8 && has(r->precision, "rowwise");
-  r->fp8_all_gather = r->fp8 && has(r->precision, "float8 all-gather");
+  /* FSDP float8 all-gather: stated (the H200 rows), or the 405B rows' toml at their
+   * commits (train_configs/llama3_405b.toml [float8] enable_fsdp_float8_all_gather = true
+   * at 3faaa1a0d and 9dec370, beside the rows' batch 2, TP 8, full AC, async TP) */
+  r->fp8_all_gather = r->fp8 && (has(r->precision, "float8 all-gather") || has(r->model, "405B"));
   snprintf(r->note, sizeof r->note, "%s%s%s", modern_csv_get(c, "table"),
            strcmp(modern_csv_get(c, "torch_compile"), "yes") == 0 ? ", compile" : "",
            strcmp(modern_csv_get(c, "async_tp"), "yes") == 0 ? ", async TP" : "");

@@ -229,6 +229,44 @@ START_TEST(gqa_keeps_kv_heads_local) {
 }
 END_TEST
 
+/* Exposed tensor-parallel time of one iteration with tp_overlap off or on
+ * (torch's async TP), and the time of the device-0 forward matmul kernels
+ * that overlap can hide the collectives behind. */
+static double exposed_tp(bool overlap, double *matmul_s) {
+  fixture f;
+  setup_heads(&f, NULL, 16, 8);
+  f.c.stack.tp_overlap = overlap;
+  psim_sim_result r;
+  simulate(&f, &r);
+  const psim_taskgraph *g = r.graph;
+  *matmul_s = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].pass != PSIM_TP_BWD &&
+        g->info[i].device == 0 && g->info[i].op >= 0 &&
+        f.m.ops[g->info[i].op].kind == PSIM_OP_MATMUL)
+      *matmul_s += g->duration_s[i];
+  double t = r.exposed_comm_s[0];
+  psim_sim_result_destroy(&r);
+  teardown(&f);
+  return t;
+}
+
+/* Async TP (torch fused_all_gather_matmul / fused_matmul_reduce_scatter,
+ * which torchtitan's enable_async_tensor_parallel turns on): the forward
+ * all-gathers and reduce-scatters overlap their matmuls, so less TP time is
+ * exposed than without, but no less than the collectives' time beyond the
+ * matmuls they can hide behind (before: tp_overlap was not read, the same
+ * exposed time). */
+START_TEST(async_tp_overlaps_forward_matmuls) {
+  double mm_sync = 0, mm_async = 0;
+  double sync = exposed_tp(false, &mm_sync), async = exposed_tp(true, &mm_async);
+  ck_assert_msg(fabs(mm_async / mm_sync - 1) < 1e-9, "matmul time %g vs %g", mm_async, mm_sync);
+  ck_assert_msg(async < 0.95 * sync, "exposed TP %g s with async TP, %g s without", async, sync);
+  ck_assert_msg(async >= fmax(0, sync - mm_sync) - 1e-12, "exposed %g below %g - %g", async, sync,
+                mm_sync);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tp_comm");
   TCase *tc = tcase_create("core");
@@ -237,6 +275,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, fp8_linears_communicate_high_precision);
   tcase_add_test(tc, gqa_keeps_kv_heads_local);
   tcase_add_test(tc, pytorch_fsdp2_gathers_fp8);
+  tcase_add_test(tc, async_tp_overlaps_forward_matmuls);
   suite_add_tcase(s, tc);
   return s;
 }
