@@ -251,7 +251,7 @@ static void search(const psim_cluster *c, psim_route_cache *r, int32_t src, int3
  * + 1 along a link), so by induction over levels the expanded vertices have the full
  * search's hops, labels and queue order; every vertex whose label the destination's
  * depends on is so bounded at d = its hop count; a pass with d below it cannot reach it
- * (it would reach it over labels the full search has). tests/unit/test_fold_routes.c
+ * (it would reach it over labels the full search has). tests/unit/test_coll_large.c
  * compares both on every pair of several clusters. */
 
 /* Extends the distances to goal to every vertex within radius hops. */
