@@ -103,14 +103,12 @@ struct psim_region {
   int64_t lo[PSIM_MAX_RANK], hi[PSIM_MAX_RANK];
 };
 
-/* Largest collective group the builder handles (devices). */
-#define PSIM_BUILD_MAX_GROUP 4096
-
 /* The devices of one collective (comm.c's partial-sum groups, gradsync.c's
- * buckets); 32 KB, so heap-allocated by its users. */
+ * buckets), any number of them (issue 19: no 4,096-device limit); made by
+ * psim_build_group_new with room for every device of the cluster. */
 typedef struct psim_group {
-  int32_t devices[PSIM_BUILD_MAX_GROUP];
-  int32_t entries[PSIM_BUILD_MAX_GROUP]; /* each member's entry in the op's device list */
+  int32_t *devices; /* in the group's allocation */
+  int32_t *entries; /* each member's entry in the op's device list */
   int32_t n;
   int32_t wanted; /* members the layout asks for (> n: over the limit) */
   int32_t stride; /* device offset of the next concurrent group, 0 = unknown */
@@ -438,6 +436,9 @@ psim_status psim_build_issue_compute(psim_build *b);
 void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                               psim_group *g);
 psim_status psim_build_group_fits(const psim_group *g);
+/* A group with room for every device of the cluster (a member is a device), in
+ * one block: psim_free frees it. NULL when out of memory (colls.c). */
+psim_group *psim_build_group_new(const psim_build *b);
 void psim_build_group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                              psim_group *g);
 int32_t psim_build_src_task(const psim_build *b, int32_t *arr, int32_t o, int32_t d, int32_t mu);

@@ -99,7 +99,7 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
 /* psim_coll_add with the template cache (aggregated fidelity). */
 psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
                                       const psim_task_info *info, int32_t *entry, int32_t *exit) {
-  assert(d->n >= 1 && d->n <= PSIM_BUILD_MAX_GROUP);
+  assert(d->n >= 1 && d->n <= b->c->n_devices);
   psim_coll_desc alone;
   if (psim_build_fold_peers_built(b, d)) { /* folded by exchange blocks (locals.c) */
     alone = *d;
@@ -143,6 +143,17 @@ void psim_build_colls_free(psim_coll_cache *cc) {
   psim_free(cc->res_pool);
   psim_hmap_destroy(&cc->index);
   psim_free(cc);
+}
+
+psim_group *psim_build_group_new(const psim_build *b) {
+  size_t cap = (size_t)(b->c->n_devices > 0 ? b->c->n_devices : 1);
+  psim_group *g = psim_malloc(sizeof *g + 2 * cap * sizeof(int32_t));
+  if (!g)
+    return NULL;
+  *g = (psim_group){0};
+  g->devices = (int32_t *)(g + 1);
+  g->entries = g->devices + cap;
+  return g;
 }
 
 psim_coll_cache *psim_build_colls_new(void) {

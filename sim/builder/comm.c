@@ -31,7 +31,7 @@ void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_
     if (mask & (1u << i))
       k *= cfg->degree[i];
   g->wanted = k;
-  g->n = k < PSIM_BUILD_MAX_GROUP ? k : PSIM_BUILD_MAX_GROUP;
+  g->n = k;
   assert(k >= 1 && cfg->n_devices % k == 0); /* the group's degrees divide the op's devices */
   if (splits_within(op, cfg, mask)) { /* member n is shard n (the grouping of data parallelism) */
     for (int32_t n = 0; n < g->n; n++)
@@ -60,18 +60,16 @@ void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_
 psim_status psim_build_group_fits(const psim_group *g) {
   if (g->wanted <= g->n)
     return PSIM_OK;
-  return psim_error(PSIM_ELIMIT,
-                    "a collective over %d devices: the simulator handles groups of at most %d "
-                    "(PSIM_BUILD_MAX_GROUP in sim/builder/build_impl.h)",
-                    (int)g->wanted, PSIM_BUILD_MAX_GROUP);
+  return psim_error(PSIM_ELIMIT, "a collective over %d devices: the group holds %d", (int)g->wanted,
+                    (int)g->n);
 }
 
-/* Allocates and fills the group of entry e (partial_group), refusing groups
- * over PSIM_BUILD_MAX_GROUP; the caller frees *out. */
+/* Allocates and fills the group of entry e (partial_group); the caller frees
+ * *out. */
 static psim_status new_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                              psim_group **out) {
   *out = NULL; /* set on every path: callers read it after PSIM_CHECK */
-  psim_group *g = psim_malloc(sizeof *g);
+  psim_group *g = psim_build_group_new(b);
   if (!g)
     return psim_error(PSIM_ENOMEM, "out of memory");
   psim_build_partial_group(b, o, e, mask, g);
@@ -105,15 +103,18 @@ void psim_build_group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t
   }
   if (other < 0 || g->n_groups <= 1)
     return;
-  psim_group g2;
-  psim_build_partial_group(b, o, other, mask, &g2);
-  int32_t stride = g2.devices[0] - g->devices[0];
-  for (int32_t i = 0; i < g->n; i++)
-    if (g2.devices[i] - g->devices[i] != stride)
-      return;
+  psim_group *g2 = psim_build_group_new(b);
+  if (!g2)
+    return; /* out of memory: the stride stays unknown (0) */
+  psim_build_partial_group(b, o, other, mask, g2);
+  int32_t stride = g2->devices[0] - g->devices[0];
+  for (int32_t i = 0; i < g->n && stride != INT32_MIN; i++)
+    if (g2->devices[i] - g->devices[i] != stride)
+      stride = INT32_MIN;
+  psim_free(g2);
   /* the engine routes groups devices + k * stride for k < n_groups: use the
    * stride only when every one of them is a real device */
-  if (stride <= 0)
+  if (stride <= 0) /* INT32_MIN: members shift unalike */
     return;
   for (int32_t i = 0; i < g->n; i++)
     if ((int64_t)g->devices[i] + (int64_t)(g->n_groups - 1) * stride >= b->c->n_devices)
@@ -582,7 +583,7 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   const psim_op_config *cx = &b->s->ops[x], *cy = &b->s->ops[y];
   const psim_tensor *ten = &b->m->tensors[t];
   int32_t sh = covering_shard(b, x, t, r);
-  if (sh < 0 || cy->replicas > PSIM_BUILD_MAX_GROUP)
+  if (sh < 0)
     return PSIM_OK;
   double bytes = psim_build_region_elems(r, ten->rank) * (double)psim_dtype_bytes(ten->dtype);
   int32_t src = cx->devices[sh * cx->replicas + ly->replica % cx->replicas];
@@ -591,7 +592,7 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   PSIM_CHECK(psim_tg_add_task(&b->g, 0, NULL, 0, &bar, &piece));
   PSIM_CHECK(add_transfer(b, x, xt, src, ly->device, bytes / cy->replicas, mu, 1, piece));
   /* the all-gather among the receiving replicas of this shard */
-  psim_group *g = psim_malloc(sizeof *g);
+  psim_group *g = psim_build_group_new(b);
   if (!g)
     return psim_error(PSIM_ENOMEM, "out of memory");
   g->n = 0;

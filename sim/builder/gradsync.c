@@ -19,7 +19,7 @@ typedef struct bucket {
   double gather;   /* ZeRO-1/2: parameter bytes per group its all-gather sends */
   int32_t op;      /* first op added (defines the groups) */
   int32_t last_op; /* last op added: its backward finishes last */
-  psim_group key;  /* group of op's first local */
+  psim_group *key; /* group of op's first local (psim_build_group_new) */
 } bucket;
 
 /* The buckets flushed, kept under ZeRO-1/2 for the parameters' all-gather
@@ -139,7 +139,7 @@ static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, sync_s
   return st;
 }
 
-/* The members of c into a (a group is 32 KB; most hold a few devices). */
+/* The members of c into a. */
 static void group_copy(psim_group *a, const psim_group *c) {
   a->n = c->n;
   memcpy(a->devices, c->devices, sizeof(int32_t) * (size_t)c->n);
@@ -154,7 +154,7 @@ static bool same_group(const psim_group *a, const psim_group *c) {
  * data-parallel group) that many parameters. A bucket closes once it reaches the size, as
  * Megatron-Core's param_and_grad_buffer.py and PyTorch DDP's reducer close theirs. */
 static bool bucket_full(const psim_build *b, const bucket *bk) {
-  double params = b->s->bucket_given ? 0 : psim_stack_bucket_params(&b->c->stack, bk->key.n);
+  double params = b->s->bucket_given ? 0 : psim_stack_bucket_params(&b->c->stack, bk->key->n);
   return params > 0 ? bk->elems >= params : bk->bytes >= b->s->bucket_bytes;
 }
 
@@ -162,11 +162,13 @@ static bool bucket_full(const psim_build *b, const bucket *bk) {
 static psim_status grad_sync(psim_build *b, sync_state *ss) {
   const psim_model *m = b->m;
   bucket *bk = psim_calloc(1, sizeof *bk);
-  psim_group *g = psim_malloc(sizeof *g);
+  psim_group *g = psim_build_group_new(b);
+  if (bk)
+    bk->key = psim_build_group_new(b);
   uint32_t bk_mask = 0;
   double pb[3];
   psim_memory_param_bytes(m->dtype, pb);
-  psim_status st = bk && g ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
+  psim_status st = bk && bk->key && g ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
   for (int32_t o = m->n_ops - 1; o >= 0 && st == PSIM_OK; o--) {
     const psim_op *op = &m->ops[o];
     if (b->loc_first[o + 1] == b->loc_first[o])
@@ -179,13 +181,13 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
       psim_region r;
       psim_build_tensor_region(b, o, b->locals[b->loc_first[o]].shard, t, &r);
       psim_build_partial_group(b, o, local_entry(b, o, 0), mask, g);
-      if (bk->bytes > 0 && !same_group(&bk->key, g))
+      if (bk->bytes > 0 && !same_group(bk->key, g))
         st = flush_bucket(b, bk, bk_mask, ss);
       if (st != PSIM_OK)
         break;
       if (bk->bytes == 0) {
         bk->op = o;
-        group_copy(&bk->key, g);
+        group_copy(bk->key, g);
         bk_mask = mask;
       }
       bk->last_op = o;
@@ -199,6 +201,8 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
   }
   if (st == PSIM_OK)
     st = flush_bucket(b, bk, bk_mask, ss);
+  if (bk)
+    psim_free(bk->key);
   psim_free(bk);
   psim_free(g);
   return st;

@@ -29,7 +29,7 @@ static int32_t first_member(const psim_build *b, int32_t o, int32_t e, uint32_t 
 
 psim_status psim_zero_each_group(psim_build *b, int32_t o, uint32_t mask, psim_zero_group_fn fn,
                                  void *ctx) {
-  psim_group *g = psim_malloc(sizeof *g);
+  psim_group *g = psim_build_group_new(b);
   if (!g)
     return psim_error(PSIM_ENOMEM, "out of memory");
   psim_status st = PSIM_OK;
@@ -153,7 +153,7 @@ static psim_status make_units(const psim_build *b, zunits *us) {
     cap += (size_t)m->ops[o].n_in;
   us->u = psim_malloc(sizeof *us->u * cap);
   us->order = psim_malloc(sizeof *us->order * 2 * cap);
-  psim_group *key = psim_malloc(sizeof *key), *g = psim_malloc(sizeof *g);
+  psim_group *key = psim_build_group_new(b), *g = psim_build_group_new(b);
   psim_status st = us->u && us->order && key && g
                        ? PSIM_OK
                        : psim_error(PSIM_ENOMEM, "out of memory for ZeRO-3's units");

@@ -23,11 +23,12 @@
  * side, so traffic between two GPUs of a node never "bounces" through their
  * shared NIC.
  *
- * Cost: O(V + E) at most per new source, less for near destinations (the
- * search stops once the destination is final and the last source's search
- * is kept and resumed, so routes from one source to many destinations cost
- * one search in all); O(1) amortised per cached pair. One mutex guards the
- * cache. */
+ * Cost: a pair from a new source is found by pair_search, which expands only
+ * the vertices that can lie on a route of its length (on a fat tree: the two
+ * ends' nodes, racks and the spine, not the cluster); requests from the last
+ * full search's source resume that search (O(V + E) at most per source, so
+ * routes from one source to many destinations cost one search in all); O(1)
+ * amortised per cached pair. One mutex guards the cache. */
 #include <assert.h>
 #include <math.h>
 #include <pthread.h>
@@ -251,7 +252,7 @@ static void search(const psim_cluster *c, psim_route_cache *r, int32_t src, int3
  * + 1 along a link), so by induction over levels the expanded vertices have the full
  * search's hops, labels and queue order; every vertex whose label the destination's
  * depends on is so bounded at d = its hop count; a pass with d below it cannot reach it
- * (it would reach it over labels the full search has). tests/unit/test_fold_routes.c
+ * (it would reach it over labels the full search has). tests/unit/test_coll_large.c
  * compares both on every pair of several clusters. */
 
 /* Extends the distances to goal to every vertex within radius hops. */
