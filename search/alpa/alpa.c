@@ -165,7 +165,7 @@ psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
     return psim_error(PSIM_EINPUT, "%s: the Alpa optimizer needs a dim with role 'batch'",
                       m->file ? m->file : m->name);
   A->batch = m->dims[b].size;
-  A->max_zero = 1;
+  A->max_zero = 3;
   A->equal_stages = o->quick;
   A->mem_bytes = c->types[c->devices[0].type].mem_bytes;
   /* auto's Alpa step keeps its share of the plan's time (search/policy/policy.c); `--search

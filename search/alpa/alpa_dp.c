@@ -12,11 +12,26 @@
 
 /* ---- the options of one DP ---- */
 
+/* A layer's time per micro-batch under a recomputation mode and ZeRO stage:
+ * ZeRO 1 and 2 synchronise alike (gradsync.c); ZeRO 3 gathers the weights
+ * before the forward and the backward of every micro-batch (zero.c), added
+ * in full: prefetched on the data-parallel stream they could overlap the
+ * layers, but counted as overlapped the estimate put ZeRO 3 plans first that
+ * the simulator found slower than the ZeRO 1 plan they displaced
+ * (test_alpa_dp unequal_stages_win: 93.4 ms against 92.9 ms), so ZeRO 3 is
+ * the fallback where nothing else fits. */
 static double layer_time(const alpa_point *p, int rc, int zero, int32_t B) {
-  double t = p->time + (zero ? p->sync_z1 : p->sync) / B;
+  double t = zero == 3   ? p->time + 2 * p->gather_z3 + p->sync_z3 / B
+             : zero >= 1 ? p->time + p->sync_z1 / B
+                         : p->time + p->sync / B;
   return rc == PSIM_RECOMPUTE_FULL        ? t + p->fwd
          : rc == PSIM_RECOMPUTE_SELECTIVE ? t + p->fwd_attn
                                           : t;
+}
+
+static double layer_wmem(const alpa_point *p, int zero) {
+  const double w[4] = {p->wmem, p->wmem_z1, p->wmem_z2, p->wmem_z3};
+  return w[zero];
 }
 
 static double layer_act(const alpa_point *p, int rc) {
@@ -29,17 +44,20 @@ static psim_status fill_ml(dp_ctx *x, int32_t k, int32_t mesh, int level) {
   alpa *A = x->A;
   dp_table *T = &x->tab;
   size_t off = (size_t)k * (size_t)(x->L + 1);
-  T->t[off] = T->w[off] = T->a[off] = 0;
-  T->amax[k] = 0;
+  T->t[off] = T->w[off] = T->w1[off] = T->a[off] = 0;
+  T->amax[k] = T->gmax[k] = 0;
   for (int32_t l = 0; l < x->L; l++) {
     const alpa_point *p;
     PSIM_CHECK(psim_alpa_point(A, A->class_of[l], mesh, x->mb, level, &p));
     if (!p->ok)
       return PSIM_EFAILED; /* this mesh cannot run the layer */
     T->t[off + l + 1] = T->t[off + l] + layer_time(p, x->rc, x->zero, x->B);
-    T->w[off + l + 1] = T->w[off + l] + (x->zero ? p->wmem_z1 : p->wmem);
+    T->w[off + l + 1] = T->w[off + l] + layer_wmem(p, x->zero);
+    T->w1[off + l + 1] = T->w1[off + l] + p->wmem_z1;
     T->a[off + l + 1] = T->a[off + l] + layer_act(p, x->rc);
     T->amax[k] = fmax(T->amax[k], p->act);
+    /* ZeRO 3: the unit computing and the one prefetched ahead (a layer each at most) */
+    T->gmax[k] = x->zero == 3 ? fmax(T->gmax[k], 2 * p->gbytes_z3) : 0;
   }
   return PSIM_OK;
 }
@@ -189,14 +207,19 @@ static bool pool_beats(const dp_ctx *x) {
   return sum + (x->B - 1) * fmax(sum / x->Smax, lmax) >= worst;
 }
 
-static psim_status dp_run(alpa *A, int32_t n, int32_t mb, int rc, int zero, bool band) {
+/* One DP; *found: whether a plan fits. A ZeRO 3 DP (its gathers cost more
+ * than the weight all-gather after the step it saves, layer_time) runs only
+ * where no plan fits with less (need_z3). */
+static psim_status dp_run(alpa *A, int32_t n, int32_t mb, int rc, int zero, bool band, bool need_z3,
+                          bool *found) {
   dp_ctx x = {.A = A, .L = A->m->n_layers, .N = A->c->n_devices, .n = n, .mb = mb, .rc = rc};
   x.zero = zero;
   x.S0 = x.N / n;
   x.B = (int32_t)(A->batch / A->mbs[mb]);
   dp_shape(&x, band);
-  if (band && x.nz == 1)
-    return PSIM_OK; /* no other size: the equal-stage DP was the whole search */
+  if ((band && x.nz == 1) || (zero == 3 && !need_z3))
+    return PSIM_OK; /* no other size (the equal-stage DP was the whole search), or ZeRO 3 unneeded
+                     */
   psim_status st = psim_alpa_dp_alloc(&x);
   for (int32_t i = 0; st == PSIM_OK && i < x.S0; i++) { /* stage i on devices i n.. (nz == 1) */
     x.slow[i] = 1.0;
@@ -210,6 +233,7 @@ static psim_status dp_run(alpa *A, int32_t n, int32_t mb, int rc, int zero, bool
     psim_alpa_dp_tabulate(&x);
     st = psim_alpa_dp_enumerate(&x);
   }
+  *found = *found || x.found;
   A->dp_s += psim_alpa_now_s() - t0 - (A->ilp_s - ilp0);
   psim_alpa_dp_free(&x);
   return st;
@@ -219,11 +243,12 @@ static psim_status dp_run(alpa *A, int32_t n, int32_t mb, int rc, int zero, bool
  * TOP_K), then the DP of the band's sizes (a plan with stages of different
  * sizes in its own pool), so that stages of different sizes add candidates
  * and never displace the equal ones. */
-static psim_status dp_config(alpa *A, int32_t n, int32_t mb, int rc, int zero) {
+static psim_status dp_config(alpa *A, int32_t n, int32_t mb, int rc, int zero, bool need_z3,
+                             bool *found) {
   if (!base_wants(A, n, mb))
     return PSIM_OK;
-  PSIM_CHECK(dp_run(A, n, mb, rc, zero, false));
-  return dp_run(A, n, mb, rc, zero, true);
+  PSIM_CHECK(dp_run(A, n, mb, rc, zero, false, need_z3, found));
+  return dp_run(A, n, mb, rc, zero, true, need_z3, found);
 }
 
 static bool level_wanted(alpa *A, int32_t n, int32_t me, int32_t mb, int level) {
@@ -266,20 +291,25 @@ static psim_status prefetch(alpa *A, int32_t n, int32_t mb) {
 }
 
 /* The memory options of one (stage size, micro-batch size): each
- * recomputation mode, each with ZeRO 0 and ZeRO 1 (the distributed
- * optimizer: less optimizer state per device where the stage's ILP splits
- * the batch, a different gradient synchronisation); the DP of each costs
- * every stage under it, and the best plans of all are kept. */
+ * recomputation mode, each with ZeRO 0, the distributed optimizer and ZeRO 3
+ * up to A->max_zero; the DP of each costs every stage under it, and the best
+ * plans of all are kept. ZeRO 1 and 2 take the same time (gradsync.c) and 2
+ * holds less, so with max_zero >= 2 one DP runs at ZeRO 2 and writes the
+ * plans that fit with ZeRO 1 as ZeRO 1 (fits_zero1); ZeRO 3 is tried where
+ * dp_run says. */
 static psim_status memory_options(alpa *A, int32_t n, int32_t mb) {
   int rcs[3] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_SELECTIVE, PSIM_RECOMPUTE_FULL};
-  for (int r = 0; r < 3; r++)
-    for (int zero = 0; zero <= A->max_zero; zero++) {
+  int zs[3] = {0, A->max_zero >= 2 ? 2 : 1, 3}, nzs = A->max_zero < 1 ? 1 : A->max_zero < 3 ? 2 : 3;
+  for (int r = 0; r < 3; r++) {
+    bool found = false;
+    for (int i = 0; i < nzs; i++) {
       if (A->fix.has_recompute && (int)A->fix.recompute != rcs[r])
         continue;
       if (psim_interrupted())
         return psim_error(PSIM_EINTERRUPTED, "alpa search interrupted");
-      PSIM_CHECK(dp_config(A, n, mb, rcs[r], zero));
+      PSIM_CHECK(dp_config(A, n, mb, rcs[r], zs[i], !found, &found));
     }
+  }
   return PSIM_OK;
 }
 

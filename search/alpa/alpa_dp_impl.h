@@ -13,7 +13,10 @@ typedef struct dp_table {
   int32_t n_ml, ml[LEVELS * MAX_MESHES * MAX_BAND];
   int32_t zi[LEVELS * MAX_MESHES * MAX_BAND]; /* the option's stage size (index into z) */
   double *t, *w, *a; /* [option][L + 1]: time per micro-batch, weights, activations */
+  double *w1;        /* [option][L + 1]: weights under ZeRO 1 (a ZeRO 2 plan that fits them
+                        is written as ZeRO 1: the simulator times both alike) */
   double amax[LEVELS * MAX_MESHES * MAX_BAND]; /* largest activations of one layer */
+  double gmax[LEVELS * MAX_MESHES * MAX_BAND]; /* ZeRO 3: weights gathered at once, bytes */
 } dp_table;
 
 /* One DP: stages of the band's sizes around the base size n covering the
@@ -21,7 +24,7 @@ typedef struct dp_table {
  * |e| <= W (the surplus over equal stages stays within n). */
 typedef struct dp_ctx {
   alpa *A;
-  int32_t L, n, mb, rc, zero, B; /* zero: ZeRO stage, 0 or 1 */
+  int32_t L, n, mb, rc, zero, B; /* zero: ZeRO stage, 0 to 3 */
   int32_t N, S0, Smax;           /* devices; stages of n; most stages */
   int32_t nz, z[MAX_BAND];       /* stage sizes (devices), ascending */
   int32_t u, W;                  /* device unit (gcd of z); surplus window, units */
@@ -33,6 +36,7 @@ typedef struct dp_ctx {
   int32_t *Tf;    /* the most micro-batches in flight it holds (up to F) */
   double *G;      /* [s][k][e]: least sum of stage times */
   int32_t *next, *pick, S_best;
+  bool found; /* some plan fits (set by psim_alpa_dp_enumerate) */
 } dp_ctx;
 
 /* alpa_stage_dp.c */

@@ -51,6 +51,11 @@ typedef struct psim_sh_cost {
   double sync_z1;      /* ZeRO 1: gradient reduce-scatter + weight all-gather, s per iteration */
   double wmem;         /* weights + gradients + optimizer state, bytes per device */
   double wmem_z1;      /* the same under ZeRO 1 (optimizer state sharded), bytes per device */
+  double wmem_z2;      /* ZeRO 2: gradients sharded too, bytes per device */
+  double wmem_z3;      /* ZeRO 3: weights sharded too (without the gathered window), bytes */
+  double sync_z3;      /* ZeRO 3: gradient reduce-scatter (no weight all-gather), s per iteration */
+  double gather_z3;    /* ZeRO 3: the weights' all-gather before one pass, s per micro-batch */
+  double gbytes_z3;    /* ZeRO 3: bytes of the weights one all-gather assembles on a device */
   double act, act_sel; /* activations kept for backward (all; without attention core), bytes */
 } psim_sh_cost;
 

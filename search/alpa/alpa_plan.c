@@ -235,20 +235,27 @@ static void stage_sizes(const alpa *A, const alpa_cand *c, char *buf, size_t cap
 
 static void describe(const alpa *A, const alpa_cand *c, psim_search_result *r) {
   const alpa_mesh *me = &A->meshes[c->ml[0] / LEVELS];
-  char sizes[160], virt[32] = "";
+  char sizes[160], virt[32] = "", zero[48] = "";
   stage_sizes(A, c, sizes, sizeof sizes);
   if (c->v > 1)
     snprintf(virt, sizeof virt, ", %d virtual stages", (int)c->v);
+  if (c->zero > 0)
+    snprintf(zero, sizeof zero, c->zero < 3 ? ", distributed optimizer (ZeRO %d)" : ", ZeRO %d",
+             (int)c->zero);
   int len = snprintf(r->description, sizeof r->description,
                      "Alpa: %s%s (mesh %dx%d%s), %lld micro-batches of %lld, "
                      "recompute %s%s%s",
                      sizes, virt, (int)me->a0, (int)me->a1, c->S > 1 ? " first stage" : "",
                      (long long)(A->batch / A->mbs[c->mb_id]), (long long)A->mbs[c->mb_id],
                      psim_recompute_name((psim_recompute)c->rc),
-                     r->best.sequence_parallel ? ", sequence parallel" : "",
-                     c->zero ? ", distributed optimizer (ZeRO 1)" : "");
+                     r->best.sequence_parallel ? ", sequence parallel" : "", zero);
   (void)len;
   assert(len > 0); /* a long list of stage sizes is cut at the buffer's end */
+}
+
+psim_status psim_alpa_cand_strategy(alpa *A, int32_t i, psim_strategy *s) {
+  assert(i >= 0 && i < A->n_top);
+  return build_strategy(A, &A->top[i], s);
 }
 
 /* One candidate's explicit strategy and full simulation. */

@@ -114,6 +114,11 @@ static void point_sums(alpa_point *pt, const psim_sh_layer *L, const psim_sh_mes
     pt->sync_z1 += c->sync_z1;
     pt->wmem += c->wmem;
     pt->wmem_z1 += c->wmem_z1;
+    pt->wmem_z2 += c->wmem_z2;
+    pt->wmem_z3 += c->wmem_z3;
+    pt->sync_z3 += c->sync_z3;
+    pt->gather_z3 += c->gather_z3;
+    pt->gbytes_z3 += c->gbytes_z3;
     pt->act += c->act;
     pt->act_sel += c->act_sel;
   }

@@ -36,8 +36,9 @@ static inline double psim_alpa_now_s(void) {
 typedef struct alpa_point {
   bool solved, ok;
   double time, fwd, fwd_attn, sync, sync_z1, wmem, wmem_z1, act, act_sel, act_full;
-  int8_t (*op_dim)[2]; /* per local op: op dim per axis */
-  bool seq_parallel;   /* some partial sums are reduce-scattered along the sequence */
+  double wmem_z2, wmem_z3, sync_z3, gather_z3, gbytes_z3; /* ZeRO 2 and 3 (psim_sh_cost) */
+  int8_t (*op_dim)[2];                                    /* per local op: op dim per axis */
+  bool seq_parallel; /* some partial sums are reduce-scattered along the sequence */
 } alpa_point;
 
 typedef struct alpa_mesh {
@@ -47,12 +48,14 @@ typedef struct alpa_mesh {
 
 typedef struct alpa_cand {
   double estimate;
-  int32_t n, S, mb_id, rc, zero; /* zero: ZeRO stage (0 or 1, the distributed optimizer) */
-  int32_t pool;  /* 0: equal stages; 1: stages of different sizes; 2: interleaved; 3: a base
-                    of interleaved variants only (not simulated itself) */
-  int32_t v;     /* virtual stages per stage (interleaving; 1 = none) */
-  int32_t *last; /* S entries: last layer of each stage */
-  int32_t *ml;   /* S entries: mesh * LEVELS + level */
+  int32_t n, S, mb_id, rc,
+      zero;        /* zero: ZeRO stage of the plan (0-3; 1-2: distributed optimizer) */
+  int32_t zero_dp; /* the ZeRO stage of the DP that found it */
+  int32_t pool;    /* 0: equal stages; 1: stages of different sizes; 2: interleaved; 3: a base
+                      of interleaved variants only (not simulated itself) */
+  int32_t v;       /* virtual stages per stage (interleaving; 1 = none) */
+  int32_t *last;   /* S entries: last layer of each stage */
+  int32_t *ml;     /* S entries: mesh * LEVELS + level */
 } alpa_cand;
 
 typedef struct alpa {
@@ -69,7 +72,7 @@ typedef struct alpa {
   const psim_search_options *o;
   psim_alpa_fix fix;
   int64_t batch;
-  int max_zero;      /* ZeRO stages the DP tries: 0..max_zero (1 by default; 0 = no ZeRO) */
+  int max_zero;      /* ZeRO stages the DP tries: 0..max_zero (3 by default; 0 = no ZeRO) */
   bool equal_stages; /* every stage of a plan has the base size (tests: before issue 23) */
   double mem_bytes;
   int32_t n_classes, *class_of, *class_layer; /* per layer; per class: its first layer */
@@ -134,5 +137,7 @@ psim_status psim_alpa_search_all(alpa *A);
 psim_status psim_alpa_add_virtual(alpa *A);
 /* alpa_plan.c: the candidates' explicit strategies simulated; the best into r. */
 psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0);
+/* Candidate i's explicit strategy (tests). */
+psim_status psim_alpa_cand_strategy(alpa *A, int32_t i, psim_strategy *s);
 
 #endif

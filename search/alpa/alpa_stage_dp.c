@@ -28,12 +28,13 @@ psim_status psim_alpa_dp_alloc(dp_ctx *x) {
   x->tab.t = psim_malloc(pre * sizeof(double));
   x->tab.w = psim_malloc(pre * sizeof(double));
   x->tab.a = psim_malloc(pre * sizeof(double));
+  x->tab.w1 = psim_malloc(pre * sizeof(double));
   x->T = psim_malloc(tab * sizeof *x->T);
   x->Tpick = psim_malloc(tab * sizeof *x->Tpick);
   x->Tf = psim_malloc(tab * sizeof *x->Tf);
   x->slow = psim_malloc((size_t)(x->S0 > 0 ? x->S0 : 1) * sizeof *x->slow);
-  bool ok = x->G && x->next && x->pick && x->tab.t && x->tab.w && x->tab.a && x->T && x->Tpick &&
-            x->Tf && x->slow;
+  bool ok = x->G && x->next && x->pick && x->tab.t && x->tab.w && x->tab.a && x->tab.w1 && x->T &&
+            x->Tpick && x->Tf && x->slow;
   return ok ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory (stage DP)");
 }
 
@@ -44,6 +45,7 @@ void psim_alpa_dp_free(dp_ctx *x) {
   psim_free(x->tab.t);
   psim_free(x->tab.w);
   psim_free(x->tab.a);
+  psim_free(x->tab.w1);
   psim_free(x->T);
   psim_free(x->Tpick);
   psim_free(x->Tf);
@@ -51,14 +53,20 @@ void psim_alpa_dp_free(dp_ctx *x) {
 }
 
 /* Whether option o runs layers k..j with f micro-batches of activations in
- * flight within the device memory; *t: its time per micro-batch. */
-static bool option_fits(const dp_ctx *x, int32_t o, int32_t k, int32_t j, int32_t f, double *t) {
+ * flight within the device memory, its weights' prefix sums w; *t: its time
+ * per micro-batch. */
+static bool fits_with(const dp_ctx *x, const double *wsum, int32_t o, int32_t k, int32_t j,
+                      int32_t f, double *t) {
   const dp_table *T = &x->tab;
   size_t off = (size_t)o * (size_t)(x->L + 1);
-  double w = T->w[off + j + 1] - T->w[off + k], a = T->a[off + j + 1] - T->a[off + k];
-  double mem = w + f * a + (x->rc == PSIM_RECOMPUTE_FULL ? T->amax[o] : 0);
+  double w = wsum[off + j + 1] - wsum[off + k], a = T->a[off + j + 1] - T->a[off + k];
+  double mem = w + f * a + (x->rc == PSIM_RECOMPUTE_FULL ? T->amax[o] : 0) + T->gmax[o];
   *t = T->t[off + j + 1] - T->t[off + k];
   return mem <= MEM_USE * x->A->mem_bytes;
+}
+
+static bool option_fits(const dp_ctx *x, int32_t o, int32_t k, int32_t j, int32_t f, double *t) {
+  return fits_with(x, x->tab.w, o, k, j, f, t);
 }
 
 /* Fastest option of stage size zi for layers k..j with f micro-batches in
@@ -185,6 +193,23 @@ double psim_alpa_dp_run(dp_ctx *x, double tmax, double *used) {
   return sum;
 }
 
+/* Whether every stage of the plan of the best bound (a ZeRO 2 DP's) fits
+ * with the gradients unsharded, ZeRO 1: the simulator times ZeRO 1 and 2
+ * alike (gradsync.c), so the plan is written with the lesser stage. */
+static bool fits_zero1(const dp_ctx *x) {
+  int32_t k = 0, e = (x->N - x->S_best * x->n) / x->u;
+  double t;
+  for (int32_t s = x->S_best; s > 0; s--) {
+    size_t at = gat(x, s, k, e);
+    int32_t o = x->pick[at], f = s < x->B ? s : x->B;
+    if (!fits_with(x, x->tab.w1, o, k, x->next[at], f, &t))
+      return false;
+    e = (s * x->n + e * x->u - x->z[x->tab.zi[o]] - (s - 1) * x->n) / x->u;
+    k = x->next[at] + 1;
+  }
+  return true;
+}
+
 static psim_status fill_candidate(dp_ctx *x, alpa_cand *c, double estimate) {
   int32_t S = x->S_best, e = (x->N - S * x->n) / x->u;
   assert(S >= 1 && S <= x->L); /* c->last and c->ml hold n_layers entries */
@@ -193,7 +218,8 @@ static psim_status fill_candidate(dp_ctx *x, alpa_cand *c, double estimate) {
   c->S = S;
   c->mb_id = x->mb;
   c->rc = x->rc;
-  c->zero = x->zero;
+  c->zero_dp = x->zero;
+  c->zero = x->zero == 2 && fits_zero1(x) ? 1 : x->zero;
   c->v = 1;
   walk(x, S, 0, e, c->last, c->ml);
   return PSIM_OK;
@@ -218,7 +244,7 @@ static bool unequal(const dp_ctx *x) {
  * sizes overlap, so two DPs may find the same plan). */
 static bool same_plan(const dp_ctx *x, const alpa_cand *c) {
   int32_t k = 0, e = (x->N - x->S_best * x->n) / x->u, i = 0;
-  if (c->S != x->S_best || c->mb_id != x->mb || c->rc != x->rc || c->zero != x->zero)
+  if (c->S != x->S_best || c->mb_id != x->mb || c->rc != x->rc || c->zero_dp != x->zero)
     return false;
   for (int32_t s = x->S_best; s > 0; s--, i++) {
     size_t at = gat(x, s, k, e);
@@ -327,6 +353,7 @@ psim_status psim_alpa_dp_enumerate(dp_ctx *x) {
   }
   if (!isfinite(best))
     return PSIM_OK;
+  x->found = true;
   psim_alpa_dp_run(x, best_tmax, &used); /* the arg-min tables of the best bound */
   return keep_candidate(x, best);
 }

@@ -281,14 +281,18 @@ static double act_bytes(const psim_model *m, const psim_sh_mesh *mesh, const psi
  * optimizer state per parameter, sim/builder/memory.c) and the
  * synchronisation of their gradients along the axes that replicate them:
  * an all-reduce of the gradients (accumulated in fp32 for 16-bit models,
- * as sim/builder/gradsync.c sends them), or under ZeRO 1 (Megatron-LM's
+ * as sim/builder/gradsync.c sends them), or under ZeRO 1 and 2 (Megatron-LM's
  * distributed optimizer) a reduce-scatter of the gradients and an
  * all-gather of the updated weights (gradsync.c; the reduce-scatter costed
- * with the all-gather's alpha-beta form), with the optimizer state divided
- * by the degree of the op dims the weight lacks (memory.c's weight_dp). Both
- * include the optimizer step on the state the device holds (the simulator's
- * update task, gradsync.c: psim_cost_optimizer, less its per-iteration
- * constant), which ZeRO 1 divides by that degree. */
+ * with the all-gather's alpha-beta form); ZeRO 3 reduce-scatters the
+ * gradients only and all-gathers the weights before each pass of every
+ * micro-batch instead (sim/builder/zero.c). The state each stage shards is
+ * divided by the data-parallel degree dp, the degree of the op dims the
+ * weight lacks (memory.c's weight_dp): optimizer state (ZeRO 1), gradients
+ * too (2), weights too (3). Each includes the optimizer step on the state
+ * the device holds (the simulator's update task, gradsync.c:
+ * psim_cost_optimizer, less its per-iteration constant), which ZeRO divides
+ * by dp. */
 static void weight_costs(const psim_model *m, psim_cluster *cl, const psim_sh_mesh *mesh,
                          const psim_sh_params *p, const psim_op *op, psim_sh_strat s,
                          psim_sh_cost *c) {
@@ -302,19 +306,27 @@ static void weight_costs(const psim_model *m, psim_cluster *cl, const psim_sh_me
       continue;
     int32_t spec[2];
     tensor_spec(m, op, s, op->in[k], spec);
-    double elems = psim_tensor_elems(m, t) / spec_factor(mesh, spec), dp = 1;
+    double elems = psim_tensor_elems(m, t) / spec_factor(mesh, spec), dp = 1, rs = 0, ag = 0;
+    double ag3 = 0; /* ZeRO 3 gathers over the axes that split the op only */
     for (int a = 0; a < 2; a++) {
       if (spec[a] >= 0)
         continue;
       dp *= s.dim[a] >= 0 ? mesh->shape[a] : 1;
       c->sync += psim_sh_coll(mesh, a, PSIM_SH_AR, elems * pb[1]);
-      c->sync_z1 += psim_sh_coll(mesh, a, PSIM_SH_AG, elems * pb[1]) +
-                    psim_sh_coll(mesh, a, PSIM_SH_AG, elems * pb[0]);
+      rs += psim_sh_coll(mesh, a, PSIM_SH_AG, elems * pb[1]);
+      ag += psim_sh_coll(mesh, a, PSIM_SH_AG, elems * pb[0]);
+      ag3 += s.dim[a] >= 0 ? psim_sh_coll(mesh, a, PSIM_SH_AG, elems * pb[0]) : 0;
     }
+    double step = psim_cost_optimizer(cl, dev, elems / dp, p->costdb) - step0;
     c->sync += psim_cost_optimizer(cl, dev, elems, p->costdb) - step0;
-    c->sync_z1 += psim_cost_optimizer(cl, dev, elems / dp, p->costdb) - step0;
+    c->sync_z1 += rs + ag + step;
+    c->sync_z3 += rs + step;
+    c->gather_z3 += ag3;
+    c->gbytes_z3 += dp > 1 ? elems * pb[0] : 0;
     c->wmem += elems * (pb[0] + pb[1] + pb[2]);
     c->wmem_z1 += elems * (pb[0] + pb[1] + pb[2] / dp);
+    c->wmem_z2 += elems * (pb[0] + (pb[1] + pb[2]) / dp);
+    c->wmem_z3 += elems * (pb[0] + pb[1] + pb[2]) / dp;
   }
 }
 
