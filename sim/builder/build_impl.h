@@ -432,6 +432,8 @@ bool psim_build_fold_taint(const psim_build *b, uint64_t *taint); /* false: no f
 psim_status psim_build_fold_note_coll(psim_build *b, const psim_coll_desc *d, int32_t t0);
 psim_status psim_build_choose_simulated(psim_build *b);
 psim_status psim_build_make_locals(psim_build *b);
+/* The kernel that waits for an async pipeline send issued after kernel from (kernels.c). */
+int32_t psim_build_send_waiter(const psim_build *b, int32_t from);
 psim_status psim_build_issue_compute(psim_build *b);
 void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                               psim_group *g);

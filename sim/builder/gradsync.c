@@ -158,6 +158,26 @@ static bool bucket_full(const psim_build *b, const bucket *bk) {
   return params > 0 ? bk->elems >= params : bk->bytes >= b->s->bucket_bytes;
 }
 
+/* The dims of mask whose partial sums a weight's bucket reduces. Megatron-Core's
+ * DistributedDataParallel puts every parameter of a model chunk into one contiguous gradient
+ * buffer, the norms and biases that sequence parallelism leaves partial over tensor
+ * parallelism included: they reduce over the data-parallel group with their neighbours in
+ * the bucket, and over tensor parallelism in one flattened all-reduce of all of them after
+ * the backward (megatron/core/distributed/finalize_model_grads.py, `finalize_model_grads`
+ * calls `finish_grad_sync` then `_allreduce_layernorm_grads`), not modelled: 74K parameters a
+ * GPT-3 layer over NVLink. Keying them by their tp x dp group instead cut the buckets at every
+ * norm and bias and made each its own ring over tp x dp ranks. Under the stack's Megatron-Core
+ * bucket rule, a rank-1 weight's sequence dims leave the mask. */
+static uint32_t bucket_dims(const psim_build *b, const psim_op *op, const psim_tensor *w,
+                            uint32_t mask) {
+  if (b->c->stack.dp_bucket != PSIM_BUCKET_MCORE || w->rank != 1)
+    return mask;
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (b->m->dims[op->dims[i].dim].role == PSIM_ROLE_SEQUENCE)
+      mask &= ~(1u << i);
+  return mask;
+}
+
 /* Weight gradients: buckets of bucket_bytes in reverse op order. */
 static psim_status grad_sync(psim_build *b, sync_state *ss) {
   const psim_model *m = b->m;
@@ -176,7 +196,8 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
     for (int32_t i = 0; i < op->n_in && st == PSIM_OK; i++) {
       int32_t t = op->in[i];
       uint32_t mask = psim_build_partial_mask(b, o, t, PSIM_DIR_BWD);
-      if (m->tensors[t].kind != PSIM_TENSOR_WEIGHT || !mask)
+      if (m->tensors[t].kind != PSIM_TENSOR_WEIGHT ||
+          !(mask = bucket_dims(b, op, &m->tensors[t], mask)))
         continue;
       psim_region r;
       psim_build_tensor_region(b, o, b->locals[b->loc_first[o]].shard, t, &r);

@@ -192,12 +192,13 @@ typedef struct run_out {
   int32_t n_buckets;                      /* gradient buckets of device 0 */
 } run_out;
 
-/* What run_full varies beyond run: overlap_param_gather, the stack (NULL: the preset's)
- * and bucket_size (bytes; 0: not given). */
+/* What run_full varies beyond run: overlap_param_gather, the stack (NULL: the preset's),
+ * bucket_size (bytes; 0: not given) and sequence parallelism. */
 typedef struct run_opts {
   bool opg;
   const char *stack;
   double bucket_bytes;
+  bool sp;
 } run_opts;
 
 /* Whether task t is followed by the next piece of its own collective: task t + 1, its
@@ -237,6 +238,7 @@ static void run_full(int32_t nodes, int zero, bool overlap, const run_opts *ro, 
   o.micro_batch = 1;
   o.zero_stage = zero;
   o.overlap_grad_reduce = overlap;
+  o.sequence_parallel = ro->sp;
   psim_strategy s;
   psim_strategy_init(&s);
   psim_status st = psim_strategy_megatron(&m, &c, &o, &s);
@@ -287,7 +289,7 @@ static void run_full(int32_t nodes, int zero, bool overlap, const run_opts *ro, 
 
 static double run(int32_t nodes, int zero, bool overlap, double *iter) {
   run_out r;
-  run_opts ro = {false, NULL, 0};
+  run_opts ro = {false, NULL, 0, false};
   run_full(nodes, zero, overlap, &ro, &r);
   *iter = r.iter;
   return r.bwd_end;
@@ -324,7 +326,7 @@ END_TEST
  * key did not exist and the gathers followed the step. */
 START_TEST(param_gather_overlaps_forward) {
   run_out after, overl;
-  run_opts ro = {false, NULL, 0};
+  run_opts ro = {false, NULL, 0, false};
   run_full(4, 1, true, &ro, &after);
   ro.opg = true;
   run_full(4, 1, true, &ro, &overl);
@@ -349,19 +351,45 @@ END_TEST
 START_TEST(megatron_core_bucket_rule) {
   for (int32_t nodes = 4; nodes <= 64; nodes *= 16) {
     run_out rule, closed, ddp, old;
-    run_opts ro = {false, "megatron-core", 0};
+    run_opts ro = {false, "megatron-core", 0, false};
     run_full(nodes, 1, true, &ro, &rule);
     ro.bucket_bytes = fmax(4e7, 1e6 * nodes) * 4;
     run_full(nodes, 1, true, &ro, &closed);
     ro.bucket_bytes = 25.0 * 1048576.0;
     run_full(nodes, 1, true, &ro, &ddp);
-    ro = (run_opts){false, "megatron-lm-2021", 0};
+    ro = (run_opts){false, "megatron-lm-2021", 0, false};
     run_full(nodes, 1, true, &ro, &old);
     ck_assert_int_eq(rule.n_buckets, closed.n_buckets);
     ck_assert_msg(rule.iter == closed.iter, "dp %d: %.9g s != %.9g s", nodes, rule.iter,
                   closed.iter);
     ck_assert_int_lt(rule.n_buckets, ddp.n_buckets);
     ck_assert_int_eq(old.n_buckets, ddp.n_buckets);
+  }
+}
+END_TEST
+
+/* Megatron-Core's gradient buffer holds every parameter of the chunk, the norms and biases
+ * that sequence parallelism leaves partial over tensor parallelism included
+ * (param_and_grad_buffer.py; their tp all-reduce follows the backward, finalize_model_grads.py):
+ * under the megatron-core stack, turning sequence parallelism on keeps the gradient buckets as
+ * they are (same number, same iteration's data-parallel work), at dp 4 and 16. megatron-lm-2021
+ * keeps its buckets keyed by group, so there the norms split them. Before, the norms' and
+ * biases' tp x dp groups cut a bucket at each of them under every stack. */
+START_TEST(sequence_parallel_norms_in_dp_buckets) {
+  for (int32_t nodes = 4; nodes <= 16; nodes *= 4) {
+    run_out sp, plain, old_sp, old_plain;
+    run_opts ro = {false, "megatron-core", 0, false};
+    run_full(nodes, 1, true, &ro, &plain);
+    ro.sp = true;
+    run_full(nodes, 1, true, &ro, &sp);
+    ro.stack = "megatron-lm-2021";
+    run_full(nodes, 1, true, &ro, &old_sp);
+    ro.sp = false;
+    run_full(nodes, 1, true, &ro, &old_plain);
+    ck_assert_int_gt(plain.n_buckets, 0);
+    ck_assert_msg(sp.n_buckets == plain.n_buckets, "dp %d: %d buckets with sp, %d without", nodes,
+                  sp.n_buckets, plain.n_buckets);
+    ck_assert_int_gt(old_sp.n_buckets, old_plain.n_buckets);
   }
 }
 END_TEST
@@ -516,6 +544,7 @@ int main(void) {
   tcase_add_test(tc, tp_comm_not_behind_gradient_buckets);
   tcase_add_test(tc, param_gather_overlaps_forward);
   tcase_add_test(tc, megatron_core_bucket_rule);
+  tcase_add_test(tc, sequence_parallel_norms_in_dp_buckets);
   tcase_add_test(tc, own_stream_holds_no_engine);
   tcase_add_test(tc, auto_picks_least_time_one_per_node);
   tcase_add_test(tc, gradient_and_parameter_dtypes);
