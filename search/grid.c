@@ -1,6 +1,7 @@
 /* grid.c - the Megatron grid: the driver (candidates and pruning rules: grid_space.c). */
 #define _POSIX_C_SOURCE 200809L
 #include "search/grid.h"
+#include "search/budget.h"
 #include "search/grid_impl.h"
 #include "search/search.h"
 
@@ -25,6 +26,7 @@ void psim_grid_options_init(psim_grid_options *o) {
   o->try_sequence_parallel_off = false;
   o->prune_by_estimate = true;
   o->max_evaluations = 10000;
+  o->best_first = true;
 }
 
 void psim_grid_result_init(psim_grid_result *r) {
@@ -45,23 +47,25 @@ typedef struct grid_state {
   psim_grid_result *r;
   grid_space sp;
   double t0, last_shown;
+  double b0; /* the budget clock at the start, s (search/budget.h: CPU time) */
   size_t cap_curve;
-  double last_s; /* wall seconds of the last configuration simulated */
+  double last_s; /* budget-clock seconds of the last configuration simulated */
 } grid_state;
 
 /* The estimated seconds left: the mean cost of the configurations simulated so far times
  * the candidates not yet visited that no rule pruned so far, at most what the budget
  * leaves. */
-static double seconds_left(const grid_state *g, double now) {
+static double seconds_left(const grid_state *g) {
   const psim_grid_result *r = g->r;
+  double now = psim_budget_clock_s();
   if (r->evaluations == 0)
     return NAN;
   int64_t left_n = 0;
   for (int64_t i = r->visited; i < g->sp.n; i++)
     left_n += g->sp.c[i].state == GRID_PENDING && g->sp.c[i].mo.zero_stage < 2; /* fallbacks */
-  double left = (now - g->t0) / (double)r->evaluations * (double)left_n;
-  if (g->o->budget_s > 0 && left > g->t0 + g->o->budget_s - now)
-    left = fmax(0, g->t0 + g->o->budget_s - now);
+  double left = (now - g->b0) / (double)r->evaluations * (double)left_n;
+  if (g->o->budget_s > 0 && left > g->b0 + g->o->budget_s - now)
+    left = fmax(0, g->b0 + g->o->budget_s - now);
   return left;
 }
 
@@ -82,7 +86,7 @@ static void show(grid_state *g, bool force) {
           (long long)r->pruned, (long long)r->pruned_divisibility,
           (long long)(r->pruned_memory_estimate + r->pruned_memory_implied),
           (long long)r->pruned_dominated, (long long)r->pruned_bound, (long long)r->evaluations,
-          now - g->t0, seconds_left(g, now));
+          now - g->t0, seconds_left(g));
   if (r->found)
     fprintf(g->o->progress,
             ", best %.4f s (tp %d pp %d dp %d cp %d ep %d etp %d vp %d mb %d %s zero %d%s)",
@@ -132,10 +136,10 @@ static psim_status evaluate(grid_state *g, grid_cand *k) {
   psim_sim_result sim;
   psim_sim_result_init(&sim);
   g->r->evaluations++;
-  double t = psim_clock_now_s();
+  double t = psim_budget_clock_s();
   if (st == PSIM_OK)
     st = psim_simulate(g->m, g->c, &s, g->o->sim, &sim);
-  g->last_s = psim_clock_now_s() - t;
+  g->last_s = psim_budget_clock_s() - t;
   psim_strategy_destroy(&s);
   show(g, false);
   if (st == PSIM_ELIMIT) {
@@ -165,8 +169,8 @@ static bool may_start(grid_state *g) {
     return false;
   if (g->o->budget_s <= 0 || r->evaluations == 0)
     return true;
-  double now = psim_clock_now_s(), mean = (now - g->t0) / (double)r->evaluations;
-  r->stopped_by_time = now + fmax(mean, g->last_s) > g->t0 + g->o->budget_s;
+  double now = psim_budget_clock_s(), mean = (now - g->b0) / (double)r->evaluations;
+  r->stopped_by_time = now + fmax(mean, g->last_s) > g->b0 + g->o->budget_s;
   return !r->stopped_by_time;
 }
 
@@ -207,10 +211,12 @@ static psim_status visit(grid_state *g, int64_t from, int64_t to, bool *more) {
 
 /* The classic candidates, then the others ordered by their pair's best classic time. */
 static psim_status run_grid(grid_state *g) {
+  bool more = true;
+  if (g->sp.best_first)
+    return visit(g, 0, g->sp.n, &more);
   int64_t n_classic = 0;
   while (n_classic < g->sp.n && g->sp.c[n_classic].classic)
     n_classic++;
-  bool more = true;
   PSIM_CHECK(visit(g, 0, n_classic, &more));
   if (!more)
     return PSIM_OK;
@@ -251,9 +257,12 @@ psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_gr
   if (m->role_dim[PSIM_ROLE_BATCH] < 0)
     return psim_error(PSIM_EINPUT, "%s: the grid search needs a dim with role 'batch'",
                       m->file ? m->file : m->name);
-  grid_state g = {.m = m, .c = c, .o = o, .r = r, .t0 = psim_clock_now_s()};
+  grid_state g = {
+      .m = m, .c = c, .o = o, .r = r, .t0 = psim_clock_now_s(), .b0 = psim_budget_clock_s()};
   int32_t max_tp = o->max_tp > 0 ? o->max_tp : (c->devices_per_node > 0 ? c->devices_per_node : 8);
   psim_status st = psim_grid_space_build(m, c, o, max_tp, &g.sp);
+  if (st == PSIM_OK && o->space == PSIM_GRID_MEGATRON && o->best_first)
+    st = psim_grid_space_estimate(&g.sp, m, c, o->sim ? o->sim->costdb : NULL);
   r->total = g.sp.n + g.sp.pruned_divisibility;
   r->pruned_divisibility = g.sp.pruned_divisibility;
   if (st == PSIM_OK)

@@ -44,9 +44,13 @@ typedef struct psim_grid_options {
                                      alone exceed a device by a lower bound (default true; false
                                      simulates them: the tests check the bound that way) */
   int64_t max_evaluations;        /* default 10,000 */
-  double budget_s; /* wall-time budget, s; 0 = none (default). The grid stops before a
-                      configuration that the mean cost of those simulated so far says
-                      would end past it (issue 18: a baseline affordable at scale) */
+  bool best_first;                /* dense models, Megatron space: simulate in the order of an
+                                     analytic time and memory estimate, those estimated to fit
+                                     first (grid_order.c; default true); false: the classic
+                                     candidates first, then the rest by their pair's best */
+  double budget_s; /* time budget, s of CPU (search/budget.h); 0 = none (default). The grid stops
+                      before a configuration that the mean cost of those simulated so far says would
+                      end past it (issue 18: a baseline affordable at scale) */
   const psim_sim_options *sim;
   FILE *progress; /* progress lines (a terminal) or NULL */
 } psim_grid_options;

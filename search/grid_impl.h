@@ -35,10 +35,12 @@ typedef struct grid_cand {
   int32_t pair; /* index of its (tp, pp, cp, ep, etp) pair, in enumeration order */
   bool classic; /* no interleaving, ZeRO 0 (MoE: 1), sequence parallel iff tp > 1: searched first */
   int8_t state; /* grid_state_kind */
-  int64_t order;      /* position in enumeration order */
-  double static_frac; /* the static memory lower bound over a device's memory */
-  double compute_s;   /* simulated: the critical device's compute, s */
-  double time_s;      /* simulated: the iteration time, s */
+  int64_t order;       /* position in enumeration order */
+  double static_frac;  /* the static memory lower bound over a device's memory */
+  double compute_s;    /* simulated: the critical device's compute, s */
+  double time_s;       /* simulated: the iteration time, s */
+  double est_s;        /* analytic iteration time, s (grid_order.c; 0: not estimated) */
+  double est_mem_frac; /* analytic peak memory over a device's (grid_order.c) */
 } grid_cand;
 
 typedef struct grid_space {
@@ -47,6 +49,8 @@ typedef struct grid_space {
   size_t cap;
   int64_t pruned_divisibility; /* combinations never listed */
   int32_t n_pairs;
+  double params, capacity; /* the blocks' weight elements; the largest device memory, bytes */
+  bool best_first;         /* ordered by psim_grid_space_estimate: no classic-first pass */
 } grid_space;
 
 /* Lists every combination of the options' knobs for m on c that Megatron-Core's rules
@@ -55,6 +59,13 @@ typedef struct grid_space {
 psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
                                   const psim_grid_options *o, int32_t max_tp, grid_space *s);
 void psim_grid_space_destroy(grid_space *s);
+
+/* Dense models in the Megatron space: orders every candidate by its analytic estimates, those
+ * estimated to fit first, fastest first (grid_order.c), and sets best_first. Fails only as
+ * psim_cluster_route does (out of memory). */
+struct psim_costdb;
+psim_status psim_grid_space_estimate(grid_space *s, const psim_model *m, psim_cluster *c,
+                                     const struct psim_costdb *db);
 
 /* Orders the non-classic candidates by the best time of their pair among the classic ones
  * (pairs with none last), stable. pair_best[pair]: INFINITY when none fits. */

@@ -363,6 +363,7 @@ psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
                   : 0;
   x.params = block_params(m, &x.expert_params);
   x.capacity = max_capacity(c);
+  s->params = x.params, s->capacity = x.capacity;
   PSIM_CHECK(push_pairs(&x, c, max_tp, true));
   if (x.experts > 0)
     order_moe(s);

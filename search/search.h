@@ -22,7 +22,8 @@ typedef struct psim_search_options {
   const psim_sim_options
       *sim;             /* simulator options (cost database, fidelity); default NULL = defaults */
   uint64_t seed;        /* default 1 */
-  double budget_s;      /* wall-time budget, s; 0 = none (default 60 for mcmc) */
+  double budget_s;      /* time budget, s of CPU per search thread (search/budget.h); 0 = none
+                           (default 60 for mcmc) */
   int64_t budget_evals; /* evaluation budget; 0 = none */
   int32_t threads;      /* search chains / worker threads; default 1 */
   const psim_strategy *init; /* start from this strategy (mcmc); NULL = searcher's choice */

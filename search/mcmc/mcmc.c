@@ -1,6 +1,7 @@
 /* mcmc.c - MCMC search over the SOAP space (FlexFlow, SysML'19, section 6). */
 #define _POSIX_C_SOURCE 200809L
 #include "search/mcmc/mcmc.h"
+#include "search/budget.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -37,7 +38,9 @@ typedef struct shared {
   int32_t n_movable;
   int32_t **nbr; /* per op: neighbour ops (producers and consumers) */
   int32_t *n_nbr;
-  double t0, deadline; /* deadline 0 = none */
+  double t0;       /* wall clock at the start, s (progress, curve) */
+  double deadline; /* on the budget clock (search/budget.h), s; 0 = none */
+  double left_s;   /* budget left when the chains start: each chain's, s of its thread's CPU */
   atomic_llong total_evals, total_accepted;
   atomic_int stop;
   pthread_mutex_t mu; /* guards best_shown */
@@ -53,7 +56,8 @@ typedef struct chain {
   double cur_t, best_t;
   bool found;
   psim_delta *delta;
-  double eval_s; /* wall seconds of this chain's evaluations (the start's included) */
+  double deadline; /* on this chain's thread CPU clock (a budget per thread), s; 0 = none */
+  double eval_s;   /* CPU seconds of this chain's evaluations (the start's included) */
   int64_t evals, accepted, restarts, over_memory, propagated, since_best, invalid;
   char first_invalid[256];  /* message of the first strategy the simulator refused */
   psim_search_point *curve; /* evaluation = chain-local count */
@@ -169,11 +173,10 @@ static double next_eval_s(const chain *ch) {
 
 /* Seconds left: to the deadline, or (evaluation budget) the mean evaluation
  * cost times the evaluations left; NaN when unknown. */
-static double seconds_left(const chain *ch, double now) {
-  const shared *sh = ch->sh;
+static double seconds_left(const chain *ch) {
   double by_evals =
       ch->budget == INT64_MAX ? INFINITY : next_eval_s(ch) * (double)(ch->budget - ch->evals);
-  double by_time = sh->deadline > 0 ? fmax(0, sh->deadline - now) : INFINITY;
+  double by_time = ch->deadline > 0 ? fmax(0, ch->deadline - psim_budget_thread_s()) : INFINITY;
   double left = fmin(by_evals, by_time);
   return isfinite(left) ? left : NAN;
 }
@@ -196,7 +199,7 @@ static void progress(chain *ch, double *last) {
   fprintf(sh->o->progress,
           "\rmcmc: %lld%s evaluations (%.1f/s), %.1f s, ~%.0f s left, best %.6g s, acceptance "
           "%.1f%%   ",
-          n, budget, n / fmax(1e-9, t - sh->t0), t - sh->t0, seconds_left(ch, t), best,
+          n, budget, n / fmax(1e-9, t - sh->t0), t - sh->t0, seconds_left(ch), best,
           n ? 100.0 * (double)a / (double)n : 0.0);
   fflush(sh->o->progress);
 }
@@ -207,7 +210,7 @@ static bool should_stop(const chain *ch) {
   const shared *sh = ch->sh;
   if (ch->evals >= ch->budget || atomic_load(&sh->stop) || psim_interrupted())
     return true;
-  return sh->deadline > 0 && psim_clock_now_s() + next_eval_s(ch) > sh->deadline;
+  return ch->deadline > 0 && psim_budget_thread_s() + next_eval_s(ch) > ch->deadline;
 }
 
 /* Costs the current strategy. A strategy the simulator refuses (PSIM_EINPUT,
@@ -216,9 +219,9 @@ static bool should_stop(const chain *ch) {
  * goes to the statistics. Other failures (memory, a delta/full mismatch under
  * verify_every, interruption) stop the chain. */
 static psim_status eval_or_reject(chain *ch, int32_t o, double *t, bool *fits) {
-  double t0 = psim_clock_now_s();
+  double t0 = psim_budget_thread_s();
   psim_status st = psim_delta_eval(ch->delta, &ch->cur, o, t, fits);
-  ch->eval_s += psim_clock_now_s() - t0;
+  ch->eval_s += psim_budget_thread_s() - t0;
   if (st != PSIM_EINPUT && st != PSIM_ELIMIT)
     return st;
   if (!ch->invalid++)
@@ -264,9 +267,9 @@ static psim_status chain_start(chain *ch) {
   PSIM_CHECK(psim_delta_create(sh->m, sh->c, &dopt, &ch->delta));
   PSIM_CHECK(psim_strategy_copy(sh->start, &ch->cur));
   bool fits;
-  double t0 = psim_clock_now_s();
+  double t0 = psim_budget_thread_s();
   PSIM_CHECK(psim_delta_eval(ch->delta, &ch->cur, -1, &ch->cur_t, &fits));
-  ch->eval_s = psim_clock_now_s() - t0;
+  ch->eval_s = psim_budget_thread_s() - t0;
   ch->best_t = INFINITY;
   if (fits)
     PSIM_CHECK(record_best(ch, ch->cur_t));
@@ -276,6 +279,7 @@ static psim_status chain_start(chain *ch) {
 }
 
 static psim_status chain_loop(chain *ch) {
+  ch->deadline = ch->sh->deadline > 0 ? psim_budget_thread_s() + ch->sh->left_s : 0;
   psim_status st0 = chain_start(ch);
   if (st0 == PSIM_EINTERRUPTED) {
     psim_error_clear();
@@ -504,6 +508,7 @@ static psim_status run_chains(shared *sh, chain *chs, int32_t n) {
   if (!th)
     return psim_error(PSIM_ENOMEM, "out of memory");
   int32_t started = 0;
+  sh->left_s = sh->deadline > 0 ? fmax(0, sh->deadline - psim_budget_clock_s()) : 0;
   for (int32_t c = 1; c < n; c++)
     if (pthread_create(&th[c], NULL, chain_main, &chs[c]) == 0)
       started = c;
@@ -528,7 +533,7 @@ psim_status psim_mcmc_run(const psim_model *m, psim_cluster *c, const psim_searc
   shared sh = {.m = m, .c = c, .o = o, .mo = mo, .t0 = psim_clock_now_s(), .best_shown = INFINITY};
   pthread_mutex_init(&sh.mu, NULL);
   double budget_s = o->budget_s > 0 ? o->budget_s : (o->budget_evals > 0 ? 0 : 60);
-  sh.deadline = budget_s > 0 ? sh.t0 + budget_s : 0;
+  sh.deadline = budget_s > 0 ? psim_budget_clock_s() + budget_s : 0;
   int32_t n = o->threads > 0 ? o->threads : 1;
   psim_strategy start;
   psim_space sp;

@@ -45,8 +45,8 @@ static psim_status bridge_refusals(const psim_plan_doc *d, const psim_export_fac
   PSIM_CHECK(psim_export_need_layout(f, MB));
   PSIM_CHECK(psim_export_megatron_plan_refusals(f));
   PSIM_CHECK(psim_export_megatron_model_refusals(f));
-  if (f->dtype == PSIM_DTYPE_FP8 && f->s->zero_stage == 1)
-    return psim_export_refuse("FP8 with the distributed optimizer: " MB "'s FP8 preset "
+  if (f->dtype == PSIM_DTYPE_FP8 && f->s->zero_stage >= 1)
+    return psim_export_refuse("FP8 with a sharded optimizer: " MB "'s FP8 preset "
                               "(bf16_with_fp8_delayed_scaling_mixed) gathers FP8 parameters "
                               "(fp8_param_gather), plansim gathers bf16 ones");
   if (f->dtype == PSIM_DTYPE_FP64)
@@ -80,6 +80,8 @@ static void parallel_keys(psim_sb *b, const psim_export_facts *f) {
                  "  recompute_granularity: %s\n  recompute_method: %s\n"
                  "  recompute_num_layers: %s\n",
                  gran, full ? "uniform" : "null", full ? "1" : "null");
+  if (f->s->zero_stage >= 2) /* Megatron-FSDP: export_megatron.c fsdp_args */
+    psim_sb_printf(b, "  gradient_accumulation_fusion: false\n");
 }
 
 /* The MoE layer pattern (transformer_config.py moe_layer_freq: 1, every layer, or a list of
@@ -152,6 +154,19 @@ static const char *precision_preset(psim_dtype t) {
   }
 }
 
+/* ZeRO 2 and 3 as Megatron-FSDP (the ddp section's keys; the dist and checkpoint sections
+ * follow it). training/config.py at 067f987df0, _validate_and_apply_megatron_fsdp_v1_configs:
+ * dist.use_megatron_fsdp (it sets ddp.use_megatron_fsdp too), the distributed optimizer on in
+ * ddp and optimizer (activated when off), checkpoint.ckpt_format fsdp_dtensor (asserted when
+ * saving or loading), CUDA_DEVICE_MAX_CONNECTIONS not 1 (asserted); the sharding strategy as
+ * Megatron-LM's (optim_grads: ZeRO 2, optim_grads_params: ZeRO 3). */
+static void fsdp_keys(psim_sb *b, int32_t zero_stage) {
+  psim_sb_printf(b,
+                 "  use_megatron_fsdp: true\n  data_parallel_sharding_strategy: %s\n"
+                 "\ndist:\n  use_megatron_fsdp: true\n\ncheckpoint:\n  ckpt_format: fsdp_dtensor\n",
+                 zero_stage >= 3 ? "optim_grads_params" : "optim_grads");
+}
+
 static void training_keys(psim_sb *b, const psim_export_facts *f) {
   const psim_strategy *s = f->s;
   bool half = f->dtype == PSIM_DTYPE_BF16 || f->dtype == PSIM_DTYPE_FP8;
@@ -165,14 +180,16 @@ static void training_keys(psim_sb *b, const psim_export_facts *f) {
   psim_sb_printf(b,
                  "\nddp:\n  use_distributed_optimizer: %s\n  overlap_grad_reduce: %s\n"
                  "  overlap_param_gather: false\n  grad_reduce_in_fp32: %s\n",
-                 s->zero_stage == 1 ? "true" : "false", s->overlap_grad_reduce ? "true" : "false",
+                 s->zero_stage >= 1 ? "true" : "false", s->overlap_grad_reduce ? "true" : "false",
                  f->dtype == PSIM_DTYPE_FP16 ? "false" : "true");
   if (s->overlap_grad_reduce) /* gradient elements: fp32 main grads for bf16 and fp8 */
     psim_sb_printf(b, "  bucket_size: %.0f\n", s->bucket_bytes / f->grad_bytes);
   else
     psim_sb_printf(b, "  bucket_size: null\n");
+  if (s->zero_stage >= 2)
+    fsdp_keys(b, s->zero_stage);
   psim_sb_printf(b, "\noptimizer:\n  use_distributed_optimizer: %s\n  bf16: %s\n  fp16: %s\n",
-                 s->zero_stage == 1 ? "true" : "false", half ? "true" : "false",
+                 s->zero_stage >= 1 ? "true" : "false", half ? "true" : "false",
                  f->dtype == PSIM_DTYPE_FP16 ? "true" : "false");
   psim_sb_printf(b, "\nmixed_precision: %s\n", precision_preset(f->dtype));
   if (s->allreduce == PSIM_AR_RING || s->allreduce == PSIM_AR_TREE)

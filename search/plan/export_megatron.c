@@ -17,9 +17,9 @@
 /* The plan-level refusals (export_impl.h). */
 psim_status psim_export_megatron_plan_refusals(const psim_export_facts *f) {
   const psim_strategy *s = f->s;
-  if (s->zero_stage >= 2)
-    return psim_export_refuse("ZeRO stage %d: Megatron-LM's distributed optimizer shards the "
-                              "optimizer state (stage 1) only",
+  if (s->zero_stage > 3)
+    return psim_export_refuse("ZeRO stage %d: Megatron-LM shards at most the optimizer state, "
+                              "gradients and weights (Megatron-FSDP optim_grads_params)",
                               s->zero_stage);
   if (f->lay.pp > 1 && s->schedule == PSIM_SCHED_GPIPE)
     return psim_export_refuse("the GPipe schedule: Megatron-LM runs 1F1B (or interleaved 1F1B) "
@@ -87,6 +87,25 @@ static void pipeline_args(psim_sb *b, const psim_export_facts *f) {
                    o->ep, psim_export_etp(f));
 }
 
+/* ZeRO 2 and 3 as Megatron-FSDP (arguments.py at d98e8a64dd: --use-megatron-fsdp, a field of
+ * DistributedInitConfig, megatron/training/config/common_config.py, made a flag by
+ * ArgumentGroupFactory; --data-parallel-sharding-strategy {no_shard, optim, optim_grads,
+ * optim_grads_params}, _add_distributed_args). validate_args (lines ~1118-1188): Megatron-FSDP
+ * v1 (the default --megatron-fsdp-version) runs with the distributed optimizer (turned on with
+ * a warning when missing: written here), asserts --ckpt-format fsdp_dtensor (and
+ * fsdp_dtensor asserts --use-megatron-fsdp) and CUDA_DEVICE_MAX_CONNECTIONS != 1 (the
+ * header unsets it), and warns on gradient accumulation fusion with optim_grads and
+ * optim_grads_params, which docs/discussions/megatron-fsdp-user-guide lists as required off
+ * (--no-gradient-accumulation-fusion). optim_grads shards the optimizer state and the
+ * gradients (ZeRO 2), optim_grads_params the weights too (ZeRO 3). */
+static void fsdp_args(psim_sb *b, int32_t zero_stage) {
+  psim_sb_printf(b,
+                 "  --use-megatron-fsdp\n  --data-parallel-sharding-strategy %s\n"
+                 "  --use-distributed-optimizer\n  --no-gradient-accumulation-fusion\n"
+                 "  --ckpt-format fsdp_dtensor\n",
+                 zero_stage >= 3 ? "optim_grads_params" : "optim_grads");
+}
+
 static void training_args(psim_sb *b, const psim_export_facts *f) {
   const psim_strategy *s = f->s;
   psim_sb_printf(b, "  --micro-batch-size %d\n", f->lay.micro_batch);
@@ -98,6 +117,8 @@ static void training_args(psim_sb *b, const psim_export_facts *f) {
     psim_sb_printf(b, "  --recompute-granularity selective\n");
   if (s->zero_stage == 1)
     psim_sb_printf(b, "  --use-distributed-optimizer\n");
+  else if (s->zero_stage >= 2)
+    fsdp_args(b, s->zero_stage);
   if (s->overlap_grad_reduce) /* buckets count gradient elements (fp32 main grads for bf16) */
     psim_sb_printf(b, "  --overlap-grad-reduce\n  --ddp-bucket-size %.0f\n",
                    s->bucket_bytes / f->grad_bytes);
@@ -204,6 +225,11 @@ static void megatron_header(psim_sb *b, const psim_plan_doc *d, const psim_expor
   if (f->embedding_norm)
     psim_sb_printf(b, "# Not built by Megatron-LM: the model's embedding LayerNorm (BertModel "
                       "has none).\n");
+  if (f->s->zero_stage >= 2) /* validate_args asserts it is not 1 under Megatron-FSDP */
+    psim_sb_printf(b,
+                   "# Megatron-FSDP (ZeRO %d) needs CUDA_DEVICE_MAX_CONNECTIONS unset or > 1.\n"
+                   "unset CUDA_DEVICE_MAX_CONNECTIONS\n",
+                   f->s->zero_stage);
   if (f->s->allreduce == PSIM_AR_RING || f->s->allreduce == PSIM_AR_TREE)
     psim_sb_printf(b, "export NCCL_ALGO=%s\n", f->s->allreduce == PSIM_AR_RING ? "Ring" : "Tree");
 }

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "search/budget.h"
 #include "search/policy/searchers.h"
-#include "sim/core/clock.h"
 #include "sim/core/units.h"
 #include "sim/engine/taskgraph.h"
 
@@ -49,8 +49,8 @@ typedef struct policy_run {
   const psim_model *m;
   psim_cluster *c;
   const psim_search_options *o;
-  double t0;      /* start of the policy, s (monotonic clock) */
-  double wall_s;  /* the plan's wall budget: o's time budget, else PSIM_POLICY_WALL_S */
+  double t0;      /* start of the policy, s (the budget clock, search/budget.h) */
+  double wall_s;  /* the plan's time budget (CPU s): o's time budget, else PSIM_POLICY_WALL_S */
   char note[256]; /* the refinement's note for the plan's description, or "" */
 } policy_run;
 
@@ -59,7 +59,7 @@ static void phase(const policy_run *p, const char *fmt, ...) {
   FILE *f = p->o->progress;
   if (!f)
     return;
-  fprintf(f, "plan [%.1f s of %.0f s]: ", psim_clock_now_s() - p->t0, p->wall_s);
+  fprintf(f, "plan [%.1f s of %.0f s]: ", psim_budget_clock_s() - p->t0, p->wall_s);
   va_list ap;
   va_start(ap, fmt);
   vfprintf(f, fmt, ap);
@@ -166,7 +166,7 @@ static double eval_estimate_s(const policy_run *p, const psim_sim_result *s) {
 }
 
 /* The refinement's budget in *o: an evaluation budget as given (exact and
- * reproducible); else what is left of the wall budget, less one evaluation
+ * reproducible); else what is left of the time budget, less one evaluation
  * for the full simulation of a new best, and (no budget given) at most
  * PSIM_POLICY_AUTO_REFINE_EVALS evaluations. False, with why, when the time
  * left does not hold the start and PSIM_POLICY_MIN_PROPOSALS proposals. */
@@ -174,7 +174,7 @@ static bool refine_budget(const policy_run *p, const psim_sim_result *start, psi
                           char *why, size_t n) {
   if (p->o->budget_evals > 0 && p->o->budget_s <= 0)
     return true;
-  double est = eval_estimate_s(p, start), now = psim_clock_now_s();
+  double est = eval_estimate_s(p, start), now = psim_budget_clock_s();
   double left = p->t0 + p->wall_s - now - est;
   if (left < est * (1 + PSIM_POLICY_MIN_PROPOSALS)) {
     snprintf(why, n, " (no MCMC refinement: ~%.2g s per evaluation, %.0f s of %.0f s left)", est,
@@ -222,7 +222,7 @@ static psim_status refine(policy_run *p, psim_policy_result *r) {
     return PSIM_OK;
   }
   phase(p, "MCMC refinement of %s (%.0f s left)", start->description,
-        p->t0 + p->wall_s - psim_clock_now_s());
+        p->t0 + p->wall_s - psim_budget_clock_s());
   psim_search_result x;
   psim_search_result_init(&x);
   psim_status st = mc->run(p->m, p->c, &o, &x);
@@ -257,7 +257,7 @@ static void adopt_fastest(const policy_run *p, psim_policy_result *r) {
   r->plan_from = cand_name[b];
 }
 
-/* auto's search step: the plan's wall budget less the grid baseline's, at least a quarter
+/* auto's search step: the plan's time budget less the grid baseline's, at least a quarter
  * of it. The Alpa optimizer skips candidate simulations that would end later, with a note
  * (on DeepSeek-V3 or Qwen3-235B on 256 GPUs one takes ~10 s). 0 (none) under an evaluation
  * budget, which makes the plan reproducible. */
@@ -271,8 +271,8 @@ psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *n
                              const psim_search_options *o, bool with_baselines,
                              psim_policy_result *r) {
   assert(m && c && name && o && r);
-  policy_run p = {m, c, o, psim_clock_now_s(), o->budget_s > 0 ? o->budget_s : PSIM_POLICY_WALL_S,
-                  ""};
+  policy_run p = {
+      m, c, o, psim_budget_clock_s(), o->budget_s > 0 ? o->budget_s : PSIM_POLICY_WALL_S, ""};
   r->searcher = r->plan_from = psim_policy_searcher(name);
   const psim_searcher *s = psim_searcher_find(r->searcher);
   if (!s || !s->run)

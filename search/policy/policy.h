@@ -18,12 +18,13 @@
  * candidate, short enough for an interactive first plan (reproducible
  * whenever they end within the wall budget below). */
 #define PSIM_POLICY_AUTO_REFINE_EVALS 100
-/* Wall budget of a plan when no time budget is given, s: issue 18 asks a
+/* Time budget of a plan when none is given, s of CPU (search/budget.h: budgets count CPU
+ * time, so a loaded machine does not change the plan): issue 18 asks a
  * 1,000-GPU plan in under a minute on one core; 40 s leaves room for loading
  * the inputs, the plan's full simulation and writing it. The Alpa optimizer
  * runs to completion; the MCMC refinement ends by this time. */
 #define PSIM_POLICY_WALL_S 40.0
-/* Wall budget of the Megatron grid baseline, s (PSIM_GRID: it stops before a
+/* Budget of the Megatron grid baseline, s of CPU (PSIM_GRID: it stops before a
  * configuration expected to end past it; the plan's description says so). */
 #define PSIM_POLICY_GRID_BASELINE_S 20.0
 /* The refinement runs only when the time left holds its start's evaluation

@@ -144,6 +144,7 @@ family() {
       not_ok "$name --format $f exports" "$(head -3 "$ERR")"
     elif [ "$f" = gspmd ] || [ "$f" = deepspeed-pipeline ] ||
       python3 tests/cli/export_rules.py "$f" "$model" "$TEST_TMP/$name.$f" "$world" \
+        $([ "$f" = megatron ] || [ "$f" = megatron-bridge ] && echo "$TEST_TMP/$name.json") \
         >"$TEST_TMP/rules.log" 2>&1; then
       ok "$name --format $f obeys the runtime's rules and round-trips the model"
     else not_ok "$name --format $f obeys the runtime's rules" "$(head -5 "$TEST_TMP/rules.log")"; fi
@@ -157,8 +158,20 @@ family llama7b models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, 
   "gspmd:4 pipeline stages" "flexflow:no current FlexFlow"
 family llama70b models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 8,
   "dp": 2, "sequence_parallel": true, "recompute": "full", "zero": 3, "overlap_grad_reduce": true' \
-  "megatron:ZeRO stage 3: Megatron-LM's distributed optimizer" torchtitan:ok \
-  "megatron-bridge:ZeRO stage 3"
+  megatron:ok torchtitan:ok megatron-bridge:ok
+# ZeRO 2 and 3 as Megatron-FSDP optim_grads / optim_grads_params (export_megatron.c fsdp_args;
+# export_rules.py reads the stage back against the plan's), and export --check reads them back
+family llama7b-zero2 models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4,
+  "dp": 4, "sequence_parallel": true, "zero": 2' megatron:ok megatron-bridge:ok
+for f in megatron megatron-bridge; do
+  for z in zero2:optim_grads llama70b:optim_grads_params; do
+    n=llama7b-${z%%:*} && [ "${z%%:*}" = llama70b ] && n=llama70b
+    grep -q "${z#*:}\$" "$TEST_TMP/$n.$f" || not_ok "$n --format $f writes ${z#*:}" "$(grep -i shard "$TEST_TMP/$n.$f")"
+    run export "$TEST_TMP/$n.json" --format "$f" --check "$TEST_TMP/$n.$f"
+    expect "$n: export --check reads the $f Megatron-FSDP settings back" 0 stdout-nonempty stderr-empty \
+      "matches the plan"
+  done
+done
 family llama7b-tp1 models/llama2-7b.json $X16 16 '"template": "megatron", "tp": 1, "pp": 1,
   "dp": 16, "micro_batch": 4, "sequence_parallel": true' megatron:ok deepspeed:ok \
   "torchtitan:DDP always overlaps"

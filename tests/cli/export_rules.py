@@ -15,6 +15,13 @@ megatron: rules of NVIDIA/Megatron-LM d98e8a64dd (Megatron-Core 0.20.0):
   megatron/core/transformer/moe/moe_layer.py: MoE with tp > 1 needs sequence parallelism.
   megatron/core/distributed/distributed_data_parallel.py: the bucket size is ignored without
     --overlap-grad-reduce (so it must not be written without it).
+  Megatron-FSDP (arguments.py validate_args ~1118-1188, 1675; --use-megatron-fsdp from
+    megatron/training/config/common_config.py DistributedInitConfig; --data-parallel-sharding-
+    strategy {no_shard, optim, optim_grads, optim_grads_params}): v1 runs with the distributed
+    optimizer; --ckpt-format fsdp_dtensor is required by and requires --use-megatron-fsdp;
+    gradient accumulation fusion off under optim_grads / optim_grads_params
+    (docs/discussions/megatron-fsdp-user-guide); the ZeRO stage read back: optim_grads 2,
+    optim_grads_params 3, else --use-distributed-optimizer 1, else 0.
 torchtitan: v0.2.2 torchtitan/config/job_config.py keys; train.py: global batch divisible by
   local batch x dp; module_fqns_per_model_part lists each layer once, in order;
   distributed/parallel_dims.py: seq_len % (tp x 2 cp) == 0 (seq_len_divisor), ep > 1 needs
@@ -38,12 +45,14 @@ pp_arg = int(world_arg[1]) if len(world_arg) > 1 else 1
 model = json.load(open(model_file))
 errors = []
 plan_layout = None
+plan_zero = None
 first_last = {}
 if len(sys.argv) > 5:  # the plan's degrees: the template's keys or the written template_info
     st = json.load(open(sys.argv[5]))["strategy"]
     ti = st.get("template_info", st)
     plan_layout = {k: ti.get(k, 1) for k in ("tp", "pp", "dp", "ep", "cp")}
     plan_layout["etp"] = ti.get("etp", plan_layout["tp"])
+    plan_zero = ti.get("zero", st.get("zero", 0))  # a searched plan: the explicit form's key
     first_last = {k: ti.get(k, 0) for k in ("first_stage_layers", "last_stage_layers")}
 
 
@@ -175,6 +184,7 @@ def megatron_core(a):
     groups = int(a.get("--num-query-groups", heads))
     need(heads % tp == 0 and groups % tp == 0, "heads/groups not divisible by tp")
     need("--ddp-bucket-size" not in a or "--overlap-grad-reduce" in a, "bucket without overlap")
+    fsdp_rules(a)
     E = int(a.get("--num-experts", 0))
     cp = int(a.get("--context-parallel-size", 1))
     ep = int(a.get("--expert-model-parallel-size", 1))
@@ -239,6 +249,24 @@ def megatron_core(a):
     need(("--fp8-format" in a) == (f["dtype"] == "fp8"), "fp8")
     if world:
         need(tp * pp * (world // (tp * pp)) == world, "world size")
+
+
+FSDP_STAGES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+
+
+def fsdp_rules(a):
+    fsdp = bool(a.get("--use-megatron-fsdp"))
+    strategy = a.get("--data-parallel-sharding-strategy")
+    need(strategy is None or strategy in FSDP_STAGES, "sharding strategy %s" % strategy)
+    need(strategy is None or fsdp, "--data-parallel-sharding-strategy without --use-megatron-fsdp")
+    need((a.get("--ckpt-format") == "fsdp_dtensor") == fsdp,
+         "Megatron-FSDP and --ckpt-format fsdp_dtensor go together")
+    need(not fsdp or "--use-distributed-optimizer" in a, "Megatron-FSDP v1 without the dist. optimizer")
+    need(not fsdp or FSDP_STAGES.get(strategy, 3) < 2 or "--no-gradient-accumulation-fusion" in a,
+         "gradient accumulation fusion under sharded gradients")
+    # the plan's ZeRO stage read back (arguments.py: the strategy defaults to optim_grads_params)
+    zero = FSDP_STAGES[strategy or "optim_grads_params"] if fsdp else int("--use-distributed-optimizer" in a)
+    need(plan_zero is None or zero == plan_zero, "ZeRO stage %d != the plan's %s" % (zero, plan_zero))
 
 
 def moe_rules(a, E, L):
@@ -381,7 +409,7 @@ def load_yaml(path):
 # registered precision presets (training/mixed_precision.py) and GPTModelProvider's
 # position_embedding_type Literal.
 BRIDGE_KEYS = {
-    "model": {"tensor_model_parallel_size", "pipeline_model_parallel_size",
+    "model": {"tensor_model_parallel_size", "pipeline_model_parallel_size", "gradient_accumulation_fusion",
               "virtual_pipeline_model_parallel_size", "num_layers_in_first_pipeline_stage",
               "num_layers_in_last_pipeline_stage", "sequence_parallel", "context_parallel_size",
               "recompute_granularity", "recompute_method", "recompute_num_layers", "num_layers",
@@ -397,7 +425,11 @@ BRIDGE_KEYS = {
               "multi_latent_attention", "mtp_num_layers"},
     "train": {"micro_batch_size", "global_batch_size"}, "dataset": {"seq_length"},
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "bucket_size",
-            "overlap_param_gather", "grad_reduce_in_fp32"},
+            "overlap_param_gather", "grad_reduce_in_fp32", "use_megatron_fsdp",
+            "data_parallel_sharding_strategy"},
+    # training/config.py at 067f987df0: DistributedInitConfig.use_megatron_fsdp,
+    # CheckpointConfig.ckpt_format
+    "dist": {"use_megatron_fsdp"}, "checkpoint": {"ckpt_format"},
     "tokenizer": {"use_tokenizer_vocab_size"},
     "optimizer": {"use_distributed_optimizer", "bf16", "fp16"}, "mixed_precision": None,
     "env_vars": {"NCCL_ALGO"},
@@ -458,6 +490,20 @@ def bridge():
     a["--micro-batch-size"], a["--global-batch-size"] = t["micro_batch_size"], t["global_batch_size"]
     if ddp["overlap_grad_reduce"]:
         a["--overlap-grad-reduce"] = True
+    # Megatron-FSDP (_validate_and_apply_megatron_fsdp_v1_configs): dist sets ddp's flag too
+    fsdp = bool(c.get("dist", {}).get("use_megatron_fsdp"))
+    need(fsdp == bool(ddp.get("use_megatron_fsdp", fsdp)), "dist and ddp use_megatron_fsdp differ")
+    if fsdp:
+        a["--use-megatron-fsdp"] = True
+    if ddp.get("data_parallel_sharding_strategy") is not None:
+        a["--data-parallel-sharding-strategy"] = ddp["data_parallel_sharding_strategy"]
+    if c.get("checkpoint", {}).get("ckpt_format") is not None:
+        a["--ckpt-format"] = c["checkpoint"]["ckpt_format"]
+    a.pop("--gradient-accumulation-fusion", None)
+    if m.get("gradient_accumulation_fusion") is False:
+        a["--no-gradient-accumulation-fusion"] = True
+    if ddp["use_distributed_optimizer"]:
+        a["--use-distributed-optimizer"] = True
     if ddp["bucket_size"] is not None:
         a["--ddp-bucket-size"] = ddp["bucket_size"]
     prec = PRESETS.get(c["mixed_precision"], "?")

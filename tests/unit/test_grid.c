@@ -1,13 +1,22 @@
 /* test_grid.c - the Megatron grid (issue 23): its pruning rules never lose the optimum
  * (brute force over every candidate of a small GPT on 16 A100s with little memory), the
  * static memory estimate prunes only candidates that are over memory when simulated,
- * the counts add up, and the space holds interleaving and the distributed optimizer. */
+ * the counts add up, and the space holds interleaving and the distributed optimizer; its
+ * time budget counts CPU time: a search stopped (SIGSTOP) for longer than its budget still
+ * gets the whole budget of CPU once continued (under the wall clock it stopped at its first
+ * check after the pause). */
+#define _POSIX_C_SOURCE 200809L
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "models/generators.h"
+#include "search/budget.h"
 #include "search/grid_impl.h"
 #include "sim/core/alloc.h"
 
@@ -15,20 +24,24 @@
 #ifndef ZERO2_MEM_GB
 #define ZERO2_MEM_GB 0.2 /* one layer on 16 devices: ZeRO 1 over, 2 fits (0.16-0.25 GB do) */
 #endif
+#ifndef ZERO2_MEM8_GB
+#define ZERO2_MEM8_GB 0.8 /* 8 layers on 16 devices: the fastest that fits needs ZeRO 2 */
+#endif
 #ifndef MOE_MEM_GB
 #define MOE_MEM_GB 1.0 /* device memory of the MoE case: ep 1 fits only split tp 2 x pp 4 */
 #endif
 
-/* 8 layers, hidden 1024, 16 heads, seq 512, batch 32 on 2 DGX A100 (16 GPUs) whose devices
- * hold mem_gb: static memory alone is ~1.9 GB at tp = pp = 1. */
-static void setup_layers(psim_model *m, psim_cluster *c, int32_t layers, double mem_gb) {
+/* A GPT of hidden 1024, 16 heads, seq 512 on 2 DGX A100 (16 GPUs) whose devices hold mem_gb
+ * (0: as shipped). */
+static void setup_gpt(psim_model *m, psim_cluster *c, int32_t layers, int64_t batch,
+                      double mem_gb) {
   psim_gen_tf_opts g;
   psim_gen_gpt_opts_init(&g);
   g.layers = layers;
   g.hidden = 1024;
   g.heads = 16;
   g.seq = 512;
-  g.batch = 32;
+  g.batch = batch;
   g.vocab = 8192;
   cJSON *j = NULL;
   ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
@@ -38,8 +51,13 @@ static void setup_layers(psim_model *m, psim_cluster *c, int32_t layers, double 
   psim_cluster_init(c);
   ck_assert_msg(psim_cluster_load(TOPO "dgx-a100-x2.json", c) == PSIM_OK, "%s",
                 psim_error_message());
-  for (int32_t t = 0; t < c->n_types; t++)
+  for (int32_t t = 0; mem_gb > 0 && t < c->n_types; t++)
     c->types[t].mem_bytes = mem_gb * 1e9;
+}
+
+/* 8 layers, batch 32, devices of mem_gb: static memory alone is ~1.9 GB at tp = pp = 1. */
+static void setup_layers(psim_model *m, psim_cluster *c, int32_t layers, double mem_gb) {
+  setup_gpt(m, c, layers, 32, mem_gb);
 }
 
 static void setup(psim_model *m, psim_cluster *c, double mem_gb) {
@@ -146,6 +164,50 @@ START_TEST(grid_falls_back_to_zero_2) {
   ck_assert_int_eq(r.best.zero_stage, 2);
   ck_assert_int_gt(r.pruned_zero_lower, 0);
   psim_grid_result_destroy(&r);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+/* The best-first order (grid_order.c) on a memory-bound case: at 0.8 GB per device the fastest
+ * candidate that fits needs ZeRO 2 (ZeRO 0-1 are at least 12% slower). Without a budget the
+ * grid's best equals brute force over the whole space in either order (the estimates order,
+ * they prune nothing), and best-first reaches it in fewer simulations than the classic order,
+ * which is what a time budget at 1,024 GPUs needs. */
+START_TEST(best_first_order_keeps_the_optimum_and_reaches_it_sooner) {
+  psim_model m;
+  psim_cluster c;
+  setup(&m, &c, ZERO2_MEM8_GB);
+  psim_grid_options o;
+  psim_grid_options_init(&o);
+  o.max_zero = 2;
+  grid_space sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  double brute = INFINITY, brute01 = INFINITY;
+  for (int64_t i = 0; i < sp.n; i++) {
+    if (sp.c[i].state == GRID_MEM_ESTIMATE) /* over memory (pruning_keeps_the_optimum) */
+      continue;
+    bool fits;
+    double t = simulate(&m, &c, &sp.c[i].mo, &fits);
+    brute = fmin(brute, t);
+    brute01 = sp.c[i].mo.zero_stage < 2 ? fmin(brute01, t) : brute01;
+  }
+  ck_assert_msg(isfinite(brute) && brute < brute01, "not memory-bound: %g, ZeRO 0-1 %g", brute,
+                brute01);
+  int64_t found_at[2];
+  for (int k = 0; k < 2; k++) {
+    o.best_first = k == 0;
+    psim_grid_result r;
+    ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+    ck_assert_msg(r.best_sim.iteration_time_s == brute, "%s: grid %.9g s, brute force %.9g s",
+                  k == 0 ? "best-first" : "classic", r.best_sim.iteration_time_s, brute);
+    ck_assert_int_eq(r.best.zero_stage, 2);
+    found_at[k] = r.curve[r.n_curve - 1].evaluation;
+    psim_grid_result_destroy(&r);
+  }
+  ck_assert_msg(found_at[0] < found_at[1], "best-first at simulation %lld, classic at %lld",
+                (long long)found_at[0], (long long)found_at[1]);
+  psim_grid_space_destroy(&sp);
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
 }
@@ -362,17 +424,97 @@ START_TEST(grid_lists_uneven_stages) {
 }
 END_TEST
 
+/* ---- time budgets count CPU time (search/budget.h) ---- */
+
+#define BUDGET_S 1.0 /* the grid's budget, s of CPU */
+#define PAUSE_S  2.0 /* stopped for longer than the budget */
+
+static double process_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* The child: the grid under BUDGET_S; writes {CPU seconds it ran, stopped by time}. */
+static void child(int fd) {
+  psim_model m;
+  psim_cluster c;
+  setup_gpt(&m, &c, 48, 256, 0); /* thousands of candidates, seconds of CPU in all */
+  psim_grid_options o;
+  psim_grid_options_init(&o);
+  o.budget_s = BUDGET_S;
+  double cpu0 = process_cpu_s();
+  psim_grid_result r;
+  psim_status st = psim_grid_search(&m, &c, &o, &r);
+  double out[2] = {process_cpu_s() - cpu0, st == PSIM_OK && r.stopped_by_time};
+  ssize_t n = write(fd, out, sizeof out);
+  _exit(n == (ssize_t)sizeof out ? 0 : 1);
+}
+
+START_TEST(grid_budget_counts_cpu_time) {
+  int fds[2];
+  ck_assert(pipe(fds) == 0);
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    child(fds[1]);
+  }
+  close(fds[1]);
+  sleep_s(0.2); /* the child loads and starts its search */
+  ck_assert(kill(pid, SIGSTOP) == 0);
+  sleep_s(PAUSE_S);
+  ck_assert(kill(pid, SIGCONT) == 0);
+  double got[2] = {0, 0};
+  ck_assert(read(fds[0], got, sizeof got) == (ssize_t)sizeof got);
+  int status = 0;
+  ck_assert(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ck_assert_msg(got[1] == 1, "the grid ended before its budget: make the case larger");
+  /* it stops before a simulation expected to end past the budget: at most a few short */
+  ck_assert_msg(got[0] >= 0.7 * BUDGET_S, "the grid ran %.3f s of CPU of its %.1f s budget", got[0],
+                BUDGET_S);
+  close(fds[0]);
+}
+END_TEST
+
+/* A parallel section costs the budget clock its busiest thread only. */
+static void *spin(void *arg) {
+  double until = psim_budget_thread_s() + *(const double *)arg;
+  while (psim_budget_thread_s() < until) {
+  }
+  return NULL;
+}
+
+START_TEST(parallel_sections_count_their_busiest_thread) {
+  double each = 0.2, t0 = psim_budget_clock_s(), p0 = process_cpu_s();
+  int32_t started = psim_budget_run_threads(2, spin, &each);
+  double clock = psim_budget_clock_s() - t0, cpu = process_cpu_s() - p0;
+  ck_assert_int_eq(started, 2);
+  ck_assert_msg(cpu >= 2 * each, "%.3f s", cpu);
+  ck_assert_msg(clock >= each && clock < 1.5 * each, "clock %.3f s for 2 x %.1f s", clock, each);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("grid");
   TCase *t = tcase_create("grid");
   tcase_set_timeout(t, 300);
   tcase_add_test(t, pruning_keeps_the_optimum);
   tcase_add_test(t, grid_falls_back_to_zero_2);
+  tcase_add_test(t, best_first_order_keeps_the_optimum_and_reaches_it_sooner);
   tcase_add_test(t, space_follows_megatron_rules);
   tcase_add_test(t, fsdp_space_follows_torchtitan_rules);
   tcase_add_test(t, grid_picks_expert_parallelism_where_it_pays);
   tcase_add_test(t, grid_lists_context_parallelism_for_long_sequences);
   tcase_add_test(t, grid_lists_uneven_stages);
+  tcase_add_test(t, grid_budget_counts_cpu_time);
+  tcase_add_test(t, parallel_sections_count_their_busiest_thread);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
