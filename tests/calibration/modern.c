@@ -239,20 +239,20 @@ static void write_tsv(const char *file, const modern_rows *rows) {
 
 /* --check: each guarded source's mean |error| on its stack stays under its bound
  * (docs/accuracy-modern.md): the issue's 8% where it is met, today's figure
- * with a margin where it is not yet. torchtitan 13%: its H100/H200 rows are at
- * 10.7%; its eight A100 FSDP rows moved from -6% to +20% signed when ring
- * collectives began to use one channel ring per NIC as NCCL does (session 10;
- * those rows' cluster network is not published, the dgx-a100 preset has 8 HDR NICs).
- * mlperf-gpt3 10% since the channel rings and NeMo's bf16 gradient / FP8 parameter
- * settings (31.4% -> 8.2%). Returns the number over. */
+ * with a margin where it is not yet. torchtitan 12.5% (11.7% in session 11): its
+ * H100/H200 rows are at 9.7%; its eight A100 FSDP rows moved from -6% to +20% signed
+ * when ring collectives began to use one channel ring per NIC as NCCL does (session
+ * 10; those rows' cluster network is not published, the dgx-a100 preset has 8 HDR
+ * NICs). mlperf-gpt3 8% (6.4% in session 11: interleaved sends overlapped, SP norm
+ * weights in the data-parallel buckets). Returns the number over. */
 static int check_targets(const modern_rows *rows) {
   static const struct {
     const char *source;
     double bound;
   } guard[] = {{"llm-foundry", 0.08},
                {"megatron-bridge", 0.08},
-               {"torchtitan", 0.13},
-               {"mlperf-gpt3", 0.10}};
+               {"torchtitan", 0.125},
+               {"mlperf-gpt3", 0.08}};
   int over = 0;
   for (size_t g = 0; g < sizeof guard / sizeof guard[0]; g++) {
     summary sm = {0};
@@ -261,7 +261,7 @@ static int check_targets(const modern_rows *rows) {
         add(&sm, &rows->v[i]);
     double mean = sm.simulated ? sm.sum_abs / sm.simulated : 1.0;
     bool ok = sm.simulated > 0 && mean <= guard[g].bound;
-    printf("check: %s mean |error| %.1f%% (bound %.0f%%): %s\n", guard[g].source, 100 * mean,
+    printf("check: %s mean |error| %.1f%% (bound %g%%): %s\n", guard[g].source, 100 * mean,
            100 * guard[g].bound, ok ? "ok" : "OVER");
     over += !ok;
   }
