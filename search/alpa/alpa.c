@@ -168,9 +168,10 @@ psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
   A->max_zero = 3;
   A->equal_stages = o->quick;
   A->mem_bytes = c->types[c->devices[0].type].mem_bytes;
-  /* auto's Alpa step keeps its share of the plan's time (search/policy/policy.c); `--search
-   * alpa` runs to completion (cli/cmd_plan.c says a budget has no effect there) */
-  A->deadline_s = o->quick && o->budget_s > 0 ? psim_alpa_now_s() + o->budget_s : 0;
+  /* auto's Alpa step keeps its share of the plan's time (search/policy/policy.c), in CPU
+   * seconds as every search budget (search/budget.h); `--search alpa` runs to completion
+   * (cli/cmd_plan.c says a budget has no effect there) */
+  A->deadline_s = o->quick && o->budget_s > 0 ? psim_budget_clock_s() + o->budget_s : 0;
   PSIM_CHECK(psim_alpa_fix_parse(o->fix, m, &A->fix));
   int32_t n_entries = psim_alpa_fix_entries(&A->fix);
   A->blame = psim_calloc((size_t)(n_entries > 0 ? n_entries : 1), 1);
@@ -230,12 +231,12 @@ psim_status psim_search_alpa(const psim_model *m, psim_cluster *c, const psim_se
     st = psim_alpa_search_all(&A);
   if (o->progress)
     fprintf(o->progress, "\n");
-  double ts = psim_alpa_now_s();
+  double ts = psim_budget_clock_s();
   if (st == PSIM_OK && !o->quick)
     st = psim_alpa_add_virtual(&A);
   if (st == PSIM_OK)
     st = psim_alpa_simulate_top(&A, r, t0);
-  A.sim_s = psim_alpa_now_s() - ts;
+  A.sim_s = psim_budget_clock_s() - ts;
   if (st == PSIM_OK && !r->found)
     st = no_plan(&A);
   const alpa_cand *best = NULL;

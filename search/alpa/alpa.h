@@ -24,7 +24,8 @@
  * choices of the DP; contradictions are PSIM_EINPUT naming the entries.
  * r->stats: ilp_count, ilp_time_s, ilp_max_gap, ilp_timeouts, dp_time_s,
  * memo_lookups, memo_hits, memo_hit_rate, candidates_simulated,
- * estimate_s (the DP's iteration estimate of the plan). */
+ * estimate_s (the DP's iteration estimate of the plan); the *_time_s figures are CPU s
+ * (search/budget.h: ILPs, DP and mesh fits their threads', simulations the budget clock). */
 psim_status psim_search_alpa(const psim_model *m, psim_cluster *c, const psim_search_options *o,
                              psim_search_result *r);
 

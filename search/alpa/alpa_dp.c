@@ -228,13 +228,13 @@ static psim_status dp_run(alpa *A, int32_t n, int32_t mb, int rc, int zero, bool
   }
   if (st == PSIM_OK)
     st = build_table(&x);
-  double t0 = psim_alpa_now_s(), ilp0 = A->ilp_s;
+  double t0 = psim_budget_thread_s(), ilp0 = A->ilp_s;
   if (st == PSIM_OK && x.tab.n_ml > 0 && (x.nz == 1 || !pool_beats(&x))) {
     psim_alpa_dp_tabulate(&x);
     st = psim_alpa_dp_enumerate(&x);
   }
   *found = *found || x.found;
-  A->dp_s += psim_alpa_now_s() - t0 - (A->ilp_s - ilp0);
+  A->dp_s += psim_budget_thread_s() - t0 - (A->ilp_s - ilp0);
   psim_alpa_dp_free(&x);
   return st;
 }

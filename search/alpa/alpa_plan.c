@@ -283,17 +283,19 @@ typedef struct cand_pool {
   cand_eval *ev;
   int32_t order[MAX_CANDS]; /* candidates by estimate, the most promising first */
   int32_t next;
-  double slowest_s; /* the slowest candidate simulation so far, s (wall) */
+  double slowest_s; /* the slowest candidate simulation so far, s of its thread's CPU time */
   pthread_mutex_t mu;
 } cand_pool;
 
-/* The next candidate to simulate, -1 when none is left or (a deadline set) when the time left
- * does not hold one more simulation as slow as the slowest so far; the first always runs. */
+/* The next candidate to simulate, -1 when none is left or (a deadline set) when the budget
+ * left does not hold one more simulation as slow as the slowest so far; the first always runs.
+ * The budget clock counts every simulating thread in full until the section ends
+ * (search/budget.h), so with --threads the cut comes no later than on one thread. */
 static int32_t next_cand(cand_pool *P) {
   alpa *A = P->A;
   if (P->next >= A->n_top)
     return -1;
-  if (A->deadline_s > 0 && P->next > 0 && psim_alpa_now_s() + P->slowest_s > A->deadline_s) {
+  if (A->deadline_s > 0 && P->next > 0 && psim_budget_clock_s() + P->slowest_s > A->deadline_s) {
     A->n_skipped = A->n_top - P->next;
     P->next = A->n_top;
     return -1;
@@ -309,9 +311,9 @@ static void *cand_worker(void *arg) {
     pthread_mutex_unlock(&P->mu);
     if (i < 0)
       return NULL;
-    double t = psim_alpa_now_s();
+    double t = psim_budget_thread_s();
     eval_candidate(P->A, i, &P->ev[i]);
-    t = psim_alpa_now_s() - t;
+    t = psim_budget_thread_s() - t;
     pthread_mutex_lock(&P->mu);
     P->slowest_s = t > P->slowest_s ? t : P->slowest_s;
     pthread_mutex_unlock(&P->mu);
@@ -320,9 +322,10 @@ static void *cand_worker(void *arg) {
 
 /* Every candidate simulated, on --threads threads, the lowest estimates first (each
  * simulation is independent; the choice below runs in candidate order, so the plan does not
- * depend on the thread count). Under a deadline (auto's share of the plan's wall budget),
- * the candidates left when the time left would not hold another simulation are skipped.
- * Returns the slowest simulation's wall time, s. */
+ * depend on the thread count). Under a deadline (auto's share of the plan's CPU budget),
+ * the candidates left when the budget left would not hold another simulation are skipped.
+ * The threads' section is charged its busiest thread (search/budget.h).
+ * Returns the slowest simulation's CPU time, s. */
 static double eval_candidates(alpa *A, cand_eval *ev) {
   cand_pool P = {.A = A, .ev = ev, .next = 0};
   for (int32_t i = 0; i < A->n_top; i++) { /* insertion sort: stable, at most MAX_CANDS */
@@ -333,7 +336,7 @@ static double eval_candidates(alpa *A, cand_eval *ev) {
   }
   int32_t want = A->o->threads < A->n_top ? A->o->threads : A->n_top;
   pthread_mutex_init(&P.mu, NULL);
-  psim_alpa_run_workers(want > 1 ? want : 0, cand_worker, &P);
+  psim_budget_run_threads(want > 1 ? want : 0, cand_worker, &P);
   cand_worker(&P); /* serial, or what no thread took */
   pthread_mutex_destroy(&P.mu);
   return P.slowest_s;
@@ -345,7 +348,7 @@ static void note_skipped(const alpa *A, double slowest_s, psim_search_result *r)
   if (A->n_skipped > 0 && len < sizeof r->description)
     snprintf(r->description + len, sizeof r->description - len,
              " (%d of %d candidates simulated: ~%.2g s per simulation)",
-             (int)(A->n_top - A->n_skipped), (int)A->n_top, slowest_s);
+             (int)(A->n_top - A->n_skipped), (int)A->n_top, slowest_s); /* CPU s */
 }
 
 psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0) {

@@ -182,9 +182,9 @@ psim_status psim_alpa_mesh_of(alpa *A, int32_t mesh, const psim_sh_mesh **out) {
     me->sh = psim_malloc(sizeof *me->sh);
     if (!me->sh)
       return psim_error(PSIM_ENOMEM, "out of memory (mesh)");
-    double t0 = psim_alpa_now_s();
+    double t0 = psim_budget_thread_s();
     PSIM_CHECK(psim_sh_mesh_init(A->c, 0, me->a0, me->a1, me->sh));
-    A->mesh_s += psim_alpa_now_s() - t0;
+    A->mesh_s += psim_budget_thread_s() - t0;
   }
   *out = me->sh;
   return PSIM_OK;
@@ -270,24 +270,10 @@ static void *ilp_worker(void *arg) {
   return NULL;
 }
 
-#define MAX_THREADS 64
-
-/* Runs fn(arg) on up to want threads (as many as start) and waits for them;
- * the callers finish on the calling thread whatever no thread took. */
-void psim_alpa_run_workers(int32_t want, void *(*fn)(void *), void *arg) {
-  pthread_t tid[MAX_THREADS];
-  int32_t started = 0;
-  while (started < want && started < MAX_THREADS &&
-         pthread_create(&tid[started], NULL, fn, arg) == 0)
-    started++;
-  for (int32_t i = 0; i < started; i++)
-    pthread_join(tid[i], NULL);
-}
-
 psim_status psim_alpa_solve_jobs(alpa *A, const psim_alpa_ilp_job *jobs, int32_t n) {
   ilp_pool P = {.A = A, .jobs = jobs, .n = n, .st = PSIM_OK};
   pthread_mutex_init(&P.mu, NULL);
-  psim_alpa_run_workers(A->o->threads < n ? A->o->threads : n, ilp_worker, &P);
+  psim_budget_run_threads(A->o->threads < n ? A->o->threads : n, ilp_worker, &P);
   pthread_mutex_destroy(&P.mu);
   if (P.st != PSIM_OK)
     return psim_error(P.st, "%s", P.err);

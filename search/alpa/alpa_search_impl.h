@@ -9,6 +9,7 @@
 
 #include "search/alpa/alpa_fix.h"
 #include "search/alpa/alpa_impl.h"
+#include "search/budget.h"
 #include "search/search.h"
 
 #define TOP_K       5 /* DP plans re-simulated (the issue allows a handful) */
@@ -88,7 +89,8 @@ typedef struct alpa {
   alpa_cand top[MAX_CANDS];
   int32_t n_top;
   double deadline_s;  /* auto (o->quick) with a time budget: candidate simulations that would
-                         end after it are skipped (alpa_plan.c), monotonic clock s; 0 = none */
+                         end after it are skipped (alpa_plan.c); s of psim_budget_clock_s()
+                         (CPU time, search/budget.h); 0 = none */
   int32_t n_skipped;  /* candidates not simulated for the deadline */
   pthread_mutex_t mu; /* guards the counters and blame when ILPs run on worker threads */
 } alpa;
@@ -118,14 +120,12 @@ bool psim_alpa_is_base(const alpa *A, int32_t n);
 /* alpa.c: whether micro-batch size mb is worth trying on mesh me. */
 bool psim_alpa_mb_wanted(const alpa *A, const alpa_mesh *me, int64_t mb);
 /* alpa_points.c: the memo's entry of a point; the mesh fitted on first use;
- * the memoised point (solved on first use); points solved on worker threads;
- * fn(arg) run on up to want threads. */
+ * the memoised point (solved on first use); points solved on worker threads. */
 alpa_point *psim_alpa_memo_at(alpa *A, int32_t cls, int32_t mesh, int32_t mb, int level);
 psim_status psim_alpa_mesh_of(alpa *A, int32_t mesh, const psim_sh_mesh **out);
 psim_status psim_alpa_point(alpa *A, int32_t cls, int32_t mesh, int32_t mb, int level,
                             const alpa_point **out);
 psim_status psim_alpa_solve_jobs(alpa *A, const psim_alpa_ilp_job *jobs, int32_t n);
-void psim_alpa_run_workers(int32_t want, void *(*fn)(void *), void *arg);
 /* cluster_layers.c: for a graph without layer indices (one layer, no repeated blocks, no
  * --fix) on more than one device, the ops clustered into layers and A->m relayered. */
 psim_status psim_alpa_cluster_model(alpa *A);

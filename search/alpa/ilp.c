@@ -3,7 +3,8 @@
  * longjmps back to the solve, which frees GLPK's environment and returns
  * PSIM_EFAILED with the captured terminal output; glp_term_hook keeps GLPK
  * quiet and captures its last line for messages; the branch-and-bound
- * callback polls psim_interrupted(). */
+ * callback polls psim_interrupted() and the time limit, CPU seconds of the solving thread
+ * (search/budget.h: a loaded machine or a stopped process does not cut a solve short). */
 #define _POSIX_C_SOURCE 200809L
 #include "search/alpa/ilp.h"
 
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "search/budget.h"
 #include "sim/core/alloc.h"
 #include "sim/engine/taskgraph.h"
 
@@ -32,9 +34,7 @@ void psim_ilp_solution_destroy(psim_ilp_solution *s) {
 }
 
 static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  return psim_budget_thread_s();
 }
 
 /* ---- GLPK fences (thread-local: GLPK's environment is per thread) ---- */
@@ -87,6 +87,7 @@ typedef struct ilp_build {
   int32_t n_cols;
   double *warm; /* warm start, n_cols + 1 entries, or NULL */
   double gap;
+  double end_s; /* the time limit on psim_budget_thread_s(), s */
   bool interrupted;
 } ilp_build;
 
@@ -235,6 +236,10 @@ static void callback(glp_tree *tree, void *info) {
     glp_ios_terminate(tree);
     return;
   }
+  if (psim_budget_thread_s() > b->end_s) { /* the incumbent, if any, is returned */
+    glp_ios_terminate(tree);
+    return;
+  }
   int reason = glp_ios_reason(tree);
   if (reason == GLP_IBINGO || reason == GLP_ISELECT)
     b->gap = glp_ios_mip_gap(tree);
@@ -292,7 +297,7 @@ static psim_status solve_glpk(glp_prob *lp, ilp_build *b, const psim_ilp_options
     glp_init_iocp(&parm);
     parm.msg_lev = GLP_MSG_OFF;
     parm.presolve = o->presolve ? GLP_ON : GLP_OFF;
-    parm.tm_lim = (int)fmin(1e9, 1000 * o->time_limit_s);
+    b->end_s = psim_budget_thread_s() + o->time_limit_s; /* CPU, not GLPK's wall tm_lim */
     parm.cb_func = callback;
     parm.cb_info = b;
     int rc = glp_intopt(lp, &parm);

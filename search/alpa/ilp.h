@@ -42,7 +42,7 @@ typedef struct psim_ilp_problem {
 } psim_ilp_problem;
 
 typedef struct psim_ilp_options {
-  double time_limit_s; /* per solve; default 10 s */
+  double time_limit_s; /* per solve, CPU s of the solving thread; default 10 s */
   bool presolve;       /* glp_intopt's presolver; default true */
 } psim_ilp_options;
 
@@ -53,7 +53,7 @@ typedef struct psim_ilp_solution {
   double objective; /* s */
   double gap;       /* relative MIP gap at exit; 0 when proven optimal */
   bool optimal;     /* false: time limit hit, incumbent returned */
-  double solve_s;   /* wall time of the solve */
+  double solve_s;   /* CPU time of the solve (its thread's), s */
 } psim_ilp_solution;
 
 void psim_ilp_solution_init(psim_ilp_solution *s);

@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "models/generators.h"
 #include "search/alpa/alpa.h"
@@ -663,6 +666,78 @@ START_TEST(ilp_splits_the_sequence_at_long_context) {
 }
 END_TEST
 
+/* ---- auto's Alpa step counts its budget in CPU seconds (search/budget.h) ---- */
+
+static double process_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* The child: auto's quick Alpa search under budget_s (0: none); writes {CPU s, wall s,
+ * candidates simulated}. */
+static void budget_child(int fd, double budget_s) {
+  psim_model m;
+  psim_cluster c;
+  gpt(&m, 8, 2048, 16, 2048, 64);
+  cluster(&c, TOPO "dgx-a100-x2.json");
+  psim_search_options o;
+  psim_search_options_init(&o);
+  o.quick = true;
+  o.budget_s = budget_s;
+  psim_search_result r;
+  psim_search_result_init(&r);
+  double cpu0 = process_cpu_s();
+  psim_status st = psim_search_alpa(&m, &c, &o, &r);
+  double out[3] = {process_cpu_s() - cpu0, r.wall_s, st == PSIM_OK ? (double)r.evaluations : -1};
+  ssize_t w = write(fd, out, sizeof out);
+  _exit(w == (ssize_t)sizeof out ? 0 : 1);
+}
+
+static void run_budget_child(double budget_s, double pause_s, double out[3]) {
+  int fds[2];
+  ck_assert(pipe(fds) == 0);
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    budget_child(fds[1], budget_s);
+  }
+  close(fds[1]);
+  if (pause_s > 0) {
+    sleep_s(0.1); /* the child starts its search */
+    ck_assert(kill(pid, SIGSTOP) == 0);
+    sleep_s(pause_s);
+    ck_assert(kill(pid, SIGCONT) == 0);
+  }
+  ck_assert(read(fds[0], out, 3 * sizeof *out) == (ssize_t)(3 * sizeof *out));
+  int status = 0;
+  ck_assert(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  close(fds[0]);
+}
+
+START_TEST(alpa_budget_counts_cpu_time) {
+  double free_run[3], paused[3];
+  run_budget_child(0, 0, free_run); /* no budget: its CPU time and candidates */
+  double budget_s = 2 * free_run[0] + 0.5, pause_s = budget_s + 1;
+  run_budget_child(budget_s, pause_s, paused);
+  fprintf(stderr,
+          "alpa budget: %.0f candidates in %.3f s CPU; paused: %.0f, %.3f s CPU, %.2f s wall\n",
+          free_run[2], free_run[0], paused[2], paused[0], paused[1]);
+  ck_assert_msg(free_run[2] > 1, "one candidate only: make the case larger");
+  ck_assert_msg(paused[1] > pause_s, "the pause (%.1f s) fell outside the search (%.2f s wall)",
+                pause_s, paused[1]);
+  /* stopped past its budget in wall seconds, it still ran every candidate */
+  ck_assert_double_eq(paused[2], free_run[2]);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("alpa");
   TCase *t = tcase_create("alpa");
@@ -679,6 +754,7 @@ int main(void) {
   tcase_add_test(t, layer_starts_read_and_refused);
   tcase_add_test(t, ilp_splits_the_expert_dim);
   tcase_add_test(t, ilp_splits_the_sequence_at_long_context);
+  tcase_add_test(t, alpa_budget_counts_cpu_time);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
