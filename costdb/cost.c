@@ -240,6 +240,21 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
   return (psim_cost_roofline(t, NULL, op_dtype(m, op), gemm, flops, bytes) + extra) * slow;
 }
 
+double psim_cost_fp8_cast_s(const psim_cluster *c, int32_t dev, const psim_model *m,
+                            const psim_op *op, const int64_t *shard, psim_pass pass,
+                            const psim_costdb *db) {
+  const psim_device *d = &c->devices[dev];
+  const psim_device_type *t = &c->types[d->type];
+  const psim_stack *st = &c->stack;
+  double seconds;
+  psim_cost_origin origin;
+  if (op->kind != PSIM_OP_MATMUL || op->n_in < 2 || op_dtype(m, op) != PSIM_DTYPE_FP8 ||
+      !psim_cost_stack_active(st) || db_shard(db, m, op, shard, pass, &seconds, &origin))
+    return 0;
+  double launch = st->launch_s > 0 ? st->launch_s : t->launch_s;
+  return fp8_casts(t, st, m, op, shard, pass, launch) * (d->slowdown > 0 ? d->slowdown : 1.0);
+}
+
 /* Optimizer step traffic per parameter, mixed-precision Adam as Megatron-LM
  * runs it: unscale and inf check (read 4, write 4), gradient norm (read 4),
  * Adam (read gradient, master, m, v: 16; write master, m, v: 12; write the

@@ -34,6 +34,14 @@ double psim_cost_compute(const psim_cluster *c, int32_t dev, const psim_model *m
                          const int64_t *shard, psim_pass pass, const psim_costdb *db,
                          psim_cost_origin *origin);
 
+/* The part of psim_cost_compute's time that casts an FP8 matmul's operands
+ * (0 when db prices the shard, the stack casts nothing or op is not an FP8
+ * matmul), in s: async TP's chunked GEMMs (sim/builder/context.c) pay it once
+ * for the whole shard, not per chunk. */
+double psim_cost_fp8_cast_s(const psim_cluster *c, int32_t dev, const psim_model *m,
+                            const psim_op *op, const int64_t *shard, psim_pass pass,
+                            const psim_costdb *db);
+
 /* True when st changes any compute cost (every field of megatron-lm-2021 is
  * zero: then every cost is the calibrated roofline's, unchanged). */
 bool psim_cost_stack_active(const psim_stack *st);

@@ -465,6 +465,13 @@ int32_t psim_build_cp_steps(const psim_build *b, int32_t o);
  * over (fused_matmul_reduce_scatter); 1 when not pipelined. */
 int32_t psim_build_tp_gather_chunks(const psim_build *b, int32_t o, int32_t k);
 int32_t psim_build_tp_scatter_chunks(const psim_build *b, int32_t o);
+/* The time of one of the n chunks (1/n of the rows) of shard k of matmul o's
+ * pass, from the cost model; whole_s / n when the rows do not split. */
+double psim_build_tp_chunk_s(const psim_build *b, int32_t o, int32_t k, int pass_kind, int32_t n,
+                             double whole_s);
+/* Compute slowdown on device dev while a reduce-scatter holds the stack's
+ * comm_sms SMs: n_sms / (n_sms - comm_sms), 1 when not set. */
+double psim_build_comm_sm_slowdown(const psim_build *b, int32_t dev);
 
 /* Memory (memory.c): static per-device bytes and which inputs ops save. */
 psim_status psim_memory_static(psim_build *b);

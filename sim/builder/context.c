@@ -34,6 +34,8 @@
 
 #include <math.h>
 
+#include "costdb/kernels.h"
+
 bool psim_build_is_view(const psim_op *op) {
   return op->kind == PSIM_OP_RESHAPE || op->kind == PSIM_OP_SPLIT;
 }
@@ -134,4 +136,46 @@ int32_t psim_build_tp_scatter_chunks(const psim_build *b, int32_t o) {
     if (mask & (1u << i))
       n *= b->s->ops[o].degree[i];
   return n;
+}
+
+/* The chunked GEMMs of async TP: fused_all_gather_matmul and
+ * fused_matmul_reduce_scatter (torch/distributed/_symmetric_memory/__init__.py)
+ * run one matmul per shard, each on 1/n of the rows (tokens), so each chunk
+ * costs what the cost model gives a GEMM of that shape: tile and wave
+ * quantisation, the efficiency curve of small GEMMs and one launch each; the
+ * FP8 casts of the operands (costdb/cost.c) are the whole shard's, once. The
+ * rows are split along the output's sequence dim, the one sequence
+ * parallelism gathers and scatters; without one, or with fewer than n
+ * positions, 1/n of the unsplit time. */
+double psim_build_tp_chunk_s(const psim_build *b, int32_t o, int32_t k, int pass_kind, int32_t n,
+                             double whole_s) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
+  const psim_tensor *y = &b->m->tensors[op->out[0]];
+  int64_t ext[PSIM_MAX_OP_DIMS];
+  psim_build_shard_extents(b, o, loc->shard, ext);
+  psim_routing_shard_extents(b, o, loc->shard, ext);
+  int32_t row = -1;
+  for (int32_t i = 0; i < op->n_dims; i++)
+    for (int32_t j = 0; j < y->rank; j++)
+      if (op->dims[i].dim == y->dims[j] && b->m->dims[y->dims[j]].role == PSIM_ROLE_SEQUENCE)
+        row = i;
+  if (row < 0 || ext[row] < n)
+    return whole_s / n;
+  psim_pass pass = pass_kind == PSIM_DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD;
+  const psim_costdb *db = b->o->costdb;
+  double casts_s = psim_cost_fp8_cast_s(b->c, loc->device, b->m, op, ext, pass, db);
+  ext[row] = (ext[row] + n - 1) / n;
+  psim_cost_origin origin;
+  double chunk_s = psim_cost_compute(b->c, loc->device, b->m, op, ext, pass, db, &origin);
+  return chunk_s - psim_cost_fp8_cast_s(b->c, loc->device, b->m, op, ext, pass, db) + casts_s / n;
+}
+
+/* The slowdown of compute that overlaps a reduce-scatter holding comm_sms of
+ * the device's SMs (the stack's comm_sms; 1 when 0 or the SM count is unknown). */
+double psim_build_comm_sm_slowdown(const psim_build *b, int32_t dev) {
+  int32_t sms = b->c->stack.comm_sms;
+  const psim_device_type *t = &b->c->types[b->c->devices[dev].type];
+  int32_t total = psim_kernels_arch(t->name).n_sms;
+  return sms > 0 && total > sms ? (double)total / (total - sms) : 1.0;
 }

@@ -261,20 +261,28 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
   if (psim_build_is_view(&b->m->ops[o]) && tc->duration_s == 0)
     return view_task(b, &info, id);
   int32_t steps = ring_steps(b, o, pass_kind), calls = tc->duration_s > 0 ? tc->host_calls : 0;
+  bool gather = false; /* async TP's all-gather chunks (else a context-parallel ring) */
   if (steps == 1 && pass_kind != PSIM_DIR_BWD)
-    steps = psim_build_tp_gather_chunks(b, o, k);
-  double last_s = tc->duration_s;
+    gather = (steps = psim_build_tp_gather_chunks(b, o, k)) > 1;
+  int32_t scatter = pass_kind == PSIM_DIR_BWD ? 1 : psim_build_tp_scatter_chunks(b, o);
+  double total_s = tc->duration_s; /* async TP: n GEMMs of 1/n of the rows (context.c) */
+  if (gather || scatter > 1) {
+    int32_t n = gather ? steps : scatter;
+    total_s = n * psim_build_tp_chunk_s(b, o, k, pass_kind, n, tc->duration_s);
+    b->compute_by_origin[tc->origin] += total_s - tc->duration_s;
+  }
+  double last_s = total_s;
   if (steps > 1) { /* the first steps' blocks: local data only, overlapping the K/V exchange */
     int32_t early;
-    PSIM_CHECK(chain(b, loc->device, tc->duration_s * (steps - 1) / steps, &info, calls, &early));
-    last_s = tc->duration_s / steps;
+    PSIM_CHECK(chain(b, loc->device, total_s * (steps - 1) / steps, &info, calls, &early));
+    last_s = total_s / steps;
     calls = 0;
   }
-  int32_t scatter = pass_kind == PSIM_DIR_BWD ? 1 : psim_build_tp_scatter_chunks(b, o);
   if (scatter > 1) { /* async TP: the first chunk feeds the reduce-scatter, the rest overlaps it */
-    int32_t rest;
+    int32_t rest;    /* ... on the SMs the reduce-scatter leaves (the stack's comm_sms) */
+    double slow = psim_build_comm_sm_slowdown(b, loc->device);
     PSIM_CHECK(chain(b, loc->device, last_s / scatter, &info, calls, id));
-    PSIM_CHECK(chain(b, loc->device, last_s * (scatter - 1) / scatter, &info, 0, &rest));
+    PSIM_CHECK(chain(b, loc->device, slow * last_s * (scatter - 1) / scatter, &info, 0, &rest));
     return account_kernel(b, tc, rest, loc->device);
   }
   PSIM_CHECK(chain(b, loc->device, last_s, &info, calls, id));

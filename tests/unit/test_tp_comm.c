@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "costdb/cost.h"
+#include "costdb/kernels.h"
 #include "models/generators.h"
 #include "sim/core/json.h"
 #include "sim/ir/stack.h"
@@ -256,14 +258,89 @@ static double exposed_tp(bool overlap, double *matmul_s) {
  * all-gathers and reduce-scatters overlap their matmuls, so less TP time is
  * exposed than without, but no less than the collectives' time beyond the
  * matmuls they can hide behind (before: tp_overlap was not read, the same
- * exposed time). */
+ * exposed time). The chunked matmuls take no less than the unsplit ones. */
 START_TEST(async_tp_overlaps_forward_matmuls) {
   double mm_sync = 0, mm_async = 0;
   double sync = exposed_tp(false, &mm_sync), async = exposed_tp(true, &mm_async);
-  ck_assert_msg(fabs(mm_async / mm_sync - 1) < 1e-9, "matmul time %g vs %g", mm_async, mm_sync);
+  ck_assert_msg(mm_async >= mm_sync * (1 - 1e-12), "chunked matmuls %g s, unsplit %g s", mm_async,
+                mm_sync);
   ck_assert_msg(async < 0.95 * sync, "exposed TP %g s with async TP, %g s without", async, sync);
   ck_assert_msg(async >= fmax(0, sync - mm_sync) - 1e-12, "exposed %g below %g - %g", async, sync,
                 mm_sync);
+}
+END_TEST
+
+/* Durations of the forward kernels of op o on device 0, micro-batch 0, in
+ * issue order (at most 2); their count. */
+static int fwd_kernels(const psim_sim_result *r, int32_t o, double *d) {
+  const psim_taskgraph *g = r->graph;
+  int n = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].pass == PSIM_TP_FWD &&
+        g->info[i].device == 0 && g->info[i].micro == 0 && g->info[i].op == o && n < 2)
+      d[n++] = g->duration_s[i];
+  return n;
+}
+
+/* The cost model's time of device 0's forward shard of matmul o (one
+ * micro-batch) with its rows (the sequence dim) cut to 1/rows_div. */
+static double shard_cost(const fixture *f, int32_t o, int64_t rows_div) {
+  const psim_op *op = &f->m.ops[o];
+  int64_t ext[PSIM_MAX_OP_DIMS];
+  for (int32_t i = 0; i < op->n_dims; i++) {
+    int64_t size = f->m.dims[op->dims[i].dim].size, deg = f->s.ops[o].degree[i];
+    if (f->m.dims[op->dims[i].dim].role == PSIM_ROLE_BATCH)
+      deg *= MICRO; /* a micro-batch's rows */
+    ck_assert(size % deg == 0);
+    ext[i] = size / deg / (f->m.dims[op->dims[i].dim].role == PSIM_ROLE_SEQUENCE ? rows_div : 1);
+  }
+  psim_cost_origin origin;
+  return psim_cost_compute(&f->c, 0, &f->m, op, ext, PSIM_PASS_FWD, NULL, &origin);
+}
+
+/* Async TP's chunked GEMMs (torch fused_all_gather_matmul and
+ * fused_matmul_reduce_scatter run one matmul per shard of the rows): a split
+ * forward matmul's kernels last TP times the cost model's time of a GEMM with
+ * 1/TP of the rows, no less than the unsplit shard (before: the unsplit time,
+ * cut in two). With comm_sms set, the chunks that overlap the reduce-scatter
+ * run on the SMs it leaves: n_sms / (n_sms - comm_sms) slower; the
+ * all-gather's (copy engines) are unchanged. */
+START_TEST(async_tp_chunks_are_small_gemms) {
+  fixture f;
+  setup(&f, NULL);
+  psim_sim_result sync, async, sms;
+  simulate(&f, &sync);
+  f.c.stack.tp_overlap = true;
+  simulate(&f, &async);
+  f.c.stack.comm_sms = 16; /* TE userbuffers' "pipeline" reduce-scatter default num_sm */
+  simulate(&f, &sms);
+  int32_t n_sms = psim_kernels_arch(f.c.types[f.c.devices[0].type].name).n_sms;
+  ck_assert_int_gt(n_sms, 16);
+  int split = 0, scatters = 0;
+  for (int32_t o = 0; o < f.m.n_ops; o++) {
+    double d0[2], d1[2], d2[2];
+    if (f.m.ops[o].kind != PSIM_OP_MATMUL || fwd_kernels(&async, o, d1) != 2)
+      continue;
+    ck_assert_int_eq(fwd_kernels(&sync, o, d0), 1);
+    ck_assert_int_eq(fwd_kernels(&sms, o, d2), 2);
+    double whole = shard_cost(&f, o, 1), chunk = shard_cost(&f, o, TP);
+    ck_assert_msg(fabs(d0[0] / whole - 1) < 1e-9, "%s: %g s, cost %g s", f.m.ops[o].name, d0[0],
+                  whole);
+    ck_assert_msg(fabs((d1[0] + d1[1]) / (TP * chunk) - 1) < 1e-9, "%s: %g + %g s, %d x %g s",
+                  f.m.ops[o].name, d1[0], d1[1], TP, chunk);
+    ck_assert(d1[0] + d1[1] >= whole);
+    bool scatter = d1[0] < d1[1]; /* the first chunk feeds the reduce-scatter */
+    double slow = scatter ? (double)n_sms / (n_sms - 16) : 1.0;
+    ck_assert_msg(fabs(d2[0] / d1[0] - 1) < 1e-9 && fabs(d2[1] / (d1[1] * slow) - 1) < 1e-9,
+                  "%s: %g, %g s with comm_sms", f.m.ops[o].name, d2[0], d2[1]);
+    split++, scatters += scatter;
+  }
+  ck_assert_int_eq(split, 8); /* wq wk wv w1 w3 output after gathers, wo w2 before scatters */
+  ck_assert_int_eq(scatters, 2);
+  psim_sim_result_destroy(&sync);
+  psim_sim_result_destroy(&async);
+  psim_sim_result_destroy(&sms);
+  teardown(&f);
 }
 END_TEST
 
@@ -276,6 +353,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, gqa_keeps_kv_heads_local);
   tcase_add_test(tc, pytorch_fsdp2_gathers_fp8);
   tcase_add_test(tc, async_tp_overlaps_forward_matmuls);
+  tcase_add_test(tc, async_tp_chunks_are_small_gemms);
   suite_add_tcase(s, tc);
   return s;
 }
