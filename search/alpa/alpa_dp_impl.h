@@ -34,7 +34,11 @@ typedef struct dp_ctx {
   double *T;      /* [zi][k][j]: the fastest option's stage time at one micro-batch, s */
   int32_t *Tpick; /* the option */
   int32_t *Tf;    /* the most micro-batches in flight it holds (up to F) */
-  double *G;      /* [s][k][e]: least sum of stage times */
+  /* [zi][k][j]: the last scan beyond Tf (its count in flight, 0 = none; time; option): the
+   * cells of one (s, k) ask for the same (zi, k, j, f) once per surplus e */
+  int32_t *Sf, *Spick;
+  double *St;
+  double *G; /* [s][k][e]: least sum of stage times */
   int32_t *next, *pick, S_best;
   bool found; /* some plan fits (set by psim_alpa_dp_enumerate) */
 } dp_ctx;

@@ -32,9 +32,12 @@ psim_status psim_alpa_dp_alloc(dp_ctx *x) {
   x->T = psim_malloc(tab * sizeof *x->T);
   x->Tpick = psim_malloc(tab * sizeof *x->Tpick);
   x->Tf = psim_malloc(tab * sizeof *x->Tf);
+  x->Sf = psim_malloc(tab * sizeof *x->Sf);
+  x->Spick = psim_malloc(tab * sizeof *x->Spick);
+  x->St = psim_malloc(tab * sizeof *x->St);
   x->slow = psim_malloc((size_t)(x->S0 > 0 ? x->S0 : 1) * sizeof *x->slow);
   bool ok = x->G && x->next && x->pick && x->tab.t && x->tab.w && x->tab.a && x->tab.w1 && x->T &&
-            x->Tpick && x->Tf && x->slow;
+            x->Tpick && x->Tf && x->Sf && x->Spick && x->St && x->slow;
   return ok ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory (stage DP)");
 }
 
@@ -49,6 +52,9 @@ void psim_alpa_dp_free(dp_ctx *x) {
   psim_free(x->T);
   psim_free(x->Tpick);
   psim_free(x->Tf);
+  psim_free(x->Sf);
+  psim_free(x->Spick);
+  psim_free(x->St);
   psim_free(x->slow);
 }
 
@@ -96,6 +102,7 @@ void psim_alpa_dp_tabulate(dp_ctx *x) {
         while (o >= 0 && f < x->F && option_fits(x, o, k, j, f + 1, &t))
           f++;
         x->Tf[at] = f;
+        x->Sf[at] = 0;
       }
 }
 
@@ -106,7 +113,13 @@ static double stage_time(const dp_ctx *x, int32_t zi, int32_t k, int32_t j, int3
     *pick = x->Tpick[at];
     return x->T[at];
   }
-  return stage_scan(x, zi, k, j, f, pick);
+  if (x->Sf[at] != f) { /* the scan is a function of (zi, k, j, f): kept for the next ask */
+    x->Spick[at] = -1;
+    x->St[at] = stage_scan(x, zi, k, j, f, &x->Spick[at]);
+    x->Sf[at] = f;
+  }
+  *pick = x->Spick[at];
+  return x->St[at];
 }
 
 /* Stage i from the front's time factor (stragglers; equal stages only). */
