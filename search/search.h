@@ -63,7 +63,7 @@ typedef struct psim_search_result {
   int32_t n_curve;
   size_t cap_curve;
   struct cJSON *stats;   /* searcher-specific statistics (owned), or NULL */
-  char description[256]; /* one line for people: "Megatron tp 8, pp 2, ..." */
+  char description[1024]; /* one line for people: "Megatron tp 8, pp 2, ..." (notes appended) */
 } psim_search_result;
 
 void psim_search_result_init(psim_search_result *r);
