@@ -236,7 +236,7 @@ static const double a100_allreduce_busbw_gbs[7][11] = {
     {23.09, 45.86, 85.88, 108.89, 126.28, 172.61, 192.15, 200.72, 210.09, 223.94, 226.78},
     {19.84, 39.41, 77.34, 111.19, 126.7, 164.53, 202.56, 201.78, 217.47, 224.25, 229.3}};
 
-static psim_status add_table(cJSON *list, const char *op, int32_t n) {
+static psim_status add_table(cJSON *list, const char *op, int32_t n, double scale) {
   cJSON *t = cJSON_CreateObject(), *pts = NULL;
   if (!t || !cJSON_AddItemToArray(list, t)) {
     cJSON_Delete(t);
@@ -247,7 +247,7 @@ static psim_status add_table(cJSON *list, const char *op, int32_t n) {
   PSIM_CHECK(psim_json_add_string(t, "scope", "intra_node"));
   PSIM_CHECK(psim_json_add_array(t, "points", &pts));
   for (int k = 0; k < 11; k++) {
-    double pt[2] = {(double)(1048576L << k), a100_allreduce_busbw_gbs[n - 2][k] * 1e9};
+    double pt[2] = {(double)(1048576L << k), a100_allreduce_busbw_gbs[n - 2][k] * scale * 1e9};
     cJSON *a = cJSON_CreateDoubleArray(pt, 2);
     if (!a || !cJSON_AddItemToArray(pts, a)) {
       cJSON_Delete(a);
@@ -257,13 +257,19 @@ static psim_status add_table(cJSON *list, const char *op, int32_t n) {
   return PSIM_OK;
 }
 
-static psim_status add_a100_collectives(cJSON *root) {
+/* H100 SXM, 8 GPUs on NVSwitch: about 370 GB/s ring bus bandwidth for large
+ * messages against 450 GB/s line rate (../shared/calibration/collectives.md).
+ * No per-size H100 curve is published there: the A100 curves' shape is kept and
+ * scaled so that the 8-GPU plateau (1 GiB: 229.3 GB/s) becomes 370 GB/s. */
+static const double h100_over_a100_busbw = 370.0 / 229.3;
+
+static psim_status add_nvswitch_collectives(cJSON *root, double scale) {
   static const char *const ops[] = {"all_reduce", "all_gather", "reduce_scatter"};
   cJSON *list;
   PSIM_CHECK(psim_json_add_array(root, "collectives", &list));
   for (int i = 0; i < 3; i++)
     for (int32_t n = 2; n <= 8; n++)
-      PSIM_CHECK(add_table(list, ops[i], n));
+      PSIM_CHECK(add_table(list, ops[i], n, scale));
   return PSIM_OK;
 }
 
@@ -292,7 +298,9 @@ static psim_status build(cJSON *root, const psim_preset_opts *o, const preset *p
   int32_t rack = o->nodes_per_rack ? o->nodes_per_rack : p->rack;
   PSIM_CHECK(add_fabric(root, o, rack < o->nodes ? rack : o->nodes));
   if (strncmp(p->type, "a100", 4) == 0)
-    PSIM_CHECK(add_a100_collectives(root));
+    PSIM_CHECK(add_nvswitch_collectives(root, 1.0));
+  if (strcmp(p->type, "h100") == 0)
+    PSIM_CHECK(add_nvswitch_collectives(root, h100_over_a100_busbw));
   return PSIM_OK;
 }
 
