@@ -62,7 +62,7 @@ typedef struct psim_search_result {
   psim_search_point *curve; /* best so far after each improvement */
   int32_t n_curve;
   size_t cap_curve;
-  struct cJSON *stats;   /* searcher-specific statistics (owned), or NULL */
+  struct cJSON *stats;    /* searcher-specific statistics (owned), or NULL */
   char description[1024]; /* one line for people: "Megatron tp 8, pp 2, ..." (notes appended) */
 } psim_search_result;
 
