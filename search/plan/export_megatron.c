@@ -21,6 +21,9 @@ psim_status psim_export_megatron_plan_refusals(const psim_export_facts *f) {
     return psim_export_refuse("ZeRO stage %d: Megatron-LM shards at most the optimizer state, "
                               "gradients and weights (Megatron-FSDP optim_grads_params)",
                               s->zero_stage);
+  if (s->recompute == PSIM_RECOMPUTE_OP)
+    return psim_export_refuse("torchtitan's op-level selective recomputation (every second "
+                              "matmul): Megatron-LM recomputes full layers or the attention core");
   if (f->lay.pp > 1 && s->schedule == PSIM_SCHED_GPIPE)
     return psim_export_refuse("the GPipe schedule: Megatron-LM runs 1F1B (or interleaved 1F1B) "
                               "pipelines only");

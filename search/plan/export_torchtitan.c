@@ -308,7 +308,11 @@ psim_status psim_export_torchtitan(const psim_plan_doc *d, const psim_export_fac
   model_section(&b, d, f);
   training_section(&b, f);
   parallelism_section(&b, f);
-  psim_sb_printf(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n\n[compile]\nenable = false\n",
-                 f->s->recompute == PSIM_RECOMPUTE_FULL ? "full" : "none");
+  bool op_sac = f->s->recompute == PSIM_RECOMPUTE_OP; /* torchtitan's op-level policy */
+  psim_sb_printf(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n%s\n[compile]\nenable = false\n",
+                 f->s->recompute == PSIM_RECOMPUTE_FULL ? "full"
+                 : op_sac                               ? "selective"
+                                                        : "none",
+                 op_sac ? "selective_ac_option = \"op\"\n" : "");
   return psim_sb_finish(&b, "export", text, len);
 }

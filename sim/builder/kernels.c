@@ -103,6 +103,52 @@ static bool is_attention_core(const psim_model *m, const psim_op *op) {
   return is_score_softmax(m, op) || is_qk(m, op) || is_av(m, op);
 }
 
+/* ---- op-level selective recompute (torchtitan) --------------------------- */
+
+/* A matmul reading a weight (a linear layer), not QK^T / AV. */
+static bool is_weight_matmul(const psim_model *m, const psim_op *op) {
+  if (op->kind != PSIM_OP_MATMUL)
+    return false;
+  for (int32_t i = 0; i < op->n_in; i++)
+    if (m->tensors[op->in[i]].kind == PSIM_TENSOR_WEIGHT)
+      return true;
+  return false;
+}
+
+/* torchtitan's op-level selective activation checkpointing (activation_checkpoint
+ * mode "selective", selective_ac_option "op": the default of its llama3_8b.toml at
+ * 9dec370, 820504e and v0.2.2). Each transformer block runs under
+ * create_selective_checkpoint_contexts with a policy that saves the outputs of
+ * aten.mm, the SDPA kernels, _c10d_functional.reduce_scatter_tensor and the
+ * Float8 amax ops, "except every second mm" (a per-block mm counter, odd ones
+ * saved), and recomputes everything else (torchtitan/parallelisms/
+ * parallelize_llama.py _save_list / _apply_ac_to_transformer_block at 9dec370,
+ * torchtitan/models/llama3/parallelize_llama.py at 820504e). In torchtitan's
+ * order (wq, wk, wv, wo, w1, w3, w2) wk, wo and w3 are recomputed, with the norms,
+ * RoPE, SwiGLU, the residual adds and, under tensor parallelism, the sequence-
+ * parallel all-gathers feeding them (their producers recompute, so comm.c builds
+ * the gather again). A recomputed matmul whose output is a partial sum over
+ * tensor parallelism (wo, row-parallel) feeds only the reduce-scatter whose
+ * output the policy saves: the recompute would be dead code, which torch.compile
+ * (every tensor-parallel row) drops, so it is not run. */
+static bool op_sac_recomputed(const psim_build *b, int32_t o) {
+  const psim_model *m = b->m;
+  const psim_op *op = &m->ops[o];
+  if (is_attention_core(m, op))
+    return false; /* SDPA's output is saved */
+  if (!is_weight_matmul(m, op))
+    return true;
+  int32_t n = 0; /* this matmul's place among its layer's weight matmuls, from 1 */
+  for (int32_t p = o; p >= 0 && m->ops[p].layer == op->layer; p--)
+    n += is_weight_matmul(m, &m->ops[p]);
+  if (n % 2 == 1)
+    return false;
+  for (int32_t j = 0; j < op->n_out; j++)
+    if (psim_build_partial_mask(b, o, op->out[j], PSIM_DIR_FWD) != 0)
+      return false;
+  return true;
+}
+
 /* Whether op o is recomputed in backward under the strategy's mode. */
 bool psim_build_recomputed(const psim_build *b, int32_t o) {
   const psim_op *op = &b->m->ops[o];
@@ -111,6 +157,7 @@ bool psim_build_recomputed(const psim_build *b, int32_t o) {
   switch (b->s->recompute) {
   case PSIM_RECOMPUTE_FULL: return true;
   case PSIM_RECOMPUTE_SELECTIVE: return is_attention_core(b->m, op);
+  case PSIM_RECOMPUTE_OP: return op_sac_recomputed(b, o);
   default: return false;
   }
 }

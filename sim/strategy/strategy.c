@@ -125,12 +125,12 @@ typedef struct enum_names {
 #define N_NAMES(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved"};
-static const char *const recompute_names[] = {"none", "selective", "full"};
+static const char *const recompute_names[] = {"none", "selective", "full", "op"};
 static const char *const allreduce_names[] = {"auto", "ring", "tree", "halving_doubling",
                                               "hierarchical"};
 static const char *const ps_mode_names[] = {"sync", "async", "backup"};
 _Static_assert(N_NAMES(schedule_names) == PSIM_SCHED_INTERLEAVED + 1, "a schedule has no name");
-_Static_assert(N_NAMES(recompute_names) == PSIM_RECOMPUTE_FULL + 1, "a recompute mode has no name");
+_Static_assert(N_NAMES(recompute_names) == PSIM_RECOMPUTE_OP + 1, "a recompute mode has no name");
 _Static_assert(N_NAMES(allreduce_names) == PSIM_AR_HIERARCHICAL + 1, "an algorithm has no name");
 _Static_assert(N_NAMES(ps_mode_names) == PSIM_PS_BACKUP + 1, "a PS mode has no name");
 

@@ -36,7 +36,10 @@ typedef enum psim_schedule {
 typedef enum psim_recompute {
   PSIM_RECOMPUTE_NONE = 0,
   PSIM_RECOMPUTE_SELECTIVE, /* attention core (softmax, dropout, QK^T, AV) recomputed */
-  PSIM_RECOMPUTE_FULL       /* every layer's forward recomputed in backward */
+  PSIM_RECOMPUTE_FULL,      /* every layer's forward recomputed in backward */
+  PSIM_RECOMPUTE_OP         /* torchtitan's op-level selective AC: a block's ops but attention,
+                             * every odd weight matmul and the tensor-parallel reductions
+                             * (sim/builder/kernels.c, psim_build_recomputed) */
 } psim_recompute;
 
 typedef enum psim_allreduce_algo {

@@ -24,7 +24,10 @@
 #include "modern.h"
 
 static const char *rc_name(psim_recompute r) {
-  return r == PSIM_RECOMPUTE_FULL ? "full" : r == PSIM_RECOMPUTE_SELECTIVE ? "sel" : "-";
+  return r == PSIM_RECOMPUTE_FULL        ? "full"
+         : r == PSIM_RECOMPUTE_SELECTIVE ? "sel"
+         : r == PSIM_RECOMPUTE_OP        ? "op"
+                                         : "-";
 }
 
 static double err_of(const modern_row *r) {
@@ -239,30 +242,35 @@ static void write_tsv(const char *file, const modern_rows *rows) {
 
 /* --check: each guarded source's mean |error| on its stack stays under its bound
  * (docs/accuracy-modern.md): the issue's 8% where it is met, today's figure
- * with a margin where it is not yet. torchtitan 12.5% (11.7% in session 11): its
- * H100/H200 rows are at 9.7%; its eight A100 FSDP rows moved from -6% to +20% signed
- * when ring collectives began to use one channel ring per NIC as NCCL does (session
- * 10; those rows' cluster network is not published, the dgx-a100 preset has 8 HDR
- * NICs). mlperf-gpt3 8% (6.4% in session 11: interleaved sends overlapped, SP norm
- * weights in the data-parallel buckets). Returns the number over. */
+ * with a margin where it is not yet. torchtitan: its H100/H200 rows under the
+ * issue's 8% (7.5% in session 12, after torchtitan's op-level selective AC,
+ * PSIM_RECOMPUTE_OP), all its rows under 9.5% (9.0%): its eight A100 FSDP rows sit
+ * at +15% signed since ring collectives began to use one channel ring per NIC as
+ * NCCL does (session 10; those rows' cluster network is not published, the
+ * dgx-a100 preset has 8 HDR NICs). mlperf-gpt3 8% (4.8% in session 11). A guard
+ * with a generation counts only that generation's rows. Returns the number over. */
 static int check_targets(const modern_rows *rows) {
   static const struct {
-    const char *source;
+    const char *source, *generation;
     double bound;
-  } guard[] = {{"llm-foundry", 0.08},
-               {"megatron-bridge", 0.08},
-               {"torchtitan", 0.125},
-               {"mlperf-gpt3", 0.08}};
+  } guard[] = {{"llm-foundry", NULL, 0.08},
+               {"megatron-bridge", NULL, 0.08},
+               {"torchtitan", NULL, 0.095},
+               {"torchtitan", "Hopper", 0.08},
+               {"mlperf-gpt3", NULL, 0.08}};
   int over = 0;
   for (size_t g = 0; g < sizeof guard / sizeof guard[0]; g++) {
     summary sm = {0};
     for (int i = 0; i < rows->n; i++)
-      if (strcmp(rows->v[i].source, guard[g].source) == 0)
+      if (strcmp(rows->v[i].source, guard[g].source) == 0 &&
+          (!guard[g].generation ||
+           strcmp(modern_generation(rows->v[i].gpu), guard[g].generation) == 0))
         add(&sm, &rows->v[i]);
     double mean = sm.simulated ? sm.sum_abs / sm.simulated : 1.0;
     bool ok = sm.simulated > 0 && mean <= guard[g].bound;
-    printf("check: %s mean |error| %.1f%% (bound %g%%): %s\n", guard[g].source, 100 * mean,
-           100 * guard[g].bound, ok ? "ok" : "OVER");
+    printf("check: %s%s%s mean |error| %.1f%% (bound %g%%): %s\n", guard[g].source,
+           guard[g].generation ? " " : "", guard[g].generation ? guard[g].generation : "",
+           100 * mean, 100 * guard[g].bound, ok ? "ok" : "OVER");
     over += !ok;
   }
   return over;

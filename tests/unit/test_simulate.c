@@ -222,6 +222,55 @@ START_TEST(selective_recomputes_the_attention_core) {
 }
 END_TEST
 
+/* LLaMA-2 7B (MHA: wq, wk, wv, wo, w1, w3, w2 per block) at tp `tp`, dp 8 / tp, 4
+ * samples per micro-batch. */
+static void llama_recompute(fixture *f, int32_t tp, psim_recompute rc, psim_sim_result *r) {
+  psim_megatron_opts mo;
+  psim_megatron_opts_init(&mo);
+  mo.tp = tp;
+  mo.pp = 1;
+  mo.dp = 8 / tp;
+  mo.micro_batch = 4;
+  mo.sequence_parallel = tp > 1;
+  mo.recompute = rc;
+  run(f, &mo, true, r);
+}
+
+/* torchtitan's op-level selective AC (PSIM_RECOMPUTE_OP) saves every odd matmul of
+ * a block and SDPA and recomputes the rest: wk, wo and w3, 2 B s h (h + h + ffn)
+ * FLOPs per layer, plus the element-wise ops (norms, SwiGLU, adds: under 3% of
+ * that here). At tp 2 wo's output is reduce-scattered, which the policy saves, so
+ * wo is not recomputed: 2 B s h (h + ffn). Failed before the mode existed (its
+ * name did not parse) and fails if attention (4 B s^2 h per layer) is recomputed. */
+START_TEST(op_level_sac_recomputes_every_second_matmul) {
+  psim_recompute rc;
+  ck_assert_int_eq(psim_recompute_parse("op", &rc), PSIM_OK);
+  ck_assert_int_eq(rc, PSIM_RECOMPUTE_OP);
+  ck_assert_str_eq(psim_recompute_name(PSIM_RECOMPUTE_OP), "op");
+  fixture f;
+  load(&f, ROOT "models/llama2-7b.json", ROOT "topologies/dgx-a100-x1.json");
+  double B = 1024, s = 4096, h = 4096, ffn = 11008, L = 32;
+  for (int32_t tp = 1; tp <= 2; tp++) {
+    psim_sim_result none, op, full;
+    llama_recompute(&f, tp, PSIM_RECOMPUTE_NONE, &none);
+    llama_recompute(&f, tp, rc, &op);
+    llama_recompute(&f, tp, PSIM_RECOMPUTE_FULL, &full);
+    double mm = L * 2 * B * s * h * (tp == 1 ? 2 * h + ffn : h + ffn);
+    double extra = op.hardware_flops - none.hardware_flops;
+    ck_assert_msg(extra >= mm && extra <= 1.03 * mm, "tp %d: recomputed %.6g FLOPs, matmuls %.6g",
+                  tp, extra, mm);
+    ck_assert_double_lt(none.iteration_time_s, op.iteration_time_s);
+    ck_assert_double_lt(op.iteration_time_s, full.iteration_time_s);
+    ck_assert_double_lt(full.memory.activations, op.memory.activations);
+    ck_assert_double_lt(op.memory.activations, none.memory.activations);
+    psim_sim_result_destroy(&none);
+    psim_sim_result_destroy(&op);
+    psim_sim_result_destroy(&full);
+  }
+  unload(&f);
+}
+END_TEST
+
 /* Bytes the ranks send in gradient and parameter collectives under ZeRO
  * stage `stage` (data parallel over n devices, one micro-batch). */
 static double zero_bytes(fixture *f, int32_t n, int32_t stage) {
@@ -414,6 +463,7 @@ int main(void) {
   tcase_add_test(tc, one_f_one_b_same_time_as_gpipe_when_free_comm);
   tcase_add_test(tc, folded_equals_unfolded);
   tcase_add_test(tc, selective_recomputes_the_attention_core);
+  tcase_add_test(tc, op_level_sac_recomputes_every_second_matmul);
   tcase_add_test(tc, zero_traffic_follows_rajbhandari);
   tcase_add_test(tc, zero3_not_faster_than_data_parallel);
   tcase_add_test(tc, bytes_per_parameter_by_dtype);
