@@ -255,6 +255,16 @@ double psim_cost_fp8_cast_s(const psim_cluster *c, int32_t dev, const psim_model
   return fp8_casts(t, st, m, op, shard, pass, launch) * (d->slowdown > 0 ? d->slowdown : 1.0);
 }
 
+double psim_cost_fp8_cast_elems_s(const psim_cluster *c, int32_t dev, double n) {
+  const psim_device *d = &c->devices[dev];
+  const psim_device_type *t = &c->types[d->type];
+  double mem_eff = t->eff.mem > 0 ? t->eff.mem : 1.0;
+  if (c->stack.fp8_cast_bytes <= 0 || t->mem_bw <= 0 || n <= 0)
+    return 0;
+  return n * c->stack.fp8_cast_bytes / (t->mem_bw * mem_eff) *
+         (d->slowdown > 0 ? d->slowdown : 1.0);
+}
+
 /* Optimizer step traffic per parameter, mixed-precision Adam as Megatron-LM
  * runs it: unscale and inf check (read 4, write 4), gradient norm (read 4),
  * Adam (read gradient, master, m, v: 16; write master, m, v: 12; write the

@@ -42,6 +42,11 @@ double psim_cost_fp8_cast_s(const psim_cluster *c, int32_t dev, const psim_model
                             const psim_op *op, const int64_t *shard, psim_pass pass,
                             const psim_costdb *db);
 
+/* The time of casting n 16-bit elements to FP8 on device dev under the cluster's
+ * stack (its fp8_cast_bytes per element at the device's memory rate), in s,
+ * without launches; 0 when the stack casts nothing. */
+double psim_cost_fp8_cast_elems_s(const psim_cluster *c, int32_t dev, double n);
+
 /* True when st changes any compute cost (every field of megatron-lm-2021 is
  * zero: then every cost is the calibrated roofline's, unchanged). */
 bool psim_cost_stack_active(const psim_stack *st);

@@ -477,6 +477,14 @@ double psim_build_comm_sm_slowdown(const psim_build *b, int32_t dev);
 psim_status psim_memory_static(psim_build *b);
 /* Bytes an op's shard keeps for its backward, per micro-batch. When
  * `recomputed`, only what the recompute needs (inputs from another layer). */
+/* Elements of tensor t in one shard of its producer p (through views), per micro-batch. */
+double psim_memory_producer_shard_elems(const psim_build *b, int32_t p, int32_t t);
+
+/* The part of an FP8 matmul shard's cast time (costdb/cost.c) that torchao's
+ * tensorwise tensor parallelism does not spend (kernels.c), in s. */
+double psim_build_fp8_cast_saving_s(const psim_build *b, int32_t o, int32_t dev, const int64_t *ext,
+                                    int pass_kind);
+
 double psim_memory_saved_bytes(const psim_build *b, int32_t op, const int64_t *shard,
                                bool recomputed);
 

@@ -164,7 +164,8 @@ double psim_build_tp_chunk_s(const psim_build *b, int32_t o, int32_t k, int pass
     return whole_s / n;
   psim_pass pass = pass_kind == PSIM_DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD;
   const psim_costdb *db = b->o->costdb;
-  double casts_s = psim_cost_fp8_cast_s(b->c, loc->device, b->m, op, ext, pass, db);
+  double casts_s = psim_cost_fp8_cast_s(b->c, loc->device, b->m, op, ext, pass, db) -
+                   psim_build_fp8_cast_saving_s(b, o, loc->device, ext, pass_kind);
   ext[row] = (ext[row] + n - 1) / n;
   psim_cost_origin origin;
   double chunk_s = psim_cost_compute(b->c, loc->device, b->m, op, ext, pass, db, &origin);

@@ -252,7 +252,8 @@ static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int
   psim_pass pass = pass_kind == PSIM_DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD;
   psim_cost_origin origin = PSIM_ORIGIN_ESTIMATED;
   tc->duration_s =
-      psim_cost_compute(b->c, loc->device, b->m, &b->m->ops[o], ext, pass, b->o->costdb, &origin);
+      psim_cost_compute(b->c, loc->device, b->m, &b->m->ops[o], ext, pass, b->o->costdb, &origin) -
+      psim_build_fp8_cast_saving_s(b, o, loc->device, ext, pass_kind);
   tc->origin = (uint8_t)origin;
   double bytes = 0;
   psim_op_shard_work(b->m, &b->m->ops[o], ext, pass, &tc->flops, &bytes);
@@ -261,6 +262,46 @@ static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int
       (uint8_t)host_calls(b, o, pass_kind == PSIM_DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD);
   tc->valid = PSIM_COST_VALID;
   return tc;
+}
+
+/* Tensorwise Float8 under tensor parallelism (the stack's fp8_tp_all_gather without
+ * rowwise scaling): torchtitan's plan puts PrepareFloat8ModuleInput on "attention"
+ * and "feed_forward" (apply_tp, torchtitan/parallelisms/parallelize_llama.py at
+ * 9dec370), which casts the module's sequence-sharded input to FP8 once and
+ * all-gathers the FP8 tensor; wq / wk / wv (w1 / w3) take it as it is
+ * (hp_tensor_to_float8_dynamic returns a tensor already cast, torchao/float8/
+ * float8_tensor_parallel.py and float8_scaling_utils.py at eab345c). The cost
+ * model casts each FP8 matmul's whole gathered input (costdb/cost.c fp8_casts):
+ * the part not spent is that cast less the producer shard's, shared by the
+ * tensor's FP8 matmuls. Forward and recompute only; 0 otherwise. */
+double psim_build_fp8_cast_saving_s(const psim_build *b, int32_t o, int32_t dev, const int64_t *ext,
+                                    int pass_kind) {
+  const psim_model *m = b->m;
+  const psim_op *op = &m->ops[o];
+  const psim_stack *st = &b->c->stack;
+  if (pass_kind == PSIM_DIR_BWD || !st->fp8_tp_all_gather || st->fp8_rowwise ||
+      op->kind != PSIM_OP_MATMUL || !op->attrs.fp8 || op->n_in < 2 ||
+      psim_cost_fp8_cast_s(b->c, dev, m, op, ext, PSIM_PASS_FWD, b->o->costdb) <= 0)
+    return 0; /* no cast in the cost (a cost database's time, no FP8 casts) */
+  int32_t t = op->in[0];
+  int32_t p = m->tensors[t].producer;
+  if (p < 0 || m->tensors[t].kind != PSIM_TENSOR_ACTIVATION)
+    return 0;
+  double whole = 1; /* the input at this shard's extents (the gathered tensor) */
+  for (int32_t j = 0; j < m->tensors[t].rank; j++) {
+    int32_t i = psim_op_dim_index(op, m->tensors[t].dims[j]);
+    whole *= i >= 0 ? (double)ext[i] : (double)m->dims[m->tensors[t].dims[j]].size;
+  }
+  double shard = psim_memory_producer_shard_elems(b, p, t);
+  if (shard >= whole)
+    return 0; /* not gathered: the matmul casts its own input */
+  int32_t users = 0;
+  for (int32_t q = 0; q < m->n_ops; q++)
+    if (m->ops[q].kind == PSIM_OP_MATMUL && m->ops[q].attrs.fp8 && m->ops[q].n_in > 0 &&
+        m->ops[q].in[0] == t)
+      users++;
+  return psim_cost_fp8_cast_elems_s(b->c, dev, whole) -
+         psim_cost_fp8_cast_elems_s(b->c, dev, shard) / (users > 0 ? users : 1);
 }
 
 /* Counts a kernel's cost in the build's totals and its memory event. */

@@ -78,7 +78,7 @@ static double kept_outputs(const psim_model *m, const psim_op *op, const int64_t
 
 /* Elements of the largest shard of tensor t as its producer p holds it, per
  * micro-batch. */
-static double producer_shard_elems(const psim_build *b, int32_t p, int32_t t) {
+double psim_memory_producer_shard_elems(const psim_build *b, int32_t p, int32_t t) {
   const psim_model *m = b->m;
   while (psim_build_is_view(&m->ops[p]) && m->ops[p].n_in == 1 && m->ops[p].n_out == 1 &&
          m->tensors[m->ops[p].in[0]].producer >= 0) { /* a view holds no copy: its source's */
@@ -117,7 +117,7 @@ double psim_memory_saved_bytes(const psim_build *b, int32_t o, const int64_t *ex
      * Korthikanti et al. 2022, section 4.2.2) */
     double elems = shard_elems_of(m, op, ext, t);
     if (p >= 0)
-      elems = fmin(elems, producer_shard_elems(b, p, t));
+      elems = fmin(elems, psim_memory_producer_shard_elems(b, p, t));
     v += elems * (double)psim_dtype_bytes(m->tensors[t].dtype);
   }
   if (!recomputed)

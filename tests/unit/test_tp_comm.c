@@ -177,6 +177,53 @@ START_TEST(pytorch_fsdp2_gathers_fp8) {
 }
 END_TEST
 
+/* Forward time of the FP8 GEMMs (the linears) of one simulation. */
+static double fp8_fwd_gemm_s(const fixture *f, const psim_sim_result *r) {
+  const psim_taskgraph *g = r->graph;
+  double sum = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    const psim_task_info *in = &g->info[i];
+    if (in->kind == PSIM_TASK_COMPUTE && in->pass == PSIM_TP_FWD && in->op >= 0 &&
+        f->m.ops[in->op].kind == PSIM_OP_MATMUL && f->m.ops[in->op].attrs.fp8)
+      sum += g->duration_s[i];
+  }
+  return sum;
+}
+
+/* Tensorwise Float8 TP (fp8_tp_all_gather): PrepareFloat8ModuleInput casts the
+ * sequence-sharded norm output once before the FP8 all-gather and wq, wk, wv (w1,
+ * w3) take the FP8 tensor (torchao float8_tensor_parallel.py at eab345c), so of the
+ * five whole-input casts per layer (3 + 2, each M x h elements at fp8_cast_bytes)
+ * the forward spends two shard casts (M x h / tp): saves (5 - 2 / tp) M h casts per
+ * simulated device and micro-batch. Rowwise (regular TP, cast after the gather) saves none.
+ * Failed before the saving (equal times). */
+START_TEST(tensorwise_tp_casts_the_shard_once) {
+  double t[3];
+  double cast_s = 0, devices = 0;
+  for (int k = 0; k < 3; k++) {
+    fixture f;
+    setup(&f, "fp8");
+    ck_assert(psim_stack_builtin("pytorch-fsdp2", &f.c.stack) == PSIM_OK);
+    f.c.stack.fp8_tp_all_gather = k != 0;
+    f.c.stack.fp8_rowwise = k == 2;
+    const psim_device_type *dt = &f.c.types[f.c.devices[0].type];
+    double mem_eff = dt->eff.mem > 0 ? dt->eff.mem : 1.0;
+    cast_s = f.c.stack.fp8_cast_bytes / (dt->mem_bw * mem_eff);
+    psim_sim_result r;
+    simulate(&f, &r);
+    t[k] = fp8_fwd_gemm_s(&f, &r);
+    devices = r.simulated_devices; /* the ranks a folded build keeps */
+    psim_sim_result_destroy(&r);
+    teardown(&f);
+  }
+  double M = 1024, h = 512; /* tokens per micro-batch, hidden (load_model) */
+  double saved = devices * MICRO * (5 - 2.0 / TP) * M * h * cast_s;
+  ck_assert_msg(fabs((t[0] - t[1]) / saved - 1) < 1e-6, "saved %.9g s, closed form %.9g s",
+                t[0] - t[1], saved);
+  ck_assert_msg(t[2] > t[0], "rowwise %.9g s, no FP8 gather %.9g s", t[2], t[0]);
+}
+END_TEST
+
 /* Backward: one reduce-scatter of the attention norm's output gradient for
  * wq, wk, wv together and one of the FFN norm's for w1, w3 (before: one per
  * consumer, 3 + 2), and one all-gather of the embedding output's gradient
@@ -349,6 +396,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, one_collective_per_tensor);
+  tcase_add_test(tc, tensorwise_tp_casts_the_shard_once);
   tcase_add_test(tc, fp8_linears_communicate_high_precision);
   tcase_add_test(tc, gqa_keeps_kv_heads_local);
   tcase_add_test(tc, pytorch_fsdp2_gathers_fp8);
