@@ -343,6 +343,43 @@ START_TEST(check_reads_exports_back) {
 }
 END_TEST
 
+/* torchtitan's op-level selective AC (recompute "op") exports as its own setting,
+ * mode "selective" with selective_ac_option "op" (torchtitan/models/llama3/
+ * train_configs/llama3_8b.toml at 820504e); Megatron-LM has no such mode and
+ * refuses it. */
+START_TEST(op_level_recompute_exports_to_torchtitan_only) {
+  psim_model m;
+  ck_assert_msg(psim_model_load(ROOT "models/llama2-7b.json", &m) == PSIM_OK, "%s",
+                psim_error_message());
+  psim_plan_doc d;
+  psim_plan_doc_init(&d);
+  psim_megatron_opts o;
+  psim_megatron_opts_init(&o);
+  o.tp = 1, o.pp = 1, o.dp = 8;
+  o.zero_stage = 3;
+  o.overlap_grad_reduce = true;
+  o.recompute = PSIM_RECOMPUTE_OP;
+  ck_assert_msg(psim_strategy_megatron(&m, &C, &o, &d.strategy) == PSIM_OK, "%s",
+                psim_error_message());
+  d.root = cJSON_Parse("{\"format\": \"plansim.plan/1\"}");
+  d.model = m; /* borrowed */
+  d.cluster = C;
+  char *text = NULL;
+  size_t len = 0;
+  ck_assert_msg(psim_export(&d, PSIM_EXPORT_TORCHTITAN, &text, &len) == PSIM_OK, "%s",
+                psim_error_message());
+  ck_assert_msg(strstr(text, "mode = \"selective\"\nselective_ac_option = \"op\"\n"), "%s", text);
+  psim_free(text);
+  text = NULL;
+  ck_assert(psim_export(&d, PSIM_EXPORT_MEGATRON, &text, &len) != PSIM_OK);
+  ck_assert_ptr_null(text);
+  psim_error_clear();
+  cJSON_Delete(d.root);
+  psim_strategy_destroy(&d.strategy);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 START_TEST(format_names) {
   for (int f = 0; f < PSIM_EXPORT_COUNT; f++) {
     psim_export_format g;
@@ -499,6 +536,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_add_test(tc, megatron_matcher_recovers_every_layout);
   tcase_add_test(tc, megatron_refuses_a_moved_op);
+  tcase_add_test(tc, op_level_recompute_exports_to_torchtitan_only);
   tcase_add_test(tc, gspmd_follows_megatron_layer_rules);
   tcase_add_test(tc, gspmd_infers_the_mesh_of_a_per_op_strategy);
   tcase_add_test(tc, gspmd_tries_each_factorization_and_splits_over_several_axes);
