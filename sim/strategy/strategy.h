@@ -149,6 +149,13 @@ typedef struct psim_strategy {
   psim_recompute recompute;
   bool sequence_parallel;
   int32_t zero_stage; /* 0-3 */
+  /* HSDP (torchtitan's data_parallel_replicate_degree; the explicit form's "dp_replicate"):
+   * each weight's data-parallel group of n ranks, in its rank order, is cut into dp_replicate
+   * shard groups of n / dp_replicate consecutive members. ZeRO shards over a shard group; the
+   * gradients are reduce-scattered within it, then all-reduced across the dp_replicate
+   * replicas (the members at the same place of every shard group). 1 = shard over the whole
+   * group (the default). Used only with zero_stage >= 1. */
+  int32_t dp_replicate;
   bool overlap_grad_reduce;
   /* ZeRO-1/2: the updated parameters' all-gathers overlap the next iteration's forward,
    * bucket by bucket (Megatron-Core --overlap-param-gather); default false: after the step */
@@ -210,6 +217,10 @@ typedef struct psim_megatron_opts {
   psim_recompute recompute; /* default none */
   bool sequence_parallel;   /* default false */
   int32_t zero_stage;       /* default 0 */
+  /* HSDP: the ZeRO / FSDP shard group's data-parallel ranks (torchtitan's
+   * data_parallel_shard_degree), dividing dp; 0 = dp (the default: shard over all of dp).
+   * dp / dp_shard becomes psim_strategy.dp_replicate. Template key "dp_shard". */
+  int32_t dp_shard;
   bool overlap_grad_reduce; /* default false */
   /* Expert parallel (divides the experts), expert tensor parallel and context parallel
    * degrees, Megatron-Core's rules (docs/strategy.md); ep and cp default 1, etp 0 = tp

@@ -87,4 +87,26 @@ fi
 run check "$PLAN"
 expect "the plan passes plansim check" 0 stdout-nonempty stderr-empty
 
+# HSDP (dp_shard): the expansion writes dp_replicate and simulates to the template's figures;
+# a dp_shard that does not divide dp, or at ZeRO 0, is refused naming the key
+X2="$ROOT/topologies/dgx-a100-x2.json" G13="$ROOT/models/gpt-1.3b.json"
+printf '{"format": "plansim.strategy/1", "template": "megatron", "tp": 2, "dp": 8, "dp_shard": 4,
+  "zero": 3, "sequence_parallel": true, "overlap_grad_reduce": true}\n' >"$TEST_TMP/hsdp.json"
+run expand "$G13" "$X2" "$TEST_TMP/hsdp.json"
+expect "expand writes HSDP's dp_replicate" 0 stdout-nonempty stderr-empty '"dp_replicate":.2'
+cp "$OUT" "$TEST_TMP/hsdp-x.json"
+run simulate "$G13" "$X2" "$TEST_TMP/hsdp.json" --json
+cp "$OUT" "$TEST_TMP/hsdp-t.out"
+run simulate "$G13" "$X2" "$TEST_TMP/hsdp-x.json" --json
+if python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(a["iteration_time_s"]!=b["iteration_time_s"] or a["memory"]!=b["memory"])' "$TEST_TMP/hsdp-t.out" "$OUT"; then
+  ok "HSDP: the explicit form simulates to the template's figures"
+else not_ok "HSDP: the explicit form simulates to the template's figures"; fi
+for bad in '"dp_shard": 3, "zero": 3|dp_shard: 3 does not divide dp = 8' \
+  '"dp_shard": 4|shards nothing at ZeRO 0'; do
+  printf '{"format": "plansim.strategy/1", "template": "megatron", "tp": 2, "dp": 8, %s}\n' \
+    "${bad%%|*}" >"$TEST_TMP/hsdp-bad.json"
+  run simulate "$G13" "$X2" "$TEST_TMP/hsdp-bad.json"
+  expect "HSDP refused: ${bad#*|}" 2 stdout-empty stderr-nonempty "" "${bad#*|}"
+done
+
 finish
