@@ -87,6 +87,7 @@ typedef struct psim_grid_result {
                                      reduce-scatter and an all-gather) and ZeRO 3 more, so a
                                      higher stage pays only in memory */
   int64_t refused;                /* refused by the template or the simulator's limits */
+  int64_t hsdp;                   /* candidates with HSDP shard groups (FSDP space; in total) */
   bool stopped_by_time;           /* budget_s ran out before the grid was done */
   double wall_s;
   psim_search_point *curve; /* best so far after each improvement */
