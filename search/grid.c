@@ -292,6 +292,9 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
   n += snprintf(out + n, size - (size_t)n, ", micro-batch %d, recompute %s%s", b->micro_batch,
                 psim_recompute_name(b->recompute),
                 b->sequence_parallel ? ", sequence parallel" : "");
+  if (b->async_tp != PSIM_ASYNC_TP_STACK)
+    n += snprintf(out + n, size - (size_t)n, ", async TP %s",
+                  b->async_tp == PSIM_ASYNC_TP_ON ? "on" : "off");
   if (b->pp > 1 && b->virtual_stages == 1 && b->schedule == PSIM_SCHED_GPIPE)
     n += snprintf(out + n, size - (size_t)n, ", GPipe");
   if (b->zero_stage == 1)

@@ -253,6 +253,12 @@ psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **tex
   PSIM_CHECK(psim_export_facts_of(d, &facts));
   if (facts.s->dp_replicate > 1 && f != PSIM_EXPORT_TORCHTITAN)
     return hsdp_refusal(f, facts.s->dp_replicate);
+  if (facts.s->async_tp == PSIM_ASYNC_TP_ON && f != PSIM_EXPORT_TORCHTITAN)
+    return psim_export_refuse(
+        "async tensor parallelism (torch's micro-pipeline TP, torchtitan's "
+        "enable_async_tensor_parallel): Megatron-LM's --tp-comm-overlap is Transformer Engine's "
+        "userbuffers overlap, which plansim does not model as this; DeepSpeed has no tensor "
+        "parallelism to overlap");
   switch (f) {
   case PSIM_EXPORT_MEGATRON: return psim_export_megatron(d, &facts, text, len);
   case PSIM_EXPORT_MEGATRON_BRIDGE: return psim_export_bridge(d, &facts, text, len);

@@ -312,7 +312,15 @@ psim_status psim_export_torchtitan(const psim_plan_doc *d, const psim_export_fac
   model_section(&b, d, f);
   training_section(&b, f);
   parallelism_section(&b, f);
-  psim_sb_printf(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n\n[compile]\nenable = false\n",
-                 f->s->recompute == PSIM_RECOMPUTE_FULL ? "full" : "none");
+  /* async TP (the plan's own async_tp): enable_async_tensor_parallel, which needs the model
+   * compiled (parallelize.py: "Async TP requires torch.compile", compile.enable and "model" in
+   * compile.components) */
+  bool async_tp = f->s->async_tp == PSIM_ASYNC_TP_ON && f->lay.tp > 1;
+  if (async_tp)
+    psim_sb_printf(&b, "enable_async_tensor_parallel = true\n");
+  psim_sb_printf(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n\n[compile]\nenable = %s\n%s",
+                 f->s->recompute == PSIM_RECOMPUTE_FULL ? "full" : "none",
+                 async_tp ? "true" : "false",
+                 async_tp ? "components = [\"model\", \"loss\"]\n" : "");
   return psim_sb_finish(&b, "export", text, len);
 }

@@ -554,7 +554,7 @@ static bool scalars_equal(const psim_strategy *a, const psim_strategy *b) {
          a->micro_batch == b->micro_batch && a->schedule == b->schedule &&
          a->recompute == b->recompute && a->sequence_parallel == b->sequence_parallel &&
          a->zero_stage == b->zero_stage && a->dp_replicate == b->dp_replicate &&
-         a->overlap_grad_reduce == b->overlap_grad_reduce &&
+         a->async_tp == b->async_tp && a->overlap_grad_reduce == b->overlap_grad_reduce &&
          a->overlap_param_gather == b->overlap_param_gather && a->bucket_bytes == b->bucket_bytes &&
          a->zero_prefetch == b->zero_prefetch && /* bucket_given not: see strategy.h */
          a->allreduce == b->allreduce && a->sync == b->sync &&

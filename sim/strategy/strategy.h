@@ -54,6 +54,11 @@ typedef enum psim_grad_sync {
 
 typedef enum psim_ps_mode { PSIM_PS_SYNC = 0, PSIM_PS_ASYNC, PSIM_PS_BACKUP } psim_ps_mode;
 
+/* psim_strategy.async_tp: the stack's tp_overlap, or the run's own off / on. */
+#define PSIM_ASYNC_TP_STACK 0
+#define PSIM_ASYNC_TP_OFF   1
+#define PSIM_ASYNC_TP_ON    2
+
 typedef struct psim_op_config {
   int32_t degree[PSIM_MAX_OP_DIMS]; /* per op->dims[i]; 1 = not split */
   int32_t replicas;                 /* devices computing each shard, >= 1 */
@@ -156,6 +161,10 @@ typedef struct psim_strategy {
    * replicas (the members at the same place of every shard group). 1 = shard over the whole
    * group (the default). Used only with zero_stage >= 1. */
   int32_t dp_replicate;
+  /* Async tensor parallelism (torchtitan's enable_async_tensor_parallel) for this run:
+   * PSIM_ASYNC_TP_STACK (0, the default: the stack's tp_overlap), _OFF or _ON (key "async_tp",
+   * a bool); docs/stacks.md tp_overlap. */
+  int8_t async_tp;
   bool overlap_grad_reduce;
   /* ZeRO-1/2: the updated parameters' all-gathers overlap the next iteration's forward,
    * bucket by bucket (Megatron-Core --overlap-param-gather); default false: after the step */
@@ -221,6 +230,7 @@ typedef struct psim_megatron_opts {
    * data_parallel_shard_degree), dividing dp; 0 = dp (the default: shard over all of dp).
    * dp / dp_shard becomes psim_strategy.dp_replicate. Template key "dp_shard". */
   int32_t dp_shard;
+  int8_t async_tp;          /* psim_strategy.async_tp; default PSIM_ASYNC_TP_STACK */
   bool overlap_grad_reduce; /* default false */
   /* Expert parallel (divides the experts), expert tensor parallel and context parallel
    * degrees, Megatron-Core's rules (docs/strategy.md); ep and cp default 1, etp 0 = tp

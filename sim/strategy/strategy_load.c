@@ -25,6 +25,8 @@ static void apply_common(const psim_strategy_spec *sp, psim_strategy *s) {
   s->zero_stage = sp->zero_stage;
   if (sp->dp_replicate > 1) /* the explicit form's; a template's dp_shard set it otherwise */
     s->dp_replicate = sp->dp_replicate;
+  if (sp->async_tp != PSIM_ASYNC_TP_STACK)
+    s->async_tp = sp->async_tp;
   s->checkpoint = sp->checkpoint;
 }
 

@@ -83,6 +83,11 @@ static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_sp
   PSIM_CHECK(psim_strategy_int32_key(c, root, "dp_shard", false, 1, MAX_DEGREE, &sp->dp_shard));
   PSIM_CHECK(
       psim_strategy_int32_key(c, root, "dp_replicate", false, 1, MAX_DEGREE, &sp->dp_replicate));
+  if (cJSON_GetObjectItemCaseSensitive(root, "async_tp")) {
+    bool on = false;
+    PSIM_CHECK(psim_json_bool(c, root, "async_tp", false, &on));
+    sp->async_tp = on ? PSIM_ASYNC_TP_ON : PSIM_ASYNC_TP_OFF;
+  }
   PSIM_CHECK(psim_json_quantity(c, root, "bucket_size", false, PSIM_UNIT_BYTES, &sp->bucket_bytes));
   sp->bucket_given = cJSON_GetObjectItemCaseSensitive(root, "bucket_size") != NULL;
   if (sp->bucket_bytes < 1) {
@@ -125,6 +130,7 @@ static const char *const megatron_keys[] = {"format",
                                             "sequence_parallel",
                                             "zero",
                                             "dp_shard",
+                                            "async_tp",
                                             "overlap_grad_reduce",
                                             "overlap_param_gather",
                                             "allreduce",
@@ -262,6 +268,7 @@ static const char *const explicit_keys[] = {"format",
                                             "gradient_sync",
                                             "zero",
                                             "dp_replicate",
+                                            "async_tp",
                                             "recompute",
                                             "sequence_parallel",
                                             "overlap_grad_reduce",

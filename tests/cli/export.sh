@@ -166,6 +166,13 @@ family llama70b-hsdp models/llama2-70b.json $X16 128 '"template": "megatron", "t
   "dp": 4, "dp_shard": 2, "sequence_parallel": true, "recompute": "full", "zero": 3,
   "overlap_grad_reduce": true' torchtitan:ok "megatron:HSDP \(ZeRO sharded over groups of dp / 2" \
   "megatron-bridge:--num-distributed-optimizer-instances" "deepspeed:hpZ"
+family llama70b-async models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4,
+  "dp": 4, "sequence_parallel": true, "recompute": "full", "zero": 3, "overlap_grad_reduce": true,
+  "async_tp": true' torchtitan:ok "megatron:async tensor parallelism"
+grep -q "^enable_async_tensor_parallel = true$" "$TEST_TMP/llama70b-async.torchtitan" &&
+  grep -q "^enable = true$" "$TEST_TMP/llama70b-async.torchtitan" &&
+  ok "async TP: torchtitan enable_async_tensor_parallel with the model compiled" ||
+  not_ok "async TP: torchtitan enable_async_tensor_parallel with the model compiled"
 grep -q "^data_parallel_replicate_degree = 2$" "$TEST_TMP/llama70b-hsdp.torchtitan" &&
   grep -q "^data_parallel_shard_degree = 2$" "$TEST_TMP/llama70b-hsdp.torchtitan" &&
   ok "HSDP: torchtitan data_parallel_replicate_degree 2 x data_parallel_shard_degree 2" ||

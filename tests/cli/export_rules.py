@@ -344,6 +344,12 @@ def torchtitan():
     # parallel_dims.py seq_len_divisor, asserted by every model's parallelize.py
     need(tr["seq_len"] % (par["tensor_parallel_degree"] * 2 * par["context_parallel_degree"]) == 0,
          "seq_len %% (tp x 2 cp)")
+    # parallelize.py: "Async TP requires torch.compile" (compile.enable, "model" in components)
+    if par.get("enable_async_tensor_parallel"):
+        comp = t.get("compile", {})
+        need(comp.get("enable") and "model" in comp.get("components", ["model", "loss"]),
+             "async TP without the model compiled")
+        need(par["tensor_parallel_degree"] > 1, "async TP at tp 1")
     # parallel_dims.py _validate: ep > 1 needs etp == tp or 1
     ep, etp = par["expert_parallel_degree"], par["expert_tensor_parallel_degree"]
     tp, cp = par["tensor_parallel_degree"], par["context_parallel_degree"]
