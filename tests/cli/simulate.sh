@@ -109,4 +109,25 @@ for bad in '"dp_shard": 3, "zero": 3|dp_shard: 3 does not divide dp = 8' \
   expect "HSDP refused: ${bad#*|}" 2 stdout-empty stderr-nonempty "" "${bad#*|}"
 done
 
+# async_tp: the run's own async TP over the stack's tp_overlap, to the bit either way
+X1="$ROOT/topologies/dgx-a100-x1.json"
+printf '{"format": "plansim.stack/1", "name": "fsdp2-async", "base": "pytorch-fsdp2", "tp_overlap": true}\n' \
+  >"$TEST_TMP/async-stack.json"
+for v in none true false; do
+  extra=$([ $v = none ] || echo ", \"async_tp\": $v")
+  printf '{"format": "plansim.strategy/1", "template": "megatron", "tp": 8, "dp": 1,
+    "sequence_parallel": true%s}\n' "$extra" >"$TEST_TMP/async-$v.json"
+done
+t_of() { python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["iteration_time_s"]))' "$OUT"; }
+L7="$ROOT/models/llama2-7b.json"
+run simulate "$L7" "$X1" "$TEST_TMP/async-true.json" --stack pytorch-fsdp2 --json && A_ON=$(t_of)
+run simulate "$L7" "$X1" "$TEST_TMP/async-none.json" --stack "$TEST_TMP/async-stack.json" --json && S_ON=$(t_of)
+run simulate "$L7" "$X1" "$TEST_TMP/async-false.json" --stack "$TEST_TMP/async-stack.json" --json && A_OFF=$(t_of)
+run simulate "$L7" "$X1" "$TEST_TMP/async-none.json" --stack pytorch-fsdp2 --json && S_OFF=$(t_of)
+if [ "$A_ON" = "$S_ON" ] && [ "$A_OFF" = "$S_OFF" ] && [ "$A_ON" != "$A_OFF" ]; then
+  ok "async_tp on/off equals the stack's tp_overlap on/off ($A_ON s / $A_OFF s)"
+else not_ok "async_tp equals the stack's tp_overlap" "on $A_ON vs $S_ON, off $A_OFF vs $S_OFF"; fi
+run expand "$L7" "$X1" "$TEST_TMP/async-true.json"
+expect "expand writes async_tp" 0 stdout-nonempty stderr-empty '"async_tp":.true'
+
 finish
