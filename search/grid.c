@@ -264,6 +264,7 @@ psim_status psim_grid_search(const psim_model *m, psim_cluster *c, const psim_gr
   if (st == PSIM_OK && o->space == PSIM_GRID_MEGATRON && o->best_first)
     st = psim_grid_space_estimate(&g.sp, m, c, o->sim ? o->sim->costdb : NULL);
   r->total = g.sp.n + g.sp.pruned_divisibility;
+  r->hsdp = g.sp.n_hsdp;
   r->pruned_divisibility = g.sp.pruned_divisibility;
   if (st == PSIM_OK)
     st = run_grid(&g);
@@ -291,10 +292,16 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
   n += snprintf(out + n, size - (size_t)n, ", micro-batch %d, recompute %s%s", b->micro_batch,
                 psim_recompute_name(b->recompute),
                 b->sequence_parallel ? ", sequence parallel" : "");
+  if (b->async_tp != PSIM_ASYNC_TP_STACK)
+    n += snprintf(out + n, size - (size_t)n, ", async TP %s",
+                  b->async_tp == PSIM_ASYNC_TP_ON ? "on" : "off");
   if (b->pp > 1 && b->virtual_stages == 1 && b->schedule == PSIM_SCHED_GPIPE)
     n += snprintf(out + n, size - (size_t)n, ", GPipe");
   if (b->zero_stage == 1)
     snprintf(out + n, size - (size_t)n, ", distributed optimizer");
+  else if (b->zero_stage == 3 && b->overlap_grad_reduce && b->dp_shard > 0)
+    snprintf(out + n, size - (size_t)n, ", HSDP (ZeRO-3 over %d ranks, %d replicas, overlapped)",
+             b->dp_shard, b->dp / b->dp_shard);
   else if (b->zero_stage == 3 && b->overlap_grad_reduce)
     snprintf(out + n, size - (size_t)n, ", FSDP (ZeRO-3, overlapped)");
   else if (b->zero_stage > 1)
@@ -333,6 +340,8 @@ static psim_status stats_json(const psim_grid_result *g, psim_search_result *r) 
                  g->visited};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     PSIM_CHECK(psim_json_add_number(s, names[i], (double)v[i]));
+  if (g->hsdp > 0) /* the FSDP space's HSDP candidates (other plans' stats as they were) */
+    PSIM_CHECK(psim_json_add_number(s, "candidates_hsdp", (double)g->hsdp));
   return PSIM_OK;
 }
 

@@ -14,9 +14,10 @@
 /* Which runtime's space the grid searches (docs/search.md, "The Megatron grid"). */
 typedef enum psim_grid_space_kind {
   PSIM_GRID_MEGATRON = 0, /* Megatron-Core: ZeRO 0..max_zero, selective recompute, 1F1B */
-  /* torchtitan v0.2.2 (FSDP2 stacks): FSDP (ZeRO 3 over the data-parallel ranks, overlapped)
-   * with tp (always with sequence parallelism) and pp, DDP only alone; pipeline schedules 1F1B,
-   * GPipe and Interleaved1F1B; activation checkpointing none or full */
+  /* torchtitan v0.2.2 (FSDP2 stacks): FSDP (ZeRO 3 over the data-parallel ranks or, HSDP, over
+   * shard groups of a node's ranks and more: psim_megatron_opts.dp_shard; overlapped) with tp
+   * (always with sequence parallelism) and pp, DDP only alone; pipeline schedules 1F1B, GPipe and
+   * Interleaved1F1B; activation checkpointing none or full */
   PSIM_GRID_FSDP
 } psim_grid_space_kind;
 
@@ -87,6 +88,7 @@ typedef struct psim_grid_result {
                                      reduce-scatter and an all-gather) and ZeRO 3 more, so a
                                      higher stage pays only in memory */
   int64_t refused;                /* refused by the template or the simulator's limits */
+  int64_t hsdp;                   /* candidates with HSDP shard groups (FSDP space; in total) */
   bool stopped_by_time;           /* budget_s ran out before the grid was done */
   double wall_s;
   psim_search_point *curve; /* best so far after each improvement */

@@ -48,6 +48,7 @@ typedef struct grid_space {
   int64_t n;
   size_t cap;
   int64_t pruned_divisibility; /* combinations never listed */
+  int64_t n_hsdp;              /* listed candidates with HSDP shard groups (the FSDP space) */
   int32_t n_pairs;
   double params, capacity; /* the blocks' weight elements; the largest device memory, bytes */
   bool best_first;         /* ordered by psim_grid_space_estimate: no classic-first pass */

@@ -101,10 +101,11 @@ static double static_lower_bound(double params, double expert, psim_dtype dt,
   int32_t cp = mo->cp > 0 ? mo->cp : 1, ep = mo->ep > 0 ? mo->ep : 1;
   int32_t etp = mo->etp > 0 ? mo->etp : mo->tp;
   double stage = (double)mo->tp * cp * mo->dp;
+  double rep = mo->dp_shard > 0 ? (double)mo->dp / mo->dp_shard : 1; /* HSDP's replicas */
   double dense = (params - expert) / ((double)mo->tp * mo->pp) *
-                 per_param_bytes(dt, mo->zero_stage, (double)mo->dp * cp);
+                 per_param_bytes(dt, mo->zero_stage, (double)mo->dp * cp / rep);
   double exp = expert / ((double)etp * ep * mo->pp) *
-               per_param_bytes(dt, mo->zero_stage, stage / ((double)etp * ep));
+               per_param_bytes(dt, mo->zero_stage, stage / ((double)etp * ep) / rep);
   return dense + exp;
 }
 
@@ -123,6 +124,8 @@ typedef struct space_ctx {
   int32_t layers, pair, experts; /* experts: the expert-role dim, 0 when dense */
   double params, expert_params, capacity;
   int32_t cp, ep, etp; /* the (cp, ep, etp) of the pairs being listed */
+  int32_t node;        /* devices per node (the FSDP space's HSDP shard groups) */
+  int8_t async_alt;    /* the FSDP space's async TP alternative to the stack's, or 0 (none) */
   int32_t first, last; /* uneven first/last stages' layers of the pairs being listed, 0: even */
 } space_ctx;
 
@@ -166,6 +169,7 @@ static psim_status push(space_ctx *x, const psim_megatron_opts *mo, bool classic
   k->pair = x->pair;
   k->classic = classic;
   k->order = s->n - 1;
+  s->n_hsdp += mo->dp_shard > 0;
   k->static_frac = static_lower_bound(x->params, x->expert_params, x->m->dtype, mo) / x->capacity;
   if (x->o->prune_by_estimate && k->static_frac > 1)
     k->state = GRID_MEM_ESTIMATE;
@@ -207,35 +211,56 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
   return PSIM_OK;
 }
 
-/* torchtitan's knobs for one (tp, pp) pair: FSDP (ZeRO 3, overlapped) or, at dp 1 or as
- * the sole parallelism, no sharding (DDP, overlapped); sequence parallelism at tp > 1;
- * schedule (1F1B and GPipe without interleaving, Interleaved1F1B with), micro-batch,
- * activation checkpointing none or full (torchtitan's selective modes checkpoint per layer or
- * per op kind, not Megatron's attention core). Classic: 1F1B without interleaving. */
+/* HSDP's shard groups for a pair (torchtitan's data_parallel_shard_degree under FSDP, the
+ * replicate degree dp / shard): 0 (shard over all of dp), then the data-parallel ranks of one
+ * node and twice, four times ... as many, each dividing dp and below it (a shard group inside
+ * a node keeps the gathers on NVLink; larger ones trade memory for fewer replicas). At most
+ * 8 entries into shards; returns the count. */
+static int32_t hsdp_shards(const space_ctx *x, int32_t tp, int32_t dp, int32_t *shards) {
+  int32_t n = 0, per_node = x->node / (tp * x->cp);
+  shards[n++] = 0;
+  for (int32_t s = per_node > 1 ? per_node : 2; s < dp && n < 8; s *= 2)
+    if (dp % s == 0)
+      shards[n++] = s;
+  return n;
+}
+
+/* torchtitan's knobs for one (tp, pp) pair: FSDP (ZeRO 3, overlapped) over all of dp or as HSDP
+ * (hsdp_shards), or, at dp 1 or as the sole parallelism, no sharding (DDP, overlapped);
+ * sequence parallelism at tp > 1; schedule (1F1B and GPipe without interleaving,
+ * Interleaved1F1B with), micro-batch, activation checkpointing none or full (torchtitan's
+ * selective modes checkpoint per layer or per op kind, not Megatron's attention core), and at
+ * tp > 1 async TP against the stack's setting (x->async_alt). Classic: 1F1B without
+ * interleaving, FSDP over all of dp, async TP as the stack has it. */
 static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
   const psim_grid_options *o = x->o;
   static const psim_schedule scheds[] = {PSIM_SCHED_1F1B, PSIM_SCHED_GPIPE};
-  int n_rc = o->try_recompute ? 2 : 1;
+  int n_rc = o->try_recompute ? 2 : 1, n_as = tp > 1 && x->async_alt ? 2 : 1;
+  int32_t shards[8], n_sh = hsdp_shards(x, tp, dp, shards);
   for (int32_t z = 0; z <= 3; z += 3)
-    for (int32_t vp = 1; vp <= (pp > 1 ? o->max_virtual_stages : 1); vp++)
-      for (int sc = 0; sc < (pp > 1 && vp == 1 ? 2 : 1); sc++) {
-        if ((vp == 1 && sc == 0) != classic || (z == 3 && dp == 1))
-          continue;
-        for (int32_t i = 0; i < o->n_micro_batches; i++)
-          for (int j = 0; j < n_rc; j++) {
-            psim_megatron_opts mo;
-            psim_megatron_opts_init(&mo);
-            mo.tp = tp, mo.pp = pp, mo.dp = dp, mo.virtual_stages = vp;
-            mo.cp = x->cp, mo.ep = x->ep, mo.etp = x->etp;
-            mo.schedule = scheds[sc];
-            mo.zero_stage = z;
-            mo.sequence_parallel = tp > 1;
-            mo.overlap_grad_reduce = dp > 1;
-            mo.micro_batch = o->micro_batches[i];
-            mo.recompute = j == 0 ? PSIM_RECOMPUTE_NONE : PSIM_RECOMPUTE_FULL;
-            PSIM_CHECK(push(x, &mo, classic));
+    for (int32_t h = 0; h < (z == 3 ? n_sh : 1); h++)
+      for (int as = 0; as < n_as; as++)
+        for (int32_t vp = 1; vp <= (pp > 1 ? o->max_virtual_stages : 1); vp++)
+          for (int sc = 0; sc < (pp > 1 && vp == 1 ? 2 : 1); sc++) {
+            if ((vp == 1 && sc == 0 && h == 0 && as == 0) != classic || (z == 3 && dp == 1))
+              continue;
+            for (int32_t i = 0; i < o->n_micro_batches; i++)
+              for (int j = 0; j < n_rc; j++) {
+                psim_megatron_opts mo;
+                psim_megatron_opts_init(&mo);
+                mo.tp = tp, mo.pp = pp, mo.dp = dp, mo.virtual_stages = vp;
+                mo.cp = x->cp, mo.ep = x->ep, mo.etp = x->etp;
+                mo.schedule = scheds[sc];
+                mo.zero_stage = z;
+                mo.dp_shard = shards[h];
+                mo.async_tp = as ? x->async_alt : PSIM_ASYNC_TP_STACK;
+                mo.sequence_parallel = tp > 1;
+                mo.overlap_grad_reduce = dp > 1;
+                mo.micro_batch = o->micro_batches[i];
+                mo.recompute = j == 0 ? PSIM_RECOMPUTE_NONE : PSIM_RECOMPUTE_FULL;
+                PSIM_CHECK(push(x, &mo, classic));
+              }
           }
-      }
   return PSIM_OK;
 }
 
@@ -363,6 +388,13 @@ psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
                   : 0;
   x.params = block_params(m, &x.expert_params);
   x.capacity = max_capacity(c);
+  x.node = c->devices_per_node > 0 ? c->devices_per_node : 8;
+  /* torchtitan's async TP needs torch.compile (parallelize.py: "Async TP requires
+   * torch.compile"): tried on under a compiling stack that leaves it off, off under one that
+   * has it on */
+  x.async_alt = (int8_t)(c->stack.tp_overlap ? PSIM_ASYNC_TP_OFF
+                         : c->stack.compile  ? PSIM_ASYNC_TP_ON
+                                             : PSIM_ASYNC_TP_STACK);
   s->params = x.params, s->capacity = x.capacity;
   PSIM_CHECK(push_pairs(&x, c, max_tp, true));
   if (x.experts > 0)
@@ -377,9 +409,12 @@ void psim_grid_space_destroy(grid_space *s) {
 
 static const double *sort_pair_best;
 
-/* (best time of the pair among the classic candidates, pair, enumeration order). */
+/* (HSDP after the rest: an HSDP candidate with tp > 1 simulates unfolded, docs/simulator.md;
+ * best time of the pair among the classic candidates, pair, enumeration order). */
 static int by_pair_best(const void *pa, const void *pb) {
   const grid_cand *a = pa, *b = pb;
+  if ((a->mo.dp_shard > 0) != (b->mo.dp_shard > 0))
+    return a->mo.dp_shard > 0 ? 1 : -1;
   double x = sort_pair_best[a->pair], y = sort_pair_best[b->pair];
   if (x != y)
     return x < y ? -1 : 1;
@@ -398,6 +433,11 @@ static bool same_pair(const psim_megatron_opts *a, const psim_megatron_opts *b) 
   return a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->ep == b->ep && a->etp == b->etp;
 }
 
+/* The ranks ZeRO shards over: HSDP's shard group, else all of dp (the FSDP space). */
+static int32_t zero_shard(const psim_megatron_opts *a) {
+  return a->dp_shard > 0 ? a->dp_shard : a->dp;
+}
+
 /* y, over memory, needs no more memory than x: x is over too. Static memory does not
  * depend on the micro-batch, recomputation, sequence parallelism or the interleaving (every
  * device holds layers / pp layers either way, the embedding and head on the same devices),
@@ -409,8 +449,9 @@ static bool same_pair(const psim_megatron_opts *a, const psim_megatron_opts *b) 
  * interleaved candidates are compared only at the same vp. */
 static bool implies_over(const grid_cand *y, const psim_megatron_opts *x) {
   const psim_megatron_opts *b = &y->mo;
-  if (!same_pair(b, x) || b->zero_stage < x->zero_stage)
-    return false;
+  if (!same_pair(b, x) || b->zero_stage < x->zero_stage || zero_shard(b) < zero_shard(x) ||
+      b->async_tp != x->async_tp)
+    return false; /* memory shrinks with the stage and the shard group */
   if (y->state == GRID_STATIC_OVER)
     return true;
   bool vp_ok = b->virtual_stages == x->virtual_stages || b->virtual_stages == 1;
@@ -428,6 +469,7 @@ static bool dominates(const grid_cand *y, const psim_megatron_opts *x) {
   return y->state == GRID_FITS && same_pair(b, x) && b->virtual_stages == x->virtual_stages &&
          b->micro_batch == x->micro_batch && b->zero_stage == x->zero_stage &&
          b->sequence_parallel == x->sequence_parallel && b->schedule == x->schedule &&
+         zero_shard(b) == zero_shard(x) && b->async_tp == x->async_tp &&
          rc_rank(b->recompute) < rc_rank(x->recompute);
 }
 
@@ -439,7 +481,8 @@ static bool same_kernels(const grid_cand *y, const psim_megatron_opts *x) {
   const psim_megatron_opts *b = &y->mo;
   return (y->state == GRID_FITS || y->state == GRID_OVER) && same_pair(b, x) &&
          b->micro_batch == x->micro_batch && b->recompute == x->recompute &&
-         b->sequence_parallel == x->sequence_parallel && b->zero_stage == x->zero_stage;
+         b->sequence_parallel == x->sequence_parallel && b->zero_stage == x->zero_stage &&
+         zero_shard(b) == zero_shard(x) && b->async_tp == x->async_tp;
 }
 
 /* y is x one ZeRO stage lower and was not over memory (nor pruned as such). In plansim ZeRO
@@ -453,7 +496,8 @@ static bool lower_stage_not_over(const grid_cand *y, const psim_megatron_opts *x
   bool twin = same_pair(b, x) && b->zero_stage == x->zero_stage - 1 &&
               b->virtual_stages == x->virtual_stages && b->micro_batch == x->micro_batch &&
               b->recompute == x->recompute && b->sequence_parallel == x->sequence_parallel &&
-              b->schedule == x->schedule;
+              b->schedule == x->schedule && zero_shard(b) == zero_shard(x) &&
+              b->async_tp == x->async_tp;
   return twin && y->state != GRID_MEM_ESTIMATE && y->state != GRID_MEM_IMPLIED &&
          y->state != GRID_OVER && y->state != GRID_STATIC_OVER;
 }

@@ -219,6 +219,23 @@ psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c, con
 
 /* ---- entry point ---- */
 
+/* HSDP (dp_replicate > 1) outside torchtitan: Megatron-LM's --num-distributed-optimizer-instances
+ * (megatron/training/arguments.py; Megatron-FSDP's outer data-parallel groups) replicates the
+ * distributed optimizer over instances, but the export does not yet check that its groups
+ * (megatron/core/parallel_state.py) are the shard groups plansim simulated; DeepSpeed's hpZ /
+ * MiCS shard sizes likewise. Refused with that reason rather than written wrong. */
+static psim_status hsdp_refusal(psim_export_format f, int32_t replicas) {
+  bool mcore = f == PSIM_EXPORT_MEGATRON || f == PSIM_EXPORT_MEGATRON_BRIDGE;
+  return psim_export_refuse(
+      "HSDP (ZeRO sharded over groups of dp / %d ranks, replicated %d ways): %s", (int)replicas,
+      (int)replicas,
+      mcore ? "Megatron-LM's --num-distributed-optimizer-instances replicates the distributed "
+              "optimizer, but the export does not yet check that its groups "
+              "(megatron/core/parallel_state.py) are the shard groups plansim simulated"
+            : "DeepSpeed's partial sharding (hpZ zero_hpz_partition_size, MiCS mics_shard_size) "
+              "is not written by this export; the torchtitan export writes HSDP");
+}
+
 psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **text, size_t *len) {
   *text = NULL;
   *len = 0;
@@ -234,6 +251,14 @@ psim_status psim_export(const psim_plan_doc *d, psim_export_format f, char **tex
   }
   psim_export_facts facts;
   PSIM_CHECK(psim_export_facts_of(d, &facts));
+  if (facts.s->dp_replicate > 1 && f != PSIM_EXPORT_TORCHTITAN)
+    return hsdp_refusal(f, facts.s->dp_replicate);
+  if (facts.s->async_tp == PSIM_ASYNC_TP_ON && f != PSIM_EXPORT_TORCHTITAN)
+    return psim_export_refuse(
+        "async tensor parallelism (torch's micro-pipeline TP, torchtitan's "
+        "enable_async_tensor_parallel): Megatron-LM's --tp-comm-overlap is Transformer Engine's "
+        "userbuffers overlap, which plansim does not model as this; DeepSpeed has no tensor "
+        "parallelism to overlap");
   switch (f) {
   case PSIM_EXPORT_MEGATRON: return psim_export_megatron(d, &facts, text, len);
   case PSIM_EXPORT_MEGATRON_BRIDGE: return psim_export_bridge(d, &facts, text, len);

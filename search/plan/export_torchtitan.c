@@ -265,13 +265,17 @@ static void fqns(psim_sb *b, const psim_export_facts *f) {
 static void parallelism_section(psim_sb *b, const psim_export_facts *f) {
   const psim_megatron_opts *o = &f->lay;
   bool shard = f->s->zero_stage == 3;
+  /* HSDP: FSDP2 on the 2-D mesh (dp_replicate, dp_shard), dp_replicate outer (parallel_dims.py:
+   * the mesh pp, dp_replicate, dp_shard, cp, tp), as plansim's shard groups of consecutive
+   * data-parallel ranks (sim/builder/zero.c) */
+  int32_t rep = shard && f->s->dp_replicate > 1 ? f->s->dp_replicate : 1;
   psim_sb_printf(b,
                  "\n[parallelism]\ndata_parallel_replicate_degree = %d\n"
                  "data_parallel_shard_degree = %d\ntensor_parallel_degree = %d\n"
                  "disable_loss_parallel = false\ncontext_parallel_degree = %d\n"
                  "expert_parallel_degree = %d\nexpert_tensor_parallel_degree = %d\n"
                  "pipeline_parallel_degree = %d\n",
-                 shard ? 1 : o->dp, shard ? o->dp : 1, o->tp, o->cp, o->ep,
+                 shard ? rep : o->dp, shard ? o->dp / rep : 1, o->tp, o->cp, o->ep,
                  f->experts > 0 && o->ep > 1 ? psim_export_etp(f) : 1, o->pp);
   if (o->pp > 1) {
     const char *sched = f->s->schedule == PSIM_SCHED_GPIPE         ? "GPipe"
@@ -308,11 +312,18 @@ psim_status psim_export_torchtitan(const psim_plan_doc *d, const psim_export_fac
   model_section(&b, d, f);
   training_section(&b, f);
   parallelism_section(&b, f);
+  /* async TP (the plan's own async_tp): enable_async_tensor_parallel, which needs the model
+   * compiled (parallelize.py: "Async TP requires torch.compile", compile.enable and "model" in
+   * compile.components) */
+  bool async_tp = f->s->async_tp == PSIM_ASYNC_TP_ON && f->lay.tp > 1;
+  if (async_tp)
+    psim_sb_printf(&b, "enable_async_tensor_parallel = true\n");
   bool op_sac = f->s->recompute == PSIM_RECOMPUTE_OP; /* torchtitan's op-level policy */
-  psim_sb_printf(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n%s\n[compile]\nenable = false\n",
+  psim_sb_printf(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n%s\n[compile]\nenable = %s\n%s",
                  f->s->recompute == PSIM_RECOMPUTE_FULL ? "full"
                  : op_sac                               ? "selective"
                                                         : "none",
-                 op_sac ? "selective_ac_option = \"op\"\n" : "");
+                 op_sac ? "selective_ac_option = \"op\"\n" : "", async_tp ? "true" : "false",
+                 async_tp ? "components = [\"model\", \"loss\"]\n" : "");
   return psim_sb_finish(&b, "export", text, len);
 }

@@ -464,6 +464,11 @@ int32_t psim_build_cp_steps(const psim_build *b, int32_t o);
  * (fused_all_gather_matmul), and the ranks n its output is reduce-scattered
  * over (fused_matmul_reduce_scatter); 1 when not pipelined. */
 int32_t psim_build_tp_gather_chunks(const psim_build *b, int32_t o, int32_t k);
+/* Whether async tensor parallelism is on: the strategy's async_tp, else the stack's tp_overlap. */
+static inline bool psim_build_async_tp(const psim_build *b) {
+  return b->s->async_tp != PSIM_ASYNC_TP_STACK ? b->s->async_tp == PSIM_ASYNC_TP_ON
+                                               : b->c->stack.tp_overlap;
+}
 int32_t psim_build_tp_scatter_chunks(const psim_build *b, int32_t o);
 /* The time of one of the n chunks (1/n of the rows) of shard k of matmul o's
  * pass, from the cost model; whole_s / n when the rows do not split. */

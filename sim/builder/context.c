@@ -108,7 +108,7 @@ void psim_build_gqa_region(const psim_build *b, int32_t o, const int32_t *coord,
  * backward's pairs are not modelled. */
 int32_t psim_build_tp_gather_chunks(const psim_build *b, int32_t o, int32_t k) {
   const psim_op *op = &b->m->ops[o];
-  if (!b->c->stack.tp_overlap || !b->s->sequence_parallel || op->kind != PSIM_OP_MATMUL)
+  if (!psim_build_async_tp(b) || !b->s->sequence_parallel || op->kind != PSIM_OP_MATMUL)
     return 1;
   int32_t t = op->in[0], x = b->m->tensors[t].producer;
   if (x < 0 || b->s->ops[x].stage != b->s->ops[o].stage ||
@@ -128,7 +128,7 @@ int32_t psim_build_tp_gather_chunks(const psim_build *b, int32_t o, int32_t k) {
 
 int32_t psim_build_tp_scatter_chunks(const psim_build *b, int32_t o) {
   const psim_op *op = &b->m->ops[o];
-  if (!b->c->stack.tp_overlap || !b->s->sequence_parallel || op->kind != PSIM_OP_MATMUL)
+  if (!psim_build_async_tp(b) || !b->s->sequence_parallel || op->kind != PSIM_OP_MATMUL)
     return 1;
   uint32_t mask = psim_build_partial_mask(b, o, op->out[0], PSIM_DIR_FWD);
   int32_t n = 1;

@@ -39,6 +39,7 @@ typedef struct sync_state {
   int32_t *update;  /* per device: its optimizer step (after the sync) */
   int32_t *dp_last; /* per device: exit of its last data-parallel collective, or -1 */
   double bytes;     /* all-gather: parameter bytes of the bucket */
+  bool across;      /* HSDP: this pass all-reduces across the replicas (sync_group) */
   int32_t fwd_op;   /* all-gather: the bucket's op whose forward reads it first */
 } sync_state;
 
@@ -86,16 +87,21 @@ static psim_status add_dp_collective(psim_build *b, psim_group *g, sync_state *s
 
 /* One collective for the group holding entry e of the bucket's first op:
  * an all-reduce, or under ZeRO (any stage; Megatron-LM's distributed
- * optimizer) a reduce-scatter onto the shards each rank updates. */
+ * optimizer) a reduce-scatter onto the shards each rank updates. Under HSDP
+ * (ss->across) the all-reduce across the replicas of the reduce-scattered
+ * shard, 1/shard of the bucket, after it on the same stream (stream_order);
+ * it waits for the backward itself when the shard group is one rank. */
 static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
   sync_state *ss = ctx;
   const bucket *bk = ss->bk;
   int32_t *sync_done = ss->sync_done;
-  psim_coll_desc d = {b->s->zero_stage >= 1 ? PSIM_COLL_REDUCE_SCATTER : PSIM_COLL_ALL_REDUCE,
+  int32_t shard = ss->across ? bk->key->n / g->n : 1; /* the shard group's ranks */
+  psim_coll_desc d = {b->s->zero_stage >= 1 && !ss->across ? PSIM_COLL_REDUCE_SCATTER
+                                                           : PSIM_COLL_ALL_REDUCE,
                       b->s->allreduce,
                       g->devices,
                       g->n,
-                      bk->bytes,
+                      bk->bytes / shard,
                       b->folded ? g->n_groups : 1,
                       g->stride,
                       true};
@@ -115,7 +121,7 @@ static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
     int32_t dep = b->s->overlap_grad_reduce
                       ? psim_build_src_task(b, b->bwd, bk->last_op, dev, b->n_micro - 1)
                       : b->last_bwd[dev];
-    if (dep >= 0)
+    if (dep >= 0 && (!ss->across || shard == 1))
       PSIM_CHECK(psim_tg_add_edge(&b->g, dep, entry));
     if (sync_done[dev] >= 0)
       PSIM_CHECK(psim_tg_add_edge(&b->g, exit, sync_done[dev]));
@@ -127,7 +133,12 @@ static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, sync_s
   if (bk->bytes <= 0)
     return PSIM_OK;
   ss->bk = bk;
-  psim_status st = psim_zero_each_group(b, bk->op, mask, sync_group, ss);
+  ss->across = false;
+  psim_status st = psim_zero_each_group(b, bk->op, mask, PSIM_ZERO_SHARD, sync_group, ss);
+  ss->across = true; /* HSDP: then across the replicas (none without) */
+  if (st == PSIM_OK && b->s->zero_stage >= 1)
+    st = psim_zero_each_group(b, bk->op, mask, PSIM_ZERO_REPLICATE, sync_group, ss);
+  ss->across = false;
   if (st == PSIM_OK && b->s->zero_stage >= 1 && b->s->zero_stage <= 2) {
     st = PSIM_VEC_RESERVE(ss->done, ss->cap_done, ss->n_done + 1);
     if (st == PSIM_OK)
@@ -269,7 +280,7 @@ static psim_status param_gathers(psim_build *b, sync_state *ss) {
     const flushed *f = &ss->done[overlap ? ss->n_done - 1 - k : k];
     ss->bytes = f->gather;
     ss->fwd_op = f->first_op;
-    PSIM_CHECK(psim_zero_each_group(b, f->op, f->mask, param_gather, ss));
+    PSIM_CHECK(psim_zero_each_group(b, f->op, f->mask, PSIM_ZERO_SHARD, param_gather, ss));
   }
   return PSIM_OK;
 }

@@ -431,7 +431,7 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
 /* Op o's kernels of one pass for micro-batch mu, one per simulated shard. */
 static psim_status op_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind) {
   if (b->inc.prev && !b->inc.changed[o] && !psim_build_is_view(&b->m->ops[o]) &&
-      ring_steps(b, o, pass_kind) == 1 && !b->c->stack.tp_overlap) {
+      ring_steps(b, o, pass_kind) == 1 && !psim_build_async_tp(b)) {
     bool done;
     PSIM_CHECK(copy_kernels(b, o, mu, pass_kind, &done));
     if (done)

@@ -186,6 +186,8 @@ static psim_status op_weight_shares(psim_build *b, int32_t o) {
     if (m->tensors[t].kind != PSIM_TENSOR_WEIGHT)
       continue;
     double dp = weight_dp(b, o, t);
+    if (b->s->dp_replicate > 1) /* HSDP: ZeRO shards over a shard group (zero.h) */
+      dp /= b->s->dp_replicate;
     PSIM_CHECK(PSIM_VEC_RESERVE(b->wshares, b->cap_wshares, b->n_wshares + (size_t)cfg->n_devices));
     for (int32_t e = 0; e < cfg->n_devices; e++) {
       int64_t ext[PSIM_MAX_OP_DIMS];

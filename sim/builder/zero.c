@@ -27,8 +27,118 @@ static int32_t first_member(const psim_build *b, int32_t o, int32_t e, uint32_t 
   return cfg->devices[psim_build_shard_index(op, cfg, coord) * cfg->replicas + e % cfg->replicas];
 }
 
-psim_status psim_zero_each_group(psim_build *b, int32_t o, uint32_t mask, psim_zero_group_fn fn,
-                                 void *ctx) {
+/* ---- HSDP: shard and replicate groups ------------------------------------------------- */
+
+/* Member i's shard group (part PSIM_ZERO_SHARD: the chunk of n / r consecutive members
+ * holding i) or replicate group (the members at i's place in every chunk) of the group g of
+ * n = r * chunk members, into sub. */
+static void sub_group(const psim_group *g, int32_t i, int32_t r, psim_zero_part part,
+                      psim_group *sub) {
+  int32_t chunk = g->n / r, n = part == PSIM_ZERO_SHARD ? chunk : r;
+  for (int32_t j = 0; j < n; j++) {
+    int32_t m = part == PSIM_ZERO_SHARD ? i / chunk * chunk + j : i % chunk + j * chunk;
+    sub->entries[j] = g->entries[m];
+    sub->devices[j] = g->devices[m];
+  }
+  sub->n = sub->wanted = n;
+  sub->stride = 0;
+}
+
+/* The offset between members a and c of g when every chunk (shard) or place (replicate)
+ * shifts alike, else 0. */
+static int32_t shift_alike(const psim_group *g, int32_t r, psim_zero_part part) {
+  int32_t chunk = g->n / r, s = 0;
+  for (int32_t j = 0; j < g->n; j++) {
+    int32_t next = part == PSIM_ZERO_SHARD ? j + chunk : j + 1;
+    if (part == PSIM_ZERO_SHARD ? next >= g->n : (j % chunk) + 1 >= chunk)
+      continue;
+    int32_t d = g->devices[next] - g->devices[j];
+    if (s != 0 && d != s)
+      return 0;
+    s = d;
+  }
+  return s > 0 ? s : 0;
+}
+
+/* Folded: the family of sub's concurrent peers (folding's contention check routes
+ * devices + k stride, k < n_groups; sim/builder/locals.c). The whole group's family (whole:
+ * its stride and n_groups, the groups along the op's other dims) and the other chunks (shard)
+ * or places (replicate) must form one arithmetic progression: the chunks alone (no other
+ * groups), the places alone, or the whole family nested inside one place's step (Megatron's
+ * order with tp ranks fastest: replicate groups' first members are consecutive). Otherwise
+ * folding is declined (b->fold_broken: rebuilt unfolded), never approximated. */
+static void sub_family(psim_build *b, const psim_group *whole, int32_t r, psim_zero_part part,
+                       psim_group *sub) {
+  int32_t chunk = whole->n / r, inner = part == PSIM_ZERO_SHARD ? r : chunk;
+  int32_t step = inner > 1 ? shift_alike(whole, r, part) : 0;
+  sub->n_groups = whole->n_groups * inner;
+  if (sub->n_groups <= 1)
+    return;
+  if (whole->n_groups <= 1 && step > 0)
+    sub->stride = step;
+  else if (inner <= 1)
+    sub->stride = whole->stride;
+  else if (whole->stride > 0 && whole->stride * whole->n_groups == step)
+    sub->stride = whole->stride;
+  else {
+    b->fold_broken = true;
+    return;
+  }
+  for (int32_t i = 0; i < sub->n && sub->stride > 0; i++)
+    if ((int64_t)sub->devices[i] + (int64_t)(sub->n_groups - 1) * sub->stride >= b->c->n_devices)
+      sub->stride = 0;
+  if (sub->stride <= 0)
+    b->fold_broken = true;
+}
+
+/* psim_zero_each_group under HSDP (dp_replicate r > 1): each shard or replicate group once,
+ * from its first (simulated) member; groups of one rank are skipped (no collective). */
+static psim_status each_sub_group(psim_build *b, int32_t o, uint32_t mask, psim_zero_part part,
+                                  psim_zero_group_fn fn, void *ctx) {
+  int32_t r = b->s->dp_replicate;
+  psim_group *g = psim_build_group_new(b), *sub = psim_build_group_new(b);
+  psim_status st = g && sub ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
+  int32_t nk = b->loc_first[o + 1] - b->loc_first[o];
+  for (int32_t k = 0; k < nk && st == PSIM_OK; k++) {
+    int32_t e = local_entry(b, o, k);
+    psim_build_partial_group(b, o, e, mask, g);
+    st = psim_build_group_fits(g);
+    if (st == PSIM_OK && g->n % r != 0)
+      st = psim_error(PSIM_EINPUT,
+                      "dp_replicate: %d replicas do not divide the %d data-parallel ranks of "
+                      "op '%s''s weights",
+                      (int)r, (int)g->n, b->m->ops[o].name);
+    if (st != PSIM_OK)
+      break;
+    int32_t i = 0;
+    while (i < g->n && g->entries[i] != e)
+      i++;
+    if (i == g->n)
+      continue; /* not a member of its own group: cannot happen (comm.c) */
+    sub_group(g, i, r, part, sub);
+    int32_t first = 0; /* folded: its first simulated member */
+    while (b->folded && first < sub->n && !b->simulated[sub->devices[first]])
+      first++;
+    if (sub->n < 2 || sub->devices[b->folded ? first : 0] != b->s->ops[o].devices[e])
+      continue;
+    sub->n_groups = 1;
+    if (b->folded) {
+      psim_build_group_stride(b, o, e, mask, g);
+      sub_family(b, g, r, part, sub);
+    }
+    st = fn(b, sub, ctx);
+  }
+  psim_free(g);
+  psim_free(sub);
+  return st;
+}
+
+psim_status psim_zero_each_group(psim_build *b, int32_t o, uint32_t mask, psim_zero_part part,
+                                 psim_zero_group_fn fn, void *ctx) {
+  if (b->s->dp_replicate > 1 && part != PSIM_ZERO_WHOLE)
+    return each_sub_group(b, o, mask, part, fn, ctx);
+  if (part == PSIM_ZERO_REPLICATE)
+    return PSIM_OK; /* one replica: nothing to all-reduce across */
   psim_group *g = psim_build_group_new(b);
   if (!g)
     return psim_error(PSIM_ENOMEM, "out of memory");
@@ -73,6 +183,7 @@ typedef struct zunit {
   int32_t first_op, last_op, stage, layer;
   int32_t rec_op; /* the first of its ops reading a weight that is recomputed, or -1 */
   uint32_t mask;
+  int32_t n;    /* ranks of its data-parallel group (its shard group: n / dp_replicate) */
   double elems; /* gathered parameters per rank */
 } zunit;
 
@@ -102,7 +213,7 @@ static void unit_add(const psim_build *b, int32_t o, int32_t t, uint32_t mask, p
   psim_build_partial_group(b, o, local_entry(b, o, 0), mask, g);
   if (!last || last->layer != b->m->ops[o].layer || last->stage != b->s->ops[o].stage ||
       !same_members(key, g)) {
-    us->u[us->n++] = (zunit){o, o, b->s->ops[o].stage, b->m->ops[o].layer, -1, mask, 0};
+    us->u[us->n++] = (zunit){o, o, b->s->ops[o].stage, b->m->ops[o].layer, -1, mask, g->n, 0};
     last = &us->u[us->n - 1];
     key->n = g->n;
     memcpy(key->devices, g->devices, sizeof(int32_t) * (size_t)g->n);
@@ -282,7 +393,7 @@ psim_status psim_zero_gathers(psim_build *b) {
       c.dir = pass == 0 ? PSIM_DIR_FWD : PSIM_DIR_BWD;
       for (c.p = 0; c.p < us.n && st == PSIM_OK; c.p++) {
         const zunit *u = &us.u[us.order[pass * us.n + c.p]];
-        st = psim_zero_each_group(b, u->first_op, u->mask, gather_group, &c);
+        st = psim_zero_each_group(b, u->first_op, u->mask, PSIM_ZERO_SHARD, gather_group, &c);
       }
     }
   psim_free(c.prev);
@@ -302,11 +413,12 @@ psim_status psim_zero_gathered_memory(psim_build *b) {
     units_free(&us);
     return psim_error(PSIM_ENOMEM, "out of memory for ZeRO-3");
   }
+  int32_t r = b->s->dp_replicate > 1 ? b->s->dp_replicate : 1;
   for (int32_t j = 0; j < us.n; j++) {
     int32_t i = issue_unit(&us, us.order, j, b->s->zero_prefetch); /* forward: order[j] = j */
-    double bytes = 0; /* units i..j resident when j's gather is issued */
-    for (int32_t k = i; k <= j; k++)
-      bytes += us.u[k].elems * us.wbytes;
+    double bytes = 0;                /* units i..j resident when j's gather is issued */
+    for (int32_t k = i; k <= j; k++) /* HSDP shard groups of one rank gather nothing */
+      bytes += us.u[k].n / r > 1 ? us.u[k].elems * us.wbytes : 0;
     const psim_op_config *cfg = &b->s->ops[us.u[j].first_op];
     for (int32_t e = 0; e < cfg->n_devices; e++)
       if (bytes > win[cfg->devices[e]])

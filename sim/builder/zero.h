@@ -17,8 +17,17 @@
  * mask split it): once per group when every device is simulated, once per
  * simulated representative (with the folded groups' stride) when folded. */
 typedef psim_status (*psim_zero_group_fn)(psim_build *b, psim_group *g, void *ctx);
-psim_status psim_zero_each_group(psim_build *b, int32_t o, uint32_t mask, psim_zero_group_fn fn,
-                                 void *ctx);
+/* Which groups: the whole data-parallel group, or under HSDP (s->dp_replicate r > 1) its
+ * shard groups (n / r consecutive members: ZeRO's reduce-scatter and gathers) or replicate
+ * groups (the r members at one place of every shard group: the all-reduce across replicas;
+ * none when r is 1). With r 1 a shard group is the whole group. */
+typedef enum psim_zero_part {
+  PSIM_ZERO_WHOLE = 0,
+  PSIM_ZERO_SHARD,
+  PSIM_ZERO_REPLICATE
+} psim_zero_part;
+psim_status psim_zero_each_group(psim_build *b, int32_t o, uint32_t mask, psim_zero_part part,
+                                 psim_zero_group_fn fn, void *ctx);
 
 /* ZeRO-3: the all-gathers of every unit's parameters before its forward and
  * its backward in every micro-batch, prefetched within s->zero_prefetch

@@ -21,6 +21,7 @@ void psim_strategy_init(psim_strategy *s) {
   s->bucket_bytes = DEFAULT_BUCKET_BYTES;
   s->zero_prefetch = PSIM_ZERO_PREFETCH_DEFAULT;
   s->ps.replicas = 1;
+  s->dp_replicate = 1;
 }
 
 void psim_op_config_destroy(psim_op_config *cfg) {
@@ -552,7 +553,8 @@ static bool scalars_equal(const psim_strategy *a, const psim_strategy *b) {
          a->virtual_stages == b->virtual_stages && a->n_micro == b->n_micro &&
          a->micro_batch == b->micro_batch && a->schedule == b->schedule &&
          a->recompute == b->recompute && a->sequence_parallel == b->sequence_parallel &&
-         a->zero_stage == b->zero_stage && a->overlap_grad_reduce == b->overlap_grad_reduce &&
+         a->zero_stage == b->zero_stage && a->dp_replicate == b->dp_replicate &&
+         a->async_tp == b->async_tp && a->overlap_grad_reduce == b->overlap_grad_reduce &&
          a->overlap_param_gather == b->overlap_param_gather && a->bucket_bytes == b->bucket_bytes &&
          a->zero_prefetch == b->zero_prefetch && /* bucket_given not: see strategy.h */
          a->allreduce == b->allreduce && a->sync == b->sync &&

@@ -57,6 +57,11 @@ typedef enum psim_grad_sync {
 
 typedef enum psim_ps_mode { PSIM_PS_SYNC = 0, PSIM_PS_ASYNC, PSIM_PS_BACKUP } psim_ps_mode;
 
+/* psim_strategy.async_tp: the stack's tp_overlap, or the run's own off / on. */
+#define PSIM_ASYNC_TP_STACK 0
+#define PSIM_ASYNC_TP_OFF   1
+#define PSIM_ASYNC_TP_ON    2
+
 typedef struct psim_op_config {
   int32_t degree[PSIM_MAX_OP_DIMS]; /* per op->dims[i]; 1 = not split */
   int32_t replicas;                 /* devices computing each shard, >= 1 */
@@ -152,6 +157,17 @@ typedef struct psim_strategy {
   psim_recompute recompute;
   bool sequence_parallel;
   int32_t zero_stage; /* 0-3 */
+  /* HSDP (torchtitan's data_parallel_replicate_degree; the explicit form's "dp_replicate"):
+   * each weight's data-parallel group of n ranks, in its rank order, is cut into dp_replicate
+   * shard groups of n / dp_replicate consecutive members. ZeRO shards over a shard group; the
+   * gradients are reduce-scattered within it, then all-reduced across the dp_replicate
+   * replicas (the members at the same place of every shard group). 1 = shard over the whole
+   * group (the default). Used only with zero_stage >= 1. */
+  int32_t dp_replicate;
+  /* Async tensor parallelism (torchtitan's enable_async_tensor_parallel) for this run:
+   * PSIM_ASYNC_TP_STACK (0, the default: the stack's tp_overlap), _OFF or _ON (key "async_tp",
+   * a bool); docs/stacks.md tp_overlap. */
+  int8_t async_tp;
   bool overlap_grad_reduce;
   /* ZeRO-1/2: the updated parameters' all-gathers overlap the next iteration's forward,
    * bucket by bucket (Megatron-Core --overlap-param-gather); default false: after the step */
@@ -213,6 +229,11 @@ typedef struct psim_megatron_opts {
   psim_recompute recompute; /* default none */
   bool sequence_parallel;   /* default false */
   int32_t zero_stage;       /* default 0 */
+  /* HSDP: the ZeRO / FSDP shard group's data-parallel ranks (torchtitan's
+   * data_parallel_shard_degree), dividing dp; 0 = dp (the default: shard over all of dp).
+   * dp / dp_shard becomes psim_strategy.dp_replicate. Template key "dp_shard". */
+  int32_t dp_shard;
+  int8_t async_tp;          /* psim_strategy.async_tp; default PSIM_ASYNC_TP_STACK */
   bool overlap_grad_reduce; /* default false */
   /* Expert parallel (divides the experts), expert tensor parallel and context parallel
    * degrees, Megatron-Core's rules (docs/strategy.md); ep and cp default 1, etp 0 = tp

@@ -29,6 +29,9 @@ typedef struct psim_strategy_spec {
   int32_t dp_n;          /* data_parallel / zero: 0 = all devices */
   int32_t micro_batches; /* data_parallel / zero / explicit pipeline */
   int32_t zero_stage;
+  int32_t dp_shard;     /* templates' "dp_shard" (0: dp) */
+  int32_t dp_replicate; /* the explicit form's "dp_replicate" (1: none) */
+  int8_t async_tp;      /* "async_tp": PSIM_ASYNC_TP_STACK when not given */
   psim_recompute recompute;
   bool sequence_parallel, overlap_grad_reduce, overlap_param_gather;
   double bucket_bytes;

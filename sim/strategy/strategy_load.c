@@ -23,7 +23,26 @@ static void apply_common(const psim_strategy_spec *sp, psim_strategy *s) {
   s->zero_prefetch = sp->zero_prefetch;
   s->allreduce = sp->allreduce;
   s->zero_stage = sp->zero_stage;
+  if (sp->dp_replicate > 1) /* the explicit form's; a template's dp_shard set it otherwise */
+    s->dp_replicate = sp->dp_replicate;
+  if (sp->async_tp != PSIM_ASYNC_TP_STACK)
+    s->async_tp = sp->async_tp;
   s->checkpoint = sp->checkpoint;
+}
+
+/* data_parallel / zero: dp_shard (HSDP) dividing the dp ranks, ZeRO >= 1. */
+static psim_status dp_shard_apply(const psim_strategy_spec *sp, psim_strategy *s) {
+  int32_t n = s->tmpl.dp, k = sp->dp_shard;
+  if (k == 0 || k == n)
+    return PSIM_OK;
+  if (n % k != 0)
+    return psim_error(PSIM_EINPUT, "dp_shard: %d does not divide dp = %d", (int)k, (int)n);
+  if (s->zero_stage < 1)
+    return psim_error(PSIM_EINPUT,
+                      "dp_shard: %d < dp = %d shards nothing at ZeRO 0 (HSDP needs zero >= 1)",
+                      (int)k, (int)n);
+  s->dp_replicate = n / k;
+  return PSIM_OK;
 }
 
 static psim_status expand_template(const psim_strategy_spec *sp, const psim_model *m,
@@ -33,6 +52,7 @@ static psim_status expand_template(const psim_strategy_spec *sp, const psim_mode
     o.recompute = sp->recompute;
     o.sequence_parallel = sp->sequence_parallel;
     o.zero_stage = sp->zero_stage;
+    o.dp_shard = sp->dp_shard;
     o.overlap_grad_reduce = sp->overlap_grad_reduce;
     int64_t model = (int64_t)o.tp * o.pp * (o.cp > 0 ? o.cp : 1);
     if (o.dp == 0)
@@ -44,7 +64,7 @@ static psim_status expand_template(const psim_strategy_spec *sp, const psim_mode
       snprintf(s->tmpl.name, sizeof s->tmpl.name, "zero");
   }
   apply_common(sp, s);
-  return PSIM_OK;
+  return sp->form == FORM_MEGATRON ? PSIM_OK : dp_shard_apply(sp, s);
 }
 
 /* ---------------- expansion: explicit form ---------------- */
@@ -221,6 +241,11 @@ static psim_status expand_explicit(psim_jctx *c, const psim_strategy_spec *sp, c
   s->mesh = sp->mesh;
   s->tmpl = sp->tmpl;
   apply_common(sp, s);
+  if (s->dp_replicate > 1 && s->zero_stage < 1) {
+    psim_jctx_key(c, "dp_replicate");
+    return psim_jerr(c, "%d replicas shard nothing at ZeRO 0 (HSDP needs zero >= 1)",
+                     (int)s->dp_replicate);
+  }
   PSIM_CHECK(psim_strategy_apply_layer_starts(c, sp, m, s));
   PSIM_CHECK(explicit_stages(c, sp, m, cl, s));
   PSIM_CHECK(check_mesh_fits(c, s));

@@ -80,6 +80,14 @@ static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_sp
   PSIM_CHECK(psim_json_bool(c, root, "overlap_grad_reduce", false, &sp->overlap_grad_reduce));
   PSIM_CHECK(psim_json_bool(c, root, "overlap_param_gather", false, &sp->overlap_param_gather));
   PSIM_CHECK(psim_strategy_int32_key(c, root, "zero", false, 0, 3, &sp->zero_stage));
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "dp_shard", false, 1, MAX_DEGREE, &sp->dp_shard));
+  PSIM_CHECK(
+      psim_strategy_int32_key(c, root, "dp_replicate", false, 1, MAX_DEGREE, &sp->dp_replicate));
+  if (cJSON_GetObjectItemCaseSensitive(root, "async_tp")) {
+    bool on = false;
+    PSIM_CHECK(psim_json_bool(c, root, "async_tp", false, &on));
+    sp->async_tp = on ? PSIM_ASYNC_TP_ON : PSIM_ASYNC_TP_OFF;
+  }
   PSIM_CHECK(psim_json_quantity(c, root, "bucket_size", false, PSIM_UNIT_BYTES, &sp->bucket_bytes));
   sp->bucket_given = cJSON_GetObjectItemCaseSensitive(root, "bucket_size") != NULL;
   if (sp->bucket_bytes < 1) {
@@ -121,6 +129,8 @@ static const char *const megatron_keys[] = {"format",
                                             "recompute",
                                             "sequence_parallel",
                                             "zero",
+                                            "dp_shard",
+                                            "async_tp",
                                             "overlap_grad_reduce",
                                             "overlap_param_gather",
                                             "allreduce",
@@ -132,23 +142,13 @@ static const char *const megatron_keys[] = {"format",
 static const char *const dp_keys[] = {
     "format",     "name",  "description",          "template",  "dp",          "micro_batches",
     "recompute",  "zero",  "overlap_grad_reduce",  "allreduce", "bucket_size", "zero_prefetch",
-    "checkpoint", "stack", "overlap_param_gather", NULL};
-static const char *const zero_keys[] = {"format",
-                                        "name",
-                                        "description",
-                                        "template",
-                                        "stage",
-                                        "dp",
-                                        "micro_batches",
-                                        "recompute",
-                                        "overlap_grad_reduce",
-                                        "allreduce",
-                                        "bucket_size",
-                                        "zero_prefetch",
-                                        "checkpoint",
-                                        "stack",
-                                        "overlap_param_gather",
-                                        NULL};
+    "checkpoint", "stack", "overlap_param_gather", "dp_shard",  NULL};
+static const char *const zero_keys[] = {"format",        "name",        "description",
+                                        "template",      "stage",       "dp",
+                                        "micro_batches", "recompute",   "overlap_grad_reduce",
+                                        "allreduce",     "bucket_size", "zero_prefetch",
+                                        "checkpoint",    "stack",       "overlap_param_gather",
+                                        "dp_shard",      NULL};
 
 /* Megatron-Core's uneven first/last stages: what holds without the model (core_v0.15.0
  * transformer_config.py: each a multiple of the virtual stages; a first or last stage
@@ -267,6 +267,8 @@ static const char *const explicit_keys[] = {"format",
                                             "pipeline",
                                             "gradient_sync",
                                             "zero",
+                                            "dp_replicate",
+                                            "async_tp",
                                             "recompute",
                                             "sequence_parallel",
                                             "overlap_grad_reduce",
@@ -641,6 +643,7 @@ static void spec_init(psim_strategy_spec *sp) {
   sp->bucket_bytes = 25.0 * 1048576.0; /* PyTorch DDP bucket_cap_mb = 25 */
   sp->zero_prefetch = PSIM_ZERO_PREFETCH_DEFAULT;
   sp->ps_replicas = 1;
+  sp->dp_replicate = 1;
   sp->micro_batches = 1;
   sp->virtual_stages = 1;
   sp->schedule = PSIM_SCHED_1F1B;

@@ -217,6 +217,10 @@ static psim_status tmpl_json(const psim_strategy *s, cJSON *root) {
 
 static psim_status options_json(const psim_strategy *s, cJSON *root) {
   PSIM_CHECK(psim_json_add_number(root, "zero", s->zero_stage));
+  if (s->dp_replicate > 1) /* HSDP; written only when set: older files stay byte-identical */
+    PSIM_CHECK(psim_json_add_number(root, "dp_replicate", s->dp_replicate));
+  if (s->async_tp != PSIM_ASYNC_TP_STACK) /* a run's own over the stack's: only when given */
+    PSIM_CHECK(psim_json_add_bool(root, "async_tp", s->async_tp == PSIM_ASYNC_TP_ON));
   PSIM_CHECK(psim_json_add_string(root, "recompute", psim_recompute_name(s->recompute)));
   PSIM_CHECK(psim_json_add_bool(root, "sequence_parallel", s->sequence_parallel));
   PSIM_CHECK(psim_json_add_bool(root, "overlap_grad_reduce", s->overlap_grad_reduce));

@@ -163,6 +163,13 @@ static psim_status check_megatron_opts(const psim_megatron_opts *o, const psim_c
     return psim_error(PSIM_EINPUT, "micro_batch and virtual_stages must be >= 1");
   if (o->zero_stage < 0 || o->zero_stage > 3)
     return psim_error(PSIM_EINPUT, "zero: stage %d; expected 0, 1, 2 or 3", (int)o->zero_stage);
+  if (o->dp_shard < 0 || (o->dp_shard > 0 && o->dp % o->dp_shard != 0))
+    return psim_error(PSIM_EINPUT, "dp_shard: %d does not divide dp = %d", (int)o->dp_shard,
+                      (int)o->dp);
+  if (o->dp_shard > 0 && o->dp_shard < o->dp && o->zero_stage < 1)
+    return psim_error(PSIM_EINPUT,
+                      "dp_shard: %d < dp = %d shards nothing at ZeRO 0 (HSDP needs zero >= 1)",
+                      (int)o->dp_shard, (int)o->dp);
   if (o->virtual_stages > 1 && o->schedule == PSIM_SCHED_GPIPE)
     return psim_error(PSIM_EINPUT, "schedule: gpipe cannot run virtual_stages > 1; use "
                                    "interleaved");
@@ -406,6 +413,8 @@ static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *
   s->recompute = o->recompute;
   s->sequence_parallel = o->sequence_parallel;
   s->zero_stage = o->zero_stage;
+  s->dp_replicate = o->dp_shard > 0 ? o->dp / o->dp_shard : 1;
+  s->async_tp = o->async_tp;
   s->overlap_grad_reduce = o->overlap_grad_reduce;
   snprintf(s->tmpl.name, sizeof s->tmpl.name, "megatron");
   s->tmpl.tp = o->tp;

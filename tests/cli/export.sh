@@ -144,7 +144,8 @@ family() {
       not_ok "$name --format $f exports" "$(head -3 "$ERR")"
     elif [ "$f" = gspmd ] || [ "$f" = deepspeed-pipeline ] ||
       python3 tests/cli/export_rules.py "$f" "$model" "$TEST_TMP/$name.$f" "$world" \
-        $([ "$f" = megatron ] || [ "$f" = megatron-bridge ] && echo "$TEST_TMP/$name.json") \
+        $([ "$f" = megatron ] || [ "$f" = megatron-bridge ] || [ "$f" = torchtitan ] &&
+          echo "$TEST_TMP/$name.json") \
         >"$TEST_TMP/rules.log" 2>&1; then
       ok "$name --format $f obeys the runtime's rules and round-trips the model"
     else not_ok "$name --format $f obeys the runtime's rules" "$(head -5 "$TEST_TMP/rules.log")"; fi
@@ -159,6 +160,23 @@ family llama7b models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, 
 family llama70b models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 8,
   "dp": 2, "sequence_parallel": true, "recompute": "full", "zero": 3, "overlap_grad_reduce": true' \
   megatron:ok torchtitan:ok megatron-bridge:ok
+# HSDP (dp_shard 2 of dp 4: FSDP over pairs, replicated twice): torchtitan's 2-D mesh, its
+# replicate degree read back against the plan's; the Megatron and DeepSpeed exports refuse it
+family llama70b-hsdp models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4,
+  "dp": 4, "dp_shard": 2, "sequence_parallel": true, "recompute": "full", "zero": 3,
+  "overlap_grad_reduce": true' torchtitan:ok "megatron:HSDP \(ZeRO sharded over groups of dp / 2" \
+  "megatron-bridge:--num-distributed-optimizer-instances" "deepspeed:hpZ"
+family llama70b-async models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4,
+  "dp": 4, "sequence_parallel": true, "recompute": "full", "zero": 3, "overlap_grad_reduce": true,
+  "async_tp": true' torchtitan:ok "megatron:async tensor parallelism"
+grep -q "^enable_async_tensor_parallel = true$" "$TEST_TMP/llama70b-async.torchtitan" &&
+  grep -q "^enable = true$" "$TEST_TMP/llama70b-async.torchtitan" &&
+  ok "async TP: torchtitan enable_async_tensor_parallel with the model compiled" ||
+  not_ok "async TP: torchtitan enable_async_tensor_parallel with the model compiled"
+grep -q "^data_parallel_replicate_degree = 2$" "$TEST_TMP/llama70b-hsdp.torchtitan" &&
+  grep -q "^data_parallel_shard_degree = 2$" "$TEST_TMP/llama70b-hsdp.torchtitan" &&
+  ok "HSDP: torchtitan data_parallel_replicate_degree 2 x data_parallel_shard_degree 2" ||
+  not_ok "HSDP: torchtitan data_parallel_replicate_degree 2 x data_parallel_shard_degree 2"
 # ZeRO 2 and 3 as Megatron-FSDP optim_grads / optim_grads_params (export_megatron.c fsdp_args;
 # export_rules.py reads the stage back against the plan's), and export --check reads them back
 family llama7b-zero2 models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4,

@@ -46,6 +46,7 @@ model = json.load(open(model_file))
 errors = []
 plan_layout = None
 plan_zero = None
+plan_replicate = 1
 first_last = {}
 if len(sys.argv) > 5:  # the plan's degrees: the template's keys or the written template_info
     st = json.load(open(sys.argv[5]))["strategy"]
@@ -54,6 +55,9 @@ if len(sys.argv) > 5:  # the plan's degrees: the template's keys or the written 
     plan_layout["etp"] = ti.get("etp", plan_layout["tp"])
     plan_zero = ti.get("zero", st.get("zero", 0))  # a searched plan: the explicit form's key
     first_last = {k: ti.get(k, 0) for k in ("first_stage_layers", "last_stage_layers")}
+    # HSDP: a template's dp_shard (dp / dp_shard replicas), the explicit form's dp_replicate
+    plan_replicate = (plan_layout["dp"] // ti["dp_shard"] if "dp_shard" in ti
+                      else st.get("dp_replicate", 1))
 
 
 def need(cond, msg):
@@ -340,6 +344,12 @@ def torchtitan():
     # parallel_dims.py seq_len_divisor, asserted by every model's parallelize.py
     need(tr["seq_len"] % (par["tensor_parallel_degree"] * 2 * par["context_parallel_degree"]) == 0,
          "seq_len %% (tp x 2 cp)")
+    # parallelize.py: "Async TP requires torch.compile" (compile.enable, "model" in components)
+    if par.get("enable_async_tensor_parallel"):
+        comp = t.get("compile", {})
+        need(comp.get("enable") and "model" in comp.get("components", ["model", "loss"]),
+             "async TP without the model compiled")
+        need(par["tensor_parallel_degree"] > 1, "async TP at tp 1")
     # parallel_dims.py _validate: ep > 1 needs etp == tp or 1
     ep, etp = par["expert_parallel_degree"], par["expert_tensor_parallel_degree"]
     tp, cp = par["tensor_parallel_degree"], par["context_parallel_degree"]
@@ -351,6 +361,11 @@ def torchtitan():
         got = {"tp": tp, "pp": par["pipeline_parallel_degree"], "dp": dp, "ep": ep,
                "etp": etp if ep > 1 else plan_layout["etp"], "cp": cp}
         need(got == plan_layout, "degrees %s != the plan's %s" % (got, plan_layout))
+        # HSDP (parallel_dims.py: the mesh pp, dp_replicate, dp_shard, cp, tp): FSDP's replicas
+        if plan_zero == 3:
+            need(par["data_parallel_replicate_degree"] == plan_replicate,
+                 "data_parallel_replicate_degree %d != the plan's %d replicas"
+                 % (par["data_parallel_replicate_degree"], plan_replicate))
     if facts["experts"]:
         # MoE: qwen3 (models/qwen3: every layer MoE, dropless SwiGLU experts, no pipelining_fn)
         need(t["model"]["name"] == "qwen3", "a MoE model is not qwen3")

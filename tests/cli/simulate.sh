@@ -87,4 +87,47 @@ fi
 run check "$PLAN"
 expect "the plan passes plansim check" 0 stdout-nonempty stderr-empty
 
+# HSDP (dp_shard): the expansion writes dp_replicate and simulates to the template's figures;
+# a dp_shard that does not divide dp, or at ZeRO 0, is refused naming the key
+X2="$ROOT/topologies/dgx-a100-x2.json" G13="$ROOT/models/gpt-1.3b.json"
+printf '{"format": "plansim.strategy/1", "template": "megatron", "tp": 2, "dp": 8, "dp_shard": 4,
+  "zero": 3, "sequence_parallel": true, "overlap_grad_reduce": true}\n' >"$TEST_TMP/hsdp.json"
+run expand "$G13" "$X2" "$TEST_TMP/hsdp.json"
+expect "expand writes HSDP's dp_replicate" 0 stdout-nonempty stderr-empty '"dp_replicate":.2'
+cp "$OUT" "$TEST_TMP/hsdp-x.json"
+run simulate "$G13" "$X2" "$TEST_TMP/hsdp.json" --json
+cp "$OUT" "$TEST_TMP/hsdp-t.out"
+run simulate "$G13" "$X2" "$TEST_TMP/hsdp-x.json" --json
+if python3 -c 'import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:]); sys.exit(a["iteration_time_s"]!=b["iteration_time_s"] or a["memory"]!=b["memory"])' "$TEST_TMP/hsdp-t.out" "$OUT"; then
+  ok "HSDP: the explicit form simulates to the template's figures"
+else not_ok "HSDP: the explicit form simulates to the template's figures"; fi
+for bad in '"dp_shard": 3, "zero": 3|dp_shard: 3 does not divide dp = 8' \
+  '"dp_shard": 4|shards nothing at ZeRO 0'; do
+  printf '{"format": "plansim.strategy/1", "template": "megatron", "tp": 2, "dp": 8, %s}\n' \
+    "${bad%%|*}" >"$TEST_TMP/hsdp-bad.json"
+  run simulate "$G13" "$X2" "$TEST_TMP/hsdp-bad.json"
+  expect "HSDP refused: ${bad#*|}" 2 stdout-empty stderr-nonempty "" "${bad#*|}"
+done
+
+# async_tp: the run's own async TP over the stack's tp_overlap, to the bit either way
+X1="$ROOT/topologies/dgx-a100-x1.json"
+printf '{"format": "plansim.stack/1", "name": "fsdp2-async", "base": "pytorch-fsdp2", "tp_overlap": true}\n' \
+  >"$TEST_TMP/async-stack.json"
+for v in none true false; do
+  extra=$([ $v = none ] || echo ", \"async_tp\": $v")
+  printf '{"format": "plansim.strategy/1", "template": "megatron", "tp": 8, "dp": 1,
+    "sequence_parallel": true%s}\n' "$extra" >"$TEST_TMP/async-$v.json"
+done
+t_of() { python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["iteration_time_s"]))' "$OUT"; }
+L7="$ROOT/models/llama2-7b.json"
+run simulate "$L7" "$X1" "$TEST_TMP/async-true.json" --stack pytorch-fsdp2 --json && A_ON=$(t_of)
+run simulate "$L7" "$X1" "$TEST_TMP/async-none.json" --stack "$TEST_TMP/async-stack.json" --json && S_ON=$(t_of)
+run simulate "$L7" "$X1" "$TEST_TMP/async-false.json" --stack "$TEST_TMP/async-stack.json" --json && A_OFF=$(t_of)
+run simulate "$L7" "$X1" "$TEST_TMP/async-none.json" --stack pytorch-fsdp2 --json && S_OFF=$(t_of)
+if [ "$A_ON" = "$S_ON" ] && [ "$A_OFF" = "$S_OFF" ] && [ "$A_ON" != "$A_OFF" ]; then
+  ok "async_tp on/off equals the stack's tp_overlap on/off ($A_ON s / $A_OFF s)"
+else not_ok "async_tp equals the stack's tp_overlap" "on $A_ON vs $S_ON, off $A_OFF vs $S_OFF"; fi
+run expand "$L7" "$X1" "$TEST_TMP/async-true.json"
+expect "expand writes async_tp" 0 stdout-nonempty stderr-empty '"async_tp":.true'
+
 finish

@@ -245,21 +245,37 @@ START_TEST(space_follows_megatron_rules) {
 END_TEST
 
 /* The FSDP space (torchtitan v0.2.2, grid_space.c): its rules hold for every candidate, it
- * holds FSDP with tp and pp, GPipe and interleaving, and its pruning (GPipe holds at least
- * 1F1B's activations) keeps the optimum found by simulating every candidate. */
+ * holds FSDP with tp and pp, GPipe and interleaving, HSDP (shard groups of a node's
+ * data-parallel ranks and more, dividing dp, under ZeRO 3 only), async TP at tp > 1 under a
+ * compiling stack (torchtitan's enable_async_tensor_parallel needs torch.compile), and its
+ * pruning (GPipe holds
+ * at least 1F1B's activations; a smaller shard group needs more memory) keeps the optimum
+ * found by simulating every candidate. */
 START_TEST(fsdp_space_follows_torchtitan_rules) {
   psim_model m;
   psim_cluster c;
   setup(&m, &c, 1.2);
+  c.stack.compile = true; /* async TP is tried (torchtitan: it needs torch.compile) */
   psim_grid_options o;
   psim_grid_options_init(&o);
   o.space = PSIM_GRID_FSDP;
   grid_space sp;
   ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
   bool gpipe = false, interleaved = false, fsdp_tp_pp = false;
-  double brute = INFINITY;
+  double brute = INFINITY, brute_hsdp = INFINITY, brute_async = INFINITY;
+  int64_t hsdp = 0, async = 0;
   for (int64_t i = 0; i < sp.n; i++) {
     const psim_megatron_opts *mo = &sp.c[i].mo;
+    if (mo->dp_shard > 0) { /* HSDP: ZeRO 3, a shard group dividing dp, of a node's ranks or more */
+      ck_assert(mo->zero_stage == 3 && mo->dp % mo->dp_shard == 0 && mo->dp_shard < mo->dp);
+      ck_assert(mo->dp_shard * mo->tp >= 8 || mo->dp_shard == 2);
+      ck_assert(!sp.c[i].classic);
+      hsdp++;
+    }
+    if (mo->async_tp != PSIM_ASYNC_TP_STACK) { /* on, at tp > 1, never classic */
+      ck_assert(mo->async_tp == PSIM_ASYNC_TP_ON && mo->tp > 1 && !sp.c[i].classic);
+      async++;
+    }
     ck_assert(mo->zero_stage == 0 || mo->zero_stage == 3);
     ck_assert(mo->zero_stage == 3 || mo->dp == 1 || (mo->tp == 1 && mo->pp == 1));
     ck_assert(mo->sequence_parallel == (mo->tp > 1) && mo->overlap_grad_reduce == (mo->dp > 1));
@@ -268,14 +284,23 @@ START_TEST(fsdp_space_follows_torchtitan_rules) {
     interleaved = interleaved || mo->virtual_stages > 1;
     fsdp_tp_pp = fsdp_tp_pp || (mo->zero_stage == 3 && mo->tp > 1 && mo->pp > 1);
     bool fits;
-    brute = fmin(brute, simulate(&m, &c, mo, &fits));
+    double t = simulate(&m, &c, mo, &fits);
+    brute = fmin(brute, t);
+    brute_hsdp = mo->dp_shard > 0 ? fmin(brute_hsdp, t) : brute_hsdp;
+    brute_async = mo->async_tp == PSIM_ASYNC_TP_ON ? fmin(brute_async, t) : brute_async;
   }
-  ck_assert(gpipe && interleaved && fsdp_tp_pp && isfinite(brute));
+  ck_assert(gpipe && interleaved && fsdp_tp_pp && isfinite(brute) && isfinite(brute_hsdp));
+  ck_assert_int_eq(hsdp, sp.n_hsdp);
+  ck_assert(hsdp > 0 && async > 0 && isfinite(brute_async));
   psim_grid_result r;
   ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
   ck_assert_msg(r.best_sim.iteration_time_s == brute, "grid %.9g s, brute force %.9g s",
                 r.best_sim.iteration_time_s, brute);
-  ck_assert(r.evaluations < sp.n);
+  ck_assert(r.evaluations < sp.n && r.hsdp == hsdp);
+  printf("fsdp space: %lld candidates, %lld HSDP, %lld async TP; best %.9g s (HSDP %.9g s, async "
+         "TP %.9g s), %lld simulated\n",
+         (long long)sp.n, (long long)hsdp, (long long)async, brute, brute_hsdp, brute_async,
+         (long long)r.evaluations);
   psim_grid_result_destroy(&r);
   psim_grid_space_destroy(&sp);
   psim_cluster_destroy(&c);
