@@ -309,10 +309,16 @@ psim_status psim_export_torchtitan(const psim_plan_doc *d, const psim_export_fac
   training_section(&b, f);
   parallelism_section(&b, f);
   bool op_sac = f->s->recompute == PSIM_RECOMPUTE_OP; /* torchtitan's op-level policy */
+  int32_t every = f->s->recompute == PSIM_RECOMPUTE_FULL ? f->s->recompute_every : 0;
+  char option[48] = ""; /* selective_ac_option: "op", or every N-th layer */
+  if (op_sac)
+    snprintf(option, sizeof option, "selective_ac_option = \"op\"\n");
+  else if (every > 1)
+    snprintf(option, sizeof option, "selective_ac_option = \"%d\"\n", (int)every);
   psim_sb_printf(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n%s\n[compile]\nenable = false\n",
-                 f->s->recompute == PSIM_RECOMPUTE_FULL ? "full"
-                 : op_sac                               ? "selective"
-                                                        : "none",
-                 op_sac ? "selective_ac_option = \"op\"\n" : "");
+                 op_sac || every > 1                      ? "selective"
+                 : f->s->recompute == PSIM_RECOMPUTE_FULL ? "full"
+                                                          : "none",
+                 option);
   return psim_sb_finish(&b, "export", text, len);
 }
