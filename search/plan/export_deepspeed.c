@@ -44,6 +44,10 @@ static psim_status deepspeed_refusals(const psim_export_facts *f) {
     return psim_export_refuse("%d multi-token prediction modules on the last stage: "
                               "PipelineModule's type: partition places only layers of one class",
                               f->mtp_layers);
+  if (s->recompute == PSIM_RECOMPUTE_FULL && s->recompute_every > 1)
+    return psim_export_refuse("full recomputation of every %d-th layer only has no DeepSpeed "
+                              "setting",
+                              (int)s->recompute_every);
   if (s->recompute == PSIM_RECOMPUTE_OP)
     return psim_export_refuse("torchtitan's op-level selective recomputation has no DeepSpeed "
                               "setting");

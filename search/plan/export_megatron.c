@@ -21,6 +21,12 @@ psim_status psim_export_megatron_plan_refusals(const psim_export_facts *f) {
     return psim_export_refuse("ZeRO stage %d: Megatron-LM shards at most the optimizer state, "
                               "gradients and weights (Megatron-FSDP optim_grads_params)",
                               s->zero_stage);
+  if (s->recompute == PSIM_RECOMPUTE_FULL && s->recompute_every > 1)
+    return psim_export_refuse(
+        "full recomputation of every %d-th layer (torchtitan's layer-level "
+        "selective AC): Megatron-LM's methods recompute uniform groups or the "
+        "first layers of a stage",
+        (int)s->recompute_every);
   if (s->recompute == PSIM_RECOMPUTE_OP)
     return psim_export_refuse("torchtitan's op-level selective recomputation (every second "
                               "matmul): Megatron-LM recomputes full layers or the attention core");

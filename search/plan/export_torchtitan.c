@@ -319,11 +319,17 @@ psim_status psim_export_torchtitan(const psim_plan_doc *d, const psim_export_fac
   if (async_tp)
     psim_sb_printf(&b, "enable_async_tensor_parallel = true\n");
   bool op_sac = f->s->recompute == PSIM_RECOMPUTE_OP; /* torchtitan's op-level policy */
+  int32_t every = f->s->recompute == PSIM_RECOMPUTE_FULL ? f->s->recompute_every : 0;
+  char option[48] = ""; /* selective_ac_option: "op", or every N-th layer */
+  if (op_sac)
+    snprintf(option, sizeof option, "selective_ac_option = \"op\"\n");
+  else if (every > 1)
+    snprintf(option, sizeof option, "selective_ac_option = \"%d\"\n", (int)every);
   psim_sb_printf(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n%s\n[compile]\nenable = %s\n%s",
-                 f->s->recompute == PSIM_RECOMPUTE_FULL ? "full"
-                 : op_sac                               ? "selective"
-                                                        : "none",
-                 op_sac ? "selective_ac_option = \"op\"\n" : "", async_tp ? "true" : "false",
+                 op_sac || every > 1                      ? "selective"
+                 : f->s->recompute == PSIM_RECOMPUTE_FULL ? "full"
+                                                          : "none",
+                 option, async_tp ? "true" : "false",
                  async_tp ? "components = [\"model\", \"loss\"]\n" : "");
   return psim_sb_finish(&b, "export", text, len);
 }

@@ -155,7 +155,8 @@ bool psim_build_recomputed(const psim_build *b, int32_t o) {
   if (op->block < 0)
     return false; /* embedding and head are not checkpointed (Megatron) */
   switch (b->s->recompute) {
-  case PSIM_RECOMPUTE_FULL: return true;
+  case PSIM_RECOMPUTE_FULL: /* every N-th block only: torchtitan's ptd_checkpoint_wrapper._count */
+    return b->s->recompute_every <= 1 || (op->repeat_index + 1) % b->s->recompute_every == 0;
   case PSIM_RECOMPUTE_SELECTIVE: return is_attention_core(b->m, op);
   case PSIM_RECOMPUTE_OP: return op_sac_recomputed(b, o);
   default: return false;

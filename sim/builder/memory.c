@@ -144,8 +144,9 @@ static psim_status mark_saves(psim_build *b) {
         continue;
       int32_t p = m->tensors[t].producer;
       bool boundary = p < 0 || m->ops[p].layer != op->layer;
-      bool must = psim_memory_saves_inputs(op) ||
-                  (b->s->recompute == PSIM_RECOMPUTE_FULL && boundary && op->block >= 0);
+      bool must =
+          psim_memory_saves_inputs(op) || (b->s->recompute == PSIM_RECOMPUTE_FULL && boundary &&
+                                           op->block >= 0 && psim_build_recomputed(b, o));
       if (!must || m->tensors[t].dtype == PSIM_DTYPE_INT32 ||
           m->tensors[t].dtype == PSIM_DTYPE_INT64)
         continue;

@@ -552,9 +552,10 @@ static bool scalars_equal(const psim_strategy *a, const psim_strategy *b) {
   return a->n_ops == b->n_ops && a->n_stages == b->n_stages &&
          a->virtual_stages == b->virtual_stages && a->n_micro == b->n_micro &&
          a->micro_batch == b->micro_batch && a->schedule == b->schedule &&
-         a->recompute == b->recompute && a->sequence_parallel == b->sequence_parallel &&
-         a->zero_stage == b->zero_stage && a->dp_replicate == b->dp_replicate &&
-         a->async_tp == b->async_tp && a->overlap_grad_reduce == b->overlap_grad_reduce &&
+         a->recompute == b->recompute && a->recompute_every == b->recompute_every &&
+         a->sequence_parallel == b->sequence_parallel && a->zero_stage == b->zero_stage &&
+         a->dp_replicate == b->dp_replicate && a->async_tp == b->async_tp &&
+         a->overlap_grad_reduce == b->overlap_grad_reduce &&
          a->overlap_param_gather == b->overlap_param_gather && a->bucket_bytes == b->bucket_bytes &&
          a->zero_prefetch == b->zero_prefetch && /* bucket_given not: see strategy.h */
          a->allreduce == b->allreduce && a->sync == b->sync &&

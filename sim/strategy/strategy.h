@@ -155,6 +155,9 @@ typedef struct psim_strategy {
   int64_t micro_batch; /* samples per micro-batch (batch dim / n_micro) */
   psim_schedule schedule;
   psim_recompute recompute;
+  /* full recompute of every N-th transformer block only (the N-th, 2N-th, ...: torchtitan's
+   * layer-level selective AC, selective_ac_option "N"); 0 or 1: every block */
+  int32_t recompute_every;
   bool sequence_parallel;
   int32_t zero_stage; /* 0-3 */
   /* HSDP (torchtitan's data_parallel_replicate_degree; the explicit form's "dp_replicate"):

@@ -33,6 +33,7 @@ typedef struct psim_strategy_spec {
   int32_t dp_replicate; /* the explicit form's "dp_replicate" (1: none) */
   int8_t async_tp;      /* "async_tp": PSIM_ASYNC_TP_STACK when not given */
   psim_recompute recompute;
+  int32_t recompute_every; /* psim_strategy's */
   bool sequence_parallel, overlap_grad_reduce, overlap_param_gather;
   double bucket_bytes;
   bool bucket_given;

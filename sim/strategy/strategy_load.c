@@ -15,6 +15,7 @@
 
 static void apply_common(const psim_strategy_spec *sp, psim_strategy *s) {
   s->recompute = sp->recompute;
+  s->recompute_every = sp->recompute_every;
   s->sequence_parallel = s->sequence_parallel || sp->sequence_parallel;
   s->overlap_grad_reduce = sp->overlap_grad_reduce;
   s->overlap_param_gather = sp->overlap_param_gather;

@@ -76,6 +76,17 @@ static psim_status read_checkpoint(psim_jctx *c, const cJSON *root, psim_checkpo
 static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
   PSIM_CHECK(read_checkpoint(c, root, &sp->checkpoint));
   PSIM_CHECK(enum_key(c, root, "recompute", p_recomp, &sp->recompute, NULL));
+  PSIM_CHECK(
+      psim_strategy_int32_key(c, root, "recompute_every", false, 0, 1 << 30, &sp->recompute_every));
+  if (sp->recompute_every > 1 && sp->recompute != PSIM_RECOMPUTE_FULL) {
+    size_t sv = psim_jctx_key(c, "recompute_every");
+    psim_status s = psim_jerr(c,
+                              "recompute_every %d needs \"recompute\": \"full\" (it recomputes "
+                              "every %d-th block whole)",
+                              sp->recompute_every, sp->recompute_every);
+    psim_jctx_pop(c, sv);
+    return s;
+  }
   PSIM_CHECK(psim_json_bool(c, root, "sequence_parallel", false, &sp->sequence_parallel));
   PSIM_CHECK(psim_json_bool(c, root, "overlap_grad_reduce", false, &sp->overlap_grad_reduce));
   PSIM_CHECK(psim_json_bool(c, root, "overlap_param_gather", false, &sp->overlap_param_gather));
@@ -127,6 +138,7 @@ static const char *const megatron_keys[] = {"format",
                                             "pipeline_layout",
                                             "schedule",
                                             "recompute",
+                                            "recompute_every",
                                             "sequence_parallel",
                                             "zero",
                                             "dp_shard",
@@ -139,16 +151,33 @@ static const char *const megatron_keys[] = {"format",
                                             "checkpoint",
                                             "stack",
                                             NULL};
-static const char *const dp_keys[] = {
-    "format",     "name",  "description",          "template",  "dp",          "micro_batches",
-    "recompute",  "zero",  "overlap_grad_reduce",  "allreduce", "bucket_size", "zero_prefetch",
-    "checkpoint", "stack", "overlap_param_gather", "dp_shard",  NULL};
-static const char *const zero_keys[] = {"format",        "name",        "description",
-                                        "template",      "stage",       "dp",
-                                        "micro_batches", "recompute",   "overlap_grad_reduce",
-                                        "allreduce",     "bucket_size", "zero_prefetch",
-                                        "checkpoint",    "stack",       "overlap_param_gather",
-                                        "dp_shard",      NULL};
+static const char *const dp_keys[] = {"format",
+                                      "name",
+                                      "description",
+                                      "template",
+                                      "dp",
+                                      "micro_batches",
+                                      "recompute",
+                                      "recompute_every",
+                                      "zero",
+                                      "overlap_grad_reduce",
+                                      "allreduce",
+                                      "bucket_size",
+                                      "zero_prefetch",
+                                      "checkpoint",
+                                      "stack",
+                                      "overlap_param_gather",
+                                      "dp_shard",
+                                      NULL};
+static const char *const zero_keys[] = {"format",          "name",
+                                        "description",     "template",
+                                        "stage",           "dp",
+                                        "micro_batches",   "recompute",
+                                        "recompute_every", "overlap_grad_reduce",
+                                        "allreduce",       "bucket_size",
+                                        "zero_prefetch",   "checkpoint",
+                                        "stack",           "overlap_param_gather",
+                                        "dp_shard",        NULL};
 
 /* Megatron-Core's uneven first/last stages: what holds without the model (core_v0.15.0
  * transformer_config.py: each a multiple of the virtual stages; a first or last stage
@@ -270,6 +299,7 @@ static const char *const explicit_keys[] = {"format",
                                             "dp_replicate",
                                             "async_tp",
                                             "recompute",
+                                            "recompute_every",
                                             "sequence_parallel",
                                             "overlap_grad_reduce",
                                             "overlap_param_gather",

@@ -222,6 +222,8 @@ static psim_status options_json(const psim_strategy *s, cJSON *root) {
   if (s->async_tp != PSIM_ASYNC_TP_STACK) /* a run's own over the stack's: only when given */
     PSIM_CHECK(psim_json_add_bool(root, "async_tp", s->async_tp == PSIM_ASYNC_TP_ON));
   PSIM_CHECK(psim_json_add_string(root, "recompute", psim_recompute_name(s->recompute)));
+  if (s->recompute_every > 1) /* written only when set: older files stay byte-identical */
+    PSIM_CHECK(psim_json_add_number(root, "recompute_every", s->recompute_every));
   PSIM_CHECK(psim_json_add_bool(root, "sequence_parallel", s->sequence_parallel));
   PSIM_CHECK(psim_json_add_bool(root, "overlap_grad_reduce", s->overlap_grad_reduce));
   if (s->overlap_param_gather) /* written only when on: older files stay byte-identical */

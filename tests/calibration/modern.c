@@ -23,11 +23,12 @@
 
 #include "modern.h"
 
-static const char *rc_name(psim_recompute r) {
-  return r == PSIM_RECOMPUTE_FULL        ? "full"
-         : r == PSIM_RECOMPUTE_SELECTIVE ? "sel"
-         : r == PSIM_RECOMPUTE_OP        ? "op"
-                                         : "-";
+static const char *rc_name(psim_recompute r, int32_t every) {
+  return r == PSIM_RECOMPUTE_FULL && every > 1 ? "full/2"
+         : r == PSIM_RECOMPUTE_FULL            ? "full"
+         : r == PSIM_RECOMPUTE_SELECTIVE       ? "sel"
+         : r == PSIM_RECOMPUTE_OP              ? "op"
+                                               : "-";
 }
 
 static double err_of(const modern_row *r) {
@@ -51,8 +52,8 @@ static void print_row(const modern_row *r) {
   printf("| %d%s | %s | %s | %d | %d/%d/%d/%d/%d | %d | %d | %s | %s | %lld | %lld | %s | %.6g |",
          r->line, r->heldout ? "*" : "", r->model, r->gpu, (int)r->gpus, (int)r->tp, (int)r->pp,
          (int)r->cp, (int)r->vp, (int)r->dp, (int)r->micro_batch, (int)r->zero,
-         rc_name(r->recompute), r->fp8 ? "fp8" : "bf16", (long long)r->seq, (long long)r->batch,
-         r->note, r->measured);
+         rc_name(r->recompute, r->recompute_every), r->fp8 ? "fp8" : "bf16", (long long)r->seq,
+         (long long)r->batch, r->note, r->measured);
   if (r->unsupported[0])
     printf(" - | unsupported: %s | |\n", r->unsupported);
   else
@@ -243,11 +244,12 @@ static void write_tsv(const char *file, const modern_rows *rows) {
 /* --check: each guarded source's mean |error| on its stack stays under its bound
  * (docs/accuracy-modern.md): the issue's 8% where it is met, today's figure
  * with a margin where it is not yet. torchtitan: its H100/H200 rows under the
- * issue's 8% (7.5% in session 12, after torchtitan's op-level selective AC,
- * PSIM_RECOMPUTE_OP), all its rows under 9.5% (9.0%): its eight A100 FSDP rows sit
- * at +15% signed since ring collectives began to use one channel ring per NIC as
- * NCCL does (session 10; those rows' cluster network is not published, the
- * dgx-a100 preset has 8 HDR NICs). mlperf-gpt3 8% (4.8% in session 11). A guard
+ * issue's 8% (7.2% in session 12, after torchtitan's op-level selective AC,
+ * PSIM_RECOMPUTE_OP, and the tensorwise TP cast once per module), all its rows
+ * under 8.5% (8.1%, with its layer-level AC as recompute_every): its eight A100
+ * FSDP rows sit at +11% signed since ring collectives began to use one channel ring
+ * per NIC as NCCL does (session 10; those rows' cluster network is not published,
+ * the dgx-a100 preset has 8 HDR NICs). mlperf-gpt3 8% (4.8% in session 11). A guard
  * with a generation counts only that generation's rows. Returns the number over. */
 static int check_targets(const modern_rows *rows) {
   static const struct {
@@ -255,7 +257,7 @@ static int check_targets(const modern_rows *rows) {
     double bound;
   } guard[] = {{"llm-foundry", NULL, 0.08},
                {"megatron-bridge", NULL, 0.08},
-               {"torchtitan", NULL, 0.095},
+               {"torchtitan", NULL, 0.085},
                {"torchtitan", "Hopper", 0.08},
                {"mlperf-gpt3", NULL, 0.08}};
   int over = 0;

@@ -55,6 +55,7 @@ typedef struct modern_row {
   int64_t layers, hidden, heads, kv_heads, ffn, vocab, seq, batch;
   int32_t tp, pp, vp, cp, dp, micro_batch, zero;
   psim_recompute recompute;
+  int32_t recompute_every; /* full recompute of every N-th block only (0: every block) */
   bool sp, fp8;
   bool hbm2e_96g; /* Meta Grand Teton H100: 96 GB HBM2e at 2.4 TB/s (torchtitan files) */
   /* torchtitan's per-row software settings (the stack's flags for the row): eager

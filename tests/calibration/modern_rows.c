@@ -95,11 +95,15 @@ static void read_titan(const modern_csv *c, modern_row *r) {
   r->zero = 3;
   const char *rc = modern_csv_get(c, "recompute");
   /* selective "op" (the 8B tomls' selective_ac_option) is torchtitan's op-level
-   * policy (PSIM_RECOMPUTE_OP); the legacy "layer" rows keep the attention core */
-  r->recompute = has(rc, "full")                         ? PSIM_RECOMPUTE_FULL
+   * policy (PSIM_RECOMPUTE_OP); selective "layer" is its layer-level one, every
+   * selective_ac_option-th block fully checkpointed, "2" by default
+   * (torchtitan/config_manager.py at 157a12c56, the legacy rows' commit) */
+  bool layer = has(rc, "selective") && has(rc, "layer");
+  r->recompute = has(rc, "full") || layer                ? PSIM_RECOMPUTE_FULL
                  : has(rc, "selective") && has(rc, "op") ? PSIM_RECOMPUTE_OP
                  : has(rc, "selective")                  ? PSIM_RECOMPUTE_SELECTIVE
                                                          : PSIM_RECOMPUTE_NONE;
+  r->recompute_every = layer ? 2 : 0;
   int64_t local = geti(c, "local_batch", 0);
   /* multi-stage (interleaved) schedules: 2 stages per rank unless split points are
    * given, and #microbatches = #stages in all (torchtitan's generate_split_points and

@@ -127,7 +127,9 @@ static psim_status megatron(const modern_row *r, const psim_model *m, psim_clust
   o.etp = r->moe.etp;
   /* DeepSeek-V3's recipe layouts (modern_moe.c) */
   modern_moe_layout(r, o.pipeline_layout, sizeof o.pipeline_layout);
-  return psim_strategy_megatron(m, c, &o, s);
+  PSIM_CHECK(psim_strategy_megatron(m, c, &o, s));
+  s->recompute_every = r->recompute_every;
+  return PSIM_OK;
 }
 
 /* Context parallelism (pp 1): mesh dp x cp x tp, the query sequence on cp. */

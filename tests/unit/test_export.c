@@ -345,8 +345,8 @@ END_TEST
 
 /* torchtitan's op-level selective AC (recompute "op") exports as its own setting,
  * mode "selective" with selective_ac_option "op" (torchtitan/models/llama3/
- * train_configs/llama3_8b.toml at 820504e); Megatron-LM has no such mode and
- * refuses it. */
+ * train_configs/llama3_8b.toml at 820504e), full recompute of every second layer
+ * as selective_ac_option "2"; Megatron-LM has neither and refuses both. */
 START_TEST(op_level_recompute_exports_to_torchtitan_only) {
   psim_model m;
   ck_assert_msg(psim_model_load(ROOT "models/llama2-7b.json", &m) == PSIM_OK, "%s",
@@ -373,6 +373,16 @@ START_TEST(op_level_recompute_exports_to_torchtitan_only) {
   text = NULL;
   ck_assert(psim_export(&d, PSIM_EXPORT_MEGATRON, &text, &len) != PSIM_OK);
   ck_assert_ptr_null(text);
+  psim_error_clear();
+  /* every second layer fully checkpointed: torchtitan's layer-level option "2" */
+  d.strategy.recompute = PSIM_RECOMPUTE_FULL;
+  d.strategy.recompute_every = 2;
+  ck_assert_msg(psim_export(&d, PSIM_EXPORT_TORCHTITAN, &text, &len) == PSIM_OK, "%s",
+                psim_error_message());
+  ck_assert_msg(strstr(text, "mode = \"selective\"\nselective_ac_option = \"2\"\n"), "%s", text);
+  psim_free(text);
+  text = NULL;
+  ck_assert(psim_export(&d, PSIM_EXPORT_MEGATRON, &text, &len) != PSIM_OK);
   psim_error_clear();
   cJSON_Delete(d.root);
   psim_strategy_destroy(&d.strategy);
