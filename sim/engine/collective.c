@@ -22,7 +22,6 @@
 
 #include "sim/core/alloc.h"
 
-
 /* ---- costing a plan over the topology ---- */
 
 typedef struct coll_ctx {
