@@ -197,6 +197,8 @@ static psim_status build_new(psim_build **out, const psim_model *m, psim_cluster
     psim_build_fold_check_graph(*out);
   if (st == PSIM_OK && ((*out)->fold_broken || (*out)->n_fold_pairs > 0))
     st = refine(*out, m, c, s, o, prev, changed);
+  if (st == PSIM_OK && !changed) /* after folding's checks, which read the links held */
+    st = psim_build_merge_links(*out);
   return st;
 }
 

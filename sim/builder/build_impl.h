@@ -398,11 +398,17 @@ void psim_build_colls_free(psim_coll_cache *cc);
 psim_coll_cache *psim_build_colls_new(void);
 void psim_bcache_free(psim_comm_cache *h);
 psim_status psim_build_index_devices(psim_build *b);
+/* Drops from every task the links held by exactly the tasks that hold a lower-numbered link:
+ * the same schedule and breakdown, fewer resource entries (links_merge.c). Not for graphs
+ * kept for traces and reports, nor incremental builds. O(resource entries). */
+psim_status psim_build_merge_links(psim_build *b);
 /* Folding's checks during a folded build (locals.c; docs/simulator.md, "Folding symmetric
  * devices"): a collective whose concurrent peer groups change its time (they share a link
  * with it), or a point-to-point transfer inside a stage (its sender also serves folded-away
- * peers), breaks the symmetry: the build is then redone unfolded. */
-psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d);
+ * peers), breaks the symmetry: the build is then redone unfolded. with_peers_s: d's time with
+ * its peers when the caller has it (psim_coll_add_timed), else NULL. */
+psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d,
+                                       const double *with_peers_s);
 /* A transfer src -> d: inside a stage, it keeps folding only between two devices of one
  * exchange block (fold_block > 1, fold_blocks.c). */
 void psim_build_fold_check_transfer(psim_build *b, int pipeline, int32_t src, int32_t d);

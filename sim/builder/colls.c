@@ -110,15 +110,16 @@ psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
   /* a graph that tracks bytes (keep_graph) gets them from psim_coll_add */
   int32_t t0 = b->g.n_tasks;
   if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2 || b->g.bytes) {
-    PSIM_CHECK(psim_build_fold_check_coll(b, d));
+    PSIM_CHECK(psim_build_fold_check_coll(b, d, NULL));
     PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
     return psim_build_fold_note_coll(b, d, t0);
   }
   uint64_t h = coll_hash(d);
   int32_t i = coll_find(b->colls, d, h);
   if (i < 0) {
-    PSIM_CHECK(psim_build_fold_check_coll(b, d)); /* once per template */
-    PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
+    double with_peers;
+    PSIM_CHECK(psim_coll_add_timed(&b->g, b->c, d, b->o->fidelity, info, entry, exit, &with_peers));
+    PSIM_CHECK(psim_build_fold_check_coll(b, d, &with_peers)); /* once per template */
     PSIM_CHECK(psim_build_fold_note_coll(b, d, t0));
     int32_t pieces = *exit - *entry + 1;
     if (*exit != b->g.n_tasks - 1 || b->g.n_tasks - t0 != pieces)

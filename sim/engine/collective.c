@@ -30,6 +30,16 @@ typedef struct coll_ctx {
   int32_t groups; /* concurrent copies of the group routed */
   int32_t *load;  /* per link: routes of the current phase crossing it */
   int32_t *own;   /* per link: those of group 0 alone (expanded fidelity) */
+  /* the routes of every group's messages in the phase routed last (phase_routes): entry
+   * k * n + i is message i of group k; the costing reads each 3 to 6 times */
+  const int32_t **rl;
+  int32_t *rn;
+  size_t cap_r;
+  const coll_phase *routed; /* that phase, or NULL */
+  int32_t routed_groups;    /* the groups routed there */
+  bool known;               /* t_known is the chosen plan's time with every group (auto_tree) */
+  double t_known;
+  double t_s; /* the time plan_times gave last (psim_coll_add_timed) */
 } coll_ctx;
 
 /* Device of rank in the k-th concurrent group. */
@@ -42,16 +52,44 @@ static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const 
   return psim_cluster_route(x->c, group_device(x, k, m->src), group_device(x, k, m->dst), links, n);
 }
 
+/* Routes the messages of ph in every group into x->rl / x->rn, unless they are there: one
+ * route-cache lookup per message and group, not one per pass over the phase (the same
+ * routes, so the same figures to the bit). */
+static psim_status phase_routes(coll_ctx *x, const coll_plan *p, const coll_phase *ph) {
+  if (x->routed == ph && x->routed_groups >= x->groups)
+    return PSIM_OK;
+  size_t need = (size_t)x->groups * (size_t)ph->n;
+  if (need > x->cap_r) {
+    psim_free(x->rl);
+    psim_free(x->rn);
+    x->cap_r = 0;
+    x->rl = psim_malloc(need * sizeof *x->rl);
+    x->rn = psim_malloc(need * sizeof *x->rn);
+    if (!x->rl || !x->rn)
+      return psim_error(PSIM_ENOMEM, "collective: out of memory");
+    x->cap_r = need;
+  }
+  x->routed = NULL;
+  for (int32_t k = 0; k < x->groups; k++)
+    for (int32_t i = 0; i < ph->n; i++) {
+      size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
+      PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &x->rl[at], &x->rn[at]));
+    }
+  x->routed = ph;
+  x->routed_groups = x->groups;
+  return PSIM_OK;
+}
+
 /* Adds delta to the load of every link the phase's messages use, in groups
  * [k0, groups). */
 static psim_status phase_load(coll_ctx *x, const coll_plan *p, const coll_phase *ph, int32_t k0,
                               int32_t delta) {
+  PSIM_CHECK(phase_routes(x, p, ph));
   for (int32_t k = k0; k < x->groups; k++)
     for (int32_t i = 0; i < ph->n; i++) {
-      const int32_t *links;
-      int32_t nl;
-      PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &links, &nl));
-      for (int32_t j = 0; j < nl; j++) {
+      size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
+      const int32_t *links = x->rl[at];
+      for (int32_t j = 0; j < x->rn[at]; j++) {
         x->load[links[j]] += delta;
         x->own[links[j]] += k == 0 ? delta : 0;
       }
@@ -79,14 +117,13 @@ static psim_status phase_rate(coll_ctx *x, const coll_plan *p, const coll_phase 
                               double *lat, double *bytes) {
   *bw = INFINITY;
   *lat = *bytes = 0;
+  PSIM_CHECK(phase_routes(x, p, ph));
   for (int32_t k = 0; k < x->groups; k++)
     for (int32_t i = 0; i < ph->n; i++) {
       const coll_msg *m = &p->msgs[ph->first + i];
-      const int32_t *links;
-      int32_t nl;
+      size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
       double b, l;
-      PSIM_CHECK(route(x, k, m, &links, &nl));
-      route_under_load(x, links, nl, &b, &l);
+      route_under_load(x, x->rl[at], x->rn[at], &b, &l);
       *bw = b < *bw ? b : *bw;
       *lat = l > *lat ? l : *lat;
       *bytes = m->bytes > *bytes ? m->bytes : *bytes;
@@ -136,19 +173,23 @@ static psim_status check_desc(const psim_cluster *c, const psim_coll_desc *d) {
   if (!(d->bytes >= 0) || !isfinite(d->bytes))
     return psim_error(PSIM_EINPUT, "collective: size %g bytes is not a number >= 0", d->bytes);
   int32_t g = groups_routed(d);
-  for (int32_t i = 0; i < d->n; i++) {
+  uint8_t *seen = psim_calloc((size_t)c->n_devices + 1, 1); /* O(n), not O(n^2) */
+  if (!seen)
+    return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  psim_status s = PSIM_OK;
+  for (int32_t i = 0; i < d->n && s == PSIM_OK; i++) {
     int64_t last = d->devices[i] + (int64_t)(g - 1) * d->group_stride;
     if (d->devices[i] < 0 || d->devices[i] >= c->n_devices || last < 0 || last >= c->n_devices)
-      return psim_error(PSIM_EINPUT,
-                        "collective: rank %d (device %d, %d groups, stride %d) is outside the "
-                        "cluster's %d devices",
-                        i, d->devices[i], g, d->group_stride, c->n_devices);
-    for (int32_t j = 0; j < i; j++)
-      if (d->devices[j] == d->devices[i])
-        return psim_error(PSIM_EINPUT, "collective: device %d appears twice in the group",
-                          d->devices[i]);
+      s = psim_error(PSIM_EINPUT,
+                     "collective: rank %d (device %d, %d groups, stride %d) is outside the "
+                     "cluster's %d devices",
+                     i, d->devices[i], g, d->group_stride, c->n_devices);
+    else if (seen[d->devices[i]]++)
+      s = psim_error(PSIM_EINPUT, "collective: device %d appears twice in the group",
+                     d->devices[i]);
   }
-  return PSIM_OK;
+  psim_free(seen);
+  return s;
 }
 
 /* `auto` all-reduce over one rank per node: ring or tree, whichever costs
@@ -174,13 +215,22 @@ static psim_status auto_tree(coll_ctx *x, coll_plan *p) {
     tree = ring;
   }
   psim_coll_plan_destroy(&tree);
+  x->routed = NULL; /* the plan not chosen is freed */
+  x->known = s == PSIM_OK;
+  x->t_known = t_tree < t_ring ? t_tree : t_ring;
   return s;
+}
+
+static void ctx_free(coll_ctx *x) {
+  psim_free(x->load);
+  psim_free(x->rl);
+  psim_free(x->rn);
 }
 
 /* Builds the plan and the context (load array) for d. */
 static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *p, coll_ctx *x) {
   memset(p, 0, sizeof *p);
-  *x = (coll_ctx){c, d, groups_routed(d), NULL, NULL};
+  *x = (coll_ctx){.c = c, .d = d, .groups = groups_routed(d)};
   PSIM_CHECK(check_desc(c, d));
   size_t nl = (size_t)(c->n_links > 0 ? c->n_links : 1);
   x->load = psim_calloc(2 * nl, sizeof *x->load);
@@ -191,7 +241,7 @@ static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *
   if (s == PSIM_OK)
     s = auto_tree(x, p);
   if (s != PSIM_OK) {
-    psim_free(x->load);
+    ctx_free(x);
     psim_coll_plan_destroy(p);
   }
   return s;
@@ -200,8 +250,12 @@ static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *
 /* Formula time with replicas (*t) and the measured-table scale factor
  * (table time / formula time of one group; 1 when no table applies). */
 static psim_status plan_times(coll_ctx *x, const coll_plan *p, double *t, double *scale) {
-  PSIM_CHECK(plan_time(x, p, t));
+  if (x->known) /* auto_tree costed this plan with every group: the same figure */
+    *t = x->t_known;
+  else
+    PSIM_CHECK(plan_time(x, p, t));
   *scale = 1.0;
+  x->t_s = *t;
   const psim_coll_table *tab = psim_coll_find_table(x->c, x->d);
   if (!tab || *t <= 0)
     return PSIM_OK;
@@ -215,6 +269,7 @@ static psim_status plan_times(coll_ctx *x, const coll_plan *p, double *t, double
   }
   *scale = psim_coll_table_time(tab, x->d->bytes) / t1;
   *t *= *scale;
+  x->t_s = *t;
   return PSIM_OK;
 }
 
@@ -227,7 +282,7 @@ psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *sec
   PSIM_CHECK(prepare(c, d, &p, &x));
   double scale;
   psim_status s = plan_times(&x, &p, seconds, &scale);
-  psim_free(x.load);
+  ctx_free(&x);
   psim_coll_plan_destroy(&p);
   return s;
 }
@@ -258,11 +313,9 @@ static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_ph
   PSIM_CHECK(phase_rate(x, p, ph, &bw, &lat, &bytes));
   if (!isfinite(bw))
     return PSIM_OK;
-  for (int32_t i = 0; i < ph->n; i++) {
-    const int32_t *links;
-    int32_t nl;
-    PSIM_CHECK(route(x, 0, &p->msgs[ph->first + i], &links, &nl));
-    for (int32_t j = 0; j < nl; j++)
+  for (int32_t i = 0; i < ph->n; i++) { /* group 0's routes: the first of phase_routes' */
+    const int32_t *links = x->rl[i];
+    for (int32_t j = 0; j < x->rn[i]; j++)
       held[links[j]] |=
           psim_coll_saturates(x->load[links[j]] * bw, psim_coll_link_bw(&x->c->links[links[j]]));
   }
@@ -461,6 +514,14 @@ static psim_status add_expanded(psim_taskgraph *g, coll_ctx *x, const coll_plan 
 psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
                           psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
                           int32_t *exit) {
+  double t;
+  return psim_coll_add_timed(g, c, d, fidelity, info, entry, exit, &t);
+}
+
+psim_status psim_coll_add_timed(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
+                                psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
+                                int32_t *exit, double *seconds) {
+  *seconds = 0;
   if (d->n == 1 && d->devices) {
     PSIM_CHECK(check_desc(c, d));
     PSIM_CHECK(psim_coll_add_barrier(g, info, d->devices[0], entry));
@@ -476,7 +537,8 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
   } else {
     s = add_aggregated(g, &x, &p, info, entry, exit);
   }
-  psim_free(x.load);
+  *seconds = x.t_s;
+  ctx_free(&x);
   psim_coll_plan_destroy(&p);
   return s;
 }

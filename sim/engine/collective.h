@@ -84,6 +84,12 @@ psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *sec
 psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
                           psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
                           int32_t *exit);
+/* psim_coll_add that also gives the collective's time in s, with its concurrent groups: the
+ * figure psim_coll_time gives for d (the builder's folding check reads it instead of costing
+ * the collective a second time). */
+psim_status psim_coll_add_timed(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
+                                psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
+                                int32_t *exit, double *seconds);
 
 /* Time (s) a measured bus-bandwidth table gives for a collective of bytes:
  * busbw interpolated linearly in log(bytes) between points, held at the last
