@@ -185,7 +185,8 @@ struct psim_build {
   psim_mem_event *mem; /* activation memory events */
   size_t n_mem, cap_mem;
   double *static_mem;         /* per device: weights, gradients, optimizer bytes (3 per device) */
-  psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem */
+  psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem;
+                                 kept only where an incremental build may copy them */
   size_t n_wshares, cap_wshares;
   size_t *wshare_first;      /* n_ops + 1: op o's shares are [wshare_first[o], ...[o + 1]) */
   uint32_t *save_slots;      /* per op: bit i set when the op saves input i for backward */
@@ -402,6 +403,8 @@ psim_status psim_build_index_devices(psim_build *b);
  * the same schedule and breakdown, fewer resource entries (links_merge.c). Not for graphs
  * kept for traces and reports, nor incremental builds. O(resource entries). */
 psim_status psim_build_merge_links(psim_build *b);
+/* Whether tasks a and t hold the same resources, in the same order. */
+bool psim_build_same_res(const psim_taskgraph *g, int32_t a, int32_t t);
 /* Folding's checks during a folded build (locals.c; docs/simulator.md, "Folding symmetric
  * devices"): a collective whose concurrent peer groups change its time (they share a link
  * with it), or a point-to-point transfer inside a stage (its sender also serves folded-away

@@ -111,7 +111,8 @@ static bool holds(const psim_taskgraph *g, int32_t t, int32_t res) {
 /* For every link of a folded-away column's pipeline routes that task t holds
  * without the same link of its class's simulated column: the pair (links:
  * owned_key -> link). */
-static psim_status task_pairs(psim_build *b, int32_t t, const psim_hmap *links, psim_hmap *seen) {
+static psim_status task_pairs(psim_build *b, int32_t t, const psim_hmap *links, psim_hmap *seen,
+                              bool *found) {
   const psim_taskgraph *g = &b->g;
   int32_t nd = b->c->n_devices;
   for (int32_t r = g->res_first[t]; r < g->res_first[t + 1] && !b->fold_broken; r++) {
@@ -128,6 +129,7 @@ static psim_status task_pairs(psim_build *b, int32_t t, const psim_hmap *links, 
     int32_t f;
     if (holds(g, t, psim_res_link(nd, l2)))
       continue;
+    *found = true;
     if (b->fold_task_fam &&
         psim_hmap_find(b->fold_task_fam, (psim_hmap_key){(uint64_t)(uint32_t)t, 0}, &f))
       b->fold_fam_used |= 1u << f;
@@ -146,8 +148,15 @@ void psim_build_fold_check_graph(psim_build *b) {
   for (int32_t l = 0; l < b->c->n_links && st == PSIM_OK; l++)
     if (b->fold_owner[l] >= 0)
       st = psim_hmap_put(&links, owned_key(b->fold_owner[l], b->fold_role[l]), l);
-  for (int32_t t = 0; t < b->g.n_tasks && st == PSIM_OK && !b->fold_broken; t++)
-    st = task_pairs(b, t, &links, &seen);
+  bool found = true;
+  for (int32_t t = 0; t < b->g.n_tasks && st == PSIM_OK && !b->fold_broken; t++) {
+    /* a task whose list is the one before's, which found no pair, finds none either (the
+     * pieces of a collective, its copies: the scan follows the lists, not the tasks) */
+    if (!found && psim_build_same_res(&b->g, t - 1, t))
+      continue;
+    found = false;
+    st = task_pairs(b, t, &links, &seen, &found);
+  }
   b->fold_broken = b->fold_broken || st != PSIM_OK; /* out of memory: declined, never wrong */
   psim_hmap_destroy(&links);
   psim_hmap_destroy(&seen);

@@ -34,7 +34,7 @@ typedef struct merge_state {
   int32_t n_runs;
 } merge_state;
 
-static bool same_list(const psim_taskgraph *g, int32_t a, int32_t t) {
+bool psim_build_same_res(const psim_taskgraph *g, int32_t a, int32_t t) {
   int32_t n = g->res_first[t + 1] - g->res_first[t];
   return n == g->res_first[a + 1] - g->res_first[a] &&
          memcmp(g->res + g->res_first[a], g->res + g->res_first[t], (size_t)n * sizeof *g->res) ==
@@ -46,7 +46,7 @@ static bool same_list(const psim_taskgraph *g, int32_t a, int32_t t) {
 static void find_runs(const psim_taskgraph *g, merge_state *s) {
   s->n_runs = 0;
   for (int32_t t = 0; t < g->n_tasks; t++)
-    if (t == 0 || !same_list(g, s->run[s->n_runs - 1], t))
+    if (t == 0 || !psim_build_same_res(g, s->run[s->n_runs - 1], t))
       s->run[s->n_runs++] = t;
   s->run[s->n_runs] = g->n_tasks;
 }
