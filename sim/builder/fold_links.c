@@ -100,21 +100,15 @@ psim_status psim_build_fold_note_coll(psim_build *b, const psim_coll_desc *d, in
   return PSIM_OK;
 }
 
-/* Whether task t holds link l. */
-static bool holds(const psim_taskgraph *g, int32_t t, int32_t res) {
-  for (int32_t r = g->res_first[t]; r < g->res_first[t + 1]; r++)
-    if (g->res[r] == res)
-      return true;
-  return false;
-}
-
 /* For every link of a folded-away column's pipeline routes that task t holds
  * without the same link of its class's simulated column: the pair (links:
  * owned_key -> link). */
 static psim_status task_pairs(psim_build *b, int32_t t, const psim_hmap *links, psim_hmap *seen,
-                              bool *found) {
+                              int32_t *stamp, bool *found) {
   const psim_taskgraph *g = &b->g;
   int32_t nd = b->c->n_devices;
+  for (int32_t r = g->res_first[t]; r < g->res_first[t + 1]; r++)
+    stamp[g->res[r]] = t; /* what t holds, for O(1) membership below */
   for (int32_t r = g->res_first[t]; r < g->res_first[t + 1] && !b->fold_broken; r++) {
     int32_t l = g->res[r] - 2 * nd; /* psim_res_link's inverse */
     if (l < 0 || l >= b->c->n_links || b->fold_owner[l] < 0)
@@ -127,7 +121,7 @@ static psim_status task_pairs(psim_build *b, int32_t t, const psim_hmap *links, 
       break;
     }
     int32_t f;
-    if (holds(g, t, psim_res_link(nd, l2)))
+    if (stamp[psim_res_link(nd, l2)] == t)
       continue;
     *found = true;
     if (b->fold_task_fam &&
@@ -149,14 +143,20 @@ void psim_build_fold_check_graph(psim_build *b) {
     if (b->fold_owner[l] >= 0)
       st = psim_hmap_put(&links, owned_key(b->fold_owner[l], b->fold_role[l]), l);
   bool found = true;
+  int32_t *stamp = psim_malloc(((size_t)b->g.n_resources + 1) * sizeof *stamp);
+  for (int32_t r = 0; stamp && r < b->g.n_resources; r++)
+    stamp[r] = -1;
+  if (!stamp)
+    st = psim_error(PSIM_ENOMEM, "out of memory");
   for (int32_t t = 0; t < b->g.n_tasks && st == PSIM_OK && !b->fold_broken; t++) {
     /* a task whose list is the one before's, which found no pair, finds none either (the
      * pieces of a collective, its copies: the scan follows the lists, not the tasks) */
     if (!found && psim_build_same_res(&b->g, t - 1, t))
       continue;
     found = false;
-    st = task_pairs(b, t, &links, &seen, &found);
+    st = task_pairs(b, t, &links, &seen, stamp, &found);
   }
+  psim_free(stamp);
   b->fold_broken = b->fold_broken || st != PSIM_OK; /* out of memory: declined, never wrong */
   psim_hmap_destroy(&links);
   psim_hmap_destroy(&seen);
