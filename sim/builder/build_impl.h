@@ -168,6 +168,14 @@ struct psim_build {
   uint32_t fold_fam_used;   /* bit f: a task of family f is in fold_pairs */
   psim_hmap *fold_task_fam; /* task -> family index, for those collectives' tasks; NULL none */
   int32_t n_simulated;
+  /* the copies of a collective template are added without their resource lists, each task's
+   * template kept instead (task_tmpl), and psim_build_merge_links writes the lists merged:
+   * the lists of 64 pieces x 2,048 ring members never exist (issue 19). Where the graph is
+   * kept (traces, reports) or reused (incremental builds), off. */
+  bool res_deferred;
+  int32_t *task_tmpl; /* per task below n_task_tmpl: its template (colls.c), or -1 */
+  int32_t n_task_tmpl;
+  size_t cap_task_tmpl;
   psim_sim_options *nofold_opts; /* the unfolded rebuild's options (o points to them), owned */
   psim_op_local *locals;         /* grouped per op */
   int32_t *loc_first;            /* n_ops + 1 */
@@ -403,8 +411,11 @@ psim_status psim_build_index_devices(psim_build *b);
  * the same schedule and breakdown, fewer resource entries (links_merge.c). Not for graphs
  * kept for traces and reports, nor incremental builds. O(resource entries). */
 psim_status psim_build_merge_links(psim_build *b);
-/* Whether tasks a and t hold the same resources, in the same order. */
-bool psim_build_same_res(const psim_taskgraph *g, int32_t a, int32_t t);
+/* Whether tasks a and t hold the same resources, in the same order (psim_build_task_res). */
+bool psim_build_same_res(const psim_build *b, int32_t a, int32_t t);
+/* The resources task t holds: its list in the graph, or under res_deferred its template's
+ * (valid until the next collective is added). */
+void psim_build_task_res(const psim_build *b, int32_t t, const int32_t **res, int32_t *n);
 /* Folding's checks during a folded build (locals.c; docs/simulator.md, "Folding symmetric
  * devices"): a collective whose concurrent peer groups change its time (they share a link
  * with it), or a point-to-point transfer inside a stage (its sender also serves folded-away

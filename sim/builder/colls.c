@@ -131,9 +131,30 @@ psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
   psim_task_info ti = *info;
   ti.kind = PSIM_TASK_COLLECTIVE;
   ti.device = d->devices[0];
-  PSIM_CHECK(psim_coll_add_pieces(&b->g, t->pieces, t->duration_s, cc->res_pool + t->res_at,
-                                  t->n_res, &ti, entry, exit));
+  if (!b->res_deferred) {
+    PSIM_CHECK(psim_coll_add_pieces(&b->g, t->pieces, t->duration_s, cc->res_pool + t->res_at,
+                                    t->n_res, &ti, entry, exit));
+    return psim_build_fold_note_coll(b, d, t0);
+  }
+  PSIM_CHECK(psim_coll_add_pieces(&b->g, t->pieces, t->duration_s, NULL, 0, &ti, entry, exit));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->task_tmpl, b->cap_task_tmpl, (size_t)*exit + 1));
+  while (b->n_task_tmpl <= *exit)
+    b->task_tmpl[b->n_task_tmpl++] = -1;
+  for (int32_t k = *entry; k <= *exit; k++)
+    b->task_tmpl[k] = i;
   return psim_build_fold_note_coll(b, d, t0);
+}
+
+void psim_build_task_res(const psim_build *b, int32_t t, const int32_t **res, int32_t *n) {
+  int32_t i = t < b->n_task_tmpl ? b->task_tmpl[t] : -1;
+  if (i >= 0) {
+    const coll_template *tp = &b->colls->items[i];
+    *res = b->colls->res_pool + tp->res_at;
+    *n = tp->n_res;
+    return;
+  }
+  *res = b->g.res + b->g.res_first[t];
+  *n = b->g.res_first[t + 1] - b->g.res_first[t];
 }
 
 void psim_build_colls_free(psim_coll_cache *cc) {

@@ -34,21 +34,22 @@ typedef struct merge_state {
   int32_t n_runs;
 } merge_state;
 
-bool psim_build_same_res(const psim_taskgraph *g, int32_t a, int32_t t) {
-  int32_t n = g->res_first[t + 1] - g->res_first[t];
-  return n == g->res_first[a + 1] - g->res_first[a] &&
-         memcmp(g->res + g->res_first[a], g->res + g->res_first[t], (size_t)n * sizeof *g->res) ==
-             0;
+bool psim_build_same_res(const psim_build *b, int32_t a, int32_t t) {
+  const int32_t *ra, *rt;
+  int32_t na, nt;
+  psim_build_task_res(b, a, &ra, &na);
+  psim_build_task_res(b, t, &rt, &nt);
+  return na == nt && (ra == rt || memcmp(ra, rt, (size_t)na * sizeof *ra) == 0);
 }
 
 /* The runs of consecutive tasks with equal lists (the pieces of a collective, its copies):
  * a link's holders are whole runs, so the passes below visit each run's list once. */
-static void find_runs(const psim_taskgraph *g, merge_state *s) {
+static void find_runs(const psim_build *b, merge_state *s) {
   s->n_runs = 0;
-  for (int32_t t = 0; t < g->n_tasks; t++)
-    if (t == 0 || !psim_build_same_res(g, s->run[s->n_runs - 1], t))
+  for (int32_t t = 0; t < b->g.n_tasks; t++)
+    if (t == 0 || !psim_build_same_res(b, s->run[s->n_runs - 1], t))
       s->run[s->n_runs++] = t;
-  s->run[s->n_runs] = g->n_tasks;
+  s->run[s->n_runs] = b->g.n_tasks;
 }
 
 static bool is_link(const merge_state *s, int32_t r) {
@@ -56,12 +57,14 @@ static bool is_link(const merge_state *s, int32_t r) {
 }
 
 /* h and cnt of every link from the runs that hold it, in order. */
-static void hash_holders(const psim_taskgraph *g, merge_state *s) {
+static void hash_holders(const psim_build *b, merge_state *s) {
   for (int32_t u = 0; u < s->n_runs; u++) {
-    int32_t t = s->run[u], len = s->run[u + 1] - t;
-    for (int32_t k = g->res_first[t]; k < g->res_first[t + 1]; k++) {
-      int32_t r = g->res[k] - s->lo;
-      if (!is_link(s, g->res[k]))
+    int32_t len = s->run[u + 1] - s->run[u], n;
+    const int32_t *res;
+    psim_build_task_res(b, s->run[u], &res, &n);
+    for (int32_t k = 0; k < n; k++) {
+      int32_t r = res[k] - s->lo;
+      if (!is_link(s, res[k]))
         continue;
       /* a polynomial in the holding runs (the 64-bit golden-ratio constant): cheap, and a
        * collision costs a merge, never a wrong one (check_groups) */
@@ -91,68 +94,96 @@ static psim_status group_links(merge_state *s) {
 /* The exact check: a link whose group's first link is missing from one of its runs keeps
  * its own entries (with equal counts, holding the first link in every run means the same
  * holders). stamp: scratch per link. */
-static void check_groups(const psim_taskgraph *g, merge_state *s, int32_t *stamp) {
+static void check_groups(const psim_build *b, merge_state *s, int32_t *stamp) {
   for (int32_t l = 0; l < s->hi - s->lo; l++)
     stamp[l] = -1;
   for (int32_t u = 0; u < s->n_runs; u++) {
-    int32_t t = s->run[u];
-    for (int32_t k = g->res_first[t]; k < g->res_first[t + 1]; k++)
-      if (is_link(s, g->res[k]))
-        stamp[g->res[k] - s->lo] = u;
-    for (int32_t k = g->res_first[t]; k < g->res_first[t + 1]; k++) {
-      int32_t l = g->res[k] - s->lo;
-      if (is_link(s, g->res[k]) && s->rep[l] != l && stamp[s->rep[l]] != u)
+    const int32_t *res;
+    int32_t n;
+    psim_build_task_res(b, s->run[u], &res, &n);
+    for (int32_t k = 0; k < n; k++)
+      if (is_link(s, res[k]))
+        stamp[res[k] - s->lo] = u;
+    for (int32_t k = 0; k < n; k++) {
+      int32_t l = res[k] - s->lo;
+      if (is_link(s, res[k]) && s->rep[l] != l && stamp[s->rep[l]] != u)
         s->rep[l] = l;
     }
   }
 }
 
-/* Drops from every task the links that are not their group's first; in place (the lists
- * only shrink, so each is written at or before where it was read). */
-static void compact(psim_taskgraph *g, const merge_state *s) {
-  int32_t w = 0;
+/* Whether entry r of a list stays: not a link, or its group's first. */
+static bool kept(const merge_state *s, int32_t r) {
+  return !is_link(s, r) || s->rep[r - s->lo] == r - s->lo;
+}
+
+/* Every task's list without the links that are not their group's first, into a new array
+ * (res_deferred: the template copies' lists are written here, the first time). */
+static psim_status compact(psim_build *b, const merge_state *s) {
+  psim_taskgraph *g = &b->g;
+  size_t total = 0;
   for (int32_t u = 0; u < s->n_runs; u++) {
-    int32_t t0 = s->run[u], lo = g->res_first[t0], hi = g->res_first[t0 + 1], first = w;
-    for (int32_t k = lo; k < hi; k++) {
-      int32_t r = g->res[k];
-      if (!is_link(s, r) || s->rep[r - s->lo] == r - s->lo)
-        g->res[w++] = r;
-    }
+    const int32_t *res;
+    int32_t n, m = 0;
+    psim_build_task_res(b, s->run[u], &res, &n);
+    for (int32_t k = 0; k < n; k++)
+      m += kept(s, res[k]);
+    total += (size_t)m * (size_t)(s->run[u + 1] - s->run[u]);
+  }
+  if (total >= INT32_MAX)
+    return psim_error(PSIM_ELIMIT, "over 2^31 resource entries");
+  int32_t *out = psim_malloc((total + 1) * sizeof *out), w = 0;
+  if (!out)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  for (int32_t u = 0; u < s->n_runs; u++) {
+    const int32_t *res;
+    int32_t n, first = w;
+    psim_build_task_res(b, s->run[u], &res, &n);
+    for (int32_t k = 0; k < n; k++)
+      if (kept(s, res[k]))
+        out[w++] = res[k];
     int32_t m = w - first;
-    g->res_first[t0] = first;
-    for (int32_t t = t0 + 1; t < s->run[u + 1]; t++) {
-      memmove(g->res + w, g->res + first, (size_t)m * sizeof *g->res);
+    g->res_first[s->run[u]] = first;
+    for (int32_t t = s->run[u] + 1; t < s->run[u + 1]; t++) {
+      memcpy(out + w, out + first, (size_t)m * sizeof *out);
       g->res_first[t] = w;
       w += m;
     }
   }
   g->res_first[g->n_tasks] = w;
+  psim_free(g->res);
+  g->res = out;
   g->n_res = (size_t)w;
+  g->cap_res = total + 1;
+  b->n_task_tmpl = 0; /* the lists are the graph's now */
+  return PSIM_OK;
 }
 
 psim_status psim_build_merge_links(psim_build *b) {
   psim_taskgraph *g = &b->g;
   int32_t nd = b->c->n_devices, nl = b->c->n_links;
-  if (b->o->keep_graph || b->inc.record || nl < 2 || g->n_tasks < 1 ||
-      g->res_first[g->n_tasks] < (int64_t)PSIM_MERGE_MIN_ENTRIES_PER_TASK * g->n_tasks)
+  if (!b->res_deferred &&
+      (b->o->keep_graph || b->inc.record || nl < 2 || g->n_tasks < 1 ||
+       g->res_first[g->n_tasks] < (int64_t)PSIM_MERGE_MIN_ENTRIES_PER_TASK * g->n_tasks))
     return PSIM_OK; /* traces and reports list links; an incremental build copies tasks */
   merge_state s = {.lo = psim_res_link(nd, 0), .hi = psim_res_link(nd, nl)};
-  s.h = psim_calloc((size_t)nl, sizeof *s.h);
-  s.cnt = psim_calloc((size_t)nl, sizeof *s.cnt);
-  s.rep = psim_malloc((size_t)nl * sizeof *s.rep);
+  s.h = psim_calloc((size_t)nl + 1, sizeof *s.h);
+  s.cnt = psim_calloc((size_t)nl + 1, sizeof *s.cnt);
+  s.rep = psim_malloc(((size_t)nl + 1) * sizeof *s.rep);
   s.run = psim_malloc(((size_t)g->n_tasks + 1) * sizeof *s.run);
   psim_status st =
       s.h && s.cnt && s.rep && s.run ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
   if (st == PSIM_OK) {
-    find_runs(g, &s);
-    hash_holders(g, &s);
+    find_runs(b, &s);
+    hash_holders(b, &s);
     st = group_links(&s);
   }
   if (st == PSIM_OK) {
-    check_groups(g, &s, s.cnt); /* the counts are read: their array is the stamps' */
-    compact(g, &s);
-    st = psim_tg_finalize_unchecked(g); /* the engine's index of res_first */
+    check_groups(b, &s, s.cnt); /* the counts are read: their array is the stamps' */
+    st = compact(b, &s);
   }
+  if (st == PSIM_OK)
+    st = psim_tg_finalize_unchecked(g); /* the engine's index of res_first */
   psim_free(s.h);
   psim_free(s.cnt);
   psim_free(s.rep);
