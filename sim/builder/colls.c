@@ -31,7 +31,8 @@ struct psim_coll_cache {
   size_t n, cap;
   int32_t *dev_pool, *res_pool;
   size_t n_dev, cap_dev, n_resv, cap_resv;
-  psim_hmap index; /* coll_hash of a template -> its place in items */
+  psim_hmap index;          /* coll_hash of a template -> its place in items */
+  psim_coll_routes *routes; /* the phases' routes, kept for the templates after (res_deferred) */
 };
 
 static uint64_t coll_hash(const psim_coll_desc *d) {
@@ -100,13 +101,15 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
 psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
                                       const psim_task_info *info, int32_t *entry, int32_t *exit) {
   assert(d->n >= 1 && d->n <= b->c->n_devices);
-  psim_coll_desc alone;
+  psim_coll_desc alone = *d;
   if (psim_build_fold_peers_built(b, d)) { /* folded by exchange blocks (locals.c) */
-    alone = *d;
     alone.concurrent_groups = 1;
     alone.group_stride = 0;
-    d = &alone;
   }
+  if (b->res_deferred && !b->colls->routes) /* a large build's: buckets of one group */
+    b->colls->routes = psim_coll_routes_new();
+  alone.routes = b->res_deferred ? b->colls->routes : NULL;
+  d = &alone;
   /* a graph that tracks bytes (keep_graph) gets them from psim_coll_add */
   int32_t t0 = b->g.n_tasks;
   if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2 || b->g.bytes) {
@@ -164,6 +167,7 @@ void psim_build_colls_free(psim_coll_cache *cc) {
   psim_free(cc->dev_pool);
   psim_free(cc->res_pool);
   psim_hmap_destroy(&cc->index);
+  psim_coll_routes_free(cc->routes);
   psim_free(cc);
 }
 

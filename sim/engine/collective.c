@@ -36,8 +36,10 @@ typedef struct coll_ctx {
   int32_t *rn;
   size_t cap_r;
   const coll_phase *routed; /* that phase, or NULL */
-  int32_t routed_groups;    /* the groups routed there */
-  bool known;               /* t_known is the chosen plan's time with every group (auto_tree) */
+  int32_t *pairs;           /* group 0's (source, destination) devices of the phase */
+  size_t cap_pairs;
+  int32_t routed_groups; /* the groups routed there */
+  bool known;            /* t_known is the chosen plan's time with every group (auto_tree) */
   double t_known;
   double t_s; /* the time plan_times gave last (psim_coll_add_timed) */
 } coll_ctx;
@@ -70,11 +72,24 @@ static psim_status phase_routes(coll_ctx *x, const coll_plan *p, const coll_phas
     x->cap_r = need;
   }
   x->routed = NULL;
-  for (int32_t k = 0; k < x->groups; k++)
+  psim_coll_routes *memo = x->d->routes;
+  if (memo) {
+    PSIM_CHECK(PSIM_VEC_RESERVE(x->pairs, x->cap_pairs, 2 * (size_t)ph->n));
     for (int32_t i = 0; i < ph->n; i++) {
-      size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
-      PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &x->rl[at], &x->rn[at]));
+      x->pairs[2 * i] = group_device(x, 0, p->msgs[ph->first + i].src);
+      x->pairs[2 * i + 1] = group_device(x, 0, p->msgs[ph->first + i].dst);
     }
+  }
+  int32_t stride = x->groups > 1 ? x->d->group_stride : 0;
+  if (!memo || !psim_coll_routes_find(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn)) {
+    for (int32_t k = 0; k < x->groups; k++)
+      for (int32_t i = 0; i < ph->n; i++) {
+        size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
+        PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &x->rl[at], &x->rn[at]));
+      }
+    if (memo)
+      PSIM_CHECK(psim_coll_routes_put(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn));
+  }
   x->routed = ph;
   x->routed_groups = x->groups;
   return PSIM_OK;
@@ -225,6 +240,7 @@ static void ctx_free(coll_ctx *x) {
   psim_free(x->load);
   psim_free(x->rl);
   psim_free(x->rn);
+  psim_free(x->pairs);
 }
 
 /* Builds the plan and the context (load array) for d. */

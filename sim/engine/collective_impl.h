@@ -25,6 +25,17 @@ psim_task_info psim_coll_task_info(const psim_task_info *info, psim_task_kind ki
 psim_status psim_coll_add_barrier(psim_taskgraph *g, const psim_task_info *info, int32_t dev,
                                   int32_t *id);
 
+/* ---- phases' routes kept (coll_routes.c) ---- */
+
+/* The routes (rl, rn: groups x n entries, group-major) kept for the phase whose group-0
+ * messages go between the devices pairs[2i] -> pairs[2i + 1], routed over groups concurrent
+ * groups at stride; false when none are. */
+bool psim_coll_routes_find(const psim_coll_routes *m, const int32_t *pairs, int32_t n,
+                           int32_t groups, int32_t stride, const int32_t **rl, int32_t *rn);
+psim_status psim_coll_routes_put(psim_coll_routes *m, const int32_t *pairs, int32_t n,
+                                 int32_t groups, int32_t stride, const int32_t *const *rl,
+                                 const int32_t *rn);
+
 /* ---- plans (coll_plan.c) ---- */
 
 typedef struct coll_msg {
