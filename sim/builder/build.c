@@ -66,7 +66,8 @@ static void begin(psim_build *b, const psim_model *m, psim_cluster *c, const psi
   b->s = s;
   b->o = o;
   b->inc.record = record;
-  b->res_deferred = !o->keep_graph && !record && o->fidelity == PSIM_FIDELITY_AGGREGATE &&
+  b->res_deferred = o->merge_links && !o->keep_graph && !record &&
+                    o->fidelity == PSIM_FIDELITY_AGGREGATE &&
                     s->sync != PSIM_SYNC_PS; /* psim_build_merge_links writes the lists */
   b->n_micro = s->n_micro > 0 ? s->n_micro : 1;
   psim_tg_init(&b->g, 3 * c->n_devices + c->n_links); /* compute, comm, links, host */

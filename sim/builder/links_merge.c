@@ -163,7 +163,7 @@ psim_status psim_build_merge_links(psim_build *b) {
   psim_taskgraph *g = &b->g;
   int32_t nd = b->c->n_devices, nl = b->c->n_links;
   if (!b->res_deferred &&
-      (b->o->keep_graph || b->inc.record || nl < 2 || g->n_tasks < 1 ||
+      (!b->o->merge_links || b->o->keep_graph || b->inc.record || nl < 2 || g->n_tasks < 1 ||
        g->res_first[g->n_tasks] < (int64_t)PSIM_MERGE_MIN_ENTRIES_PER_TASK * g->n_tasks))
     return PSIM_OK; /* traces and reports list links; an incremental build copies tasks */
   merge_state s = {.lo = psim_res_link(nd, 0), .hi = psim_res_link(nd, nl)};
