@@ -21,6 +21,7 @@ void psim_sim_options_init(psim_sim_options *o) {
   o->max_tasks = 50000000; /* 5e7: about 11 GB of graph and minutes of building;
                               the 1T benchmark needs 4.7e6 */
   o->keep_graph = false;
+  o->merge_links = true;
 }
 
 void psim_sim_result_init(psim_sim_result *r) {

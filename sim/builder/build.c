@@ -66,6 +66,9 @@ static void begin(psim_build *b, const psim_model *m, psim_cluster *c, const psi
   b->s = s;
   b->o = o;
   b->inc.record = record;
+  b->res_deferred = o->merge_links && !o->keep_graph && !record &&
+                    o->fidelity == PSIM_FIDELITY_AGGREGATE &&
+                    s->sync != PSIM_SYNC_PS; /* psim_build_merge_links writes the lists */
   b->n_micro = s->n_micro > 0 ? s->n_micro : 1;
   psim_tg_init(&b->g, 3 * c->n_devices + c->n_links); /* compute, comm, links, host */
   if (spare) {                                        /* take over its buffers */
@@ -197,6 +200,8 @@ static psim_status build_new(psim_build **out, const psim_model *m, psim_cluster
     psim_build_fold_check_graph(*out);
   if (st == PSIM_OK && ((*out)->fold_broken || (*out)->n_fold_pairs > 0))
     st = refine(*out, m, c, s, o, prev, changed);
+  if (st == PSIM_OK && !changed) /* after folding's checks, which read the links held */
+    st = psim_build_merge_links(*out);
   return st;
 }
 
@@ -249,7 +254,7 @@ void psim_build_destroy(psim_build *b) {
                     b->rec,       b->last_task,  b->last_bwd,   b->need_sync,    b->next_compute,
                     b->mem,       b->static_mem, b->wshares,    b->wshare_first, b->save_slots,
                     b->costs,     b->ps_opts,    b->ps_dropped, b->rep_of,       b->nofold_opts,
-                    b->fold_pos,  b->fold_owner, b->fold_role,  b->fold_pairs};
+                    b->fold_pos,  b->fold_owner, b->fold_role,  b->fold_pairs,   b->task_tmpl};
   for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
     psim_free(arrays[i]);
   free_reuse(&b->inc);

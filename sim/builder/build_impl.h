@@ -168,6 +168,14 @@ struct psim_build {
   uint32_t fold_fam_used;   /* bit f: a task of family f is in fold_pairs */
   psim_hmap *fold_task_fam; /* task -> family index, for those collectives' tasks; NULL none */
   int32_t n_simulated;
+  /* the copies of a collective template are added without their resource lists, each task's
+   * template kept instead (task_tmpl), and psim_build_merge_links writes the lists merged:
+   * the lists of 64 pieces x 2,048 ring members never exist (issue 19). Where the graph is
+   * kept (traces, reports) or reused (incremental builds), off. */
+  bool res_deferred;
+  int32_t *task_tmpl; /* per task below n_task_tmpl: its template (colls.c), or -1 */
+  int32_t n_task_tmpl;
+  size_t cap_task_tmpl;
   psim_sim_options *nofold_opts; /* the unfolded rebuild's options (o points to them), owned */
   psim_op_local *locals;         /* grouped per op */
   int32_t *loc_first;            /* n_ops + 1 */
@@ -185,7 +193,8 @@ struct psim_build {
   psim_mem_event *mem; /* activation memory events */
   size_t n_mem, cap_mem;
   double *static_mem;         /* per device: weights, gradients, optimizer bytes (3 per device) */
-  psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem */
+  psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem;
+                                 kept only where an incremental build may copy them */
   size_t n_wshares, cap_wshares;
   size_t *wshare_first;      /* n_ops + 1: op o's shares are [wshare_first[o], ...[o + 1]) */
   uint32_t *save_slots;      /* per op: bit i set when the op saves input i for backward */
@@ -398,11 +407,22 @@ void psim_build_colls_free(psim_coll_cache *cc);
 psim_coll_cache *psim_build_colls_new(void);
 void psim_bcache_free(psim_comm_cache *h);
 psim_status psim_build_index_devices(psim_build *b);
+/* Drops from every task the links held by exactly the tasks that hold a lower-numbered link:
+ * the same schedule and breakdown, fewer resource entries (links_merge.c). Not for graphs
+ * kept for traces and reports, nor incremental builds. O(resource entries). */
+psim_status psim_build_merge_links(psim_build *b);
+/* Whether tasks a and t hold the same resources, in the same order (psim_build_task_res). */
+bool psim_build_same_res(const psim_build *b, int32_t a, int32_t t);
+/* The resources task t holds: its list in the graph, or under res_deferred its template's
+ * (valid until the next collective is added). */
+void psim_build_task_res(const psim_build *b, int32_t t, const int32_t **res, int32_t *n);
 /* Folding's checks during a folded build (locals.c; docs/simulator.md, "Folding symmetric
  * devices"): a collective whose concurrent peer groups change its time (they share a link
  * with it), or a point-to-point transfer inside a stage (its sender also serves folded-away
- * peers), breaks the symmetry: the build is then redone unfolded. */
-psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d);
+ * peers), breaks the symmetry: the build is then redone unfolded. with_peers_s: d's time with
+ * its peers when the caller has it (psim_coll_add_timed), else NULL. */
+psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d,
+                                       const double *with_peers_s);
 /* A transfer src -> d: inside a stage, it keeps folding only between two devices of one
  * exchange block (fold_block > 1, fold_blocks.c). */
 void psim_build_fold_check_transfer(psim_build *b, int pipeline, int32_t src, int32_t d);

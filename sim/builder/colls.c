@@ -31,7 +31,8 @@ struct psim_coll_cache {
   size_t n, cap;
   int32_t *dev_pool, *res_pool;
   size_t n_dev, cap_dev, n_resv, cap_resv;
-  psim_hmap index; /* coll_hash of a template -> its place in items */
+  psim_hmap index;          /* coll_hash of a template -> its place in items */
+  psim_coll_routes *routes; /* the phases' routes, kept for the templates after (res_deferred) */
 };
 
 static uint64_t coll_hash(const psim_coll_desc *d) {
@@ -100,25 +101,28 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
 psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
                                       const psim_task_info *info, int32_t *entry, int32_t *exit) {
   assert(d->n >= 1 && d->n <= b->c->n_devices);
-  psim_coll_desc alone;
+  psim_coll_desc alone = *d;
   if (psim_build_fold_peers_built(b, d)) { /* folded by exchange blocks (locals.c) */
-    alone = *d;
     alone.concurrent_groups = 1;
     alone.group_stride = 0;
-    d = &alone;
   }
+  if (b->res_deferred && !b->colls->routes) /* a large build's: buckets of one group */
+    b->colls->routes = psim_coll_routes_new();
+  alone.routes = b->res_deferred ? b->colls->routes : NULL;
+  d = &alone;
   /* a graph that tracks bytes (keep_graph) gets them from psim_coll_add */
   int32_t t0 = b->g.n_tasks;
   if (b->o->fidelity != PSIM_FIDELITY_AGGREGATE || d->n < 2 || b->g.bytes) {
-    PSIM_CHECK(psim_build_fold_check_coll(b, d));
+    PSIM_CHECK(psim_build_fold_check_coll(b, d, NULL));
     PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
     return psim_build_fold_note_coll(b, d, t0);
   }
   uint64_t h = coll_hash(d);
   int32_t i = coll_find(b->colls, d, h);
   if (i < 0) {
-    PSIM_CHECK(psim_build_fold_check_coll(b, d)); /* once per template */
-    PSIM_CHECK(psim_coll_add(&b->g, b->c, d, b->o->fidelity, info, entry, exit));
+    double with_peers;
+    PSIM_CHECK(psim_coll_add_timed(&b->g, b->c, d, b->o->fidelity, info, entry, exit, &with_peers));
+    PSIM_CHECK(psim_build_fold_check_coll(b, d, &with_peers)); /* once per template */
     PSIM_CHECK(psim_build_fold_note_coll(b, d, t0));
     int32_t pieces = *exit - *entry + 1;
     if (*exit != b->g.n_tasks - 1 || b->g.n_tasks - t0 != pieces)
@@ -130,9 +134,30 @@ psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
   psim_task_info ti = *info;
   ti.kind = PSIM_TASK_COLLECTIVE;
   ti.device = d->devices[0];
-  PSIM_CHECK(psim_coll_add_pieces(&b->g, t->pieces, t->duration_s, cc->res_pool + t->res_at,
-                                  t->n_res, &ti, entry, exit));
+  if (!b->res_deferred) {
+    PSIM_CHECK(psim_coll_add_pieces(&b->g, t->pieces, t->duration_s, cc->res_pool + t->res_at,
+                                    t->n_res, &ti, entry, exit));
+    return psim_build_fold_note_coll(b, d, t0);
+  }
+  PSIM_CHECK(psim_coll_add_pieces(&b->g, t->pieces, t->duration_s, NULL, 0, &ti, entry, exit));
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->task_tmpl, b->cap_task_tmpl, (size_t)*exit + 1));
+  while (b->n_task_tmpl <= *exit)
+    b->task_tmpl[b->n_task_tmpl++] = -1;
+  for (int32_t k = *entry; k <= *exit; k++)
+    b->task_tmpl[k] = i;
   return psim_build_fold_note_coll(b, d, t0);
+}
+
+void psim_build_task_res(const psim_build *b, int32_t t, const int32_t **res, int32_t *n) {
+  int32_t i = t < b->n_task_tmpl ? b->task_tmpl[t] : -1;
+  if (i >= 0) {
+    const coll_template *tp = &b->colls->items[i];
+    *res = b->colls->res_pool + tp->res_at;
+    *n = tp->n_res;
+    return;
+  }
+  *res = b->g.res + b->g.res_first[t];
+  *n = b->g.res_first[t + 1] - b->g.res_first[t];
 }
 
 void psim_build_colls_free(psim_coll_cache *cc) {
@@ -142,6 +167,7 @@ void psim_build_colls_free(psim_coll_cache *cc) {
   psim_free(cc->dev_pool);
   psim_free(cc->res_pool);
   psim_hmap_destroy(&cc->index);
+  psim_coll_routes_free(cc->routes);
   psim_free(cc);
 }
 

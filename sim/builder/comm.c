@@ -64,8 +64,7 @@ psim_status psim_build_group_fits(const psim_group *g) {
                     (int)g->n);
 }
 
-/* Allocates and fills the group of entry e (partial_group); the caller frees
- * *out. */
+/* Allocates and fills the group of entry e (partial_group); the caller frees *out. */
 static psim_status new_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                              psim_group **out) {
   *out = NULL; /* set on every path: callers read it after PSIM_CHECK */
@@ -251,7 +250,8 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
                       psim_build_region_elems(&r, ten->rank) * (double)psim_dtype_bytes(ten->dtype),
                       b->folded ? g->n_groups : 1,
                       g->stride,
-                      false};
+                      false,
+                      NULL};
   psim_task_info info = {
       PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_TP, (int16_t)b->s->ops[x].stage, x, mu, g->devices[0], -1};
   int32_t entry;
@@ -536,7 +536,7 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
         psim_build_group_stride(b, x, e, mask, g);
       double bytes = covered * esize;
       psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, bytes,
-                          b->folded ? g->n_groups : 1, g->stride,       false};
+                          b->folded ? g->n_groups : 1, g->stride,       false,      NULL};
       psim_task_info info = {PSIM_TASK_COLLECTIVE,
                              PSIM_TP_COMM_TP,
                              (int16_t)b->s->ops[x].stage,
@@ -617,7 +617,7 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   psim_status st = PSIM_OK;
   if (*exit < 0) {
     psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, bytes,
-                        b->folded ? g->n_groups : 1, g->stride,       false};
+                        b->folded ? g->n_groups : 1, g->stride,       false,      NULL};
     psim_task_info info = {
         PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_PP, (int16_t)cy->stage, y, mu, g->devices[0], -1};
     st = psim_build_add_collective(b, &d, &info, &entry, exit);

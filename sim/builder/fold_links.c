@@ -78,9 +78,12 @@ psim_status psim_build_fold_note_coll(psim_build *b, const psim_coll_desc *d, in
     return PSIM_OK;
   const psim_taskgraph *g = &b->g;
   int32_t nd = b->c->n_devices, f = -2;
-  for (int32_t t = t0; t < g->n_tasks; t++)
-    for (int32_t r = g->res_first[t]; r < g->res_first[t + 1]; r++) {
-      int32_t l = g->res[r] - 2 * nd;
+  for (int32_t t = t0; t < g->n_tasks; t++) {
+    const int32_t *res;
+    int32_t n;
+    psim_build_task_res(b, t, &res, &n);
+    for (int32_t r = 0; r < n; r++) {
+      int32_t l = res[r] - 2 * nd;
       if (l < 0 || l >= b->c->n_links || b->fold_owner[l] < 0)
         continue;
       f = f == -2 ? family_of(b, d) : f;
@@ -97,25 +100,22 @@ psim_status psim_build_fold_note_coll(psim_build *b, const psim_coll_desc *d, in
       PSIM_CHECK(psim_hmap_put(b->fold_task_fam, (psim_hmap_key){(uint64_t)(uint32_t)t, 0}, f));
       break;
     }
+  }
   return PSIM_OK;
-}
-
-/* Whether task t holds link l. */
-static bool holds(const psim_taskgraph *g, int32_t t, int32_t res) {
-  for (int32_t r = g->res_first[t]; r < g->res_first[t + 1]; r++)
-    if (g->res[r] == res)
-      return true;
-  return false;
 }
 
 /* For every link of a folded-away column's pipeline routes that task t holds
  * without the same link of its class's simulated column: the pair (links:
  * owned_key -> link). */
-static psim_status task_pairs(psim_build *b, int32_t t, const psim_hmap *links, psim_hmap *seen) {
-  const psim_taskgraph *g = &b->g;
-  int32_t nd = b->c->n_devices;
-  for (int32_t r = g->res_first[t]; r < g->res_first[t + 1] && !b->fold_broken; r++) {
-    int32_t l = g->res[r] - 2 * nd; /* psim_res_link's inverse */
+static psim_status task_pairs(psim_build *b, int32_t t, const psim_hmap *links, psim_hmap *seen,
+                              int32_t *stamp, bool *found) {
+  int32_t nd = b->c->n_devices, n;
+  const int32_t *res;
+  psim_build_task_res(b, t, &res, &n);
+  for (int32_t r = 0; r < n; r++)
+    stamp[res[r]] = t; /* what t holds, for O(1) membership below */
+  for (int32_t r = 0; r < n && !b->fold_broken; r++) {
+    int32_t l = res[r] - 2 * nd; /* psim_res_link's inverse */
     if (l < 0 || l >= b->c->n_links || b->fold_owner[l] < 0)
       continue;
     int32_t p = b->fold_owner[l], rp = rep_position(b, p), l2;
@@ -126,8 +126,9 @@ static psim_status task_pairs(psim_build *b, int32_t t, const psim_hmap *links, 
       break;
     }
     int32_t f;
-    if (holds(g, t, psim_res_link(nd, l2)))
+    if (stamp[psim_res_link(nd, l2)] == t)
       continue;
+    *found = true;
     if (b->fold_task_fam &&
         psim_hmap_find(b->fold_task_fam, (psim_hmap_key){(uint64_t)(uint32_t)t, 0}, &f))
       b->fold_fam_used |= 1u << f;
@@ -146,8 +147,21 @@ void psim_build_fold_check_graph(psim_build *b) {
   for (int32_t l = 0; l < b->c->n_links && st == PSIM_OK; l++)
     if (b->fold_owner[l] >= 0)
       st = psim_hmap_put(&links, owned_key(b->fold_owner[l], b->fold_role[l]), l);
-  for (int32_t t = 0; t < b->g.n_tasks && st == PSIM_OK && !b->fold_broken; t++)
-    st = task_pairs(b, t, &links, &seen);
+  bool found = true;
+  int32_t *stamp = psim_malloc(((size_t)b->g.n_resources + 1) * sizeof *stamp);
+  for (int32_t r = 0; stamp && r < b->g.n_resources; r++)
+    stamp[r] = -1;
+  if (!stamp)
+    st = psim_error(PSIM_ENOMEM, "out of memory");
+  for (int32_t t = 0; t < b->g.n_tasks && st == PSIM_OK && !b->fold_broken; t++) {
+    /* a task whose list is the one before's, which found no pair, finds none either (the
+     * pieces of a collective, its copies: the scan follows the lists, not the tasks) */
+    if (!found && psim_build_same_res(b, t - 1, t))
+      continue;
+    found = false;
+    st = task_pairs(b, t, &links, &seen, stamp, &found);
+  }
+  psim_free(stamp);
   b->fold_broken = b->fold_broken || st != PSIM_OK; /* out of memory: declined, never wrong */
   psim_hmap_destroy(&links);
   psim_hmap_destroy(&seen);

@@ -572,7 +572,8 @@ static psim_status block_peers(psim_build *b, const psim_coll_desc *d, bool *app
   return b->fold_broken ? PSIM_OK : peers_alike(b, &peers, by_itself);
 }
 
-psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
+psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d,
+                                       const double *with_peers_s) {
   if (!b->folded || b->fold_broken || d->concurrent_groups <= 1 || d->n < 2)
     return PSIM_OK;
   if (d->group_stride == 0 && b->fold_block > 1) {
@@ -592,7 +593,10 @@ psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d) {
   alone.concurrent_groups = 1;
   alone.group_stride = 0;
   double with_peers, by_itself;
-  PSIM_CHECK(psim_coll_time(b->c, d, &with_peers));
+  if (with_peers_s) /* psim_coll_add_timed's figure: psim_coll_time's for d */
+    with_peers = *with_peers_s;
+  else
+    PSIM_CHECK(psim_coll_time(b->c, d, &with_peers));
   PSIM_CHECK(psim_coll_time(b->c, &alone, &by_itself));
   b->fold_broken = with_peers != by_itself;
   return b->fold_broken ? PSIM_OK : peers_alike(b, d, by_itself);

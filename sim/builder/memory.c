@@ -172,9 +172,20 @@ static double weight_dp(const psim_build *b, int32_t o, int32_t t) {
   return k;
 }
 
-/* Appends op o's weight shares (one per weight input and device of o, in
- * that order) to b->wshares. */
-static psim_status op_weight_shares(psim_build *b, int32_t o) {
+/* Adds share w to its device's static memory: a weight tensor counts once per device where
+ * shares of it follow each other on that device (a weight read by consecutive ops). */
+static void count_share(psim_build *b, int32_t *counted, const psim_weight_share *w) {
+  if (counted[w->device] == w->tensor)
+    return;
+  counted[w->device] = w->tensor;
+  for (int k = 0; k < 3; k++)
+    b->static_mem[3 * w->device + k] += w->bytes[k];
+}
+
+/* Op o's weight shares (one per weight input and device of o, in that order): appended to
+ * b->wshares, or with counted (a build no later one reuses) counted at once, in the same
+ * order, instead of kept: 537 MB of shares at 65,536 GPUs (issue 19). */
+static psim_status op_weight_shares(psim_build *b, int32_t o, int32_t *counted) {
   const psim_model *m = b->m;
   const psim_op *op = &m->ops[o];
   const psim_op_config *cfg = &b->s->ops[o];
@@ -186,23 +197,29 @@ static psim_status op_weight_shares(psim_build *b, int32_t o) {
     int32_t t = op->in[i];
     if (m->tensors[t].kind != PSIM_TENSOR_WEIGHT)
       continue;
-    double dp = weight_dp(b, o, t);
+    double dp = weight_dp(b, o, t), n = 0;
     if (b->s->dp_replicate > 1) /* HSDP: ZeRO shards over a shard group (zero.h) */
       dp /= b->s->dp_replicate;
-    PSIM_CHECK(PSIM_VEC_RESERVE(b->wshares, b->cap_wshares, b->n_wshares + (size_t)cfg->n_devices));
+    if (!counted)
+      PSIM_CHECK(
+          PSIM_VEC_RESERVE(b->wshares, b->cap_wshares, b->n_wshares + (size_t)cfg->n_devices));
     for (int32_t e = 0; e < cfg->n_devices; e++) {
       int64_t ext[PSIM_MAX_OP_DIMS];
       int32_t shard = e / cfg->replicas, rem = shard;
-      for (int32_t k = op->n_dims - 1; k >= 0; k--) {
-        int32_t c = rem % cfg->degree[k];
+      for (int32_t k = op->n_dims - 1; k >= 0 && e % cfg->replicas == 0; k--) {
+        int32_t c = rem % cfg->degree[k]; /* a shard's replicas follow each other */
         rem /= cfg->degree[k];
         ext[k] = psim_shard_size(m->dims[op->dims[k].dim].size, cfg->degree[k], c);
       }
-      double n = shard_elems_of(m, op, ext, t);
-      b->wshares[b->n_wshares++] = (psim_weight_share){
+      n = e % cfg->replicas == 0 ? shard_elems_of(m, op, ext, t) : n;
+      psim_weight_share w = {
           cfg->devices[e],
           t,
           {n * wb / (zs >= 3 ? dp : 1), n * gb / (zs >= 2 ? dp : 1), n * ob / (zs >= 1 ? dp : 1)}};
+      if (counted)
+        count_share(b, counted, &w);
+      else
+        b->wshares[b->n_wshares++] = w;
     }
   }
   return PSIM_OK;
@@ -211,9 +228,14 @@ static psim_status op_weight_shares(psim_build *b, int32_t o) {
 /* Every op's weight shares; an incremental build (b->inc.prev) copies those of
  * the ops whose configuration is prev's (the ZeRO stage and dtype are
  * global, equal in both). */
-static psim_status weight_shares(psim_build *b) {
+static psim_status weight_shares(psim_build *b, int32_t *counted) {
   const psim_build *p = b->inc.prev;
   int32_t n_ops = b->m->n_ops;
+  if (!b->inc.record && !p) { /* no build reads them later: counted, not kept */
+    for (int32_t o = 0; o < n_ops; o++)
+      PSIM_CHECK(op_weight_shares(b, o, counted));
+    return PSIM_OK;
+  }
   b->wshare_first = psim_malloc(sizeof *b->wshare_first * ((size_t)n_ops + 1));
   if (!b->wshare_first)
     return psim_error(PSIM_ENOMEM, "out of memory in the memory model");
@@ -221,7 +243,7 @@ static psim_status weight_shares(psim_build *b) {
   for (int32_t o = 0; o < n_ops; o++) {
     b->wshare_first[o] = b->n_wshares;
     if (!p || !p->wshare_first || b->inc.changed[o]) {
-      PSIM_CHECK(op_weight_shares(b, o));
+      PSIM_CHECK(op_weight_shares(b, o, NULL));
       continue;
     }
     size_t a = p->wshare_first[o], n = p->wshare_first[o + 1] - a;
@@ -237,25 +259,18 @@ static psim_status weight_shares(psim_build *b) {
 
 psim_status psim_memory_static(psim_build *b) {
   int32_t nd = b->c->n_devices;
-  PSIM_CHECK(weight_shares(b));
-  b->static_mem = psim_calloc((size_t)nd * 3, sizeof *b->static_mem);
-  int32_t *counted = psim_malloc(sizeof *counted * (size_t)nd);
+  b->static_mem = psim_calloc((size_t)nd * 3 + 1, sizeof *b->static_mem);
+  int32_t *counted = psim_malloc(sizeof *counted * ((size_t)nd + 1));
   if (!b->static_mem || !counted) {
     psim_free(counted);
     return psim_error(PSIM_ENOMEM, "out of memory in the memory model");
   }
-  /* a weight tensor counts once per device where shares of it follow each
-   * other on that device (a weight read by consecutive ops) */
   memset(counted, 0xff, sizeof *counted * (size_t)nd);
-  for (size_t i = 0; i < b->n_wshares; i++) {
-    const psim_weight_share *w = &b->wshares[i];
-    if (counted[w->device] == w->tensor)
-      continue;
-    counted[w->device] = w->tensor;
-    for (int k = 0; k < 3; k++)
-      b->static_mem[3 * w->device + k] += w->bytes[k];
-  }
+  psim_status st = weight_shares(b, counted);
+  for (size_t i = 0; st == PSIM_OK && i < b->n_wshares; i++)
+    count_share(b, counted, &b->wshares[i]);
   psim_free(counted);
+  PSIM_CHECK(st);
   PSIM_CHECK(psim_zero_gathered_memory(b));
   return mark_saves(b);
 }

@@ -337,7 +337,7 @@ static psim_status gather_group(psim_build *b, psim_group *g, void *vctx) {
   const zunit *u = &c->us->u[ord[c->p]];
   psim_coll_desc d = {
       PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, u->elems * c->us->wbytes,
-      b->folded ? g->n_groups : 1, g->stride,       false};
+      b->folded ? g->n_groups : 1, g->stride,       false,      NULL};
   psim_task_info info = {PSIM_TASK_COLLECTIVE,
                          PSIM_TP_COMM_DP,
                          (int16_t)u->stage,

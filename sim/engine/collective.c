@@ -22,323 +22,6 @@
 
 #include "sim/core/alloc.h"
 
-typedef struct coll_msg {
-  int32_t src, dst; /* ranks */
-  double bytes;
-} coll_msg;
-
-typedef struct coll_phase {
-  int32_t first, n; /* messages msgs[first .. first + n) */
-  int32_t repeat;
-} coll_phase;
-
-typedef struct coll_plan {
-  bool tree_alt; /* auto all-reduce over one rank per node: the tree may cost less */
-  coll_msg *msgs;
-  size_t n_msgs, cap_msgs;
-  coll_phase *phases;
-  size_t n_phases, cap_phases;
-} coll_plan;
-
-static void plan_destroy(coll_plan *p) {
-  psim_free(p->msgs);
-  psim_free(p->phases);
-  memset(p, 0, sizeof *p);
-}
-
-static psim_status phase_begin(coll_plan *p, int32_t repeat) {
-  PSIM_CHECK(PSIM_VEC_RESERVE(p->phases, p->cap_phases, p->n_phases + 1));
-  p->phases[p->n_phases++] = (coll_phase){(int32_t)p->n_msgs, 0, repeat};
-  return PSIM_OK;
-}
-
-static psim_status msg(coll_plan *p, int32_t src, int32_t dst, double bytes) {
-  PSIM_CHECK(PSIM_VEC_RESERVE(p->msgs, p->cap_msgs, p->n_msgs + 1));
-  p->msgs[p->n_msgs++] = (coll_msg){src, dst, bytes};
-  p->phases[p->n_phases - 1].n++;
-  return PSIM_OK;
-}
-
-static int32_t ceil_log2(int32_t p) {
-  int32_t k = 0;
-  while ((1 << k) < p)
-    k++;
-  return k;
-}
-
-static int32_t floor_pow2(int32_t p) {
-  int32_t q = 1;
-  while (q * 2 <= p)
-    q *= 2;
-  return q;
-}
-
-/* ---- plans (ranks are indices into a rank list r of m entries) ---- */
-
-/* Ring over ranks r: `steps` steps of msg_bytes each, i -> i+1. */
-static psim_status plan_ring(coll_plan *p, const int32_t *r, int32_t m, int32_t steps,
-                             double msg_bytes) {
-  if (m < 2 || steps < 1)
-    return PSIM_OK;
-  PSIM_CHECK(phase_begin(p, steps));
-  for (int32_t i = 0; i < m; i++)
-    PSIM_CHECK(msg(p, r[i], r[(i + 1) % m], msg_bytes));
-  return PSIM_OK;
-}
-
-/* Binomial-tree broadcast from rank 0: step k, rank i < 2^k sends to i + 2^k. */
-static psim_status plan_bcast(coll_plan *p, int32_t m, double bytes) {
-  for (int32_t k = 0; (1 << k) < m; k++) {
-    PSIM_CHECK(phase_begin(p, 1));
-    for (int32_t i = 0; i < (1 << k) && i + (1 << k) < m; i++)
-      PSIM_CHECK(msg(p, i, i + (1 << k), bytes));
-  }
-  return PSIM_OK;
-}
-
-/* Binomial-tree reduce to rank 0: the broadcast's steps reversed. */
-static psim_status plan_reduce(coll_plan *p, int32_t m, double bytes) {
-  for (int32_t k = ceil_log2(m) - 1; k >= 0; k--) {
-    PSIM_CHECK(phase_begin(p, 1));
-    for (int32_t i = 0; i < (1 << k) && i + (1 << k) < m; i++)
-      PSIM_CHECK(msg(p, i + (1 << k), i, bytes));
-  }
-  return PSIM_OK;
-}
-
-/* Extra ranks beyond the largest power of two q fold into partners (Thakur
- * et al. 2005, section 4.1): rank q + i sends bytes to rank i (or back). */
-static psim_status plan_fold(coll_plan *p, int32_t m, int32_t q, double bytes, int back) {
-  if (m == q)
-    return PSIM_OK;
-  PSIM_CHECK(phase_begin(p, 1));
-  for (int32_t i = q; i < m; i++)
-    PSIM_CHECK(back ? msg(p, i - q, i, bytes) : msg(p, i, i - q, bytes));
-  return PSIM_OK;
-}
-
-/* Recursive halving reduce-scatter over the first q (power of two) ranks. */
-static psim_status plan_halving(coll_plan *p, int32_t q, double bytes) {
-  for (int32_t d = q / 2; d >= 1; d /= 2) {
-    bytes /= 2;
-    PSIM_CHECK(phase_begin(p, 1));
-    for (int32_t i = 0; i < q; i++)
-      PSIM_CHECK(msg(p, i, i ^ d, bytes));
-  }
-  return PSIM_OK;
-}
-
-/* Recursive doubling all-gather over q (power of two) ranks, n bytes total. */
-static psim_status plan_doubling(coll_plan *p, int32_t q, double n) {
-  for (int32_t d = 1; d < q; d *= 2) {
-    PSIM_CHECK(phase_begin(p, 1));
-    for (int32_t i = 0; i < q; i++)
-      PSIM_CHECK(msg(p, i, i ^ d, n * d / q));
-  }
-  return PSIM_OK;
-}
-
-/* Bruck all-gather (any m; recursive doubling's cost when m is a power of
- * two): step k, rank i sends min(2^k, m - 2^k) blocks of n/m to i - 2^k. */
-static psim_status plan_bruck(coll_plan *p, int32_t m, double n) {
-  for (int32_t d = 1; d < m; d *= 2) {
-    PSIM_CHECK(phase_begin(p, 1));
-    int32_t blocks = d < m - d ? d : m - d;
-    for (int32_t i = 0; i < m; i++)
-      PSIM_CHECK(msg(p, i, (i - d + m) % m, n * blocks / m));
-  }
-  return PSIM_OK;
-}
-
-/* Rabenseifner all-reduce: fold, halving reduce-scatter, doubling all-gather,
- * unfold. */
-static psim_status plan_hd_allreduce(coll_plan *p, int32_t m, double n) {
-  int32_t q = floor_pow2(m);
-  PSIM_CHECK(plan_fold(p, m, q, n, 0));
-  PSIM_CHECK(plan_halving(p, q, n));
-  PSIM_CHECK(plan_doubling(p, q, n));
-  return plan_fold(p, m, q, n, 1);
-}
-
-/* Binomial gather to rank 0 (n = gathered bytes): step k, rank i with
- * i mod 2^(k+1) == 2^k sends its min(2^k, m - i) blocks to i - 2^k. */
-static psim_status plan_gather(coll_plan *p, int32_t m, double n, int scatter) {
-  int32_t steps = ceil_log2(m);
-  for (int32_t s = 0; s < steps; s++) {
-    int32_t k = scatter ? steps - 1 - s : s, d = 1 << k;
-    PSIM_CHECK(phase_begin(p, 1));
-    for (int32_t i = d; i < m; i += 2 * d) {
-      int32_t blocks = d < m - i ? d : m - i;
-      PSIM_CHECK(scatter ? msg(p, i - d, i, n * blocks / m) : msg(p, i, i - d, n * blocks / m));
-    }
-  }
-  return PSIM_OK;
-}
-
-/* Pairwise-exchange all-to-all: step k, rank i sends n/m to i + k. */
-static psim_status plan_alltoall(coll_plan *p, int32_t m, double n) {
-  for (int32_t k = 1; k < m; k++) {
-    PSIM_CHECK(phase_begin(p, 1));
-    for (int32_t i = 0; i < m; i++)
-      PSIM_CHECK(msg(p, i, (i + k) % m, n / m));
-  }
-  return PSIM_OK;
-}
-
-/* Ranks grouped by node, in group order: out[j * k + q] is the q-th rank on
- * the j-th node met. *ok is 0 when nodes hold different numbers of ranks.
- * out has room for m entries. O(m * nodes). */
-static psim_status group_by_node(const psim_cluster *c, const int32_t *dev, int32_t m, int32_t *out,
-                                 int32_t *nodes, int32_t *per, int *ok) {
-  int32_t k = 0, n_nodes = 0;
-  for (int32_t i = 0; i < m; i++)
-    k += c->devices[dev[i]].node == c->devices[dev[0]].node;
-  *ok = 0;
-  if (m % k)
-    return PSIM_OK;
-  int32_t nn = m / k, *ids = psim_malloc(2 * (size_t)nn * sizeof *ids), *cnt = ids + nn;
-  if (!ids)
-    return psim_error(PSIM_ENOMEM, "collective: out of memory");
-  for (int32_t i = 0; i < m; i++) {
-    int32_t nd = c->devices[dev[i]].node, j = 0;
-    while (j < n_nodes && ids[j] != nd)
-      j++;
-    if (j == n_nodes && n_nodes == nn)
-      break;
-    if (j == n_nodes) {
-      ids[n_nodes] = nd;
-      cnt[n_nodes++] = 0;
-    }
-    if (cnt[j] == k)
-      break;
-    out[j * k + cnt[j]++] = i;
-    *ok = i == m - 1;
-  }
-  psim_free(ids);
-  *nodes = n_nodes;
-  *per = k;
-  return PSIM_OK;
-}
-
-/* Hierarchical all-reduce: ring reduce-scatter in each node, ring all-reduce
- * of n/k among same-local-index ranks across nodes, ring all-gather in node. */
-static psim_status plan_hierarchical(coll_plan *p, const int32_t *byn, int32_t nodes, int32_t k,
-                                     double n) {
-  for (int pass = 0; pass < 2; pass++) {
-    if (k > 1) {
-      PSIM_CHECK(phase_begin(p, k - 1));
-      for (int32_t j = 0; j < nodes; j++)
-        for (int32_t i = 0; i < k; i++)
-          PSIM_CHECK(msg(p, byn[j * k + i], byn[j * k + (i + 1) % k], n / k));
-    }
-    if (pass == 1 || nodes < 2)
-      continue;
-    PSIM_CHECK(phase_begin(p, 2 * (nodes - 1)));
-    for (int32_t i = 0; i < k; i++)
-      for (int32_t j = 0; j < nodes; j++)
-        PSIM_CHECK(msg(p, byn[j * k + i], byn[(j + 1) % nodes * k + i], n / k / nodes));
-  }
-  return PSIM_OK;
-}
-
-/* Ring all-gather / reduce-scatter over `nodes` nodes of k ranks (byn) as k channel rings of
- * 1/k of the data, ring c entering each node at local rank c and leaving from c - 1 (mod k):
- * each rank's NIC carries one channel each way, as NCCL's one ring per NIC (v2.18.3
- * src/graph/search.cc ncclTopoCompute), not one NIC per node. m - 1 steps of n / (m k). */
-static psim_status plan_ring_channels(coll_plan *p, const int32_t *byn, int32_t nodes, int32_t k,
-                                      double n) {
-  int32_t m = nodes * k;
-  PSIM_CHECK(phase_begin(p, m - 1));
-  for (int32_t ch = 0; ch < k; ch++)
-    for (int32_t j = 0; j < nodes; j++)
-      for (int32_t q = 0; q < k; q++) {
-        int32_t src = byn[j * k + (ch + q) % k];
-        int32_t dst = q < k - 1 ? byn[j * k + (ch + q + 1) % k] : byn[(j + 1) % nodes * k + ch];
-        PSIM_CHECK(msg(p, src, dst, n / m / k));
-      }
-  return PSIM_OK;
-}
-
-/* Ring all-gather / reduce-scatter: channel rings over several nodes of k > 1 ranks each,
- * else one ring in rank order. */
-static psim_status plan_ring_gather(coll_plan *p, const psim_cluster *c, const psim_coll_desc *d,
-                                    const int32_t *r) {
-  int32_t m = d->n, nodes = 0, k = 0;
-  int32_t *byn = psim_malloc((size_t)m * sizeof *byn);
-  if (!byn)
-    return psim_error(PSIM_ENOMEM, "collective: out of memory");
-  int ok = 0;
-  psim_status s = group_by_node(c, d->devices, m, byn, &nodes, &k, &ok);
-  if (s == PSIM_OK && ok && nodes > 1 && k > 1)
-    s = plan_ring_channels(p, byn, nodes, k, d->bytes);
-  else if (s == PSIM_OK)
-    s = plan_ring(p, r, m, m - 1, d->bytes / m);
-  psim_free(byn);
-  return s;
-}
-
-static int32_t *identity_ranks(int32_t m) {
-  int32_t *r = psim_malloc((size_t)m * sizeof *r);
-  for (int32_t i = 0; r && i < m; i++)
-    r[i] = i;
-  return r;
-}
-
-/* Hierarchical when asked or (auto) when the group spans several nodes with
- * several ranks on each and the same number on every node; else by algo. */
-static psim_status plan_allreduce(coll_plan *p, const psim_cluster *c, const psim_coll_desc *d,
-                                  const int32_t *r) {
-  int32_t m = d->n, nodes = 0, k = 0;
-  double n = d->bytes;
-  psim_allreduce_algo a = d->algo;
-  if (a == PSIM_AR_AUTO || a == PSIM_AR_HIERARCHICAL) {
-    int32_t *byn = psim_malloc((size_t)m * sizeof *byn);
-    if (!byn)
-      return psim_error(PSIM_ENOMEM, "collective: out of memory");
-    int ok = 0;
-    psim_status s = group_by_node(c, d->devices, m, byn, &nodes, &k, &ok);
-    int hier = s == PSIM_OK && ok && (a == PSIM_AR_HIERARCHICAL || (nodes > 1 && k > 1));
-    p->tree_alt = s == PSIM_OK && ok && a == PSIM_AR_AUTO && nodes > 2 && k == 1;
-    if (hier)
-      s = plan_hierarchical(p, byn, nodes, k, n);
-    psim_free(byn);
-    if (s != PSIM_OK || hier)
-      return s;
-  }
-  if (a == PSIM_AR_TREE) {
-    PSIM_CHECK(plan_reduce(p, m, n));
-    return plan_bcast(p, m, n);
-  }
-  if (a == PSIM_AR_HALVING_DOUBLING)
-    return plan_hd_allreduce(p, m, n);
-  return plan_ring(p, r, m, 2 * (m - 1), n / m);
-}
-
-static psim_status plan_build(coll_plan *p, const psim_cluster *c, const psim_coll_desc *d) {
-  int32_t m = d->n;
-  double n = d->bytes;
-  int32_t *r = identity_ranks(m);
-  if (!r)
-    return psim_error(PSIM_ENOMEM, "collective: out of memory");
-  int hd = d->algo == PSIM_AR_HALVING_DOUBLING, pow2 = floor_pow2(m) == m;
-  psim_status s = PSIM_OK;
-  switch (d->kind) {
-  case PSIM_COLL_ALL_REDUCE: s = plan_allreduce(p, c, d, r); break;
-  case PSIM_COLL_ALL_GATHER: s = hd ? plan_bruck(p, m, n) : plan_ring_gather(p, c, d, r); break;
-  case PSIM_COLL_REDUCE_SCATTER:
-    s = hd && pow2 ? plan_halving(p, m, n) : plan_ring_gather(p, c, d, r);
-    break;
-  case PSIM_COLL_ALL_TO_ALL: s = plan_alltoall(p, m, n); break;
-  case PSIM_COLL_BROADCAST: s = plan_bcast(p, m, n); break;
-  case PSIM_COLL_REDUCE: s = plan_reduce(p, m, n); break;
-  case PSIM_COLL_GATHER: s = plan_gather(p, m, n, 0); break;
-  case PSIM_COLL_SCATTER: s = plan_gather(p, m, n, 1); break;
-  default: s = psim_error(PSIM_EINPUT, "collective: unknown kind %d", (int)d->kind);
-  }
-  psim_free(r);
-  return s;
-}
-
 /* ---- costing a plan over the topology ---- */
 
 typedef struct coll_ctx {
@@ -347,6 +30,18 @@ typedef struct coll_ctx {
   int32_t groups; /* concurrent copies of the group routed */
   int32_t *load;  /* per link: routes of the current phase crossing it */
   int32_t *own;   /* per link: those of group 0 alone (expanded fidelity) */
+  /* the routes of every group's messages in the phase routed last (phase_routes): entry
+   * k * n + i is message i of group k; the costing reads each 3 to 6 times */
+  const int32_t **rl;
+  int32_t *rn;
+  size_t cap_r;
+  const coll_phase *routed; /* that phase, or NULL */
+  int32_t *pairs;           /* group 0's (source, destination) devices of the phase */
+  size_t cap_pairs;
+  int32_t routed_groups; /* the groups routed there */
+  bool known;            /* t_known is the chosen plan's time with every group (auto_tree) */
+  double t_known;
+  double t_s; /* the time plan_times gave last (psim_coll_add_timed) */
 } coll_ctx;
 
 /* Device of rank in the k-th concurrent group. */
@@ -359,16 +54,57 @@ static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const 
   return psim_cluster_route(x->c, group_device(x, k, m->src), group_device(x, k, m->dst), links, n);
 }
 
+/* Routes the messages of ph in every group into x->rl / x->rn, unless they are there: one
+ * route-cache lookup per message and group, not one per pass over the phase (the same
+ * routes, so the same figures to the bit). */
+static psim_status phase_routes(coll_ctx *x, const coll_plan *p, const coll_phase *ph) {
+  if (x->routed == ph && x->routed_groups >= x->groups)
+    return PSIM_OK;
+  size_t need = (size_t)x->groups * (size_t)ph->n;
+  if (need > x->cap_r) {
+    psim_free(x->rl);
+    psim_free(x->rn);
+    x->cap_r = 0;
+    x->rl = psim_malloc(need * sizeof *x->rl);
+    x->rn = psim_malloc(need * sizeof *x->rn);
+    if (!x->rl || !x->rn)
+      return psim_error(PSIM_ENOMEM, "collective: out of memory");
+    x->cap_r = need;
+  }
+  x->routed = NULL;
+  psim_coll_routes *memo = x->d->routes;
+  if (memo) {
+    PSIM_CHECK(PSIM_VEC_RESERVE(x->pairs, x->cap_pairs, 2 * (size_t)ph->n));
+    for (int32_t i = 0; i < ph->n; i++) {
+      x->pairs[2 * i] = group_device(x, 0, p->msgs[ph->first + i].src);
+      x->pairs[2 * i + 1] = group_device(x, 0, p->msgs[ph->first + i].dst);
+    }
+  }
+  int32_t stride = x->groups > 1 ? x->d->group_stride : 0;
+  if (!memo || !psim_coll_routes_find(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn)) {
+    for (int32_t k = 0; k < x->groups; k++)
+      for (int32_t i = 0; i < ph->n; i++) {
+        size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
+        PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &x->rl[at], &x->rn[at]));
+      }
+    if (memo)
+      PSIM_CHECK(psim_coll_routes_put(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn));
+  }
+  x->routed = ph;
+  x->routed_groups = x->groups;
+  return PSIM_OK;
+}
+
 /* Adds delta to the load of every link the phase's messages use, in groups
  * [k0, groups). */
 static psim_status phase_load(coll_ctx *x, const coll_plan *p, const coll_phase *ph, int32_t k0,
                               int32_t delta) {
+  PSIM_CHECK(phase_routes(x, p, ph));
   for (int32_t k = k0; k < x->groups; k++)
     for (int32_t i = 0; i < ph->n; i++) {
-      const int32_t *links;
-      int32_t nl;
-      PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &links, &nl));
-      for (int32_t j = 0; j < nl; j++) {
+      size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
+      const int32_t *links = x->rl[at];
+      for (int32_t j = 0; j < x->rn[at]; j++) {
         x->load[links[j]] += delta;
         x->own[links[j]] += k == 0 ? delta : 0;
       }
@@ -396,14 +132,13 @@ static psim_status phase_rate(coll_ctx *x, const coll_plan *p, const coll_phase 
                               double *lat, double *bytes) {
   *bw = INFINITY;
   *lat = *bytes = 0;
+  PSIM_CHECK(phase_routes(x, p, ph));
   for (int32_t k = 0; k < x->groups; k++)
     for (int32_t i = 0; i < ph->n; i++) {
       const coll_msg *m = &p->msgs[ph->first + i];
-      const int32_t *links;
-      int32_t nl;
+      size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
       double b, l;
-      PSIM_CHECK(route(x, k, m, &links, &nl));
-      route_under_load(x, links, nl, &b, &l);
+      route_under_load(x, x->rl[at], x->rn[at], &b, &l);
       *bw = b < *bw ? b : *bw;
       *lat = l > *lat ? l : *lat;
       *bytes = m->bytes > *bytes ? m->bytes : *bytes;
@@ -453,19 +188,23 @@ static psim_status check_desc(const psim_cluster *c, const psim_coll_desc *d) {
   if (!(d->bytes >= 0) || !isfinite(d->bytes))
     return psim_error(PSIM_EINPUT, "collective: size %g bytes is not a number >= 0", d->bytes);
   int32_t g = groups_routed(d);
-  for (int32_t i = 0; i < d->n; i++) {
+  uint8_t *seen = psim_calloc((size_t)c->n_devices + 1, 1); /* O(n), not O(n^2) */
+  if (!seen)
+    return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  psim_status s = PSIM_OK;
+  for (int32_t i = 0; i < d->n && s == PSIM_OK; i++) {
     int64_t last = d->devices[i] + (int64_t)(g - 1) * d->group_stride;
     if (d->devices[i] < 0 || d->devices[i] >= c->n_devices || last < 0 || last >= c->n_devices)
-      return psim_error(PSIM_EINPUT,
-                        "collective: rank %d (device %d, %d groups, stride %d) is outside the "
-                        "cluster's %d devices",
-                        i, d->devices[i], g, d->group_stride, c->n_devices);
-    for (int32_t j = 0; j < i; j++)
-      if (d->devices[j] == d->devices[i])
-        return psim_error(PSIM_EINPUT, "collective: device %d appears twice in the group",
-                          d->devices[i]);
+      s = psim_error(PSIM_EINPUT,
+                     "collective: rank %d (device %d, %d groups, stride %d) is outside the "
+                     "cluster's %d devices",
+                     i, d->devices[i], g, d->group_stride, c->n_devices);
+    else if (seen[d->devices[i]]++)
+      s = psim_error(PSIM_EINPUT, "collective: device %d appears twice in the group",
+                     d->devices[i]);
   }
-  return PSIM_OK;
+  psim_free(seen);
+  return s;
 }
 
 /* `auto` all-reduce over one rank per node: ring or tree, whichever costs
@@ -478,9 +217,9 @@ static psim_status auto_tree(coll_ctx *x, coll_plan *p) {
     return PSIM_OK;
   coll_plan tree = {0};
   double t_ring, t_tree;
-  psim_status s = plan_reduce(&tree, x->d->n, x->d->bytes);
+  psim_status s = psim_coll_plan_reduce(&tree, x->d->n, x->d->bytes);
   if (s == PSIM_OK)
-    s = plan_bcast(&tree, x->d->n, x->d->bytes);
+    s = psim_coll_plan_bcast(&tree, x->d->n, x->d->bytes);
   if (s == PSIM_OK)
     s = plan_time(x, p, &t_ring);
   if (s == PSIM_OK)
@@ -490,26 +229,36 @@ static psim_status auto_tree(coll_ctx *x, coll_plan *p) {
     *p = tree;
     tree = ring;
   }
-  plan_destroy(&tree);
+  psim_coll_plan_destroy(&tree);
+  x->routed = NULL; /* the plan not chosen is freed */
+  x->known = s == PSIM_OK;
+  x->t_known = t_tree < t_ring ? t_tree : t_ring;
   return s;
+}
+
+static void ctx_free(coll_ctx *x) {
+  psim_free(x->load);
+  psim_free(x->rl);
+  psim_free(x->rn);
+  psim_free(x->pairs);
 }
 
 /* Builds the plan and the context (load array) for d. */
 static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *p, coll_ctx *x) {
   memset(p, 0, sizeof *p);
-  *x = (coll_ctx){c, d, groups_routed(d), NULL, NULL};
+  *x = (coll_ctx){.c = c, .d = d, .groups = groups_routed(d)};
   PSIM_CHECK(check_desc(c, d));
   size_t nl = (size_t)(c->n_links > 0 ? c->n_links : 1);
   x->load = psim_calloc(2 * nl, sizeof *x->load);
   if (!x->load)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
   x->own = x->load + nl;
-  psim_status s = plan_build(p, c, d);
+  psim_status s = psim_coll_plan_build(p, c, d);
   if (s == PSIM_OK)
     s = auto_tree(x, p);
   if (s != PSIM_OK) {
-    psim_free(x->load);
-    plan_destroy(p);
+    ctx_free(x);
+    psim_coll_plan_destroy(p);
   }
   return s;
 }
@@ -517,8 +266,12 @@ static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *
 /* Formula time with replicas (*t) and the measured-table scale factor
  * (table time / formula time of one group; 1 when no table applies). */
 static psim_status plan_times(coll_ctx *x, const coll_plan *p, double *t, double *scale) {
-  PSIM_CHECK(plan_time(x, p, t));
+  if (x->known) /* auto_tree costed this plan with every group: the same figure */
+    *t = x->t_known;
+  else
+    PSIM_CHECK(plan_time(x, p, t));
   *scale = 1.0;
+  x->t_s = *t;
   const psim_coll_table *tab = psim_coll_find_table(x->c, x->d);
   if (!tab || *t <= 0)
     return PSIM_OK;
@@ -532,6 +285,7 @@ static psim_status plan_times(coll_ctx *x, const coll_plan *p, double *t, double
   }
   *scale = psim_coll_table_time(tab, x->d->bytes) / t1;
   *t *= *scale;
+  x->t_s = *t;
   return PSIM_OK;
 }
 
@@ -544,8 +298,8 @@ psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *sec
   PSIM_CHECK(prepare(c, d, &p, &x));
   double scale;
   psim_status s = plan_times(&x, &p, seconds, &scale);
-  psim_free(x.load);
-  plan_destroy(&p);
+  ctx_free(&x);
+  psim_coll_plan_destroy(&p);
   return s;
 }
 
@@ -575,11 +329,9 @@ static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_ph
   PSIM_CHECK(phase_rate(x, p, ph, &bw, &lat, &bytes));
   if (!isfinite(bw))
     return PSIM_OK;
-  for (int32_t i = 0; i < ph->n; i++) {
-    const int32_t *links;
-    int32_t nl;
-    PSIM_CHECK(route(x, 0, &p->msgs[ph->first + i], &links, &nl));
-    for (int32_t j = 0; j < nl; j++)
+  for (int32_t i = 0; i < ph->n; i++) { /* group 0's routes: the first of phase_routes' */
+    const int32_t *links = x->rl[i];
+    for (int32_t j = 0; j < x->rn[i]; j++)
       held[links[j]] |=
           psim_coll_saturates(x->load[links[j]] * bw, psim_coll_link_bw(&x->c->links[links[j]]));
   }
@@ -778,6 +530,14 @@ static psim_status add_expanded(psim_taskgraph *g, coll_ctx *x, const coll_plan 
 psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
                           psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
                           int32_t *exit) {
+  double t;
+  return psim_coll_add_timed(g, c, d, fidelity, info, entry, exit, &t);
+}
+
+psim_status psim_coll_add_timed(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
+                                psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
+                                int32_t *exit, double *seconds) {
+  *seconds = 0;
   if (d->n == 1 && d->devices) {
     PSIM_CHECK(check_desc(c, d));
     PSIM_CHECK(psim_coll_add_barrier(g, info, d->devices[0], entry));
@@ -793,7 +553,8 @@ psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_de
   } else {
     s = add_aggregated(g, &x, &p, info, entry, exit);
   }
-  psim_free(x.load);
-  plan_destroy(&p);
+  *seconds = x.t_s;
+  ctx_free(&x);
+  psim_coll_plan_destroy(&p);
   return s;
 }

@@ -25,6 +25,13 @@
 
 typedef enum psim_fidelity { PSIM_FIDELITY_AGGREGATE = 0, PSIM_FIDELITY_EXPANDED } psim_fidelity;
 
+/* Routes of collectives' phases kept for later collectives over the same devices
+ * (coll_routes.c): an owner passes one in psim_coll_desc.routes to every collective it adds
+ * to one build, and frees it after them. */
+typedef struct psim_coll_routes psim_coll_routes;
+psim_coll_routes *psim_coll_routes_new(void);
+void psim_coll_routes_free(psim_coll_routes *m);
+
 typedef struct psim_coll_desc {
   psim_coll_kind kind;
   psim_allreduce_algo algo;  /* for all-reduce; others use ring/tree as fits */
@@ -40,6 +47,9 @@ typedef struct psim_coll_desc {
                                 NCCL communicator and stream from tensor/pipeline traffic), so it
                                 holds no device comm engine; the caller orders it after the same
                                 communicator's previous collective. false = the comm engine */
+  psim_coll_routes *routes;  /* where phases' routes are kept and found again, or NULL: the
+                                same routes, found once per message set (the cluster must
+                                not change while it is used) */
 } psim_coll_desc;
 
 /* Sets a descriptor to: all-reduce, auto algorithm, no devices, 0 bytes, one
@@ -84,6 +94,12 @@ psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *sec
 psim_status psim_coll_add(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
                           psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
                           int32_t *exit);
+/* psim_coll_add that also gives the collective's time in s, with its concurrent groups: the
+ * figure psim_coll_time gives for d (the builder's folding check reads it instead of costing
+ * the collective a second time). */
+psim_status psim_coll_add_timed(psim_taskgraph *g, psim_cluster *c, const psim_coll_desc *d,
+                                psim_fidelity fidelity, const psim_task_info *info, int32_t *entry,
+                                int32_t *exit, double *seconds);
 
 /* Time (s) a measured bus-bandwidth table gives for a collective of bytes:
  * busbw interpolated linearly in log(bytes) between points, held at the last

@@ -25,4 +25,42 @@ psim_task_info psim_coll_task_info(const psim_task_info *info, psim_task_kind ki
 psim_status psim_coll_add_barrier(psim_taskgraph *g, const psim_task_info *info, int32_t dev,
                                   int32_t *id);
 
+/* ---- phases' routes kept (coll_routes.c) ---- */
+
+/* The routes (rl, rn: groups x n entries, group-major) kept for the phase whose group-0
+ * messages go between the devices pairs[2i] -> pairs[2i + 1], routed over groups concurrent
+ * groups at stride; false when none are. */
+bool psim_coll_routes_find(const psim_coll_routes *m, const int32_t *pairs, int32_t n,
+                           int32_t groups, int32_t stride, const int32_t **rl, int32_t *rn);
+psim_status psim_coll_routes_put(psim_coll_routes *m, const int32_t *pairs, int32_t n,
+                                 int32_t groups, int32_t stride, const int32_t *const *rl,
+                                 const int32_t *rn);
+
+/* ---- plans (coll_plan.c) ---- */
+
+typedef struct coll_msg {
+  int32_t src, dst; /* ranks */
+  double bytes;
+} coll_msg;
+
+typedef struct coll_phase {
+  int32_t first, n; /* messages msgs[first .. first + n) */
+  int32_t repeat;
+} coll_phase;
+
+typedef struct coll_plan {
+  bool tree_alt; /* auto all-reduce over one rank per node: the tree may cost less */
+  coll_msg *msgs;
+  size_t n_msgs, cap_msgs;
+  coll_phase *phases;
+  size_t n_phases, cap_phases;
+} coll_plan;
+
+/* The plan of d over the cluster c (tree_alt set where the tree may cost less). */
+psim_status psim_coll_plan_build(coll_plan *p, const psim_cluster *c, const psim_coll_desc *d);
+void psim_coll_plan_destroy(coll_plan *p);
+/* Binomial-tree reduce to rank 0 and broadcast from it, over m ranks of bytes each. */
+psim_status psim_coll_plan_reduce(coll_plan *p, int32_t m, double bytes);
+psim_status psim_coll_plan_bcast(coll_plan *p, int32_t m, double bytes);
+
 #endif

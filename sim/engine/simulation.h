@@ -25,6 +25,8 @@ typedef struct psim_sim_options {
   int64_t max_graph_bytes;          /* refuse graphs estimated larger (bytes, at
                                        PSIM_GRAPH_BYTES_PER_TASK); 0 = no limit (default) */
   bool keep_graph;                  /* keep graph and schedule (traces); default false */
+  bool merge_links;                 /* links held by the same tasks held once (sim/builder/
+                                       links_merge.c; the same schedule); default true */
   const uint8_t *ps_dropped;        /* issue 8, internal (ps.c): per (worker, server) push
                                        dropped by backup_k; NULL (default) = none */
   /* issue 21: MoE routed tokens per expert (sim/builder/routing.h); NULL = the default there */

@@ -196,6 +196,29 @@ static void same_graph(const psim_build *full, const psim_build *inc, int which,
               full->mem[i].bytes == inc->mem[i].bytes);
 }
 
+/* The full build with links held by the same tasks merged (sim/builder/links_merge.c) has the
+ * tasks and edges of the unmerged one, and the same start and end for every task. */
+static void same_schedule_merged(const psim_build *full, const psim_model *m, psim_cluster *c,
+                                 const psim_strategy *s, const psim_sim_options *so, int which,
+                                 int step) {
+  psim_build *mb;
+  ck_assert(psim_build_graph(&mb, m, c, s, so) == PSIM_OK);
+  const psim_taskgraph *a = &full->g, *b = &mb->g;
+  ck_assert_int_eq(a->n_tasks, b->n_tasks);
+  ck_assert_uint_eq(a->n_edges, b->n_edges);
+  ck_assert_uint_le(b->n_res, a->n_res);
+  psim_schedule_result ra, rb;
+  psim_schedule_result_init(&ra);
+  psim_schedule_result_init(&rb);
+  ck_assert(psim_tg_simulate(a, &ra) == PSIM_OK && psim_tg_simulate(b, &rb) == PSIM_OK);
+  ck_assert(ra.makespan_s == rb.makespan_s);
+  SAME_ARRAY(ra.start_s, rb.start_s, a->n_tasks, "merged starts");
+  SAME_ARRAY(ra.end_s, rb.end_s, a->n_tasks, "merged ends");
+  psim_schedule_result_destroy(&ra);
+  psim_schedule_result_destroy(&rb);
+  psim_build_free(mb);
+}
+
 /* A walk of `steps` one-op changes from s: every step builds the graph in
  * full and incrementally from the last one (the changed flags come from
  * comparing configurations, as delta.c does) and compares them; returns the
@@ -231,11 +254,14 @@ static int64_t graph_walk(const psim_model *m, psim_cluster *c, psim_strategy *s
                    memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) != 0;
     }
     psim_build *full, *inc;
+    so.merge_links = false; /* incremental builds never merge; the merged graph is checked below */
     psim_status sf = psim_build_graph(&full, m, c, s, &so);
+    so.merge_links = true;
     psim_status si = psim_build_graph_reusing(&inc, m, c, s, &so, prev, changed, &spare);
     ck_assert_int_eq(sf, si);
     if (sf == PSIM_OK) {
       same_graph(full, inc, which, step);
+      same_schedule_merged(full, m, c, s, &so, which, step);
       copied += inc->inc.segments_copied;
       built += inc->inc.segments_built;
       psim_tg_destroy(&spare);

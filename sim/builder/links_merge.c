@@ -1,0 +1,192 @@
+/* links_merge.c - links that the same tasks hold, held as one (issue 19).
+ *
+ * The engine (sim/engine/engine.c) starts a task at the latest of its predecessors' ends and
+ * its resources' free times, and sets the free time of each resource it holds to its end. Two
+ * links held by exactly the same tasks therefore have the same free time whenever a task
+ * that holds them looks: dropping one of them from every task changes no start or end. The
+ * time breakdown (sim/breakdown.c) reads, per task, the last task before it on each of its
+ * resources: the same for both links, so the same figures too. A folded build holds many
+ * such links: a data-parallel bucket's collective over 2,048 replicas holds the NICs of
+ * every member of its ring, and each of its up to 64 pieces lists them again (171 M resource
+ * entries at 65,536 GPUs), while no other task but the same group's buckets holds them.
+ *
+ * Links are grouped by a 64-bit polynomial hash of the sequence of tasks that hold them and
+ * their count; every grouping is then checked exactly (each task holding a link holds its group's
+ * first link, and both have as many holders: the same sets), and a link that fails the check
+ * keeps its own entries. O(resource entries) time, O(resources) memory. */
+#include "sim/builder/build_impl.h"
+
+#include <string.h>
+
+#include "sim/core/alloc.h"
+#include "sim/core/hashmap.h"
+
+/* Averaged resource entries per task below which the merge is not worth its pass (a graph
+ * of compute tasks and transfers holds 1 to 4). */
+#define PSIM_MERGE_MIN_ENTRIES_PER_TASK 8
+
+typedef struct merge_state {
+  int32_t lo, hi; /* the link resources: [lo, hi) */
+  uint64_t *h;    /* per link: hash of its holders */
+  int32_t *cnt;   /* per link: its holders */
+  int32_t *rep;   /* per link: the first link held by the same tasks (itself: kept) */
+  int32_t *run;   /* the tasks in runs of equal resource lists: run r is [run[r], run[r + 1]) */
+  int32_t n_runs;
+} merge_state;
+
+bool psim_build_same_res(const psim_build *b, int32_t a, int32_t t) {
+  const int32_t *ra, *rt;
+  int32_t na, nt;
+  psim_build_task_res(b, a, &ra, &na);
+  psim_build_task_res(b, t, &rt, &nt);
+  return na == nt && (ra == rt || memcmp(ra, rt, (size_t)na * sizeof *ra) == 0);
+}
+
+/* The runs of consecutive tasks with equal lists (the pieces of a collective, its copies):
+ * a link's holders are whole runs, so the passes below visit each run's list once. */
+static void find_runs(const psim_build *b, merge_state *s) {
+  s->n_runs = 0;
+  for (int32_t t = 0; t < b->g.n_tasks; t++)
+    if (t == 0 || !psim_build_same_res(b, s->run[s->n_runs - 1], t))
+      s->run[s->n_runs++] = t;
+  s->run[s->n_runs] = b->g.n_tasks;
+}
+
+static bool is_link(const merge_state *s, int32_t r) {
+  return r >= s->lo && r < s->hi;
+}
+
+/* h and cnt of every link from the runs that hold it, in order. */
+static void hash_holders(const psim_build *b, merge_state *s) {
+  for (int32_t u = 0; u < s->n_runs; u++) {
+    int32_t len = s->run[u + 1] - s->run[u], n;
+    const int32_t *res;
+    psim_build_task_res(b, s->run[u], &res, &n);
+    for (int32_t k = 0; k < n; k++) {
+      int32_t r = res[k] - s->lo;
+      if (!is_link(s, res[k]))
+        continue;
+      /* a polynomial in the holding runs (the 64-bit golden-ratio constant): cheap, and a
+       * collision costs a merge, never a wrong one (check_groups) */
+      s->h[r] = s->h[r] * 0x9E3779B97F4A7C15u + (uint64_t)(uint32_t)u + 1;
+      s->cnt[r] += len;
+    }
+  }
+}
+
+/* rep of every held link: the first link of equal (hash, count). */
+static psim_status group_links(merge_state *s) {
+  psim_hmap first;
+  psim_hmap_init(&first);
+  psim_status st = PSIM_OK;
+  for (int32_t l = 0; l < s->hi - s->lo && st == PSIM_OK; l++) {
+    s->rep[l] = l;
+    if (s->cnt[l] == 0)
+      continue;
+    psim_hmap_key key = {s->h[l], (uint64_t)(uint32_t)s->cnt[l]};
+    if (!psim_hmap_find(&first, key, &s->rep[l]))
+      st = psim_hmap_put(&first, key, l);
+  }
+  psim_hmap_destroy(&first);
+  return st;
+}
+
+/* The exact check: a link whose group's first link is missing from one of its runs keeps
+ * its own entries (with equal counts, holding the first link in every run means the same
+ * holders). stamp: scratch per link. */
+static void check_groups(const psim_build *b, merge_state *s, int32_t *stamp) {
+  for (int32_t l = 0; l < s->hi - s->lo; l++)
+    stamp[l] = -1;
+  for (int32_t u = 0; u < s->n_runs; u++) {
+    const int32_t *res;
+    int32_t n;
+    psim_build_task_res(b, s->run[u], &res, &n);
+    for (int32_t k = 0; k < n; k++)
+      if (is_link(s, res[k]))
+        stamp[res[k] - s->lo] = u;
+    for (int32_t k = 0; k < n; k++) {
+      int32_t l = res[k] - s->lo;
+      if (is_link(s, res[k]) && s->rep[l] != l && stamp[s->rep[l]] != u)
+        s->rep[l] = l;
+    }
+  }
+}
+
+/* Whether entry r of a list stays: not a link, or its group's first. */
+static bool kept(const merge_state *s, int32_t r) {
+  return !is_link(s, r) || s->rep[r - s->lo] == r - s->lo;
+}
+
+/* Every task's list without the links that are not their group's first, into a new array
+ * (res_deferred: the template copies' lists are written here, the first time). */
+static psim_status compact(psim_build *b, const merge_state *s) {
+  psim_taskgraph *g = &b->g;
+  size_t total = 0;
+  for (int32_t u = 0; u < s->n_runs; u++) {
+    const int32_t *res;
+    int32_t n, m = 0;
+    psim_build_task_res(b, s->run[u], &res, &n);
+    for (int32_t k = 0; k < n; k++)
+      m += kept(s, res[k]);
+    total += (size_t)m * (size_t)(s->run[u + 1] - s->run[u]);
+  }
+  if (total >= INT32_MAX)
+    return psim_error(PSIM_ELIMIT, "over 2^31 resource entries");
+  int32_t *out = psim_malloc((total + 1) * sizeof *out), w = 0;
+  if (!out)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  for (int32_t u = 0; u < s->n_runs; u++) {
+    const int32_t *res;
+    int32_t n, first = w;
+    psim_build_task_res(b, s->run[u], &res, &n);
+    for (int32_t k = 0; k < n; k++)
+      if (kept(s, res[k]))
+        out[w++] = res[k];
+    int32_t m = w - first;
+    g->res_first[s->run[u]] = first;
+    for (int32_t t = s->run[u] + 1; t < s->run[u + 1]; t++) {
+      memcpy(out + w, out + first, (size_t)m * sizeof *out);
+      g->res_first[t] = w;
+      w += m;
+    }
+  }
+  g->res_first[g->n_tasks] = w;
+  psim_free(g->res);
+  g->res = out;
+  g->n_res = (size_t)w;
+  g->cap_res = total + 1;
+  b->n_task_tmpl = 0; /* the lists are the graph's now */
+  return PSIM_OK;
+}
+
+psim_status psim_build_merge_links(psim_build *b) {
+  psim_taskgraph *g = &b->g;
+  int32_t nd = b->c->n_devices, nl = b->c->n_links;
+  if (!b->res_deferred &&
+      (!b->o->merge_links || b->o->keep_graph || b->inc.record || nl < 2 || g->n_tasks < 1 ||
+       g->res_first[g->n_tasks] < (int64_t)PSIM_MERGE_MIN_ENTRIES_PER_TASK * g->n_tasks))
+    return PSIM_OK; /* traces and reports list links; an incremental build copies tasks */
+  merge_state s = {.lo = psim_res_link(nd, 0), .hi = psim_res_link(nd, nl)};
+  s.h = psim_calloc((size_t)nl + 1, sizeof *s.h);
+  s.cnt = psim_calloc((size_t)nl + 1, sizeof *s.cnt);
+  s.rep = psim_malloc(((size_t)nl + 1) * sizeof *s.rep);
+  s.run = psim_malloc(((size_t)g->n_tasks + 1) * sizeof *s.run);
+  psim_status st =
+      s.h && s.cnt && s.rep && s.run ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory");
+  if (st == PSIM_OK) {
+    find_runs(b, &s);
+    hash_holders(b, &s);
+    st = group_links(&s);
+  }
+  if (st == PSIM_OK) {
+    check_groups(b, &s, s.cnt); /* the counts are read: their array is the stamps' */
+    st = compact(b, &s);
+  }
+  if (st == PSIM_OK)
+    st = psim_tg_finalize_unchecked(g); /* the engine's index of res_first */
+  psim_free(s.h);
+  psim_free(s.cnt);
+  psim_free(s.rep);
+  psim_free(s.run);
+  return st;
+}
