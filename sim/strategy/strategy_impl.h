@@ -30,6 +30,8 @@ typedef struct psim_strategy_spec {
   int32_t micro_batches; /* data_parallel / zero / explicit pipeline */
   int32_t zero_stage;
   psim_recompute recompute;
+  psim_recompute_method recompute_method;
+  int32_t recompute_layers;
   bool sequence_parallel, overlap_grad_reduce, overlap_param_gather;
   double bucket_bytes;
   bool bucket_given;
