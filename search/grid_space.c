@@ -27,9 +27,6 @@
 #include "sim/builder/memory.h"
 #include "sim/core/alloc.h"
 
-static const psim_recompute rc_modes[] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_SELECTIVE,
-                                          PSIM_RECOMPUTE_FULL};
-
 /* Transformer blocks' layer count (the layers a pipeline splits evenly), as the template. */
 static int32_t block_layer_count(const psim_model *m) {
   int32_t lo = -1, hi = -1;
@@ -172,6 +169,34 @@ static psim_status push(space_ctx *x, const psim_megatron_opts *mo, bool classic
   return PSIM_OK;
 }
 
+/* Partial full recomputation (Megatron-Core --recompute-method block --recompute-num-layers N:
+ * the first N layers of each model chunk recomputed, sim/strategy/strategy.h): N over the powers
+ * of two below the fullest chunk's layers (N = 0 is none, N = the chunk's layers is full). Memory
+ * falls and time rises with N (tests/unit/test_simulate.c), so the fastest block plan that fits
+ * is the one with the smallest N that fits, and the memory and dominance rules below find it
+ * without simulating the others: a block N over memory implies every smaller N over, one that
+ * fits dominates every larger N. The count of values tried for vp virtual stages of pp. */
+static int32_t n_block_values(const space_ctx *x, int32_t pp, int32_t vp) {
+  if (!x->o->try_recompute_block)
+    return 0;
+  int32_t stage = (x->layers + pp - 1) / pp, chunk = (stage + vp - 1) / vp, n = 0;
+  for (int32_t b = 1; b < chunk; b *= 2)
+    n++;
+  return n;
+}
+
+/* The j-th recomputation of a pair's list (nb block values): none, selective, block 1, 2, 4, ...,
+ * full, the least recomputation first. */
+static void set_recompute(psim_megatron_opts *mo, int j, int32_t nb) {
+  mo->recompute = j == 0   ? PSIM_RECOMPUTE_NONE
+                  : j == 1 ? PSIM_RECOMPUTE_SELECTIVE
+                           : PSIM_RECOMPUTE_FULL;
+  if (j >= 2 && j < 2 + nb) {
+    mo->recompute_method = PSIM_RCM_BLOCK;
+    mo->recompute_layers = 1 << (j - 2);
+  }
+}
+
 /* Every combination of one (tp, pp) pair, classic ones only or the others: ZeRO stage,
  * sequence parallelism (on first), virtual stages, micro-batch, recompute (innermost, the
  * least recomputation first: the dominance rule reads the lighter modes). */
@@ -187,8 +212,9 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
         bool is_classic = z == z0 && sp == 0 && vp == 1;
         if (is_classic != classic)
           continue;
+        int32_t nb = o->try_recompute ? n_block_values(x, pp, vp) : 0;
         for (int32_t i = 0; i < o->n_micro_batches; i++)
-          for (int j = 0; j < n_rc; j++) {
+          for (int j = 0; j < n_rc + nb; j++) {
             psim_megatron_opts mo;
             psim_megatron_opts_init(&mo);
             mo.tp = tp;
@@ -200,7 +226,7 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
             mo.zero_stage = z;
             mo.sequence_parallel = tp > 1 && sp == 0;
             mo.micro_batch = o->micro_batches[i];
-            mo.recompute = rc_modes[j];
+            set_recompute(&mo, o->try_recompute ? j : 0, nb);
             PSIM_CHECK(push(x, &mo, classic));
           }
       }
@@ -302,9 +328,30 @@ static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_t
   return PSIM_OK;
 }
 
-/* How much recomputation: none 0, selective 1, full 2 (more work, less memory). */
-static int rc_rank(psim_recompute r) {
-  return r == PSIM_RECOMPUTE_NONE ? 0 : r == PSIM_RECOMPUTE_SELECTIVE ? 1 : 2;
+/* How much recomputation, for the orders: none 0, selective 1, block N 2 + N, full above
+ * (more work, less memory). */
+static int32_t rc_rank(const psim_megatron_opts *mo) {
+  if (mo->recompute != PSIM_RECOMPUTE_FULL)
+    return mo->recompute == PSIM_RECOMPUTE_NONE ? 0 : 1;
+  return mo->recompute_method == PSIM_RCM_BLOCK ? 2 + mo->recompute_layers : INT32_MAX;
+}
+
+/* b recomputes every layer (and part of one) that x recomputes: none is in every mode,
+ * selective (the attention core of every layer) in selective and full, block N in block M >= N
+ * and full. Then b needs no more activation memory than x and at least its work. Selective and
+ * block N are not ordered (block recomputes N whole layers, selective a part of each). */
+static bool rc_covers(const psim_megatron_opts *b, const psim_megatron_opts *x) {
+  bool b_block = b->recompute == PSIM_RECOMPUTE_FULL && b->recompute_method == PSIM_RCM_BLOCK;
+  bool x_block = x->recompute == PSIM_RECOMPUTE_FULL && x->recompute_method == PSIM_RCM_BLOCK;
+  if (x->recompute == PSIM_RECOMPUTE_NONE || (b->recompute == PSIM_RECOMPUTE_FULL && !b_block))
+    return true;
+  if (x->recompute == PSIM_RECOMPUTE_SELECTIVE)
+    return b->recompute == PSIM_RECOMPUTE_SELECTIVE;
+  return x_block && b_block && b->recompute_layers >= x->recompute_layers;
+}
+
+static bool rc_same(const psim_megatron_opts *a, const psim_megatron_opts *b) {
+  return rc_covers(a, b) && rc_covers(b, a);
 }
 
 /* The MoE order's keys of a classic candidate, most telling first: over memory by the
@@ -335,8 +382,8 @@ static int by_moe_promise(const void *pa, const void *pb) {
     return a->pair - b->pair;
   if (a->mo.micro_batch != b->mo.micro_batch)
     return a->mo.micro_batch - b->mo.micro_batch;
-  if (a->mo.recompute != b->mo.recompute)
-    return rc_rank(b->mo.recompute) - rc_rank(a->mo.recompute);
+  if (rc_rank(&a->mo) != rc_rank(&b->mo))
+    return rc_rank(&b->mo) > rc_rank(&a->mo) ? 1 : -1;
   return a->order < b->order ? -1 : a->order > b->order;
 }
 
@@ -418,8 +465,7 @@ static bool implies_over(const grid_cand *y, const psim_megatron_opts *x) {
   bool sched_ok = b->schedule == x->schedule ||
                   (b->schedule == PSIM_SCHED_1F1B && x->schedule == PSIM_SCHED_GPIPE);
   return y->state == GRID_OVER && vp_ok && sched_ok && b->micro_batch <= x->micro_batch &&
-         rc_rank(b->recompute) >= rc_rank(x->recompute) &&
-         (b->sequence_parallel || !x->sequence_parallel);
+         rc_covers(b, x) && (b->sequence_parallel || !x->sequence_parallel);
 }
 
 /* y fits with less recomputation and everything else equal: x does the same work and more. */
@@ -428,7 +474,7 @@ static bool dominates(const grid_cand *y, const psim_megatron_opts *x) {
   return y->state == GRID_FITS && same_pair(b, x) && b->virtual_stages == x->virtual_stages &&
          b->micro_batch == x->micro_batch && b->zero_stage == x->zero_stage &&
          b->sequence_parallel == x->sequence_parallel && b->schedule == x->schedule &&
-         rc_rank(b->recompute) < rc_rank(x->recompute);
+         rc_covers(x, b) && !rc_same(b, x);
 }
 
 /* y was simulated with the same kernels on every device as x: same tp, pp, micro-batch,
@@ -438,7 +484,7 @@ static bool dominates(const grid_cand *y, const psim_megatron_opts *x) {
 static bool same_kernels(const grid_cand *y, const psim_megatron_opts *x) {
   const psim_megatron_opts *b = &y->mo;
   return (y->state == GRID_FITS || y->state == GRID_OVER) && same_pair(b, x) &&
-         b->micro_batch == x->micro_batch && b->recompute == x->recompute &&
+         b->micro_batch == x->micro_batch && rc_same(b, x) &&
          b->sequence_parallel == x->sequence_parallel && b->zero_stage == x->zero_stage;
 }
 
@@ -452,7 +498,7 @@ static bool lower_stage_not_over(const grid_cand *y, const psim_megatron_opts *x
   const psim_megatron_opts *b = &y->mo;
   bool twin = same_pair(b, x) && b->zero_stage == x->zero_stage - 1 &&
               b->virtual_stages == x->virtual_stages && b->micro_batch == x->micro_batch &&
-              b->recompute == x->recompute && b->sequence_parallel == x->sequence_parallel &&
+              rc_same(b, x) && b->sequence_parallel == x->sequence_parallel &&
               b->schedule == x->schedule;
   return twin && y->state != GRID_MEM_ESTIMATE && y->state != GRID_MEM_IMPLIED &&
          y->state != GRID_OVER && y->state != GRID_STATIC_OVER;
