@@ -22,6 +22,7 @@ void psim_grid_options_init(psim_grid_options *o) {
   o->n_micro_batches = 4;
   o->try_recompute = true;
   o->try_recompute_block = true;
+  o->try_overlap_grad_reduce = true;
   o->max_virtual_stages = 8;
   o->max_zero = 3;
   o->try_sequence_parallel_off = false;

@@ -17,16 +17,15 @@
  * 2021, section 2.2), plus the tensor-parallel all-reduces of the activations (two forward,
  * two backward per layer, Megatron-LM; two more under full recomputation) and the
  * context-parallel K/V exchange, unoverlapped, the data-parallel gradient sync once per
- * iteration and, under ZeRO 3, the weights' all-gathers of every micro-batch (forward and
- * backward), each a ring (2 (n - 1) / n of the bytes) at the route's bandwidth: NVLink within
- * a node, the network across.
- * Memory: the static lower bound (grid_space.c) on the fullest stage's layers, plus the
- * activations of Korthikanti et al. 2022 (Table 2: s b h (10 + 24 / t) + 5 a s^2 b / t bytes per
- * layer, 34 s b h / t with sequence parallelism, no 5 a s^2 b / t term under selective
- * recomputation or flash attention, 2 s b h (/ t with SP) under full recomputation; block N
- * of L: N / L of the layers so, the others as without), divided
- * by cp, for the micro-batches the first stage holds (min(pp, M), times 1 + (pp - 1) / (pp vp)
- * interleaved: section 4.2.3). */
+ * iteration (with --overlap-grad-reduce less the stage's last backward pass) and, under ZeRO 3, the
+ * weights' all-gathers of every micro-batch (forward and backward), each a ring (2 (n - 1) / n of
+ * the bytes) at the route's bandwidth: NVLink within a node, the network across. Memory: the static
+ * lower bound (grid_space.c) on the fullest stage's layers, plus the activations of Korthikanti et
+ * al. 2022 (Table 2: s b h (10 + 24 / t) + 5 a s^2 b / t bytes per layer, 34 s b h / t with
+ * sequence parallelism, no 5 a s^2 b / t term under selective recomputation or flash attention, 2 s
+ * b h (/ t with SP) under full recomputation; block N of L: N / L of the layers so, the others as
+ * without), divided by cp, for the micro-batches the first stage holds (min(pp, M), times 1 + (pp -
+ * 1) / (pp vp) interleaved: section 4.2.3). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
@@ -205,7 +204,10 @@ static double time_estimate(est_ctx *x, const psim_megatron_opts *mo) {
             (mo->tp * (int32_t)cp * mo->dp < x->per_node ? x->bw_node : x->bw_net);
   double grads = x->params / ((double)mo->tp * mo->pp) * 4; /* fp32 main gradients */
   int32_t n_dp = mo->dp * (int32_t)cp;                      /* ranks tp apart */
-  double t = pipe + ring_s(x, grads, n_dp, mo->tp);
+  double sync = ring_s(x, grads, n_dp, mo->tp);
+  if (mo->overlap_grad_reduce) /* hidden behind the last micro-batch's backward pass */
+    sync = fmax(0, sync - L * (k->bwd_s + rc));
+  double t = pipe + sync;
   if (mo->zero_stage >= 1) /* the updated bf16 weights all-gathered after the step */
     t += ring_s(x, grads / 2, n_dp, mo->tp) / 2;
   if (mo->zero_stage >= 3) /* the stage's weights gathered for each micro-batch, both ways */

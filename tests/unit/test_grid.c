@@ -301,7 +301,8 @@ START_TEST(grid_finds_block_recomputation) {
 END_TEST
 
 /* Megatron-Core's rules (grid_space.c): interleaving needs pp > 1, layers % (pp vp) == 0 and
- * micro-batches % pp == 0; sequence parallelism only at tp > 1; ZeRO only at dp > 1. */
+ * micro-batches % pp == 0; sequence parallelism only at tp > 1; ZeRO only at dp > 1; the
+ * gradient-reduce overlap both ways at dp > 1, never in a classic candidate. */
 START_TEST(space_follows_megatron_rules) {
   psim_model m;
   psim_cluster c;
@@ -311,6 +312,7 @@ START_TEST(space_follows_megatron_rules) {
   grid_space sp;
   ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
   bool interleaved = false, zero = false;
+  int64_t overlap = 0, at_dp = 0;
   for (int64_t i = 0; i < sp.n; i++) {
     const psim_megatron_opts *mo = &sp.c[i].mo;
     int64_t n_micro = 32 / ((int64_t)mo->micro_batch * mo->dp);
@@ -323,8 +325,12 @@ START_TEST(space_follows_megatron_rules) {
     ck_assert(mo->zero_stage == 0 || mo->dp > 1);
     zero = zero || mo->zero_stage == 1;
     ck_assert(16 % mo->tp == 0 && 4096 % mo->tp == 0);
+    ck_assert(!mo->overlap_grad_reduce || (mo->dp > 1 && !sp.c[i].classic));
+    overlap += mo->overlap_grad_reduce;
+    at_dp += mo->dp > 1;
   }
   ck_assert(interleaved && zero);
+  ck_assert_int_eq(2 * overlap, at_dp); /* dp > 1: both ways */
   psim_grid_space_destroy(&sp);
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
