@@ -301,6 +301,8 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
   n += snprintf(out + n, size - (size_t)n, "%s", b->sequence_parallel ? ", sequence parallel" : "");
   if (b->pp > 1 && b->virtual_stages == 1 && b->schedule == PSIM_SCHED_GPIPE)
     n += snprintf(out + n, size - (size_t)n, ", GPipe");
+  if (b->overlap_grad_reduce && b->zero_stage != 3) /* FSDP says so below */
+    n += snprintf(out + n, size - (size_t)n, ", gradient reduce overlapped");
   if (b->zero_stage == 1)
     snprintf(out + n, size - (size_t)n, ", distributed optimizer");
   else if (b->zero_stage == 3 && b->overlap_grad_reduce)
