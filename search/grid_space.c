@@ -206,8 +206,9 @@ static void set_recompute(psim_megatron_opts *mo, int j, int32_t nb) {
 
 /* Every combination of one (tp, pp) pair, classic ones only or the others: ZeRO stage,
  * sequence parallelism (on first), virtual stages, micro-batch, gradient-reduce overlap (off
- * first; classic ones without), recompute (innermost, the least recomputation first: the
- * dominance rule reads the lighter modes). */
+ * first), recompute (innermost, the least recomputation first: the dominance rule reads the
+ * lighter modes). Classic ones have neither the overlap nor block recomputation: under a time
+ * budget the classic pass (MoE models, models without a hidden dim) stays as it was. */
 static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
   const psim_grid_options *o = x->o;
   int n_rc = o->try_recompute ? 3 : 1, n_sp = tp > 1 && o->try_sequence_parallel_off ? 2 : 1;
@@ -218,13 +219,15 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
   for (int32_t z = 0; z <= (dp > 1 ? o->max_zero : 0); z++)
     for (int sp = 0; sp < n_sp; sp++)
       for (int32_t vp = 1; vp <= o->max_virtual_stages; vp++) {
-        bool is_classic = z == z0 && sp == 0 && vp == 1; /* and no overlap */
+        bool is_classic = z == z0 && sp == 0 && vp == 1; /* and no overlap, no block */
         if (classic && !is_classic)
           continue;
         int32_t nb = o->try_recompute ? n_block_values(x, pp, vp) : 0;
         for (int32_t i = 0; i < o->n_micro_batches; i++)
-          for (int og = is_classic && !classic ? 1 : 0; og < (classic ? 1 : n_og); og++)
+          for (int og = 0; og < n_og; og++)
             for (int j = 0; j < n_rc + nb; j++) {
+              if ((is_classic && og == 0 && (j < 2 || j >= 2 + nb)) != classic)
+                continue;
               psim_megatron_opts mo;
               psim_megatron_opts_init(&mo);
               mo.tp = tp;

@@ -302,7 +302,8 @@ END_TEST
 
 /* Megatron-Core's rules (grid_space.c): interleaving needs pp > 1, layers % (pp vp) == 0 and
  * micro-batches % pp == 0; sequence parallelism only at tp > 1; ZeRO only at dp > 1; the
- * gradient-reduce overlap both ways at dp > 1, never in a classic candidate. */
+ * gradient-reduce overlap both ways at dp > 1; neither it nor block recomputation in a
+ * classic candidate. */
 START_TEST(space_follows_megatron_rules) {
   psim_model m;
   psim_cluster c;
@@ -326,6 +327,7 @@ START_TEST(space_follows_megatron_rules) {
     zero = zero || mo->zero_stage == 1;
     ck_assert(16 % mo->tp == 0 && 4096 % mo->tp == 0);
     ck_assert(!mo->overlap_grad_reduce || (mo->dp > 1 && !sp.c[i].classic));
+    ck_assert(mo->recompute_method != PSIM_RCM_BLOCK || !sp.c[i].classic);
     overlap += mo->overlap_grad_reduce;
     at_dp += mo->dp > 1;
   }
