@@ -21,6 +21,8 @@ void psim_grid_options_init(psim_grid_options *o) {
   memcpy(o->micro_batches, mbs, sizeof mbs);
   o->n_micro_batches = 4;
   o->try_recompute = true;
+  o->try_recompute_block = true;
+  o->try_overlap_grad_reduce = true;
   o->max_virtual_stages = 8;
   o->max_zero = 3;
   o->try_sequence_parallel_off = false;
@@ -89,10 +91,13 @@ static void show(grid_state *g, bool force) {
           now - g->t0, seconds_left(g));
   if (r->found)
     fprintf(g->o->progress,
-            ", best %.4f s (tp %d pp %d dp %d cp %d ep %d etp %d vp %d mb %d %s zero %d%s)",
+            ", best %.4f s (tp %d pp %d dp %d cp %d ep %d etp %d vp %d mb %d %s%s zero %d%s)",
             r->best_sim.iteration_time_s, b->tp, b->pp, b->dp, b->cp > 0 ? b->cp : 1,
             b->ep > 0 ? b->ep : 1, b->etp > 0 ? b->etp : b->tp, b->virtual_stages, b->micro_batch,
-            psim_recompute_name(b->recompute), b->zero_stage, b->sequence_parallel ? " sp" : "");
+            psim_recompute_name(b->recompute),
+            b->recompute == PSIM_RECOMPUTE_FULL && b->recompute_method == PSIM_RCM_BLOCK ? "-block"
+                                                                                         : "",
+            b->zero_stage, b->sequence_parallel ? " sp" : "");
   fprintf(g->o->progress, "   ");
   fflush(g->o->progress);
 }
@@ -289,14 +294,19 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
                   b->etp > 0 ? b->etp : b->tp);
   if (b->virtual_stages > 1)
     n += snprintf(out + n, size - (size_t)n, ", %d virtual stages", b->virtual_stages);
-  n += snprintf(out + n, size - (size_t)n, ", micro-batch %d, recompute %s%s", b->micro_batch,
-                psim_recompute_name(b->recompute),
-                b->sequence_parallel ? ", sequence parallel" : "");
+  n += snprintf(out + n, size - (size_t)n, ", micro-batch %d, recompute %s", b->micro_batch,
+                psim_recompute_name(b->recompute));
+  if (b->recompute == PSIM_RECOMPUTE_FULL && b->recompute_method == PSIM_RCM_BLOCK)
+    n += snprintf(out + n, size - (size_t)n, " (block: %d layers of each chunk)",
+                  (int)b->recompute_layers);
+  n += snprintf(out + n, size - (size_t)n, "%s", b->sequence_parallel ? ", sequence parallel" : "");
   if (b->async_tp != PSIM_ASYNC_TP_STACK)
     n += snprintf(out + n, size - (size_t)n, ", async TP %s",
                   b->async_tp == PSIM_ASYNC_TP_ON ? "on" : "off");
   if (b->pp > 1 && b->virtual_stages == 1 && b->schedule == PSIM_SCHED_GPIPE)
     n += snprintf(out + n, size - (size_t)n, ", GPipe");
+  if (b->overlap_grad_reduce && b->zero_stage != 3) /* FSDP says so below */
+    n += snprintf(out + n, size - (size_t)n, ", gradient reduce overlapped");
   if (b->zero_stage == 1)
     snprintf(out + n, size - (size_t)n, ", distributed optimizer");
   else if (b->zero_stage == 3 && b->overlap_grad_reduce && b->dp_shard > 0)

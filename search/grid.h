@@ -28,6 +28,13 @@ typedef struct psim_grid_options {
   int32_t micro_batches[8];   /* micro-batch sizes tried; default 1, 2, 4, 8 */
   int32_t n_micro_batches;
   bool try_recompute;             /* none, selective and full; default true */
+  bool try_overlap_grad_reduce;   /* Megatron space, dp > 1: also with the gradient all-reduce
+                                     overlapped with the backward pass (--overlap-grad-reduce;
+                                     grid_space.c); default true */
+  bool try_recompute_block;       /* with try_recompute, Megatron space: full recomputation of
+                                     the first N layers of each model chunk (--recompute-method
+                                     block), N a power of two below the chunk's layers
+                                     (grid_space.c); default true */
   int32_t max_virtual_stages;     /* interleaving: virtual stages per pipeline rank tried, 1..this
                                      (those Megatron-Core accepts); default 8, 1 = none */
   int32_t max_zero;               /* ZeRO stages tried, 0..this; default 3 (1: Megatron-Core's

@@ -11,20 +11,21 @@
  * the same best as before (tests/unit/test_grid.c checks it against brute force).
  *
  * Time: the first pipeline stage's compute, (forward + backward, 3x the forward; full
- * recomputation one more forward, selective the attention core's) at a nominal half of the
+ * recomputation one more forward, block N of a chunk's L layers N / L of one, selective the
+ * attention core's) at a nominal half of the
  * device's peak, stretched by the pipeline bubble (1 + (pp - 1) / (M vp), Narayanan et al.
  * 2021, section 2.2), plus the tensor-parallel all-reduces of the activations (two forward,
  * two backward per layer, Megatron-LM; two more under full recomputation) and the
  * context-parallel K/V exchange, unoverlapped, the data-parallel gradient sync once per
- * iteration and, under ZeRO 3, the weights' all-gathers of every micro-batch (forward and
- * backward), each a ring (2 (n - 1) / n of the bytes) at the route's bandwidth: NVLink within
- * a node, the network across.
- * Memory: the static lower bound (grid_space.c) on the fullest stage's layers, plus the
- * activations of Korthikanti et al. 2022 (Table 2: s b h (10 + 24 / t) + 5 a s^2 b / t bytes per
- * layer, 34 s b h / t with sequence parallelism, no 5 a s^2 b / t term under selective
- * recomputation or flash attention, 2 s b h (/ t with SP) under full recomputation), divided
- * by cp, for the micro-batches the first stage holds (min(pp, M), times 1 + (pp - 1) / (pp vp)
- * interleaved: section 4.2.3). */
+ * iteration (with --overlap-grad-reduce less the stage's last backward pass) and, under ZeRO 3, the
+ * weights' all-gathers of every micro-batch (forward and backward), each a ring (2 (n - 1) / n of
+ * the bytes) at the route's bandwidth: NVLink within a node, the network across. Memory: the static
+ * lower bound (grid_space.c) on the fullest stage's layers, plus the activations of Korthikanti et
+ * al. 2022 (Table 2: s b h (10 + 24 / t) + 5 a s^2 b / t bytes per layer, 34 s b h / t with
+ * sequence parallelism, no 5 a s^2 b / t term under selective recomputation or flash attention, 2 s
+ * b h (/ t with SP) under full recomputation; block N of L: N / L of the layers so, the others as
+ * without), divided by cp, for the micro-batches the first stage holds (min(pp, M), times 1 + (pp -
+ * 1) / (pp vp) interleaved: section 4.2.3). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
@@ -170,15 +171,28 @@ static double micro_batches(const est_ctx *x, const psim_megatron_opts *mo) {
   return fmax(1, x->batch / ((double)mo->dp * mo->micro_batch));
 }
 
+/* The share of the fullest chunk's layers that full recomputation recomputes: 1 (uniform),
+ * N / the chunk's layers under block N (at most 1), 0 without full recomputation. */
+static double full_share(const est_ctx *x, const psim_megatron_opts *mo) {
+  if (mo->recompute != PSIM_RECOMPUTE_FULL)
+    return 0;
+  if (mo->recompute_method != PSIM_RCM_BLOCK)
+    return 1;
+  double vp = mo->virtual_stages > 0 ? mo->virtual_stages : 1;
+  double chunk = ceil(stage_layers(x, mo) / vp);
+  return chunk > 0 ? fmin(1, mo->recompute_layers / chunk) : 1;
+}
+
 static double time_estimate(est_ctx *x, const psim_megatron_opts *mo) {
   double mb = mo->micro_batch, cp = mo->cp > 0 ? mo->cp : 1, M = micro_batches(x, mo);
   const layer_cost *k = layer_kernels(x, mo);
-  double rc = mo->recompute == PSIM_RECOMPUTE_FULL        ? k->fwd_s
+  double f = full_share(x, mo); /* block N: the mean layer recomputes f of a forward */
+  double rc = mo->recompute == PSIM_RECOMPUTE_FULL        ? f * k->fwd_s
               : mo->recompute == PSIM_RECOMPUTE_SELECTIVE ? k->core_fwd_s
                                                           : 0;
   double layer_s = k->fwd_s + k->bwd_s + rc;
   double act = mb * x->s * x->h * x->bytes / cp;
-  double n_ar = mo->recompute == PSIM_RECOMPUTE_FULL ? 6 : 4;
+  double n_ar = 4 + 2 * f;
   layer_s += n_ar * ring_s(x, act, mo->tp, 1) / 2; /* all-reduces (SP: reduce-scatter + gather) */
   if (cp > 1)
     layer_s += 3 * (cp - 1) * act / (mo->tp * cp <= x->per_node ? x->bw_node : x->bw_net);
@@ -190,7 +204,10 @@ static double time_estimate(est_ctx *x, const psim_megatron_opts *mo) {
             (mo->tp * (int32_t)cp * mo->dp < x->per_node ? x->bw_node : x->bw_net);
   double grads = x->params / ((double)mo->tp * mo->pp) * 4; /* fp32 main gradients */
   int32_t n_dp = mo->dp * (int32_t)cp;                      /* ranks tp apart */
-  double t = pipe + ring_s(x, grads, n_dp, mo->tp);
+  double sync = ring_s(x, grads, n_dp, mo->tp);
+  if (mo->overlap_grad_reduce) /* hidden behind the last micro-batch's backward pass */
+    sync = fmax(0, sync - L * (k->bwd_s + rc));
+  double t = pipe + sync;
   if (mo->zero_stage >= 1) /* the updated bf16 weights all-gathered after the step */
     t += ring_s(x, grads / 2, n_dp, mo->tp) / 2;
   if (mo->zero_stage >= 3) /* the stage's weights gathered for each micro-batch, both ways */
@@ -201,18 +218,15 @@ static double time_estimate(est_ctx *x, const psim_megatron_opts *mo) {
 static double act_estimate(const est_ctx *x, const psim_megatron_opts *mo) {
   double t = mo->tp, cp = mo->cp > 0 ? mo->cp : 1, b = mo->micro_batch;
   double sbh = x->s * b * x->h, M = micro_batches(x, mo);
-  double layer;
-  if (mo->recompute == PSIM_RECOMPUTE_FULL)
-    layer = 2 * sbh / (mo->sequence_parallel ? t : 1);
-  else {
-    layer = mo->sequence_parallel ? 34 * sbh / t : sbh * (10 + 24 / t);
-    if (mo->recompute == PSIM_RECOMPUTE_NONE && !x->flash)
-      layer += 5 * x->a * x->s * x->s * b / t;
-  }
+  double f = full_share(x, mo); /* block N: f of the layers as under full, the rest as none */
+  double kept = mo->sequence_parallel ? 34 * sbh / t : sbh * (10 + 24 / t);
+  if (mo->recompute != PSIM_RECOMPUTE_SELECTIVE && !x->flash)
+    kept += 5 * x->a * x->s * x->s * b / t;
+  double layer = f * 2 * sbh / (mo->sequence_parallel ? t : 1) + (1 - f) * kept;
   double vp = mo->virtual_stages > 0 ? mo->virtual_stages : 1;
   double in_flight = fmin(mo->pp, M) * (vp > 1 ? 1 + (mo->pp - 1) / (mo->pp * vp) : 1);
   double act = layer * stage_layers(x, mo) * in_flight;
-  if (mo->recompute == PSIM_RECOMPUTE_FULL) /* one layer's activations while recomputed */
+  if (f > 0) /* one layer's activations while recomputed */
     act += sbh * 34 / t;
   return act / cp;
 }

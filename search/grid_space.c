@@ -18,7 +18,14 @@
  *   tp x cp x dp, etp = tp and, at tp > 1, etp = 1; cp over the divisors of the devices per
  *   stage with seq % (2 cp) == 0, cp > 1 only for sequences of PSIM_GRID_CP_MIN_SEQ tokens
  *   or more (shorter ones have too little attention work per rank to pay for the K/V
- *   exchange: Megatron-Core's published long-context recipes start cp at 8k tokens). */
+ *   exchange: Megatron-Core's published long-context recipes start cp at 8k tokens).
+ * - --overlap-grad-reduce (megatron/core/distributed/distributed_data_parallel.py: the
+ *   gradient buckets reduced during the backward pass) at dp > 1, both ways, outside the
+ *   classic candidates. No rule prunes one by the other: simulated over the 8-layer GPTs of
+ *   tests/unit/test_grid.c (1,020 candidates each at dp > 1) it is up to 13.6% faster and up
+ *   to 2.2% slower (48 and 64 candidates: the bucketed all-reduces meet the pipeline's
+ *   transfers on the links). --overlap-param-gather is not listed: the exporters do not write
+ *   it (docs/export.md). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +33,6 @@
 #include "search/grid_impl.h"
 #include "sim/builder/memory.h"
 #include "sim/core/alloc.h"
-
-static const psim_recompute rc_modes[] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_SELECTIVE,
-                                          PSIM_RECOMPUTE_FULL};
 
 /* Transformer blocks' layer count (the layers a pipeline splits evenly), as the template. */
 static int32_t block_layer_count(const psim_model *m) {
@@ -176,37 +180,73 @@ static psim_status push(space_ctx *x, const psim_megatron_opts *mo, bool classic
   return PSIM_OK;
 }
 
+/* Partial full recomputation (Megatron-Core --recompute-method block --recompute-num-layers N:
+ * the first N layers of each model chunk recomputed, sim/strategy/strategy.h): N over the powers
+ * of two below the fullest chunk's layers (N = 0 is none, N = the chunk's layers is full). Memory
+ * falls and time rises with N (tests/unit/test_simulate.c), so the fastest block plan that fits
+ * is the one with the smallest N that fits, and the memory and dominance rules below find it
+ * without simulating the others: a block N over memory implies every smaller N over, one that
+ * fits dominates every larger N. The count of values tried for vp virtual stages of pp. */
+static int32_t n_block_values(const space_ctx *x, int32_t pp, int32_t vp) {
+  if (!x->o->try_recompute_block)
+    return 0;
+  int32_t stage = (x->layers + pp - 1) / pp, chunk = (stage + vp - 1) / vp, n = 0;
+  for (int32_t b = 1; b < chunk; b *= 2)
+    n++;
+  return n;
+}
+
+/* The j-th recomputation of a pair's list (nb block values): none, selective, block 1, 2, 4, ...,
+ * full, the least recomputation first. */
+static void set_recompute(psim_megatron_opts *mo, int j, int32_t nb) {
+  mo->recompute = j == 0   ? PSIM_RECOMPUTE_NONE
+                  : j == 1 ? PSIM_RECOMPUTE_SELECTIVE
+                           : PSIM_RECOMPUTE_FULL;
+  if (j >= 2 && j < 2 + nb) {
+    mo->recompute_method = PSIM_RCM_BLOCK;
+    mo->recompute_layers = 1 << (j - 2);
+  }
+}
+
 /* Every combination of one (tp, pp) pair, classic ones only or the others: ZeRO stage,
- * sequence parallelism (on first), virtual stages, micro-batch, recompute (innermost, the
- * least recomputation first: the dominance rule reads the lighter modes). */
+ * sequence parallelism (on first), virtual stages, micro-batch, gradient-reduce overlap (off
+ * first), recompute (innermost, the least recomputation first: the dominance rule reads the
+ * lighter modes). Classic ones have neither the overlap nor block recomputation: under a time
+ * budget the classic pass (MoE models, models without a hidden dim) stays as it was. */
 static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
   const psim_grid_options *o = x->o;
   int n_rc = o->try_recompute ? 3 : 1, n_sp = tp > 1 && o->try_sequence_parallel_off ? 2 : 1;
+  int n_og = dp > 1 && o->try_overlap_grad_reduce ? 2 : 1;
   /* MoE models: the distributed optimizer is the classic one (Megatron-Core's MoE recipes
    * shard the optimizer state; the experts' alone outgrow a device without it) */
   int32_t z0 = x->experts > 0 && dp > 1 && o->max_zero >= 1 ? 1 : 0;
   for (int32_t z = 0; z <= (dp > 1 ? o->max_zero : 0); z++)
     for (int sp = 0; sp < n_sp; sp++)
       for (int32_t vp = 1; vp <= o->max_virtual_stages; vp++) {
-        bool is_classic = z == z0 && sp == 0 && vp == 1;
-        if (is_classic != classic)
+        bool is_classic = z == z0 && sp == 0 && vp == 1; /* and no overlap, no block */
+        if (classic && !is_classic)
           continue;
+        int32_t nb = o->try_recompute ? n_block_values(x, pp, vp) : 0;
         for (int32_t i = 0; i < o->n_micro_batches; i++)
-          for (int j = 0; j < n_rc; j++) {
-            psim_megatron_opts mo;
-            psim_megatron_opts_init(&mo);
-            mo.tp = tp;
-            mo.pp = pp;
-            mo.dp = dp;
-            mo.cp = x->cp, mo.ep = x->ep, mo.etp = x->etp;
-            mo.first_stage_layers = x->first, mo.last_stage_layers = x->last;
-            mo.virtual_stages = vp;
-            mo.zero_stage = z;
-            mo.sequence_parallel = tp > 1 && sp == 0;
-            mo.micro_batch = o->micro_batches[i];
-            mo.recompute = rc_modes[j];
-            PSIM_CHECK(push(x, &mo, classic));
-          }
+          for (int og = 0; og < n_og; og++)
+            for (int j = 0; j < n_rc + nb; j++) {
+              if ((is_classic && og == 0 && (j < 2 || j >= 2 + nb)) != classic)
+                continue;
+              psim_megatron_opts mo;
+              psim_megatron_opts_init(&mo);
+              mo.tp = tp;
+              mo.pp = pp;
+              mo.dp = dp;
+              mo.cp = x->cp, mo.ep = x->ep, mo.etp = x->etp;
+              mo.first_stage_layers = x->first, mo.last_stage_layers = x->last;
+              mo.virtual_stages = vp;
+              mo.zero_stage = z;
+              mo.sequence_parallel = tp > 1 && sp == 0;
+              mo.micro_batch = o->micro_batches[i];
+              set_recompute(&mo, o->try_recompute ? j : 0, nb);
+              mo.overlap_grad_reduce = og == 1;
+              PSIM_CHECK(push(x, &mo, classic));
+            }
       }
   return PSIM_OK;
 }
@@ -327,9 +367,30 @@ static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_t
   return PSIM_OK;
 }
 
-/* How much recomputation: none 0, selective 1, full 2 (more work, less memory). */
-static int rc_rank(psim_recompute r) {
-  return r == PSIM_RECOMPUTE_NONE ? 0 : r == PSIM_RECOMPUTE_SELECTIVE ? 1 : 2;
+/* How much recomputation, for the orders: none 0, selective 1, block N 2 + N, full above
+ * (more work, less memory). */
+static int32_t rc_rank(const psim_megatron_opts *mo) {
+  if (mo->recompute != PSIM_RECOMPUTE_FULL)
+    return mo->recompute == PSIM_RECOMPUTE_NONE ? 0 : 1;
+  return mo->recompute_method == PSIM_RCM_BLOCK ? 2 + mo->recompute_layers : INT32_MAX;
+}
+
+/* b recomputes every layer (and part of one) that x recomputes: none is in every mode,
+ * selective (the attention core of every layer) in selective and full, block N in block M >= N
+ * and full. Then b needs no more activation memory than x and at least its work. Selective and
+ * block N are not ordered (block recomputes N whole layers, selective a part of each). */
+static bool rc_covers(const psim_megatron_opts *b, const psim_megatron_opts *x) {
+  bool b_block = b->recompute == PSIM_RECOMPUTE_FULL && b->recompute_method == PSIM_RCM_BLOCK;
+  bool x_block = x->recompute == PSIM_RECOMPUTE_FULL && x->recompute_method == PSIM_RCM_BLOCK;
+  if (x->recompute == PSIM_RECOMPUTE_NONE || (b->recompute == PSIM_RECOMPUTE_FULL && !b_block))
+    return true;
+  if (x->recompute == PSIM_RECOMPUTE_SELECTIVE)
+    return b->recompute == PSIM_RECOMPUTE_SELECTIVE;
+  return x_block && b_block && b->recompute_layers >= x->recompute_layers;
+}
+
+static bool rc_same(const psim_megatron_opts *a, const psim_megatron_opts *b) {
+  return rc_covers(a, b) && rc_covers(b, a);
 }
 
 /* The MoE order's keys of a classic candidate, most telling first: over memory by the
@@ -360,8 +421,8 @@ static int by_moe_promise(const void *pa, const void *pb) {
     return a->pair - b->pair;
   if (a->mo.micro_batch != b->mo.micro_batch)
     return a->mo.micro_batch - b->mo.micro_batch;
-  if (a->mo.recompute != b->mo.recompute)
-    return rc_rank(b->mo.recompute) - rc_rank(a->mo.recompute);
+  if (rc_rank(&a->mo) != rc_rank(&b->mo))
+    return rc_rank(&b->mo) > rc_rank(&a->mo) ? 1 : -1;
   return a->order < b->order ? -1 : a->order > b->order;
 }
 
@@ -438,6 +499,12 @@ static int32_t zero_shard(const psim_megatron_opts *a) {
   return a->dp_shard > 0 ? a->dp_shard : a->dp;
 }
 
+/* The same pair and gradient-reduce overlap: the memory, dominance and ZeRO rules compare only
+ * such candidates (overlap is no dominance rule: grid_space.c's header). */
+static bool same_pair_overlap(const psim_megatron_opts *a, const psim_megatron_opts *b) {
+  return same_pair(a, b) && a->overlap_grad_reduce == b->overlap_grad_reduce;
+}
+
 /* y, over memory, needs no more memory than x: x is over too. Static memory does not
  * depend on the micro-batch, recomputation, sequence parallelism or the interleaving (every
  * device holds layers / pp layers either way, the embedding and head on the same devices),
@@ -449,7 +516,7 @@ static int32_t zero_shard(const psim_megatron_opts *a) {
  * interleaved candidates are compared only at the same vp. */
 static bool implies_over(const grid_cand *y, const psim_megatron_opts *x) {
   const psim_megatron_opts *b = &y->mo;
-  if (!same_pair(b, x) || b->zero_stage < x->zero_stage || zero_shard(b) < zero_shard(x) ||
+  if (!same_pair_overlap(b, x) || b->zero_stage < x->zero_stage || zero_shard(b) < zero_shard(x) ||
       b->async_tp != x->async_tp)
     return false; /* memory shrinks with the stage and the shard group */
   if (y->state == GRID_STATIC_OVER)
@@ -459,28 +526,28 @@ static bool implies_over(const grid_cand *y, const psim_megatron_opts *x) {
   bool sched_ok = b->schedule == x->schedule ||
                   (b->schedule == PSIM_SCHED_1F1B && x->schedule == PSIM_SCHED_GPIPE);
   return y->state == GRID_OVER && vp_ok && sched_ok && b->micro_batch <= x->micro_batch &&
-         rc_rank(b->recompute) >= rc_rank(x->recompute) &&
-         (b->sequence_parallel || !x->sequence_parallel);
+         rc_covers(b, x) && (b->sequence_parallel || !x->sequence_parallel);
 }
 
 /* y fits with less recomputation and everything else equal: x does the same work and more. */
 static bool dominates(const grid_cand *y, const psim_megatron_opts *x) {
   const psim_megatron_opts *b = &y->mo;
-  return y->state == GRID_FITS && same_pair(b, x) && b->virtual_stages == x->virtual_stages &&
-         b->micro_batch == x->micro_batch && b->zero_stage == x->zero_stage &&
-         b->sequence_parallel == x->sequence_parallel && b->schedule == x->schedule &&
-         zero_shard(b) == zero_shard(x) && b->async_tp == x->async_tp &&
-         rc_rank(b->recompute) < rc_rank(x->recompute);
+  return y->state == GRID_FITS && same_pair_overlap(b, x) &&
+         b->virtual_stages == x->virtual_stages && b->micro_batch == x->micro_batch &&
+         b->zero_stage == x->zero_stage && b->sequence_parallel == x->sequence_parallel &&
+         b->schedule == x->schedule && zero_shard(b) == zero_shard(x) &&
+         b->async_tp == x->async_tp && rc_covers(x, b) && !rc_same(b, x);
 }
 
 /* y was simulated with the same kernels on every device as x: same tp, pp, micro-batch,
- * recomputation, sequence parallelism and ZeRO stage (which shards the optimizer step);
+ * recomputation, sequence parallelism and ZeRO stage (which shards the optimizer step), the
+ * gradient-reduce overlap aside (it moves the data-parallel collectives, not the kernels);
  * the interleaving changes which layers a device holds, not how many nor their shapes.
  * An iteration lasts at least a device's compute. */
 static bool same_kernels(const grid_cand *y, const psim_megatron_opts *x) {
   const psim_megatron_opts *b = &y->mo;
   return (y->state == GRID_FITS || y->state == GRID_OVER) && same_pair(b, x) &&
-         b->micro_batch == x->micro_batch && b->recompute == x->recompute &&
+         b->micro_batch == x->micro_batch && rc_same(b, x) &&
          b->sequence_parallel == x->sequence_parallel && b->zero_stage == x->zero_stage &&
          zero_shard(b) == zero_shard(x) && b->async_tp == x->async_tp;
 }
@@ -493,9 +560,9 @@ static bool same_kernels(const grid_cand *y, const psim_megatron_opts *x) {
  * enumeration's outermost knob of a pair, and the orders are stable within a pair. */
 static bool lower_stage_not_over(const grid_cand *y, const psim_megatron_opts *x) {
   const psim_megatron_opts *b = &y->mo;
-  bool twin = same_pair(b, x) && b->zero_stage == x->zero_stage - 1 &&
+  bool twin = same_pair_overlap(b, x) && b->zero_stage == x->zero_stage - 1 &&
               b->virtual_stages == x->virtual_stages && b->micro_batch == x->micro_batch &&
-              b->recompute == x->recompute && b->sequence_parallel == x->sequence_parallel &&
+              rc_same(b, x) && b->sequence_parallel == x->sequence_parallel &&
               b->schedule == x->schedule && zero_shard(b) == zero_shard(x) &&
               b->async_tp == x->async_tp;
   return twin && y->state != GRID_MEM_ESTIMATE && y->state != GRID_MEM_IMPLIED &&

@@ -100,6 +100,8 @@ static void hash_globals(hasher *x, const psim_strategy *s) {
   hv(x, (uint64_t)s->micro_batch);
   hv(x, (uint64_t)s->schedule);
   hv(x, (uint64_t)s->recompute);
+  if (psim_strategy_partial_recompute(s)) /* the layers recomputed; others hash as before */
+    hv(x, ((uint64_t)s->recompute_method << 32) | (uint32_t)s->recompute_layers);
   hv(x, (uint64_t)s->sequence_parallel);
   hv(x, (uint64_t)s->zero_stage);
   hv(x, (uint64_t)s->overlap_grad_reduce);

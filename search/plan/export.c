@@ -177,6 +177,8 @@ static void megatron_opts_of(const psim_strategy *s, int32_t tp, int32_t per_sta
   o->micro_batch = (int32_t)(s->micro_batch / o->dp);
   o->schedule = s->schedule;
   o->recompute = s->recompute;
+  o->recompute_method = s->recompute_method;
+  o->recompute_layers = s->recompute_layers;
   o->sequence_parallel = s->sequence_parallel;
   o->zero_stage = s->zero_stage;
   o->overlap_grad_reduce = s->overlap_grad_reduce;

@@ -76,10 +76,16 @@ static void parallel_keys(psim_sb *b, const psim_export_facts *f) {
                      : f->s->recompute == PSIM_RECOMPUTE_SELECTIVE ? "selective"
                                                                    : "null";
   bool full = f->s->recompute == PSIM_RECOMPUTE_FULL;
+  char n[16] = "null";
+  if (full)
+    snprintf(n, sizeof n, "%d", /* uniform counts at least 1 layer (strategy.h) */
+             f->s->recompute_method == PSIM_RCM_UNIFORM && f->s->recompute_layers < 1
+                 ? 1
+                 : (int)f->s->recompute_layers);
   psim_sb_printf(b,
                  "  recompute_granularity: %s\n  recompute_method: %s\n"
                  "  recompute_num_layers: %s\n",
-                 gran, full ? "uniform" : "null", full ? "1" : "null");
+                 gran, full ? psim_recompute_method_name(f->s->recompute_method) : "null", n);
   if (f->s->zero_stage >= 2) /* Megatron-FSDP: export_megatron.c fsdp_args */
     psim_sb_printf(b, "  gradient_accumulation_fusion: false\n");
 }

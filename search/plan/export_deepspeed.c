@@ -54,6 +54,11 @@ static psim_status deepspeed_refusals(const psim_export_facts *f) {
   if (s->recompute == PSIM_RECOMPUTE_SELECTIVE)
     return psim_export_refuse("selective recomputation (attention core only) has no DeepSpeed "
                               "setting; full recomputation has");
+  if (psim_strategy_partial_recompute(s))
+    return psim_export_refuse("full recomputation by method %s of %d layers: the export "
+                              "checkpoints every layer (use the megatron format)",
+                              psim_recompute_method_name(s->recompute_method),
+                              (int)s->recompute_layers);
   if (s->sequence_parallel && o->tp > 1)
     return psim_export_refuse("sequence parallelism needs tensor parallelism, which a DeepSpeed "
                               "config does not hold");

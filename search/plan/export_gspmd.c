@@ -71,6 +71,11 @@ static psim_status gspmd_refusals(const psim_strategy *s) {
                       s->zero_stage);
   if (s->sync == PSIM_SYNC_PS)
     return psim_error(PSIM_EFAILED, "parameter servers: GSPMD all-reduces gradients");
+  if (psim_strategy_partial_recompute(s))
+    return psim_error(PSIM_EFAILED,
+                      "full recomputation by method %s of %d layers: \"remat\" names one "
+                      "mode for every layer",
+                      psim_recompute_method_name(s->recompute_method), (int)s->recompute_layers);
   return PSIM_OK;
 }
 

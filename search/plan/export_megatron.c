@@ -119,9 +119,14 @@ static void training_args(psim_sb *b, const psim_export_facts *f) {
   const psim_strategy *s = f->s;
   psim_sb_printf(b, "  --micro-batch-size %d\n", f->lay.micro_batch);
   psim_sb_printf(b, "  --global-batch-size %lld\n", (long long)f->batch);
-  if (s->recompute == PSIM_RECOMPUTE_FULL)
-    psim_sb_printf(b, "  --recompute-granularity full\n  --recompute-method uniform\n"
-                      "  --recompute-num-layers 1\n");
+  if (s->recompute == PSIM_RECOMPUTE_FULL) /* transformer_config.py: a method and a count */
+    psim_sb_printf(b,
+                   "  --recompute-granularity full\n  --recompute-method %s\n"
+                   "  --recompute-num-layers %d\n",
+                   psim_recompute_method_name(s->recompute_method),
+                   s->recompute_method == PSIM_RCM_UNIFORM && s->recompute_layers < 1
+                       ? 1
+                       : (int)s->recompute_layers);
   else if (s->recompute == PSIM_RECOMPUTE_SELECTIVE) /* no method: validate_args */
     psim_sb_printf(b, "  --recompute-granularity selective\n");
   if (s->zero_stage == 1)

@@ -95,6 +95,11 @@ static psim_status torchtitan_refusals(const psim_export_facts *f) {
   if (s->recompute == PSIM_RECOMPUTE_SELECTIVE)
     return psim_export_refuse("selective recomputation of the attention core: " TT "'s "
                               "selective modes recompute per layer or per op kind");
+  if (psim_strategy_partial_recompute(s))
+    return psim_export_refuse("full recomputation by method %s of %d layers: " TT "'s full "
+                              "mode checkpoints every layer (use the megatron format)",
+                              psim_recompute_method_name(s->recompute_method),
+                              (int)s->recompute_layers);
   if (f->seq % (2 * o->tp) != 0) /* parallel_dims.py seq_len_divisor: tp x 2 cp */
     return psim_export_refuse("sequence length %lld: " TT " needs it divisible by tensor "
                               "parallelism %d x 2 x context parallelism 1 (parallelize.py, "

@@ -196,8 +196,11 @@ struct psim_build {
   psim_weight_share *wshares; /* what each (op, weight, device) adds to static_mem;
                                  kept only where an incremental build may copy them */
   size_t n_wshares, cap_wshares;
-  size_t *wshare_first;      /* n_ops + 1: op o's shares are [wshare_first[o], ...[o + 1]) */
-  uint32_t *save_slots;      /* per op: bit i set when the op saves input i for backward */
+  size_t *wshare_first; /* n_ops + 1: op o's shares are [wshare_first[o], ...[o + 1]) */
+  uint32_t *save_slots; /* per op: bit i set when the op saves input i for backward */
+  int32_t *rc_unit;     /* partial full recomputation (psim_strategy_partial_recompute): per layer,
+                           its checkpoint unit (the first layer of its group), -1 when the layer
+                           keeps its activations; NULL otherwise (every block layer its own unit) */
   psim_comm_cache *cache;    /* communication of the current micro-batch (comm.c) */
   psim_comm_cache *memo;     /* per-edge decisions kept for every micro-batch (comm.c) */
   psim_comm_cache *where;    /* (op, device) -> entry / simulated shard, wide ops (locals.c) */
@@ -396,6 +399,15 @@ psim_status psim_build_fill(psim_build *b, const psim_model *m, psim_cluster *c,
 void psim_build_destroy(psim_build *b);
 /* Whether op o is recomputed in backward under the strategy's recompute mode. */
 bool psim_build_recomputed(const psim_build *b, int32_t o);
+/* The checkpoint unit of op o: ops of one unit are recomputed together before their
+ * backward, and a recomputed op keeps only inputs from another unit. Its layer, or under
+ * uniform groups of N > 1 layers the group's first layer. */
+static inline int32_t psim_build_rc_unit(const psim_build *b, int32_t o) {
+  int32_t l = b->m->ops[o].layer;
+  return b->rc_unit && b->rc_unit[l] >= 0 ? b->rc_unit[l] : l;
+}
+/* b->rc_unit from the strategy's recompute method and layer count (kernels.c). */
+psim_status psim_build_recompute_units(psim_build *b);
 
 psim_status psim_bcache_put(psim_comm_cache *h, uint64_t k1, uint64_t k2, int32_t v);
 void psim_bcache_reset(psim_comm_cache *h);

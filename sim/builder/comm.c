@@ -775,7 +775,7 @@ psim_status psim_build_connect_inputs(psim_build *b, int32_t y, int32_t mu) {
     for (int32_t k = 0; k < nk; k++) {
       PSIM_CHECK(connect(b, x, slot, b->fwd, y, k, b->fwd, t, mu, PSIM_DIR_FWD));
       if (psim_build_recomputed(b, y) && psim_build_recomputed(b, x) &&
-          b->m->ops[x].layer == op->layer)
+          psim_build_rc_unit(b, x) == psim_build_rc_unit(b, y))
         PSIM_CHECK(connect(b, x, slot, b->rec, y, k, b->rec, t, mu, PSIM_DIR_REC));
     }
     PSIM_CHECK(flush_exchange(b));

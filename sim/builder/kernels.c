@@ -155,12 +155,59 @@ bool psim_build_recomputed(const psim_build *b, int32_t o) {
   if (op->block < 0)
     return false; /* embedding and head are not checkpointed (Megatron) */
   switch (b->s->recompute) {
-  case PSIM_RECOMPUTE_FULL: /* every N-th block only: torchtitan's ptd_checkpoint_wrapper._count */
+  case PSIM_RECOMPUTE_FULL: /* a layer of its method (rc_unit), or every N-th block only:
+                             * torchtitan's ptd_checkpoint_wrapper._count */
+    if (b->rc_unit)
+      return b->rc_unit[op->layer] >= 0;
     return b->s->recompute_every <= 1 || (op->repeat_index + 1) % b->s->recompute_every == 0;
   case PSIM_RECOMPUTE_SELECTIVE: return is_attention_core(b->m, op);
   case PSIM_RECOMPUTE_OP: return op_sac_recomputed(b, o);
   default: return false;
   }
+}
+
+/* Megatron-Core's recompute methods over each model chunk's transformer layers
+ * (megatron/core/recompute.py checkpointed_forward, NVIDIA/Megatron-LM d98e8a6): a chunk is
+ * a virtual stage, its transformer layers the layers holding ops of repeated blocks, counted
+ * in op order (a layer's ops are consecutive). uniform N: layers r = 0, 1, ... of the chunk
+ * in groups [kN, (k+1)N), each recomputed as one unit; block N: layers r < N recomputed one
+ * by one, the rest not. */
+psim_status psim_build_recompute_units(psim_build *b) {
+  const psim_model *m = b->m;
+  const psim_strategy *s = b->s;
+  if (!psim_strategy_partial_recompute(s) || m->n_layers <= 0)
+    return PSIM_OK;
+  int32_t nv = s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
+  b->rc_unit = psim_malloc(sizeof *b->rc_unit * (size_t)m->n_layers);
+  int32_t *seen = psim_calloc((size_t)nv * 3 + 3, sizeof *seen); /* per chunk: count, last, first */
+  if (!b->rc_unit || !seen) {
+    psim_free(seen);
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  }
+  memset(b->rc_unit, 0xff, sizeof *b->rc_unit * (size_t)m->n_layers);
+  bool block = s->recompute_method == PSIM_RCM_BLOCK;
+  int32_t n = s->recompute_layers;
+  for (int32_t o = 0; o < m->n_ops; o++) {
+    const psim_op *op = &m->ops[o];
+    int32_t v = s->ops[o].stage;
+    if (op->block < 0 || v < 0 || v >= nv || op->layer < 0 || op->layer >= m->n_layers)
+      continue;
+    int32_t *c = &seen[3 * v]; /* c[0]: layers seen + 1 (0: none), c[1]: the last, c[2]: group */
+    if (c[0] > 0 && c[1] == op->layer)
+      continue;
+    int32_t r = c[0]; /* the layer's rank in its chunk */
+    c[0] = r + 1;
+    c[1] = op->layer;
+    if (block) {
+      b->rc_unit[op->layer] = r < n ? op->layer : -1;
+      continue;
+    }
+    if (r % n == 0)
+      c[2] = op->layer;
+    b->rc_unit[op->layer] = c[2];
+  }
+  psim_free(seen);
+  return PSIM_OK;
 }
 
 /* Whether the host must wait for device dev's stream to drain before it
@@ -467,15 +514,16 @@ static psim_status issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_ki
     }
     return PSIM_OK;
   }
-  /* layer by layer from the last: recompute a layer (checkpointed per layer,
-   * as Megatron-LM does), then run its backward */
+  /* checkpoint unit by unit from the last (a layer, or a uniform group of layers:
+   * psim_build_rc_unit): recompute the unit, then run its backward, as Megatron-LM does */
   for (int32_t hi = m->n_ops - 1; hi >= 0;) {
     if (b->s->ops[hi].stage != vs) {
       hi--;
       continue;
     }
     int32_t lo = hi;
-    while (lo > 0 && b->s->ops[lo - 1].stage == vs && m->ops[lo - 1].layer == m->ops[hi].layer)
+    while (lo > 0 && b->s->ops[lo - 1].stage == vs &&
+           psim_build_rc_unit(b, lo - 1) == psim_build_rc_unit(b, hi))
       lo--;
     PSIM_CHECK(issue_layer_backward(b, lo, hi, mu));
     hi = lo - 1;

@@ -109,7 +109,8 @@ double psim_memory_saved_bytes(const psim_build *b, int32_t o, const int64_t *ex
       continue;
     int32_t p = m->tensors[t].producer;
     /* a recomputed op keeps only inputs that the recompute cannot rebuild */
-    bool kept = p < 0 || m->ops[p].layer != op->layer || !psim_build_recomputed(b, p);
+    bool kept = p < 0 || psim_build_rc_unit(b, p) != psim_build_rc_unit(b, o) ||
+                !psim_build_recomputed(b, p);
     if (recomputed && !kept)
       continue;
     /* an input gathered from smaller shards is kept as its producer's shard
@@ -143,10 +144,9 @@ static psim_status mark_saves(psim_build *b) {
       if (m->tensors[t].kind == PSIM_TENSOR_WEIGHT || done[t])
         continue;
       int32_t p = m->tensors[t].producer;
-      bool boundary = p < 0 || m->ops[p].layer != op->layer;
-      bool must =
-          psim_memory_saves_inputs(op) || (b->s->recompute == PSIM_RECOMPUTE_FULL && boundary &&
-                                           op->block >= 0 && psim_build_recomputed(b, o));
+      bool boundary = p < 0 || psim_build_rc_unit(b, p) != psim_build_rc_unit(b, o);
+      bool must = psim_memory_saves_inputs(op) || (b->s->recompute == PSIM_RECOMPUTE_FULL &&
+                                                   boundary && psim_build_recomputed(b, o));
       if (!must || m->tensors[t].dtype == PSIM_DTYPE_INT32 ||
           m->tensors[t].dtype == PSIM_DTYPE_INT64)
         continue;

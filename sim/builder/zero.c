@@ -181,6 +181,7 @@ double psim_zero_coll_volume(psim_coll_kind kind, double bytes, int32_t n, int32
  * per wrapped unit, usually a transformer layer). */
 typedef struct zunit {
   int32_t first_op, last_op, stage, layer;
+  int32_t group;  /* its checkpoint unit (psim_build_rc_unit): its layer, or a uniform group's */
   int32_t rec_op; /* the first of its ops reading a weight that is recomputed, or -1 */
   uint32_t mask;
   int32_t n;    /* ranks of its data-parallel group (its shard group: n / dp_replicate) */
@@ -213,7 +214,8 @@ static void unit_add(const psim_build *b, int32_t o, int32_t t, uint32_t mask, p
   psim_build_partial_group(b, o, local_entry(b, o, 0), mask, g);
   if (!last || last->layer != b->m->ops[o].layer || last->stage != b->s->ops[o].stage ||
       !same_members(key, g)) {
-    us->u[us->n++] = (zunit){o, o, b->s->ops[o].stage, b->m->ops[o].layer, -1, mask, g->n, 0};
+    us->u[us->n++] = (zunit){
+        o, o, b->s->ops[o].stage, b->m->ops[o].layer, psim_build_rc_unit(b, o), -1, mask, g->n, 0};
     last = &us->u[us->n - 1];
     key->n = g->n;
     memcpy(key->devices, g->devices, sizeof(int32_t) * (size_t)g->n);
@@ -228,7 +230,8 @@ static void unit_add(const psim_build *b, int32_t o, int32_t t, uint32_t mask, p
 }
 
 /* The units in each pass's issue order (kernels.c, issue_slot): forward in
- * op order; backward layer by layer from the last, each layer's recompute
+ * op order; backward checkpoint unit by unit (a layer, or a uniform group of layers)
+ * from the last, each one's recompute
  * in op order before its backward in reverse op order, so that a unit whose
  * weights the recompute reads comes before those only the backward reads. */
 static void make_orders(zunits *us) {
@@ -238,7 +241,7 @@ static void make_orders(zunits *us) {
   for (int32_t hi = us->n - 1; hi >= 0;) {
     int32_t lo = hi;
     while (lo > 0 && us->u[lo - 1].stage == us->u[hi].stage &&
-           us->u[lo - 1].layer == us->u[hi].layer)
+           us->u[lo - 1].group == us->u[hi].group)
       lo--;
     for (int32_t j = lo; j <= hi; j++)
       if (us->u[j].rec_op >= 0)

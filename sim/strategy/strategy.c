@@ -18,6 +18,7 @@ void psim_strategy_init(psim_strategy *s) {
   s->n_micro = 1;
   s->micro_batch = 1;
   s->schedule = PSIM_SCHED_1F1B;
+  s->recompute_layers = 1;
   s->bucket_bytes = DEFAULT_BUCKET_BYTES;
   s->zero_prefetch = PSIM_ZERO_PREFETCH_DEFAULT;
   s->ps.replicas = 1;
@@ -41,6 +42,11 @@ void psim_strategy_destroy(psim_strategy *s) {
   psim_free(s->ps.servers);
   psim_free(s->op_layer);
   psim_strategy_init(s);
+}
+
+bool psim_strategy_partial_recompute(const psim_strategy *s) {
+  return s->recompute == PSIM_RECOMPUTE_FULL &&
+         (s->recompute_method == PSIM_RCM_BLOCK || s->recompute_layers > 1);
 }
 
 int64_t psim_shard_size(int64_t n, int32_t d, int32_t j) {
@@ -127,16 +133,20 @@ typedef struct enum_names {
 
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved"};
 static const char *const recompute_names[] = {"none", "selective", "full", "op"};
+static const char *const rc_method_names[] = {"uniform", "block"};
 static const char *const allreduce_names[] = {"auto", "ring", "tree", "halving_doubling",
                                               "hierarchical"};
 static const char *const ps_mode_names[] = {"sync", "async", "backup"};
 _Static_assert(N_NAMES(schedule_names) == PSIM_SCHED_INTERLEAVED + 1, "a schedule has no name");
 _Static_assert(N_NAMES(recompute_names) == PSIM_RECOMPUTE_OP + 1, "a recompute mode has no name");
+_Static_assert(N_NAMES(rc_method_names) == PSIM_RCM_BLOCK + 1, "a recompute method has no name");
 _Static_assert(N_NAMES(allreduce_names) == PSIM_AR_HIERARCHICAL + 1, "an algorithm has no name");
 _Static_assert(N_NAMES(ps_mode_names) == PSIM_PS_BACKUP + 1, "a PS mode has no name");
 
 static const enum_names schedules = {"schedule", schedule_names, N_NAMES(schedule_names)};
 static const enum_names recomputes = {"recompute mode", recompute_names, N_NAMES(recompute_names)};
+static const enum_names rc_methods = {"recompute method", rc_method_names,
+                                      N_NAMES(rc_method_names)};
 static const enum_names allreduces = {"all-reduce algorithm", allreduce_names,
                                       N_NAMES(allreduce_names)};
 static const enum_names ps_modes = {"parameter-server mode", ps_mode_names, N_NAMES(ps_mode_names)};
@@ -174,6 +184,8 @@ static psim_status parse_name(const enum_names *t, const char *name, int *out) {
 
 ENUM_NAME_PARSE(psim_schedule, psim_schedule_name, psim_schedule_parse, schedules)
 ENUM_NAME_PARSE(psim_recompute, psim_recompute_name, psim_recompute_parse, recomputes)
+ENUM_NAME_PARSE(psim_recompute_method, psim_recompute_method_name, psim_recompute_method_parse,
+                rc_methods)
 ENUM_NAME_PARSE(psim_allreduce_algo, psim_allreduce_algo_name, psim_allreduce_algo_parse,
                 allreduces)
 ENUM_NAME_PARSE(psim_ps_mode, psim_ps_mode_name, psim_ps_mode_parse, ps_modes)
@@ -553,6 +565,9 @@ static bool scalars_equal(const psim_strategy *a, const psim_strategy *b) {
          a->virtual_stages == b->virtual_stages && a->n_micro == b->n_micro &&
          a->micro_batch == b->micro_batch && a->schedule == b->schedule &&
          a->recompute == b->recompute && a->recompute_every == b->recompute_every &&
+         psim_strategy_partial_recompute(a) == psim_strategy_partial_recompute(b) &&
+         (!psim_strategy_partial_recompute(a) || (a->recompute_method == b->recompute_method &&
+                                                  a->recompute_layers == b->recompute_layers)) &&
          a->sequence_parallel == b->sequence_parallel && a->zero_stage == b->zero_stage &&
          a->dp_replicate == b->dp_replicate && a->async_tp == b->async_tp &&
          a->overlap_grad_reduce == b->overlap_grad_reduce &&

@@ -36,11 +36,24 @@ typedef enum psim_schedule {
 typedef enum psim_recompute {
   PSIM_RECOMPUTE_NONE = 0,
   PSIM_RECOMPUTE_SELECTIVE, /* attention core (softmax, dropout, QK^T, AV) recomputed */
-  PSIM_RECOMPUTE_FULL,      /* every layer's forward recomputed in backward */
+  PSIM_RECOMPUTE_FULL,      /* whole layers' forward recomputed in backward (recompute_method,
+                             * recompute_every) */
   PSIM_RECOMPUTE_OP         /* torchtitan's op-level selective AC: a block's ops but attention,
                              * every odd weight matmul and the tensor-parallel reductions
                              * (sim/builder/kernels.c, psim_build_recomputed) */
 } psim_recompute;
+
+/* Which layers full recomputation recomputes (Megatron-Core --recompute-method and
+ * --recompute-num-layers, megatron/core/transformer/transformer_config.py; the loop is
+ * megatron/core/recompute.py checkpointed_forward, NVIDIA/Megatron-LM d98e8a6, formerly
+ * TransformerBlock._checkpointed_forward). Both count the transformer layers of one model
+ * chunk (one virtual stage; TransformerBlock.num_layers_per_pipeline_rank = len(self.layers)):
+ *   uniform: groups of N consecutive layers (the last may be shorter), each group's input
+ *            kept and the whole group recomputed before its backward (N = 1: every layer
+ *            checkpointed, plansim's "full" before these keys);
+ *   block:   the first N layers of the chunk recomputed one by one, the others keep their
+ *            activations (N = 0: no recomputation; N >= the chunk's layers: as uniform 1). */
+typedef enum psim_recompute_method { PSIM_RCM_UNIFORM = 0, PSIM_RCM_BLOCK } psim_recompute_method;
 
 typedef enum psim_allreduce_algo {
   PSIM_AR_AUTO = 0, /* hierarchical across nodes, ring inside (NCCL's usual choice) */
@@ -158,6 +171,8 @@ typedef struct psim_strategy {
   /* full recompute of every N-th transformer block only (the N-th, 2N-th, ...: torchtitan's
    * layer-level selective AC, selective_ac_option "N"); 0 or 1: every block */
   int32_t recompute_every;
+  psim_recompute_method recompute_method; /* full only; default uniform */
+  int32_t recompute_layers;               /* full only: N above; default 1 (uniform <= 0 = 1) */
   bool sequence_parallel;
   int32_t zero_stage; /* 0-3 */
   /* HSDP (torchtitan's data_parallel_replicate_degree; the explicit form's "dp_replicate"):
@@ -230,8 +245,10 @@ typedef struct psim_megatron_opts {
   int32_t virtual_stages;   /* default 1 */
   psim_schedule schedule;   /* default 1f1b (interleaved when virtual_stages > 1) */
   psim_recompute recompute; /* default none */
-  bool sequence_parallel;   /* default false */
-  int32_t zero_stage;       /* default 0 */
+  psim_recompute_method recompute_method; /* full: default uniform (psim_strategy) */
+  int32_t recompute_layers;               /* full: default 1 */
+  bool sequence_parallel;                 /* default false */
+  int32_t zero_stage;                     /* default 0 */
   /* HSDP: the ZeRO / FSDP shard group's data-parallel ranks (torchtitan's
    * data_parallel_shard_degree), dividing dp; 0 = dp (the default: shard over all of dp).
    * dp / dp_shard becomes psim_strategy.dp_replicate. Template key "dp_shard". */
@@ -277,11 +294,16 @@ psim_status psim_strategy_copy(const psim_strategy *src, psim_strategy *dst);
 
 const char *psim_schedule_name(psim_schedule s);
 const char *psim_recompute_name(psim_recompute r);
+const char *psim_recompute_method_name(psim_recompute_method r);
 const char *psim_allreduce_algo_name(psim_allreduce_algo a);
 const char *psim_ps_mode_name(psim_ps_mode m);
 /* Parsers for the names above; PSIM_EINPUT (message lists the valid names). */
 psim_status psim_schedule_parse(const char *name, psim_schedule *out);
 psim_status psim_recompute_parse(const char *name, psim_recompute *out);
+psim_status psim_recompute_method_parse(const char *name, psim_recompute_method *out);
+/* Whether s recomputes less than every layer or in groups: full recomputation with
+ * method block, or uniform with groups of more than one layer (the keys a writer adds). */
+bool psim_strategy_partial_recompute(const psim_strategy *s);
 psim_status psim_allreduce_algo_parse(const char *name, psim_allreduce_algo *out);
 psim_status psim_ps_mode_parse(const char *name, psim_ps_mode *out);
 

@@ -34,6 +34,8 @@ typedef struct psim_strategy_spec {
   int8_t async_tp;      /* "async_tp": PSIM_ASYNC_TP_STACK when not given */
   psim_recompute recompute;
   int32_t recompute_every; /* psim_strategy's */
+  psim_recompute_method recompute_method;
+  int32_t recompute_layers;
   bool sequence_parallel, overlap_grad_reduce, overlap_param_gather;
   double bucket_bytes;
   bool bucket_given;

@@ -16,6 +16,8 @@
 static void apply_common(const psim_strategy_spec *sp, psim_strategy *s) {
   s->recompute = sp->recompute;
   s->recompute_every = sp->recompute_every;
+  s->recompute_method = sp->recompute_method;
+  s->recompute_layers = sp->recompute_layers;
   s->sequence_parallel = s->sequence_parallel || sp->sequence_parallel;
   s->overlap_grad_reduce = sp->overlap_grad_reduce;
   s->overlap_param_gather = sp->overlap_param_gather;
@@ -51,6 +53,8 @@ static psim_status expand_template(const psim_strategy_spec *sp, const psim_mode
   if (sp->form == FORM_MEGATRON) {
     psim_megatron_opts o = sp->mo;
     o.recompute = sp->recompute;
+    o.recompute_method = sp->recompute_method;
+    o.recompute_layers = sp->recompute_layers;
     o.sequence_parallel = sp->sequence_parallel;
     o.zero_stage = sp->zero_stage;
     o.dp_shard = sp->dp_shard;

@@ -37,6 +37,9 @@ static psim_status p_sched(const char *n, void *o) {
 static psim_status p_recomp(const char *n, void *o) {
   return psim_recompute_parse(n, o);
 }
+static psim_status p_rcm(const char *n, void *o) {
+  return psim_recompute_method_parse(n, o);
+}
 static psim_status p_ar(const char *n, void *o) {
   return psim_allreduce_algo_parse(n, o);
 }
@@ -72,21 +75,59 @@ static psim_status read_checkpoint(psim_jctx *c, const cJSON *root, psim_checkpo
   return s;
 }
 
+/* "recompute_method" and "recompute_num_layers" (Megatron-Core's rules, transformer_config.py
+ * __post_init__: a method and a layer count with full recomputation only; plansim defaults the
+ * pair to uniform 1, what "full" meant before them, and block needs its count). */
+static psim_status read_recompute(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  PSIM_CHECK(enum_key(c, root, "recompute", p_recomp, &sp->recompute, NULL));
+  bool method_given = false;
+  PSIM_CHECK(enum_key(c, root, "recompute_method", p_rcm, &sp->recompute_method, &method_given));
+  bool n_given = cJSON_GetObjectItemCaseSensitive(root, "recompute_num_layers") != NULL;
+  sp->recompute_layers = 1;
+  PSIM_CHECK(psim_strategy_int32_key(c, root, "recompute_num_layers", false, 0, MAX_DEGREE,
+                                     &sp->recompute_layers));
+  const char *key = n_given ? "recompute_num_layers" : "recompute_method";
+  psim_status s = PSIM_OK;
+  size_t sv = psim_jctx_key(c, key);
+  if ((method_given || n_given) && sp->recompute != PSIM_RECOMPUTE_FULL)
+    s = psim_jerr(c, "needs \"recompute\": \"full\" (recompute is '%s')",
+                  psim_recompute_name(sp->recompute));
+  else if (sp->recompute_method == PSIM_RCM_BLOCK && !n_given)
+    s = psim_jerr(c, "method block needs recompute_num_layers (the layers of each model chunk "
+                     "recomputed)");
+  else if (sp->recompute_method == PSIM_RCM_UNIFORM && sp->recompute_layers < 1)
+    s = psim_jerr(c, "method uniform groups at least 1 layer (got %d)", (int)sp->recompute_layers);
+  psim_jctx_pop(c, sv);
+  return s;
+}
+
+/* torchtitan's layer-level selective AC (recompute_every N: every N-th block whole); one
+ * way of choosing the recomputed layers, so not with Megatron-Core's method / count. */
+static psim_status read_recompute_every(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
+  PSIM_CHECK(
+      psim_strategy_int32_key(c, root, "recompute_every", false, 0, 1 << 30, &sp->recompute_every));
+  if (sp->recompute_every <= 1)
+    return PSIM_OK;
+  size_t sv = psim_jctx_key(c, "recompute_every");
+  psim_status s = PSIM_OK;
+  if (sp->recompute != PSIM_RECOMPUTE_FULL)
+    s = psim_jerr(c,
+                  "recompute_every %d needs \"recompute\": \"full\" (it recomputes every %d-th "
+                  "block whole)",
+                  sp->recompute_every, sp->recompute_every);
+  else if (sp->recompute_method != PSIM_RCM_UNIFORM || sp->recompute_layers != 1)
+    s = psim_jerr(c, "recompute_every (torchtitan's every N-th block) and recompute_method / "
+                     "recompute_num_layers (Megatron-Core's) both choose the recomputed layers: "
+                     "give one");
+  psim_jctx_pop(c, sv);
+  return s;
+}
+
 /* Options every form accepts. */
 static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_spec *sp) {
   PSIM_CHECK(read_checkpoint(c, root, &sp->checkpoint));
-  PSIM_CHECK(enum_key(c, root, "recompute", p_recomp, &sp->recompute, NULL));
-  PSIM_CHECK(
-      psim_strategy_int32_key(c, root, "recompute_every", false, 0, 1 << 30, &sp->recompute_every));
-  if (sp->recompute_every > 1 && sp->recompute != PSIM_RECOMPUTE_FULL) {
-    size_t sv = psim_jctx_key(c, "recompute_every");
-    psim_status s = psim_jerr(c,
-                              "recompute_every %d needs \"recompute\": \"full\" (it recomputes "
-                              "every %d-th block whole)",
-                              sp->recompute_every, sp->recompute_every);
-    psim_jctx_pop(c, sv);
-    return s;
-  }
+  PSIM_CHECK(read_recompute(c, root, sp));
+  PSIM_CHECK(read_recompute_every(c, root, sp));
   PSIM_CHECK(psim_json_bool(c, root, "sequence_parallel", false, &sp->sequence_parallel));
   PSIM_CHECK(psim_json_bool(c, root, "overlap_grad_reduce", false, &sp->overlap_grad_reduce));
   PSIM_CHECK(psim_json_bool(c, root, "overlap_param_gather", false, &sp->overlap_param_gather));
@@ -139,6 +180,8 @@ static const char *const megatron_keys[] = {"format",
                                             "schedule",
                                             "recompute",
                                             "recompute_every",
+                                            "recompute_method",
+                                            "recompute_num_layers",
                                             "sequence_parallel",
                                             "zero",
                                             "dp_shard",
@@ -168,16 +211,29 @@ static const char *const dp_keys[] = {"format",
                                       "stack",
                                       "overlap_param_gather",
                                       "dp_shard",
+                                      "recompute_method",
+                                      "recompute_num_layers",
                                       NULL};
-static const char *const zero_keys[] = {"format",          "name",
-                                        "description",     "template",
-                                        "stage",           "dp",
-                                        "micro_batches",   "recompute",
-                                        "recompute_every", "overlap_grad_reduce",
-                                        "allreduce",       "bucket_size",
-                                        "zero_prefetch",   "checkpoint",
-                                        "stack",           "overlap_param_gather",
-                                        "dp_shard",        NULL};
+static const char *const zero_keys[] = {"format",
+                                        "name",
+                                        "description",
+                                        "template",
+                                        "stage",
+                                        "dp",
+                                        "micro_batches",
+                                        "recompute",
+                                        "recompute_every",
+                                        "recompute_method",
+                                        "recompute_num_layers",
+                                        "overlap_grad_reduce",
+                                        "allreduce",
+                                        "bucket_size",
+                                        "zero_prefetch",
+                                        "checkpoint",
+                                        "stack",
+                                        "overlap_param_gather",
+                                        "dp_shard",
+                                        NULL};
 
 /* Megatron-Core's uneven first/last stages: what holds without the model (core_v0.15.0
  * transformer_config.py: each a multiple of the virtual stages; a first or last stage
@@ -300,6 +356,8 @@ static const char *const explicit_keys[] = {"format",
                                             "async_tp",
                                             "recompute",
                                             "recompute_every",
+                                            "recompute_method",
+                                            "recompute_num_layers",
                                             "sequence_parallel",
                                             "overlap_grad_reduce",
                                             "overlap_param_gather",

@@ -224,6 +224,11 @@ static psim_status options_json(const psim_strategy *s, cJSON *root) {
   PSIM_CHECK(psim_json_add_string(root, "recompute", psim_recompute_name(s->recompute)));
   if (s->recompute_every > 1) /* written only when set: older files stay byte-identical */
     PSIM_CHECK(psim_json_add_number(root, "recompute_every", s->recompute_every));
+  if (psim_strategy_partial_recompute(s)) { /* only then: older files stay byte-identical */
+    PSIM_CHECK(psim_json_add_string(root, "recompute_method",
+                                    psim_recompute_method_name(s->recompute_method)));
+    PSIM_CHECK(psim_json_add_number(root, "recompute_num_layers", s->recompute_layers));
+  }
   PSIM_CHECK(psim_json_add_bool(root, "sequence_parallel", s->sequence_parallel));
   PSIM_CHECK(psim_json_add_bool(root, "overlap_grad_reduce", s->overlap_grad_reduce));
   if (s->overlap_param_gather) /* written only when on: older files stay byte-identical */

@@ -16,6 +16,8 @@ void psim_megatron_opts_init(psim_megatron_opts *o) {
   o->etp = 0; /* = tp */
   o->schedule = PSIM_SCHED_1F1B;
   o->recompute = PSIM_RECOMPUTE_NONE;
+  o->recompute_method = PSIM_RCM_UNIFORM;
+  o->recompute_layers = 1;
 }
 
 /* Range [lo, hi] of the layers that hold ops of repeated blocks. */
@@ -411,6 +413,8 @@ static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *
   s->micro_batch = (int64_t)o->micro_batch * o->dp;
   s->schedule = o->virtual_stages > 1 ? PSIM_SCHED_INTERLEAVED : o->schedule;
   s->recompute = o->recompute;
+  s->recompute_method = o->recompute_method;
+  s->recompute_layers = o->recompute_layers;
   s->sequence_parallel = o->sequence_parallel;
   s->zero_stage = o->zero_stage;
   s->dp_replicate = o->dp_shard > 0 ? o->dp / o->dp_shard : 1;

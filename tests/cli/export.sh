@@ -177,6 +177,24 @@ grep -q "^data_parallel_replicate_degree = 2$" "$TEST_TMP/llama70b-hsdp.torchtit
   grep -q "^data_parallel_shard_degree = 2$" "$TEST_TMP/llama70b-hsdp.torchtitan" &&
   ok "HSDP: torchtitan data_parallel_replicate_degree 2 x data_parallel_shard_degree 2" ||
   not_ok "HSDP: torchtitan data_parallel_replicate_degree 2 x data_parallel_shard_degree 2"
+# Partial full recomputation (Megatron-Core --recompute-method block / uniform with
+# --recompute-num-layers): export_rules.py reads granularity, method and count back against
+# the plan's; the formats that checkpoint every layer refuse it
+family llama70b-block models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 8,
+  "dp": 2, "sequence_parallel": true, "recompute": "full", "recompute_method": "block",
+  "recompute_num_layers": 3, "zero": 1, "overlap_grad_reduce": true' megatron:ok megatron-bridge:ok \
+  "torchtitan:ZeRO stage 1" "gspmd:8 pipeline stages"
+family llama70b-uniform models/llama2-70b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 8,
+  "dp": 2, "sequence_parallel": true, "recompute": "full", "recompute_method": "uniform",
+  "recompute_num_layers": 2, "zero": 3, "overlap_grad_reduce": true' megatron:ok megatron-bridge:ok \
+  "torchtitan:full recomputation by method uniform of 2 layers"
+for f in megatron megatron-bridge; do
+  grep -qE "recompute[-_]method:? block" "$TEST_TMP/llama70b-block.$f" ||
+    not_ok "llama70b-block --format $f writes method block" "$(grep -i recompute "$TEST_TMP/llama70b-block.$f")"
+  run export "$TEST_TMP/llama70b-block.json" --format "$f" --check "$TEST_TMP/llama70b-block.$f"
+  expect "llama70b-block: export --check reads the $f recompute method back" 0 stdout-nonempty \
+    stderr-empty "matches the plan"
+done
 # ZeRO 2 and 3 as Megatron-FSDP optim_grads / optim_grads_params (export_megatron.c fsdp_args;
 # export_rules.py reads the stage back against the plan's), and export --check reads them back
 family llama7b-zero2 models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4,

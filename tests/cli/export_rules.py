@@ -6,6 +6,9 @@ megatron: rules of NVIDIA/Megatron-LM d98e8a64dd (Megatron-Core 0.20.0):
   megatron/training/arguments.py validate_args: num_layers % pp == 0 unless
     --decoder-first/last-pipeline-num-layers; layers per stage % layers per virtual stage == 0;
     --sequence-parallel is turned off at tp 1; selective recompute takes no --recompute-method;
+    megatron/core/transformer/transformer_config.py __post_init__: full recompute needs
+    --recompute-method uniform or block and --recompute-num-layers, selective takes no
+    --recompute-num-layers (round trip with PLAN: granularity, method and count are the plan's);
     num_experts % expert_model_parallel_size == 0; world % (tp x pp x cp) == 0 (total_model_size);
     --expert-tensor-parallel-size defaults to tp; seq_length % (2 cp) == 0 when cp > 1;
     --moe-grouped-gemm needs compute capability >= 8 (every GPU plansim ships is).
@@ -45,6 +48,7 @@ pp_arg = int(world_arg[1]) if len(world_arg) > 1 else 1
 model = json.load(open(model_file))
 errors = []
 plan_layout = None
+plan_recompute = None
 plan_zero = None
 plan_replicate = 1
 first_last = {}
@@ -58,6 +62,9 @@ if len(sys.argv) > 5:  # the plan's degrees: the template's keys or the written 
     # HSDP: a template's dp_shard (dp / dp_shard replicas), the explicit form's dp_replicate
     plan_replicate = (plan_layout["dp"] // ti["dp_shard"] if "dp_shard" in ti
                       else st.get("dp_replicate", 1))
+    rc = st.get("recompute", "none")  # plansim's defaults: full is uniform 1 without the keys
+    plan_recompute = (rc, st.get("recompute_method", "uniform") if rc == "full" else None,
+                      int(st.get("recompute_num_layers", 1)) if rc == "full" else None)
 
 
 def need(cond, msg):
@@ -184,6 +191,15 @@ def megatron_core(a):
     need(not ("--sequence-parallel" in a and tp == 1), "--sequence-parallel at tp 1")
     need(not (a.get("--recompute-granularity") == "selective" and "--recompute-method" in a),
          "selective recompute with a method")
+    gran = a.get("--recompute-granularity")
+    need(gran in (None, "full", "selective"), "recompute granularity %s" % gran)
+    need(gran != "full" or (a.get("--recompute-method") in ("uniform", "block") and
+                            "--recompute-num-layers" in a), "full recompute without method and count")
+    need(gran == "full" or "--recompute-num-layers" not in a, "a recompute count without full")
+    if plan_recompute:
+        got = (gran or "none", a.get("--recompute-method") if gran == "full" else None,
+               int(a.get("--recompute-num-layers", -1)) if gran == "full" else None)
+        need(got == plan_recompute, "recompute %s != the plan's %s" % (got, plan_recompute))
     heads = int(a["--num-attention-heads"])
     groups = int(a.get("--num-query-groups", heads))
     need(heads % tp == 0 and groups % tp == 0, "heads/groups not divisible by tp")

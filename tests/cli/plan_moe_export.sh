@@ -32,14 +32,16 @@ chain() {
   done
 }
 
-# uses_ep NAME PLAN: the plan's template has ep > 1 and uneven first/last stages.
+# uses_ep NAME PLAN: the plan's template has ep > 1 (and, where the fastest plan pipelines,
+# uneven first/last stages: since the grid searches --overlap-grad-reduce, moe-small's best is
+# pp 1, dp 16, ep 8 with the overlap, 262.9 ms, against 274.1 ms for the earlier pp 4 plan).
 uses_ep() {
-  if jq -e '.strategy.template_info | .ep > 1 and .pp > 1 and
-    (.first_stage_layers // 0) + (.last_stage_layers // 0) > 0' "$2" >/dev/null &&
+  if jq -e '.strategy.template_info | .ep > 1 and (.pp == 1 or
+    (.first_stage_layers // 0) + (.last_stage_layers // 0) > 0)' "$2" >/dev/null &&
     jq -e '.prediction.fits' "$2" >/dev/null; then
-    ok "$1: the plan fits and uses ep > 1 with uneven stages: $(jq -r .search.plan "$2")"
+    ok "$1: the plan fits and uses ep > 1 (uneven stages when pipelined): $(jq -r .search.plan "$2")"
   else
-    not_ok "$1: the plan fits and uses ep > 1 with uneven stages" \
+    not_ok "$1: the plan fits and uses ep > 1 (uneven stages when pipelined)" \
       "$(jq -c '[.strategy.template_info, .prediction.fits]' "$2")"
   fi
 }

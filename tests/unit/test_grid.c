@@ -27,6 +27,11 @@
 #ifndef ZERO2_MEM8_GB
 #define ZERO2_MEM8_GB 0.8 /* 8 layers on 16 devices: the fastest that fits needs ZeRO 2 */
 #endif
+#ifndef BLOCK_MEM_GB
+#define BLOCK_MEM_GB                                                                               \
+  0.52 /* FlashAttention GPT, 8 layers: block 1 the fastest that fits                              \
+          (0.50-0.55 GB: 0.02915 s against 0.03091 s without block) */
+#endif
 #ifndef MOE_MEM_GB
 #define MOE_MEM_GB 1.0 /* device memory of the MoE case: ep 1 fits only split tp 2 x pp 4 */
 #endif
@@ -52,6 +57,30 @@ static void setup_gpt(psim_model *m, psim_cluster *c, int32_t layers, int64_t ba
   ck_assert_msg(psim_cluster_load(TOPO "dgx-a100-x2.json", c) == PSIM_OK, "%s",
                 psim_error_message());
   for (int32_t t = 0; mem_gb > 0 && t < c->n_types; t++)
+    c->types[t].mem_bytes = mem_gb * 1e9;
+}
+
+/* setup_gpt's GPT with FlashAttention (one fused attention op: selective recomputation keeps
+ * about what none keeps, no s x s scores either way), 8 layers, batch 32. */
+static void setup_flash(psim_model *m, psim_cluster *c, double mem_gb) {
+  psim_gen_tf_opts g;
+  psim_gen_gpt_opts_init(&g);
+  g.layers = 8;
+  g.hidden = 1024;
+  g.heads = 16;
+  g.seq = 512;
+  g.batch = 32;
+  g.vocab = 8192;
+  g.flash = true;
+  cJSON *j = NULL;
+  ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
+  psim_model_init(m);
+  ck_assert_msg(psim_model_from_json("gpt", j, m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(j);
+  psim_cluster_init(c);
+  ck_assert_msg(psim_cluster_load(TOPO "dgx-a100-x2.json", c) == PSIM_OK, "%s",
+                psim_error_message());
+  for (int32_t t = 0; t < c->n_types; t++)
     c->types[t].mem_bytes = mem_gb * 1e9;
 }
 
@@ -213,8 +242,68 @@ START_TEST(best_first_order_keeps_the_optimum_and_reaches_it_sooner) {
 }
 END_TEST
 
+/* Block recomputation (grid_space.c, Megatron-Core --recompute-method block): where the
+ * fastest plan that fits recomputes the first N < chunk layers of each chunk (BLOCK_MEM_GB),
+ * the grid, in either order, finds brute force's best over every candidate (ZeRO 0-2: exact,
+ * pruning_keeps_the_optimum), a block plan faster than every plan without block; the space
+ * holds block N for the powers of two below the chunk's layers only; and the memory and
+ * dominance rules skip block candidates (fewer simulated than listed). */
+START_TEST(grid_finds_block_recomputation) {
+  psim_model m;
+  psim_cluster c;
+  setup_flash(&m, &c, BLOCK_MEM_GB);
+  psim_grid_options o;
+  psim_grid_options_init(&o);
+  o.max_zero = 2;
+  grid_space sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  double brute = INFINITY, brute_plain = INFINITY;
+  int64_t n_block = 0;
+  for (int64_t i = 0; i < sp.n; i++) {
+    const psim_megatron_opts *mo = &sp.c[i].mo;
+    bool block = mo->recompute == PSIM_RECOMPUTE_FULL && mo->recompute_method == PSIM_RCM_BLOCK;
+    if (block) {
+      int32_t chunk = 8 / (mo->pp * mo->virtual_stages), n = mo->recompute_layers;
+      ck_assert_msg(n >= 1 && n < chunk && (n & (n - 1)) == 0, "block %d of %d layers", (int)n,
+                    (int)chunk);
+      n_block++;
+    }
+    bool fits;
+    double t = simulate(&m, &c, mo, &fits);
+    brute = fmin(brute, t);
+    brute_plain = block ? brute_plain : fmin(brute_plain, t);
+  }
+  ck_assert_msg(isfinite(brute) && brute < brute_plain, "block %g s, without %g s", brute,
+                brute_plain);
+  for (int k = 0; k < 2; k++) {
+    o.best_first = k == 0;
+    psim_grid_result r;
+    ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+    ck_assert_msg(r.best_sim.iteration_time_s == brute, "%s: grid %.9g s, brute force %.9g s",
+                  k == 0 ? "best-first" : "classic", r.best_sim.iteration_time_s, brute);
+    ck_assert(r.best.recompute == PSIM_RECOMPUTE_FULL && r.best.recompute_method == PSIM_RCM_BLOCK);
+    ck_assert_int_lt(r.evaluations, sp.n);
+    ck_assert_int_gt(r.pruned_memory_implied + r.pruned_dominated, 0);
+    psim_grid_result_destroy(&r);
+  }
+  ck_assert_int_gt(n_block, 0);
+  /* without block candidates: the best is the plain one */
+  o.try_recompute_block = false;
+  psim_grid_result r;
+  ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_msg(r.best_sim.iteration_time_s == brute_plain, "no block: grid %.9g s, brute %.9g s",
+                r.best_sim.iteration_time_s, brute_plain);
+  psim_grid_result_destroy(&r);
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 /* Megatron-Core's rules (grid_space.c): interleaving needs pp > 1, layers % (pp vp) == 0 and
- * micro-batches % pp == 0; sequence parallelism only at tp > 1; ZeRO only at dp > 1. */
+ * micro-batches % pp == 0; sequence parallelism only at tp > 1; ZeRO only at dp > 1; the
+ * gradient-reduce overlap both ways at dp > 1; neither it nor block recomputation in a
+ * classic candidate. */
 START_TEST(space_follows_megatron_rules) {
   psim_model m;
   psim_cluster c;
@@ -224,6 +313,7 @@ START_TEST(space_follows_megatron_rules) {
   grid_space sp;
   ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
   bool interleaved = false, zero = false;
+  int64_t overlap = 0, at_dp = 0;
   for (int64_t i = 0; i < sp.n; i++) {
     const psim_megatron_opts *mo = &sp.c[i].mo;
     int64_t n_micro = 32 / ((int64_t)mo->micro_batch * mo->dp);
@@ -236,8 +326,13 @@ START_TEST(space_follows_megatron_rules) {
     ck_assert(mo->zero_stage == 0 || mo->dp > 1);
     zero = zero || mo->zero_stage == 1;
     ck_assert(16 % mo->tp == 0 && 4096 % mo->tp == 0);
+    ck_assert(!mo->overlap_grad_reduce || (mo->dp > 1 && !sp.c[i].classic));
+    ck_assert(mo->recompute_method != PSIM_RCM_BLOCK || !sp.c[i].classic);
+    overlap += mo->overlap_grad_reduce;
+    at_dp += mo->dp > 1;
   }
   ck_assert(interleaved && zero);
+  ck_assert_int_eq(2 * overlap, at_dp); /* dp > 1: both ways */
   psim_grid_space_destroy(&sp);
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
@@ -534,6 +629,7 @@ int main(void) {
   tcase_add_test(t, grid_falls_back_to_zero_2);
   tcase_add_test(t, best_first_order_keeps_the_optimum_and_reaches_it_sooner);
   tcase_add_test(t, space_follows_megatron_rules);
+  tcase_add_test(t, grid_finds_block_recomputation);
   tcase_add_test(t, fsdp_space_follows_torchtitan_rules);
   tcase_add_test(t, grid_picks_expert_parallelism_where_it_pays);
   tcase_add_test(t, grid_lists_context_parallelism_for_long_sequences);

@@ -319,6 +319,78 @@ START_TEST(full_recompute_of_every_second_block) {
 }
 END_TEST
 
+/* GPT-1.3B (24 layers) at tp 2, pp 2, dp 2 with 2 virtual stages: chunks of 6 layers,
+ * 8 micro-batches; recompute mode, method and layer count as given. */
+static void gpt_chunks(fixture *f, psim_recompute rc, psim_recompute_method method, int32_t n,
+                       psim_sim_result *r) {
+  psim_megatron_opts mo;
+  psim_megatron_opts_init(&mo);
+  mo.tp = mo.pp = mo.dp = 2;
+  mo.virtual_stages = 2;
+  mo.schedule = PSIM_SCHED_INTERLEAVED;
+  mo.recompute = rc;
+  mo.recompute_method = method;
+  mo.recompute_layers = n;
+  run(f, &mo, true, r);
+}
+
+static void same_bits(const psim_sim_result *a, const psim_sim_result *b, const char *what) {
+  const double x[] = {a->iteration_time_s, a->hardware_flops,  a->memory.activations,
+                      a->memory.peak,      a->memory.weights,  a->memory.optimizer,
+                      a->compute_s,        a->memory.gradients};
+  const double y[] = {b->iteration_time_s, b->hardware_flops,  b->memory.activations,
+                      b->memory.peak,      b->memory.weights,  b->memory.optimizer,
+                      b->compute_s,        b->memory.gradients};
+  for (size_t i = 0; i < sizeof x / sizeof *x; i++)
+    ck_assert_msg(memcmp(&x[i], &y[i], sizeof x[i]) == 0, "%s: field %zu %.17g != %.17g", what, i,
+                  x[i], y[i]);
+}
+
+/* Megatron-Core's --recompute-method block N recomputes the first N layers of each model chunk
+ * (megatron/core/recompute.py, Megatron-LM d98e8a6): N = 0 is no recomputation and N = the
+ * chunk's 6 layers full recomputation, to the bit; each layer recomputed adds its forward
+ * FLOPs (extra(N) = N/6 extra(6), exactly up to rounding), the time does not fall and the
+ * activations do not grow as N rises, and fall overall. uniform N recomputes every layer (the
+ * FLOPs of full) in groups of N; uniform 1 is full. */
+START_TEST(block_recompute_spans_none_to_full) {
+  fixture f;
+  load(&f, ROOT "models/gpt-1.3b.json", ROOT "topologies/dgx-a100-x1.json");
+  psim_sim_result none, full, blk[7], uni;
+  gpt_chunks(&f, PSIM_RECOMPUTE_NONE, PSIM_RCM_UNIFORM, 1, &none);
+  gpt_chunks(&f, PSIM_RECOMPUTE_FULL, PSIM_RCM_UNIFORM, 1, &full);
+  for (int32_t n = 0; n <= 6; n++)
+    gpt_chunks(&f, PSIM_RECOMPUTE_FULL, PSIM_RCM_BLOCK, n, &blk[n]);
+  same_bits(&blk[0], &none, "block 0 vs none");
+  same_bits(&blk[6], &full, "block 6 vs full");
+  double per_layer = (full.hardware_flops - none.hardware_flops) / 6;
+  ck_assert_double_gt(per_layer, 0);
+  for (int32_t n = 1; n <= 6; n++) {
+    double extra = blk[n].hardware_flops - none.hardware_flops;
+    ck_assert_msg(fabs(extra - n * per_layer) <= 1e-9 * full.hardware_flops,
+                  "block %d recomputes %.9g FLOPs, %d layers' %.9g", (int)n, extra, (int)n,
+                  n * per_layer);
+    ck_assert_msg(blk[n].iteration_time_s >= blk[n - 1].iteration_time_s,
+                  "block %d: %.9g s < block %d's %.9g s", (int)n, blk[n].iteration_time_s,
+                  (int)n - 1, blk[n - 1].iteration_time_s);
+    ck_assert_msg(blk[n].memory.activations <= blk[n - 1].memory.activations,
+                  "block %d: %.6g B of activations > block %d's %.6g B", (int)n,
+                  blk[n].memory.activations, (int)n - 1, blk[n - 1].memory.activations);
+  }
+  ck_assert_double_lt(none.iteration_time_s, full.iteration_time_s);
+  ck_assert_double_lt(full.memory.activations, none.memory.activations);
+  gpt_chunks(&f, PSIM_RECOMPUTE_FULL, PSIM_RCM_UNIFORM, 3, &uni);
+  ck_assert_double_eq_tol(uni.hardware_flops, full.hardware_flops, 1e-12 * full.hardware_flops);
+  ck_assert_double_lt(uni.memory.activations, none.memory.activations);
+  ck_assert_double_ne(uni.memory.activations, full.memory.activations);
+  psim_sim_result_destroy(&uni);
+  for (int32_t n = 0; n <= 6; n++)
+    psim_sim_result_destroy(&blk[n]);
+  psim_sim_result_destroy(&none);
+  psim_sim_result_destroy(&full);
+  unload(&f);
+}
+END_TEST
+
 /* Bytes the ranks send in gradient and parameter collectives under ZeRO
  * stage `stage` (data parallel over n devices, one micro-batch). */
 static double zero_bytes(fixture *f, int32_t n, int32_t stage) {
@@ -611,6 +683,7 @@ int main(void) {
   tcase_add_test(tc, selective_recomputes_the_attention_core);
   tcase_add_test(tc, op_level_sac_recomputes_every_second_matmul);
   tcase_add_test(tc, full_recompute_of_every_second_block);
+  tcase_add_test(tc, block_recompute_spans_none_to_full);
   tcase_add_test(tc, zero_traffic_follows_rajbhandari);
   tcase_add_test(tc, zero3_not_faster_than_data_parallel);
   tcase_add_test(tc, hsdp_traffic_and_memory_closed_forms);

@@ -581,6 +581,49 @@ static void round_trip(const psim_strategy *s) {
   psim_strategy_destroy(&t);
 }
 
+/* recompute_method / recompute_num_layers: read, defaulted (uniform 1: full as before), refused
+ * without full recomputation and for block without a count, written only when not the default,
+ * and round-tripped through the explicit form. */
+START_TEST(recompute_method_keys) {
+  psim_strategy s, d;
+  const char *head = "{\"format\":\"plansim.strategy/1\",\"template\":\"megatron\",\"tp\":2,"
+                     "\"pp\":2,\"dp\":2,";
+  char text[512];
+  snprintf(text, sizeof text,
+           "%s\"recompute\":\"full\",\"recompute_method\":\"block\","
+           "\"recompute_num_layers\":0}",
+           head);
+  ck_assert_int_eq(load_text(text, &s), PSIM_OK);
+  ck_assert_int_eq(s.recompute_method, PSIM_RCM_BLOCK);
+  ck_assert_int_eq(s.recompute_layers, 0);
+  ck_assert(psim_strategy_partial_recompute(&s));
+  round_trip(&s);
+  snprintf(text, sizeof text, "%s\"recompute\":\"full\"}", head);
+  ck_assert_int_eq(load_text(text, &d), PSIM_OK);
+  ck_assert_int_eq(d.recompute_method, PSIM_RCM_UNIFORM);
+  ck_assert_int_eq(d.recompute_layers, 1);
+  ck_assert(!psim_strategy_partial_recompute(&d));
+  ck_assert(!psim_strategy_equal(&s, &d));
+  cJSON *j = NULL;
+  ck_assert_int_eq(psim_strategy_to_json(&d, &M, &C, &j), PSIM_OK);
+  ck_assert_ptr_null(cJSON_GetObjectItemCaseSensitive(j, "recompute_method"));
+  cJSON_Delete(j);
+  psim_strategy_destroy(&d);
+  s.recompute_method = PSIM_RCM_UNIFORM;
+  s.recompute_layers = 3;
+  round_trip(&s);
+  psim_strategy_destroy(&s);
+  snprintf(text, sizeof text, "%s\"recompute\":\"selective\",\"recompute_num_layers\":2}", head);
+  expect_error(text, "needs \"recompute\": \"full\"");
+  snprintf(text, sizeof text, "%s\"recompute\":\"full\",\"recompute_method\":\"block\"}", head);
+  expect_error(text, "block needs recompute_num_layers");
+  snprintf(text, sizeof text, "%s\"recompute\":\"full\",\"recompute_method\":\"every\"}", head);
+  expect_error(text, "unknown recompute method");
+  snprintf(text, sizeof text, "%s\"recompute\":\"full\",\"recompute_num_layers\":0}", head);
+  expect_error(text, "uniform groups at least 1 layer");
+}
+END_TEST
+
 START_TEST(to_json_round_trip) {
   psim_strategy s, c;
   megatron(2, 2, 2, 1, 1, true, &s);
@@ -839,6 +882,7 @@ static Suite *suite(void) {
   tcase_add_test(t, explicit_pipeline_and_ps);
   tcase_add_test(t, explicit_validation);
   tcase_add_test(t, to_json_round_trip);
+  tcase_add_test(t, recompute_method_keys);
   tcase_add_test(t, to_json_compresses_devices);
   tcase_add_test(t, alloc_failures_are_clean);
   tcase_add_test(t, constraints_read_once);
