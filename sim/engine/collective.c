@@ -6,11 +6,17 @@
  *  - aggregated: a phase takes repeat * (alpha + max bytes / B), alpha the largest summed
  *    latency of its routes, B the smallest over its routes' links of bandwidth / load, load
  *    = number of the phase's routes (of this group and of its concurrent replicas) crossing
- *    the link. One task holds every rank's comm engine and the links some phase fills.
+ *    the link. One task holds every rank's comm engine and the links some phase fills
+ *    that no concurrent replica's route crosses.
  *  - expanded: one transfer task per message and repeat, lasting latency + bytes / (its
  *    route's smallest bandwidth / load), holding its sender's comm engine and the links it
- *    fills where it is group 0's only message; a message waits for its sender's previous
+ *    fills where it is its group's only message; a message waits for its sender's previous
  *    message and the last message the sender received.
+ * Aggregated, a link that several concurrent groups' routes cross is shared by dividing its
+ * bandwidth (the load), never also held: holding it would queue on top of dividing, and
+ * between replicas added as tasks of their own (an unfolded build) make the first ready go
+ * first, the list-scheduling anomaly of docs/simulator.md, "Where the engine is not
+ * monotone".
  * Algorithms and their cost (Thakur, Rabenseifner & Gropp 2005, IJHPCA 19(1)) are in
  * docs/simulator.md. Measured tables use the nccl-tests bus-bandwidth convention
  * (/work/shared/calibration/collectives.md). */
@@ -345,13 +351,14 @@ typedef struct coll_ctx {
   psim_cluster *c;
   const psim_coll_desc *d;
   int32_t groups; /* concurrent copies of the group routed */
+  int32_t self;   /* which of them is d's own group (its devices): the one added */
   int32_t *load;  /* per link: routes of the current phase crossing it */
-  int32_t *own;   /* per link: those of group 0 alone (expanded fidelity) */
+  int32_t *own;   /* per link: those of the own group alone */
 } coll_ctx;
 
 /* Device of rank in the k-th concurrent group. */
 static int32_t group_device(const coll_ctx *x, int32_t k, int32_t rank) {
-  return x->d->devices[rank] + k * x->d->group_stride;
+  return x->d->devices[rank] + (k - x->self) * x->d->group_stride;
 }
 
 static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const int32_t **links,
@@ -370,7 +377,7 @@ static psim_status phase_load(coll_ctx *x, const coll_plan *p, const coll_phase 
       PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &links, &nl));
       for (int32_t j = 0; j < nl; j++) {
         x->load[links[j]] += delta;
-        x->own[links[j]] += k == 0 ? delta : 0;
+        x->own[links[j]] += k == x->self ? delta : 0;
       }
     }
   return PSIM_OK;
@@ -434,17 +441,15 @@ static psim_status plan_time(coll_ctx *x, const coll_plan *p, double *t) {
 
 /* ---- public entry points ---- */
 
-void psim_coll_desc_init(psim_coll_desc *d) {
-  memset(d, 0, sizeof *d);
-  d->kind = PSIM_COLL_ALL_REDUCE;
-  d->algo = PSIM_AR_AUTO;
-  d->concurrent_groups = 1;
-}
-
 /* Concurrent groups whose traffic is routed: all of them when the stride
  * is known, else only the group itself (no contention assumed). */
 static int32_t groups_routed(const psim_coll_desc *d) {
   return d->concurrent_groups > 1 && d->group_stride != 0 ? d->concurrent_groups : 1;
+}
+
+/* d's own group among those routed (0 when they are not). */
+static int32_t group_self(const psim_coll_desc *d) {
+  return groups_routed(d) > 1 ? d->group_index : 0;
 }
 
 static psim_status check_desc(const psim_cluster *c, const psim_coll_desc *d) {
@@ -452,10 +457,14 @@ static psim_status check_desc(const psim_cluster *c, const psim_coll_desc *d) {
     return psim_error(PSIM_EINPUT, "collective: group of %d devices", d->n);
   if (!(d->bytes >= 0) || !isfinite(d->bytes))
     return psim_error(PSIM_EINPUT, "collective: size %g bytes is not a number >= 0", d->bytes);
-  int32_t g = groups_routed(d);
+  int32_t g = groups_routed(d), self = group_self(d);
+  if (self < 0 || self >= g)
+    return psim_error(PSIM_EINPUT, "collective: group %d of %d concurrent groups", self, g);
   for (int32_t i = 0; i < d->n; i++) {
-    int64_t last = d->devices[i] + (int64_t)(g - 1) * d->group_stride;
-    if (d->devices[i] < 0 || d->devices[i] >= c->n_devices || last < 0 || last >= c->n_devices)
+    int64_t first = d->devices[i] - (int64_t)self * d->group_stride;
+    int64_t last = d->devices[i] + (int64_t)(g - 1 - self) * d->group_stride;
+    if (d->devices[i] < 0 || d->devices[i] >= c->n_devices || first < 0 || first >= c->n_devices ||
+        last < 0 || last >= c->n_devices)
       return psim_error(PSIM_EINPUT,
                         "collective: rank %d (device %d, %d groups, stride %d) is outside the "
                         "cluster's %d devices",
@@ -497,7 +506,7 @@ static psim_status auto_tree(coll_ctx *x, coll_plan *p) {
 /* Builds the plan and the context (load array) for d. */
 static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *p, coll_ctx *x) {
   memset(p, 0, sizeof *p);
-  *x = (coll_ctx){c, d, groups_routed(d), NULL, NULL};
+  *x = (coll_ctx){c, d, groups_routed(d), group_self(d), NULL, NULL};
   PSIM_CHECK(check_desc(c, d));
   size_t nl = (size_t)(c->n_links > 0 ? c->n_links : 1);
   x->load = psim_calloc(2 * nl, sizeof *x->load);
@@ -524,10 +533,12 @@ static psim_status plan_times(coll_ctx *x, const coll_plan *p, double *t, double
     return PSIM_OK;
   double t1 = *t;
   if (x->groups > 1) {
-    int32_t g = x->groups;
+    int32_t g = x->groups, self = x->self;
     x->groups = 1;
+    x->self = 0;
     psim_status s = plan_time(x, p, &t1);
     x->groups = g;
+    x->self = self;
     PSIM_CHECK(s);
   }
   *scale = psim_coll_table_time(tab, x->d->bytes) / t1;
@@ -568,7 +579,8 @@ psim_status psim_coll_add_barrier(psim_taskgraph *g, const psim_task_info *info,
 
 /* Marks in held[] the links of the group's own routes that the phase
  * saturates: their load (the routes of every concurrent group crossing them)
- * times the phase's rate reaches their bandwidth. Loads are set. */
+ * times the phase's rate reaches their bandwidth, and that no other
+ * concurrent group's route crosses (those share by division). Loads are set. */
 static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_phase *ph,
                                   unsigned char *held) {
   double bw, lat, bytes;
@@ -578,9 +590,10 @@ static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_ph
   for (int32_t i = 0; i < ph->n; i++) {
     const int32_t *links;
     int32_t nl;
-    PSIM_CHECK(route(x, 0, &p->msgs[ph->first + i], &links, &nl));
+    PSIM_CHECK(route(x, x->self, &p->msgs[ph->first + i], &links, &nl));
     for (int32_t j = 0; j < nl; j++)
       held[links[j]] |=
+          x->load[links[j]] == x->own[links[j]] &&
           psim_coll_saturates(x->load[links[j]] * bw, psim_coll_link_bw(&x->c->links[links[j]]));
   }
   return PSIM_OK;
@@ -624,28 +637,6 @@ static double plan_bytes(const coll_plan *p) {
   return sum;
 }
 
-int32_t psim_coll_pieces(const psim_coll_desc *d, double seconds) {
-  if (!d->own_stream || !(seconds > PSIM_COLL_PIECE_S))
-    return 1;
-  double k = ceil(seconds / PSIM_COLL_PIECE_S);
-  return k < PSIM_COLL_MAX_PIECES ? (int32_t)k : PSIM_COLL_MAX_PIECES;
-}
-
-psim_status psim_coll_add_pieces(psim_taskgraph *g, int32_t pieces, double seconds,
-                                 const int32_t *res, int32_t n_res, const psim_task_info *info,
-                                 int32_t *entry, int32_t *exit) {
-  for (int32_t k = 0; k < pieces; k++) {
-    int32_t id;
-    PSIM_CHECK(psim_tg_add_task(g, seconds / pieces, res, n_res, info, &id));
-    if (k == 0)
-      *entry = id;
-    else
-      PSIM_CHECK(psim_tg_add_edge(g, *exit, id));
-    *exit = id;
-  }
-  return PSIM_OK;
-}
-
 /* One task, or own_stream a chain of psim_coll_pieces pieces (collective.h). */
 static psim_status add_aggregated(psim_taskgraph *g, coll_ctx *x, const coll_plan *p,
                                   const psim_task_info *info, int32_t *entry, int32_t *exit) {
@@ -685,31 +676,35 @@ static psim_status message_deps(psim_taskgraph *g, const exp_state *e, const col
   return any ? PSIM_OK : psim_tg_add_edge(g, e->entry, t);
 }
 
-/* One transfer task for message m of group 0 at its share of its route's
+/* One transfer task for message m of the own group at its share of its route's
  * links (loads: the phase's messages of every group). It holds its sender's
  * comm engine (a rank's collectives run in issue order, as on one NCCL
  * stream) and the links it fills with its replicas where no other message
- * of group 0 shares them (those already divide the link: holding it too
- * would queue them on top of dividing it). */
+ * of the own group shares them (those already divide the link: holding it too
+ * would queue them on top of dividing it). Links shared with the replicas stay
+ * held here, unlike the aggregated task's: a collective's messages depend on
+ * each other step by step, and without the hold the next collective of the
+ * group (gradient buckets in a row) would overlap its predecessor's on them. */
 static psim_status add_message(psim_taskgraph *g, coll_ctx *x, const exp_state *e,
                                const coll_msg *m, const psim_task_info *info, int32_t *id) {
   const int32_t *links;
   int32_t nl;
   double bw, lat;
-  PSIM_CHECK(route(x, 0, m, &links, &nl));
+  PSIM_CHECK(route(x, x->self, m, &links, &nl));
   route_under_load(x, links, nl, &bw, &lat);
   int32_t res[64], *rp = nl < 64 ? res : psim_malloc(((size_t)nl + 1) * sizeof *rp), nh = 0;
   if (!rp)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
   if (!x->d->own_stream)
-    rp[nh++] = psim_res_comm(group_device(x, 0, m->src));
+    rp[nh++] = psim_res_comm(group_device(x, x->self, m->src));
   for (int32_t j = 0; j < nl; j++) {
     int32_t l = links[j];
     if (x->own[l] == 1 && psim_coll_saturates(bw * x->load[l], psim_coll_link_bw(&x->c->links[l])))
       rp[nh++] = psim_res_link(x->c->n_devices, l);
   }
   double d = (lat + (m->bytes > 0 ? m->bytes / bw : 0)) * e->scale;
-  psim_task_info ti = psim_coll_task_info(info, PSIM_TASK_TRANSFER, group_device(x, 0, m->src));
+  psim_task_info ti =
+      psim_coll_task_info(info, PSIM_TASK_TRANSFER, group_device(x, x->self, m->src));
   psim_status s = psim_tg_add_task(g, d, rp, nh, &ti, id);
   if (rp != res)
     psim_free(rp);
