@@ -113,6 +113,7 @@ typedef struct psim_group {
   int32_t wanted; /* members the layout asks for (> n: over the limit) */
   int32_t stride; /* device offset of the next concurrent group, 0 = unknown */
   int32_t n_groups;
+  int32_t index; /* this group's place among the concurrent ones (psim_coll_desc.group_index) */
 } psim_group;
 
 /* ---- the build ------------------------------------------------------------- */
@@ -473,8 +474,27 @@ psim_status psim_build_group_fits(const psim_group *g);
 /* A group with room for every device of the cluster (a member is a device), in
  * one block: psim_free frees it. NULL when out of memory (colls.c). */
 psim_group *psim_build_group_new(const psim_build *b);
+/* Sets g's stride and index: folded, the representative's peers (index 0); unfolded, g's
+ * place in its family of n_groups concurrent groups g->devices + j * stride, each checked to be
+ * the group of op o's entry there (else stride 0: none, as for groups that shift unalike). */
 void psim_build_group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                              psim_group *g);
+/* Sets the stride and index of g, the replicas of shard `shard` of op config cy (the
+ * all-gather among receiving replicas, comm.c): the groups of consecutive shards when they
+ * shift alike (folded: to the next shard; unfolded: every shard, g's index its shard). */
+void psim_build_replica_family(const psim_build *b, const psim_op_config *cy, int32_t shard,
+                               psim_group *g);
+/* The concurrent groups a collective of g is costed with: folded, every group it stands for;
+ * unfolded, its family when known (each group a task of its own, the family's bytes sharing
+ * their links: docs/simulator.md, "Concurrent groups"), else 1. */
+static inline int32_t psim_build_family(const psim_build *b, const psim_group *g) {
+  return b->folded || g->stride != 0 ? g->n_groups : 1;
+}
+/* The groups a collective's bytes count for (dp_bytes): the folded representative stands for
+ * all of its concurrent groups; an unfolded group for itself. */
+static inline int32_t psim_build_counted_groups(const psim_build *b, const psim_coll_desc *d) {
+  return b->folded ? d->concurrent_groups : 1;
+}
 int32_t psim_build_src_task(const psim_build *b, int32_t *arr, int32_t o, int32_t d, int32_t mu);
 psim_status psim_build_connect_inputs(psim_build *b, int32_t y, int32_t mu);
 psim_status psim_build_connect_grads(psim_build *b, int32_t y, int32_t mu);

@@ -17,7 +17,7 @@
 typedef struct coll_template {
   psim_coll_kind kind;
   psim_allreduce_algo algo;
-  int32_t n, concurrent, stride;
+  int32_t n, concurrent, stride, index;
   bool own_stream;
   double bytes;
   size_t dev_at, res_at; /* offsets into the pools */
@@ -43,7 +43,8 @@ static uint64_t coll_hash(const psim_coll_desc *d) {
     uint64_t u;
   } bytes = {d->bytes};
   h = psim_hmap_mix64(h ^ bytes.u ^ ((uint64_t)(uint32_t)d->concurrent_groups << 32) ^
-                      (uint32_t)d->group_stride ^ ((uint64_t)d->own_stream << 31));
+                      (uint32_t)d->group_stride ^ ((uint64_t)d->own_stream << 31) ^
+                      ((uint64_t)(uint32_t)d->group_index << 40));
   for (int32_t i = 0; i < d->n; i++)
     h = psim_hmap_mix64(h ^ (uint64_t)(uint32_t)d->devices[i]);
   return h;
@@ -63,7 +64,7 @@ static bool coll_same(const void *ctx, int32_t i) {
   const coll_template *t = &p->cc->items[i];
   return t->kind == d->kind && t->algo == d->algo && t->n == d->n && t->bytes == d->bytes &&
          t->concurrent == d->concurrent_groups && t->stride == d->group_stride &&
-         t->own_stream == d->own_stream &&
+         t->own_stream == d->own_stream && t->index == d->group_index &&
          memcmp(p->cc->dev_pool + t->dev_at, d->devices, sizeof(int32_t) * (size_t)d->n) == 0;
 }
 
@@ -86,9 +87,19 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
   PSIM_CHECK(PSIM_VEC_RESERVE(cc->res_pool, cc->cap_resv, cc->n_resv + (size_t)n_res));
   PSIM_CHECK(psim_hmap_add(&cc->index, h, (int32_t)cc->n));
   coll_template *t = &cc->items[cc->n];
-  *t = (coll_template){d->kind,         d->algo,       d->n,     d->concurrent_groups,
-                       d->group_stride, d->own_stream, d->bytes, cc->n_dev,
-                       cc->n_resv,      n_res,         pieces,   g->duration_s[task] * pieces};
+  *t = (coll_template){d->kind,
+                       d->algo,
+                       d->n,
+                       d->concurrent_groups,
+                       d->group_stride,
+                       d->group_index,
+                       d->own_stream,
+                       d->bytes,
+                       cc->n_dev,
+                       cc->n_resv,
+                       n_res,
+                       pieces,
+                       g->duration_s[task] * pieces};
   memcpy(cc->dev_pool + cc->n_dev, d->devices, sizeof(int32_t) * (size_t)d->n);
   memcpy(cc->res_pool + cc->n_resv, g->res + g->res_first[task], sizeof(int32_t) * (size_t)n_res);
   cc->n_dev += (size_t)d->n;
@@ -184,4 +195,102 @@ psim_group *psim_build_group_new(const psim_build *b) {
 
 psim_coll_cache *psim_build_colls_new(void) {
   return psim_calloc(1, sizeof(psim_coll_cache));
+}
+
+/* ---- families of concurrent groups (docs/simulator.md, "Concurrent groups") ---- */
+
+/* Unfolded: g's place in the family of concurrent groups g->devices + j * stride (stride
+ * from a neighbouring group, either side), or stride 0 when the family is not n_groups groups
+ * of op o each shifted alike. g2: scratch. */
+static void unfolded_family(const psim_build *b, int32_t o, uint32_t mask, psim_group *g,
+                            psim_group *g2, int32_t stride) {
+  int32_t below = 0, above = 0, nd = b->c->n_devices;
+  for (int32_t dir = -1; dir <= 1; dir += 2) {
+    for (int32_t j = 1; below + above + 1 < g->n_groups; j++) {
+      int64_t d0 = (int64_t)g->devices[0] + (int64_t)dir * j * stride;
+      int32_t e2 = d0 >= 0 && d0 < nd ? psim_build_entry_on(b, o, (int32_t)d0) : -1;
+      if (e2 < 0)
+        break;
+      psim_build_partial_group(b, o, e2, mask, g2);
+      bool same = g2->n == g->n;
+      for (int32_t i = 0; i < g->n && same; i++)
+        same = (int64_t)g2->devices[i] == (int64_t)g->devices[i] + (int64_t)dir * j * stride;
+      if (!same)
+        break;
+      *(dir < 0 ? &below : &above) += 1;
+    }
+  }
+  if (below + above + 1 != g->n_groups)
+    return;
+  g->stride = stride;
+  g->index = below;
+}
+
+void psim_build_group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
+                             psim_group *g) {
+  g->index = 0;
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  int32_t other = -1;
+  if (cfg->replicas > 1) {
+    other = e % cfg->replicas + 1 < cfg->replicas ? e + 1 : e - 1;
+  } else {
+    int32_t coord[PSIM_MAX_OP_DIMS];
+    psim_build_shard_coords(op, cfg, e / cfg->replicas, coord);
+    for (int32_t i = 0; i < op->n_dims && other < 0; i++) {
+      if ((mask & (1u << i)) || cfg->degree[i] == 1)
+        continue;
+      coord[i] = coord[i] + 1 < cfg->degree[i] ? coord[i] + 1 : coord[i] - 1;
+      other = psim_build_shard_index(op, cfg, coord) * cfg->replicas;
+    }
+  }
+  if (other < 0 || g->n_groups <= 1)
+    return;
+  psim_group *g2 = psim_build_group_new(b);
+  if (!g2)
+    return; /* out of memory: the stride stays unknown (0) */
+  psim_build_partial_group(b, o, other, mask, g2);
+  int32_t stride = g2->devices[0] - g->devices[0];
+  for (int32_t i = 0; i < g->n && stride != INT32_MIN; i++)
+    if (g2->devices[i] - g->devices[i] != stride)
+      stride = INT32_MIN;
+  if (!b->folded) {
+    if (stride != INT32_MIN && stride != 0)
+      unfolded_family(b, o, mask, g, g2, stride > 0 ? stride : -stride);
+    psim_free(g2);
+    return;
+  }
+  psim_free(g2);
+  /* the engine routes groups devices + k * stride for k < n_groups: use the
+   * stride only when every one of them is a real device */
+  if (stride <= 0) /* INT32_MIN: members shift unalike */
+    return;
+  for (int32_t i = 0; i < g->n; i++)
+    if ((int64_t)g->devices[i] + (int64_t)(g->n_groups - 1) * stride >= b->c->n_devices)
+      return;
+  g->stride = stride;
+}
+
+void psim_build_replica_family(const psim_build *b, const psim_op_config *cy, int32_t shard,
+                               psim_group *g) {
+  g->stride = 0;
+  g->index = 0;
+  int32_t n_shards = cy->n_devices / cy->replicas;
+  if (b->folded && n_shards > 1 && shard + 1 < n_shards) { /* a uniform shift to the next? */
+    int32_t stride = cy->devices[(shard + 1) * cy->replicas] - g->devices[0];
+    bool uniform = stride > 0;
+    for (int32_t i = 0; i < g->n && uniform; i++)
+      uniform = cy->devices[(shard + 1) * cy->replicas + i] - g->devices[i] == stride &&
+                (int64_t)g->devices[i] + (int64_t)(g->n_groups - 1) * stride < b->c->n_devices;
+    g->stride = uniform ? stride : 0;
+  }
+  if (!b->folded && n_shards > 1) { /* unfolded: every shard's replicas shifted alike */
+    int32_t stride = cy->devices[cy->replicas] - cy->devices[0];
+    bool uniform = stride > 0;
+    for (int32_t sh = 1; sh < n_shards && uniform; sh++)
+      for (int32_t i = 0; i < g->n && uniform; i++)
+        uniform = cy->devices[sh * cy->replicas + i] == cy->devices[i] + sh * stride;
+    g->stride = uniform ? stride : 0;
+    g->index = uniform ? shard : 0;
+  }
 }

@@ -81,46 +81,6 @@ static psim_status new_group(const psim_build *b, int32_t o, int32_t e, uint32_t
   return PSIM_OK;
 }
 
-/* Offset between this group and a neighbouring one, when all members shift
- * alike (identical concurrent groups share links). */
-void psim_build_group_stride(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
-                             psim_group *g) {
-  const psim_op *op = &b->m->ops[o];
-  const psim_op_config *cfg = &b->s->ops[o];
-  int32_t other = -1;
-  if (cfg->replicas > 1) {
-    other = e % cfg->replicas + 1 < cfg->replicas ? e + 1 : e - 1;
-  } else {
-    int32_t coord[PSIM_MAX_OP_DIMS];
-    psim_build_shard_coords(op, cfg, e / cfg->replicas, coord);
-    for (int32_t i = 0; i < op->n_dims && other < 0; i++) {
-      if ((mask & (1u << i)) || cfg->degree[i] == 1)
-        continue;
-      coord[i] = coord[i] + 1 < cfg->degree[i] ? coord[i] + 1 : coord[i] - 1;
-      other = psim_build_shard_index(op, cfg, coord) * cfg->replicas;
-    }
-  }
-  if (other < 0 || g->n_groups <= 1)
-    return;
-  psim_group *g2 = psim_build_group_new(b);
-  if (!g2)
-    return; /* out of memory: the stride stays unknown (0) */
-  psim_build_partial_group(b, o, other, mask, g2);
-  int32_t stride = g2->devices[0] - g->devices[0];
-  for (int32_t i = 0; i < g->n && stride != INT32_MIN; i++)
-    if (g2->devices[i] - g->devices[i] != stride)
-      stride = INT32_MIN;
-  psim_free(g2);
-  /* the engine routes groups devices + k * stride for k < n_groups: use the
-   * stride only when every one of them is a real device */
-  if (stride <= 0) /* INT32_MIN: members shift unalike */
-    return;
-  for (int32_t i = 0; i < g->n; i++)
-    if ((int64_t)g->devices[i] + (int64_t)(g->n_groups - 1) * stride >= b->c->n_devices)
-      return;
-  g->stride = stride;
-}
-
 int32_t psim_build_src_task(const psim_build *b, int32_t *arr, int32_t o, int32_t d, int32_t mu) {
   int32_t k = psim_build_local_on(b, o, d);
   if (k < 0) /* folded: the representative stands for its symmetric peers */
@@ -238,8 +198,7 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
     psim_free(g);
     return st;
   }
-  if (b->folded)
-    psim_build_group_stride(b, x, e, mask, g);
+  psim_build_group_stride(b, x, e, mask, g);
   psim_region r;
   psim_build_tensor_region(b, x, e / b->s->ops[x].replicas, t, &r);
   const psim_tensor *ten = &b->m->tensors[t];
@@ -248,10 +207,11 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
                       g->devices,
                       g->n,
                       psim_build_region_elems(&r, ten->rank) * (double)psim_dtype_bytes(ten->dtype),
-                      b->folded ? g->n_groups : 1,
+                      psim_build_family(b, g),
                       g->stride,
                       false,
-                      NULL};
+                      NULL,
+                      g->index};
   psim_task_info info = {
       PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_TP, (int16_t)b->s->ops[x].stage, x, mu, g->devices[0], -1};
   int32_t entry;
@@ -532,11 +492,10 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
     if (*exit >= 0) {
       st = join_collective(b, x, slot, xt, g, k1, mu, dir, *exit);
     } else {
-      if (b->folded)
-        psim_build_group_stride(b, x, e, mask, g);
+      psim_build_group_stride(b, x, e, mask, g);
       double bytes = covered * esize;
-      psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, bytes,
-                          b->folded ? g->n_groups : 1, g->stride,       false,      NULL};
+      psim_coll_desc d = {PSIM_COLL_ALL_GATHER,    b->s->allreduce, g->devices, g->n, bytes,
+                          psim_build_family(b, g), g->stride,       false,      NULL, g->index};
       psim_task_info info = {PSIM_TASK_COLLECTIVE,
                              PSIM_TP_COMM_TP,
                              (int16_t)b->s->ops[x].stage,
@@ -599,16 +558,7 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   for (int32_t rep = 0; rep < cy->replicas; rep++)
     g->devices[g->n++] = cy->devices[ly->shard * cy->replicas + rep];
   g->n_groups = cy->n_devices / g->n;
-  g->stride = 0; /* replica groups of consecutive shards: a uniform shift? */
-  int32_t n_shards = cy->n_devices / cy->replicas;
-  if (b->folded && n_shards > 1 && ly->shard + 1 < n_shards) {
-    int32_t stride = cy->devices[(ly->shard + 1) * cy->replicas] - g->devices[0];
-    bool uniform = stride > 0;
-    for (int32_t i = 0; i < g->n && uniform; i++)
-      uniform = cy->devices[(ly->shard + 1) * cy->replicas + i] - g->devices[i] == stride &&
-                (int64_t)g->devices[i] + (int64_t)(g->n_groups - 1) * stride < b->c->n_devices;
-    g->stride = uniform ? stride : 0;
-  }
+  psim_build_replica_family(b, cy, ly->shard, g);
   psim_comm_cache *cache = b->cache;
   uint64_t k1 = psim_build_key1(4, y, 0, mu, dir),
            k2 = ((uint64_t)(uint32_t)t << 32) | (uint32_t)g->devices[0];
@@ -616,8 +566,8 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   *exit = psim_bcache_get(cache, k1, k2);
   psim_status st = PSIM_OK;
   if (*exit < 0) {
-    psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, bytes,
-                        b->folded ? g->n_groups : 1, g->stride,       false,      NULL};
+    psim_coll_desc d = {PSIM_COLL_ALL_GATHER,    b->s->allreduce, g->devices, g->n, bytes,
+                        psim_build_family(b, g), g->stride,       false,      NULL, g->index};
     psim_task_info info = {
         PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_PP, (int16_t)cy->stage, y, mu, g->devices[0], -1};
     st = psim_build_add_collective(b, &d, &info, &entry, exit);

@@ -81,7 +81,7 @@ static psim_status add_dp_collective(psim_build *b, psim_group *g, sync_state *s
                                      const psim_coll_desc *d, const psim_task_info *info,
                                      int32_t *entry, int32_t *exit) {
   PSIM_CHECK(psim_build_add_collective(b, d, info, entry, exit));
-  b->dp_bytes += psim_zero_coll_volume(d->kind, d->bytes, d->n, d->concurrent_groups);
+  b->dp_bytes += psim_zero_coll_volume(d->kind, d->bytes, d->n, psim_build_counted_groups(b, d));
   return stream_order(b, g, ss->dp_last, *entry, *exit);
 }
 
@@ -102,10 +102,11 @@ static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
                       g->devices,
                       g->n,
                       bk->bytes / shard,
-                      b->folded ? g->n_groups : 1,
+                      psim_build_family(b, g),
                       g->stride,
                       true,
-                      NULL};
+                      NULL,
+                      g->index};
   psim_task_info info = {PSIM_TASK_COLLECTIVE,
                          PSIM_TP_COMM_DP,
                          (int16_t)b->s->ops[bk->op].stage,
@@ -247,8 +248,8 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
  * the gradient buckets' pieces). */
 static psim_status param_gather(psim_build *b, psim_group *g, void *ctx) {
   sync_state *ss = ctx;
-  psim_coll_desc d = {PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, ss->bytes,
-                      b->folded ? g->n_groups : 1, g->stride,       true,       NULL};
+  psim_coll_desc d = {PSIM_COLL_ALL_GATHER,    b->s->allreduce, g->devices, g->n, ss->bytes,
+                      psim_build_family(b, g), g->stride,       true,       NULL, g->index};
   psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_DP, -1, -1, -1, g->devices[0], -1};
   int32_t entry, exit;
   PSIM_CHECK(add_dp_collective(b, g, ss, &d, &info, &entry, &exit));

@@ -159,8 +159,7 @@ psim_status psim_zero_each_group(psim_build *b, int32_t o, uint32_t mask, psim_z
       first_sim++;
     if (b->folded && g->devices[first_sim] != b->s->ops[o].devices[e])
       continue;
-    if (b->folded)
-      psim_build_group_stride(b, o, e, mask, g);
+    psim_build_group_stride(b, o, e, mask, g);
     st = fn(b, g, ctx);
   }
   psim_free(g);
@@ -339,8 +338,8 @@ static psim_status gather_group(psim_build *b, psim_group *g, void *vctx) {
   const int32_t *ord = c->us->order + (c->dir == PSIM_DIR_FWD ? 0 : c->us->n);
   const zunit *u = &c->us->u[ord[c->p]];
   psim_coll_desc d = {
-      PSIM_COLL_ALL_GATHER,        b->s->allreduce, g->devices, g->n, u->elems * c->us->wbytes,
-      b->folded ? g->n_groups : 1, g->stride,       false,      NULL};
+      PSIM_COLL_ALL_GATHER,    b->s->allreduce, g->devices, g->n, u->elems * c->us->wbytes,
+      psim_build_family(b, g), g->stride,       false,      NULL, g->index};
   psim_task_info info = {PSIM_TASK_COLLECTIVE,
                          PSIM_TP_COMM_DP,
                          (int16_t)u->stage,
@@ -350,7 +349,7 @@ static psim_status gather_group(psim_build *b, psim_group *g, void *vctx) {
                          -1};
   int32_t entry, exit;
   PSIM_CHECK(psim_build_add_collective(b, &d, &info, &entry, &exit));
-  b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, d.concurrent_groups);
+  b->dp_bytes += psim_zero_coll_volume(d.kind, d.bytes, d.n, psim_build_counted_groups(b, &d));
   const zunit *at = &c->us->u[issue_unit(c->us, ord, c->p, c->prefetch)];
   for (int32_t i = 0; i < g->n; i++) {
     int32_t dev = g->devices[i];

@@ -6,11 +6,17 @@
  *  - aggregated: a phase takes repeat * (alpha + max bytes / B), alpha the largest summed
  *    latency of its routes, B the smallest over its routes' links of bandwidth / load, load
  *    = number of the phase's routes (of this group and of its concurrent replicas) crossing
- *    the link. One task holds every rank's comm engine and the links some phase fills.
+ *    the link. One task holds every rank's comm engine and the links some phase fills
+ *    that no concurrent replica's route crosses.
  *  - expanded: one transfer task per message and repeat, lasting latency + bytes / (its
  *    route's smallest bandwidth / load), holding its sender's comm engine and the links it
- *    fills where it is group 0's only message; a message waits for its sender's previous
+ *    fills where it is its group's only message; a message waits for its sender's previous
  *    message and the last message the sender received.
+ * Aggregated, a link that several concurrent groups' routes cross is shared by dividing its
+ * bandwidth (the load), never also held: holding it would queue on top of dividing, and
+ * between replicas added as tasks of their own (an unfolded build) make the first ready go
+ * first, the list-scheduling anomaly of docs/simulator.md, "Where the engine is not
+ * monotone".
  * Algorithms and their cost (Thakur, Rabenseifner & Gropp 2005, IJHPCA 19(1)) are in
  * docs/simulator.md. Measured tables use the nccl-tests bus-bandwidth convention
  * (/work/shared/calibration/collectives.md). */
@@ -28,8 +34,9 @@ typedef struct coll_ctx {
   psim_cluster *c;
   const psim_coll_desc *d;
   int32_t groups; /* concurrent copies of the group routed */
+  int32_t self;   /* which of them is d's own group (its devices): the one added */
   int32_t *load;  /* per link: routes of the current phase crossing it */
-  int32_t *own;   /* per link: those of group 0 alone (expanded fidelity) */
+  int32_t *own;   /* per link: those of the own group alone */
   /* the routes of every group's messages in the phase routed last (phase_routes): entry
    * k * n + i is message i of group k; the costing reads each 3 to 6 times */
   const int32_t **rl;
@@ -39,6 +46,8 @@ typedef struct coll_ctx {
   int32_t *pairs;           /* group 0's (source, destination) devices of the phase */
   size_t cap_pairs;
   int32_t routed_groups; /* the groups routed there */
+  int32_t routed_self;   /* and the own group's index among them */
+  int32_t rbase;         /* rl's group of index k is k + rbase (the own group alone: routed_self) */
   bool known;            /* t_known is the chosen plan's time with every group (auto_tree) */
   double t_known;
   double t_s; /* the time plan_times gave last (psim_coll_add_timed) */
@@ -46,7 +55,7 @@ typedef struct coll_ctx {
 
 /* Device of rank in the k-th concurrent group. */
 static int32_t group_device(const coll_ctx *x, int32_t k, int32_t rank) {
-  return x->d->devices[rank] + k * x->d->group_stride;
+  return x->d->devices[rank] + (k - x->self) * x->d->group_stride;
 }
 
 static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const int32_t **links,
@@ -58,8 +67,14 @@ static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const 
  * route-cache lookup per message and group, not one per pass over the phase (the same
  * routes, so the same figures to the bit). */
 static psim_status phase_routes(coll_ctx *x, const coll_plan *p, const coll_phase *ph) {
-  if (x->routed == ph && x->routed_groups >= x->groups)
+  if (x->routed == ph && x->routed_groups == x->groups && x->routed_self == x->self) {
+    x->rbase = 0;
     return PSIM_OK;
+  }
+  if (x->routed == ph && x->groups == 1) { /* the own group alone: routed among the others */
+    x->rbase = x->routed_self;
+    return PSIM_OK;
+  }
   size_t need = (size_t)x->groups * (size_t)ph->n;
   if (need > x->cap_r) {
     psim_free(x->rl);
@@ -92,6 +107,8 @@ static psim_status phase_routes(coll_ctx *x, const coll_plan *p, const coll_phas
   }
   x->routed = ph;
   x->routed_groups = x->groups;
+  x->routed_self = x->self;
+  x->rbase = 0;
   return PSIM_OK;
 }
 
@@ -102,11 +119,11 @@ static psim_status phase_load(coll_ctx *x, const coll_plan *p, const coll_phase 
   PSIM_CHECK(phase_routes(x, p, ph));
   for (int32_t k = k0; k < x->groups; k++)
     for (int32_t i = 0; i < ph->n; i++) {
-      size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
+      size_t at = (size_t)(k + x->rbase) * (size_t)ph->n + (size_t)i;
       const int32_t *links = x->rl[at];
       for (int32_t j = 0; j < x->rn[at]; j++) {
         x->load[links[j]] += delta;
-        x->own[links[j]] += k == 0 ? delta : 0;
+        x->own[links[j]] += k == x->self ? delta : 0;
       }
     }
   return PSIM_OK;
@@ -136,7 +153,7 @@ static psim_status phase_rate(coll_ctx *x, const coll_plan *p, const coll_phase 
   for (int32_t k = 0; k < x->groups; k++)
     for (int32_t i = 0; i < ph->n; i++) {
       const coll_msg *m = &p->msgs[ph->first + i];
-      size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
+      size_t at = (size_t)(k + x->rbase) * (size_t)ph->n + (size_t)i;
       double b, l;
       route_under_load(x, x->rl[at], x->rn[at], &b, &l);
       *bw = b < *bw ? b : *bw;
@@ -169,17 +186,15 @@ static psim_status plan_time(coll_ctx *x, const coll_plan *p, double *t) {
 
 /* ---- public entry points ---- */
 
-void psim_coll_desc_init(psim_coll_desc *d) {
-  memset(d, 0, sizeof *d);
-  d->kind = PSIM_COLL_ALL_REDUCE;
-  d->algo = PSIM_AR_AUTO;
-  d->concurrent_groups = 1;
-}
-
 /* Concurrent groups whose traffic is routed: all of them when the stride
  * is known, else only the group itself (no contention assumed). */
 static int32_t groups_routed(const psim_coll_desc *d) {
   return d->concurrent_groups > 1 && d->group_stride != 0 ? d->concurrent_groups : 1;
+}
+
+/* d's own group among those routed (0 when they are not). */
+static int32_t group_self(const psim_coll_desc *d) {
+  return groups_routed(d) > 1 ? d->group_index : 0;
 }
 
 static psim_status check_desc(const psim_cluster *c, const psim_coll_desc *d) {
@@ -187,14 +202,18 @@ static psim_status check_desc(const psim_cluster *c, const psim_coll_desc *d) {
     return psim_error(PSIM_EINPUT, "collective: group of %d devices", d->n);
   if (!(d->bytes >= 0) || !isfinite(d->bytes))
     return psim_error(PSIM_EINPUT, "collective: size %g bytes is not a number >= 0", d->bytes);
-  int32_t g = groups_routed(d);
+  int32_t g = groups_routed(d), self = group_self(d);
+  if (self < 0 || self >= g)
+    return psim_error(PSIM_EINPUT, "collective: group %d of %d concurrent groups", self, g);
   uint8_t *seen = psim_calloc((size_t)c->n_devices + 1, 1); /* O(n), not O(n^2) */
   if (!seen)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
   psim_status s = PSIM_OK;
   for (int32_t i = 0; i < d->n && s == PSIM_OK; i++) {
-    int64_t last = d->devices[i] + (int64_t)(g - 1) * d->group_stride;
-    if (d->devices[i] < 0 || d->devices[i] >= c->n_devices || last < 0 || last >= c->n_devices)
+    int64_t first = d->devices[i] - (int64_t)self * d->group_stride;
+    int64_t last = d->devices[i] + (int64_t)(g - 1 - self) * d->group_stride;
+    if (d->devices[i] < 0 || d->devices[i] >= c->n_devices || first < 0 || first >= c->n_devices ||
+        last < 0 || last >= c->n_devices)
       s = psim_error(PSIM_EINPUT,
                      "collective: rank %d (device %d, %d groups, stride %d) is outside the "
                      "cluster's %d devices",
@@ -246,7 +265,7 @@ static void ctx_free(coll_ctx *x) {
 /* Builds the plan and the context (load array) for d. */
 static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *p, coll_ctx *x) {
   memset(p, 0, sizeof *p);
-  *x = (coll_ctx){.c = c, .d = d, .groups = groups_routed(d)};
+  *x = (coll_ctx){.c = c, .d = d, .groups = groups_routed(d), .self = group_self(d)};
   PSIM_CHECK(check_desc(c, d));
   size_t nl = (size_t)(c->n_links > 0 ? c->n_links : 1);
   x->load = psim_calloc(2 * nl, sizeof *x->load);
@@ -277,10 +296,12 @@ static psim_status plan_times(coll_ctx *x, const coll_plan *p, double *t, double
     return PSIM_OK;
   double t1 = *t;
   if (x->groups > 1) {
-    int32_t g = x->groups;
+    int32_t g = x->groups, self = x->self;
     x->groups = 1;
+    x->self = 0;
     psim_status s = plan_time(x, p, &t1);
     x->groups = g;
+    x->self = self;
     PSIM_CHECK(s);
   }
   *scale = psim_coll_table_time(tab, x->d->bytes) / t1;
@@ -322,17 +343,20 @@ psim_status psim_coll_add_barrier(psim_taskgraph *g, const psim_task_info *info,
 
 /* Marks in held[] the links of the group's own routes that the phase
  * saturates: their load (the routes of every concurrent group crossing them)
- * times the phase's rate reaches their bandwidth. Loads are set. */
+ * times the phase's rate reaches their bandwidth, and that no other
+ * concurrent group's route crosses (those share by division). Loads are set. */
 static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_phase *ph,
                                   unsigned char *held) {
   double bw, lat, bytes;
   PSIM_CHECK(phase_rate(x, p, ph, &bw, &lat, &bytes));
   if (!isfinite(bw))
     return PSIM_OK;
-  for (int32_t i = 0; i < ph->n; i++) { /* group 0's routes: the first of phase_routes' */
-    const int32_t *links = x->rl[i];
-    for (int32_t j = 0; j < x->rn[i]; j++)
+  for (int32_t i = 0; i < ph->n; i++) { /* the own group's routes, of phase_routes' */
+    size_t at = (size_t)(x->self + x->rbase) * (size_t)ph->n + (size_t)i;
+    const int32_t *links = x->rl[at];
+    for (int32_t j = 0; j < x->rn[at]; j++)
       held[links[j]] |=
+          x->load[links[j]] == x->own[links[j]] &&
           psim_coll_saturates(x->load[links[j]] * bw, psim_coll_link_bw(&x->c->links[links[j]]));
   }
   return PSIM_OK;
@@ -376,28 +400,6 @@ static double plan_bytes(const coll_plan *p) {
   return sum;
 }
 
-int32_t psim_coll_pieces(const psim_coll_desc *d, double seconds) {
-  if (!d->own_stream || !(seconds > PSIM_COLL_PIECE_S))
-    return 1;
-  double k = ceil(seconds / PSIM_COLL_PIECE_S);
-  return k < PSIM_COLL_MAX_PIECES ? (int32_t)k : PSIM_COLL_MAX_PIECES;
-}
-
-psim_status psim_coll_add_pieces(psim_taskgraph *g, int32_t pieces, double seconds,
-                                 const int32_t *res, int32_t n_res, const psim_task_info *info,
-                                 int32_t *entry, int32_t *exit) {
-  for (int32_t k = 0; k < pieces; k++) {
-    int32_t id;
-    PSIM_CHECK(psim_tg_add_task(g, seconds / pieces, res, n_res, info, &id));
-    if (k == 0)
-      *entry = id;
-    else
-      PSIM_CHECK(psim_tg_add_edge(g, *exit, id));
-    *exit = id;
-  }
-  return PSIM_OK;
-}
-
 /* One task, or own_stream a chain of psim_coll_pieces pieces (collective.h). */
 static psim_status add_aggregated(psim_taskgraph *g, coll_ctx *x, const coll_plan *p,
                                   const psim_task_info *info, int32_t *entry, int32_t *exit) {
@@ -437,31 +439,35 @@ static psim_status message_deps(psim_taskgraph *g, const exp_state *e, const col
   return any ? PSIM_OK : psim_tg_add_edge(g, e->entry, t);
 }
 
-/* One transfer task for message m of group 0 at its share of its route's
+/* One transfer task for message m of the own group at its share of its route's
  * links (loads: the phase's messages of every group). It holds its sender's
  * comm engine (a rank's collectives run in issue order, as on one NCCL
  * stream) and the links it fills with its replicas where no other message
- * of group 0 shares them (those already divide the link: holding it too
- * would queue them on top of dividing it). */
+ * of the own group shares them (those already divide the link: holding it too
+ * would queue them on top of dividing it). Links shared with the replicas stay
+ * held here, unlike the aggregated task's: a collective's messages depend on
+ * each other step by step, and without the hold the next collective of the
+ * group (gradient buckets in a row) would overlap its predecessor's on them. */
 static psim_status add_message(psim_taskgraph *g, coll_ctx *x, const exp_state *e,
                                const coll_msg *m, const psim_task_info *info, int32_t *id) {
   const int32_t *links;
   int32_t nl;
   double bw, lat;
-  PSIM_CHECK(route(x, 0, m, &links, &nl));
+  PSIM_CHECK(route(x, x->self, m, &links, &nl));
   route_under_load(x, links, nl, &bw, &lat);
   int32_t res[64], *rp = nl < 64 ? res : psim_malloc(((size_t)nl + 1) * sizeof *rp), nh = 0;
   if (!rp)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
   if (!x->d->own_stream)
-    rp[nh++] = psim_res_comm(group_device(x, 0, m->src));
+    rp[nh++] = psim_res_comm(group_device(x, x->self, m->src));
   for (int32_t j = 0; j < nl; j++) {
     int32_t l = links[j];
     if (x->own[l] == 1 && psim_coll_saturates(bw * x->load[l], psim_coll_link_bw(&x->c->links[l])))
       rp[nh++] = psim_res_link(x->c->n_devices, l);
   }
   double d = (lat + (m->bytes > 0 ? m->bytes / bw : 0)) * e->scale;
-  psim_task_info ti = psim_coll_task_info(info, PSIM_TASK_TRANSFER, group_device(x, 0, m->src));
+  psim_task_info ti =
+      psim_coll_task_info(info, PSIM_TASK_TRANSFER, group_device(x, x->self, m->src));
   psim_status s = psim_tg_add_task(g, d, rp, nh, &ti, id);
   if (rp != res)
     psim_free(rp);

@@ -50,10 +50,16 @@ typedef struct psim_coll_desc {
   psim_coll_routes *routes;  /* where phases' routes are kept and found again, or NULL: the
                                 same routes, found once per message set (the cluster must
                                 not change while it is used) */
+  int32_t group_index;       /* which of the concurrent groups this one is: the k-th routed group
+                                is devices[i] + (k - group_index) * group_stride, k <
+                                concurrent_groups. 0 = the first (a folded representative); an
+                                unfolded build adds each group with its own index, and every group
+                                of a family then takes the same time (docs/simulator.md,
+                                "Concurrent groups") */
 } psim_coll_desc;
 
 /* Sets a descriptor to: all-reduce, auto algorithm, no devices, 0 bytes, one
- * group, stride 0, on the comm engine. */
+ * group, stride 0, on the comm engine, group index 0. */
 void psim_coll_desc_init(psim_coll_desc *d);
 
 /* An own-stream collective is added as a chain of pieces, each holding the links the whole

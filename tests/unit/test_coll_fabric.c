@@ -320,10 +320,13 @@ END_TEST
  * bucket): ZeRO-1's parameter all-gathers leave the end of the iteration for
  * the start of the forward, each gather before the first forward kernel of its
  * bucket (an edge into a forward kernel). The iteration shortens by at most
- * the gathers' time (nothing else moves) and by at least half of it: here the
- * first micro-batch's forward (about 13 ms) hides most of the 17 ms of
- * gathers, the first bucket's (the embedding's) staying exposed. Before, the
- * key did not exist and the gathers followed the step. */
+ * the gathers' time (nothing else moves) and by at least a third of it: here
+ * the two data-parallel groups that share each of the 4 NICs per node gather at
+ * once, each at half the NIC's bandwidth (33 ms of gathers per device where one
+ * group alone takes 17 ms; docs/simulator.md, "Concurrent groups"), and the
+ * first micro-batch's forward (about 13 ms) hides 12 ms of them, the first
+ * bucket's (the embedding's) staying exposed. Before, the key did not exist and
+ * the gathers followed the step. */
 START_TEST(param_gather_overlaps_forward) {
   run_out after, overl;
   run_opts ro = {false, NULL, 0, false};
@@ -334,7 +337,7 @@ START_TEST(param_gather_overlaps_forward) {
   ck_assert_int_eq(overl.n_gathers, after.n_gathers);
   ck_assert_int_eq(after.gathers_feeding_fwd, 0);
   ck_assert_int_eq(overl.gathers_feeding_fwd, overl.n_gathers);
-  ck_assert_msg(overl.iter <= after.iter - 0.5 * after.gather_s &&
+  ck_assert_msg(overl.iter <= after.iter - after.gather_s / 3 &&
                     overl.iter >= after.iter - after.gather_s * (1 + 1e-9),
                 "iteration %.6f s with overlap, %.6f s after the step, gathers %.6f s", overl.iter,
                 after.iter, after.gather_s);
