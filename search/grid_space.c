@@ -268,14 +268,16 @@ static int32_t hsdp_shards(const space_ctx *x, int32_t tp, int32_t dp, int32_t *
 /* torchtitan's knobs for one (tp, pp) pair: FSDP (ZeRO 3, overlapped) over all of dp or as HSDP
  * (hsdp_shards), or, at dp 1 or as the sole parallelism, no sharding (DDP, overlapped);
  * sequence parallelism at tp > 1; schedule (1F1B and GPipe without interleaving,
- * Interleaved1F1B with), micro-batch, activation checkpointing none or full (torchtitan's
- * selective modes checkpoint per layer or per op kind, not Megatron's attention core), and at
+ * Interleaved1F1B with), micro-batch, activation checkpointing none, op-level selective
+ * (torchtitan's selective_ac_option "op": recompute op, sim/builder/kernels.c) or full (its
+ * every-N-th-layer mode, recompute_every, is not searched: not a template option), and at
  * tp > 1 async TP against the stack's setting (x->async_alt). Classic: 1F1B without
  * interleaving, FSDP over all of dp, async TP as the stack has it. */
 static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
   const psim_grid_options *o = x->o;
   static const psim_schedule scheds[] = {PSIM_SCHED_1F1B, PSIM_SCHED_GPIPE};
-  int n_rc = o->try_recompute ? 2 : 1, n_as = tp > 1 && x->async_alt ? 2 : 1;
+  static const psim_recompute rcs[] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_OP, PSIM_RECOMPUTE_FULL};
+  int n_rc = o->try_recompute ? 3 : 1, n_as = tp > 1 && x->async_alt ? 2 : 1;
   int32_t shards[8], n_sh = hsdp_shards(x, tp, dp, shards);
   for (int32_t z = 0; z <= 3; z += 3)
     for (int32_t h = 0; h < (z == 3 ? n_sh : 1); h++)
@@ -297,7 +299,7 @@ static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t 
                 mo.sequence_parallel = tp > 1;
                 mo.overlap_grad_reduce = dp > 1;
                 mo.micro_batch = o->micro_batches[i];
-                mo.recompute = j == 0 ? PSIM_RECOMPUTE_NONE : PSIM_RECOMPUTE_FULL;
+                mo.recompute = rcs[j]; /* the least recomputation first */
                 PSIM_CHECK(push(x, &mo, classic));
               }
           }
@@ -384,8 +386,8 @@ static bool rc_covers(const psim_megatron_opts *b, const psim_megatron_opts *x) 
   bool x_block = x->recompute == PSIM_RECOMPUTE_FULL && x->recompute_method == PSIM_RCM_BLOCK;
   if (x->recompute == PSIM_RECOMPUTE_NONE || (b->recompute == PSIM_RECOMPUTE_FULL && !b_block))
     return true;
-  if (x->recompute == PSIM_RECOMPUTE_SELECTIVE)
-    return b->recompute == PSIM_RECOMPUTE_SELECTIVE;
+  if (x->recompute == PSIM_RECOMPUTE_SELECTIVE || x->recompute == PSIM_RECOMPUTE_OP)
+    return b->recompute == x->recompute; /* selective and op-level: not ordered with block */
   return x_block && b_block && b->recompute_layers >= x->recompute_layers;
 }
 
