@@ -37,6 +37,9 @@ typedef struct psim_search_options {
                            interleaved variants, issue 23); the default plan's policy sets it, its Megatron
                            grid baseline searching interleaving, to keep its wall budget (issue 18 D7);
                            default false */
+  bool keep_overlap;    /* alpa: return the chosen candidate as the DP built it, without trying it
+                           with the gradient all-reduce overlapped (tests of the stage DP itself);
+                           default false */
 } psim_search_options;
 
 void psim_search_options_init(psim_search_options *o);

@@ -351,6 +351,43 @@ static void note_skipped(const alpa *A, double slowest_s, psim_search_result *r)
              (int)(A->n_top - A->n_skipped), (int)A->n_top, slowest_s); /* CPU s */
 }
 
+/* The chosen plan again with the gradient all-reduce overlapped with the backward pass
+ * (Megatron-Core --overlap-grad-reduce), kept where it is faster and fits: the stage DP's
+ * estimates take no overlap, and in plansim it is no dominance rule (the grid tries both,
+ * search/grid_space.c). One simulation more, skipped when the deadline would not hold one
+ * as slow as the slowest candidate's. */
+static psim_status try_overlap(alpa *A, psim_search_result *r, double slowest_s, double t0) {
+  if (!r->found || r->best.overlap_grad_reduce || A->o->keep_overlap ||
+      (A->deadline_s > 0 && psim_budget_clock_s() + slowest_s > A->deadline_s))
+    return PSIM_OK;
+  cand_eval ev;
+  memset(&ev, 0, sizeof ev);
+  psim_sim_result_init(&ev.sim);
+  PSIM_CHECK(psim_strategy_copy(&r->best, &ev.s));
+  ev.s.overlap_grad_reduce = true;
+  ev.st = psim_simulate(A->m0, A->c, &ev.s, A->o->sim, &ev.sim);
+  if (ev.st == PSIM_OK)
+    r->evaluations++;
+  bool better =
+      ev.st == PSIM_OK && ev.sim.fits && ev.sim.iteration_time_s < r->best_sim.iteration_time_s;
+  psim_status st = ev.st == PSIM_ENOMEM || ev.st == PSIM_EINTERRUPTED ? ev.st : PSIM_OK;
+  if (ev.st != PSIM_OK && st == PSIM_OK)
+    psim_error_clear(); /* a variant that cannot be simulated leaves the plan as it was */
+  if (!better) {
+    psim_strategy_destroy(&ev.s);
+    psim_sim_result_destroy(&ev.sim);
+    return st;
+  }
+  psim_strategy_destroy(&r->best);
+  psim_sim_result_destroy(&r->best_sim);
+  r->best = ev.s;
+  r->best_sim = ev.sim;
+  size_t len = strlen(r->description);
+  if (len < sizeof r->description)
+    snprintf(r->description + len, sizeof r->description - len, ", gradient reduce overlapped");
+  return psim_search_record(r, r->evaluations, psim_alpa_now_s() - t0, ev.sim.iteration_time_s);
+}
+
 psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0) {
   cand_eval ev[MAX_CANDS];
   drop_bases(A);
@@ -379,6 +416,8 @@ psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0) {
     if (st == PSIM_OK && (ev[i].st == PSIM_ENOMEM || ev[i].st == PSIM_EINTERRUPTED))
       st = psim_error(ev[i].st, "%s", ev[i].err);
   }
+  if (st == PSIM_OK)
+    st = try_overlap(A, r, slowest_s, t0);
   if (r->found)
     note_skipped(A, slowest_s, r);
   return st;

@@ -291,6 +291,7 @@ static void plan_with(const psim_model *m, psim_cluster *c, bool equal, bool vir
                       psim_search_result *r, double *estimate) {
   psim_search_options o;
   psim_search_options_init(&o);
+  o.keep_overlap = true; /* the DP's own plans, compared as it builds them */
   alpa A;
   ck_assert_msg(psim_alpa_setup(&A, m, c, &o) == PSIM_OK, "%s", psim_error_message());
   A.equal_stages = equal;
