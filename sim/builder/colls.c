@@ -101,7 +101,9 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
                        pieces,
                        g->duration_s[task] * pieces};
   memcpy(cc->dev_pool + cc->n_dev, d->devices, sizeof(int32_t) * (size_t)d->n);
-  memcpy(cc->res_pool + cc->n_resv, g->res + g->res_first[task], sizeof(int32_t) * (size_t)n_res);
+  if (n_res > 0) /* none: a collective whose links its concurrent groups share (collective.c)
+                   on its own stream; the pool may not exist yet (memcpy of NULL is undefined) */
+    memcpy(cc->res_pool + cc->n_resv, g->res + g->res_first[task], sizeof(int32_t) * (size_t)n_res);
   cc->n_dev += (size_t)d->n;
   cc->n_resv += (size_t)n_res;
   cc->n++;

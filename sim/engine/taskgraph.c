@@ -294,7 +294,8 @@ psim_status psim_tg_append_tasks(psim_taskgraph *g, const psim_taskgraph *src, i
   int32_t at = g->n_tasks;
   memcpy(g->duration_s + at, src->duration_s + t0, n * sizeof *g->duration_s);
   memcpy(g->info + at, src->info + t0, n * sizeof *g->info);
-  memcpy(g->res + g->n_res, src->res + r0, nr * sizeof *g->res);
+  if (nr > 0) /* a graph of tasks holding nothing may have no resource array (NULL) */
+    memcpy(g->res + g->n_res, src->res + r0, nr * sizeof *g->res);
   int32_t shift = (int32_t)g->n_res - (int32_t)r0;
   for (size_t i = 1; i <= n; i++)
     g->res_first[(size_t)at + i] = src->res_first[(size_t)t0 + i] + shift;
