@@ -28,6 +28,7 @@ typedef struct plan_args {
   int32_t threads;
   bool json;
   bool no_baselines; /* --no-baselines: skip the data-parallel and grid simulations */
+  bool fp8;          /* --fp8: the grids also try FP8 linears (psim_search_options.fp8) */
   bool reproducible; /* --reproducible: no wall-clock figures in the plan */
   bool progress;     /* --progress: progress lines on stderr even when it is not a terminal */
 } plan_args;
@@ -90,6 +91,8 @@ static psim_status parse_args(int argc, char **argv, plan_args *a) {
       a->json = true;
     } else if (strcmp(argv[i], "--no-baselines") == 0) {
       a->no_baselines = true;
+    } else if (strcmp(argv[i], "--fp8") == 0) {
+      a->fp8 = true;
     } else if (strcmp(argv[i], "--reproducible") == 0) {
       a->reproducible = true;
     } else if (strcmp(argv[i], "--progress") == 0) {
@@ -146,6 +149,22 @@ static void note_ignored(const plan_args *a, const psim_search_options *o) {
     note("--init", given, "only mcmc and exhaustive start from a strategy");
   if (a->fix && strcmp(s, "grid") == 0)
     note("--fix", given, "the Megatron grid does not take fixed choices; use alpa or mcmc");
+  if (a->fp8 && strcmp(s, "grid") != 0 && (strcmp(given, "auto") != 0 || a->no_baselines))
+    note("--fp8", given,
+         "only the Megatron grid (and the default plan's grid baseline) "
+         "searches FP8 linears");
+}
+
+/* --fp8 where it cannot apply (search/grid_space.c fp8_applies): said, not silently ignored. */
+static void note_fp8(const psim_cluster *c) {
+  if (c->n_devices > 0 && !psim_device_has_fp8(c, 0))
+    fprintf(stderr, "plansim plan: note: --fp8 has no effect: device type '%s' has no FP8 rate\n",
+            c->types[c->devices[0].type].name);
+  else if (c->stack.fp8_cast_bytes <= 0)
+    fprintf(stderr,
+            "plansim plan: note: --fp8 has no effect: stack '%s' has no FP8 recipe (try --stack "
+            "megatron-core or pytorch-fsdp2; docs/stacks.md)\n",
+            psim_stack_name(&c->stack));
 }
 
 static void print_line(const char *label, const psim_sim_result *r) {
@@ -234,6 +253,7 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
   p->so.sim = &p->sim;
   p->so.seed = a->seed;
   p->so.threads = a->threads;
+  p->so.fp8 = a->fp8;
   p->so.verify_every = a->verify_every;
   p->so.progress = a->progress || psim_cli_stderr_is_tty() ? stderr : NULL;
   if (a->fix) {
@@ -246,6 +266,8 @@ static psim_status prepare(const plan_args *a, plan_run *p) {
     p->so.init = &p->init;
   }
   note_ignored(a, &p->so);
+  if (a->fp8)
+    note_fp8(&p->in.cluster);
   return PSIM_OK;
 }
 

@@ -300,6 +300,8 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
     n += snprintf(out + n, size - (size_t)n, " (block: %d layers of each chunk)",
                   (int)b->recompute_layers);
   n += snprintf(out + n, size - (size_t)n, "%s", b->sequence_parallel ? ", sequence parallel" : "");
+  if (b->fp8 == PSIM_FP8_ON)
+    n += snprintf(out + n, size - (size_t)n, ", FP8 linears");
   if (b->async_tp != PSIM_ASYNC_TP_STACK)
     n += snprintf(out + n, size - (size_t)n, ", async TP %s",
                   b->async_tp == PSIM_ASYNC_TP_ON ? "on" : "off");
@@ -362,6 +364,7 @@ psim_status psim_search_grid(const psim_model *m, psim_cluster *c, const psim_se
   go.sim = o->sim;
   go.progress = o->progress;
   go.budget_s = o->budget_s;
+  go.try_fp8 = o->fp8;
   if (o->budget_evals > 0)
     go.max_evaluations = o->budget_evals;
   const char *stack = psim_stack_name(&c->stack);

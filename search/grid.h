@@ -35,6 +35,11 @@ typedef struct psim_grid_options {
                                      the first N layers of each model chunk (--recompute-method
                                      block), N a power of two below the chunk's layers
                                      (grid_space.c); default true */
+  bool try_fp8;                   /* also every candidate with FP8 linear layers (the strategy's
+                                     "fp8", Transformer Engine's --fp8-format hybrid, torchao's
+                                     Float8Linear), where the device has an FP8 rate and the
+                                     model's linears are not FP8 already; default false: FP8 changes
+                                     the numerics, so it is the user's choice (plan --fp8) */
   int32_t max_virtual_stages;     /* interleaving: virtual stages per pipeline rank tried, 1..this
                                      (those Megatron-Core accepts); default 8, 1 = none */
   int32_t max_zero;               /* ZeRO stages tried, 0..this; default 3 (1: Megatron-Core's

@@ -42,7 +42,7 @@
 /* One layer's kernels for one (tp, cp, micro-batch, sequence parallelism): s per micro-batch. */
 typedef struct layer_cost {
   int32_t tp, cp, mb;
-  bool sp;
+  bool sp, fp8;                    /* fp8: the block linears as FP8 GEMMs (the candidate's "fp8") */
   double fwd_s, bwd_s, core_fwd_s; /* core: the attention core (selective recomputation) */
 } layer_cost;
 
@@ -123,22 +123,31 @@ static void op_shard(const est_ctx *x, const psim_op *op, const layer_cost *k, i
 }
 
 /* The kernels of the first transformer layer on device 0 (psim_cost_compute: the cost
- * database's times, else the device's roofline), memoised per (tp, cp, mb, sp). */
+ * database's times, else the device's roofline), memoised per (tp, cp, mb, sp, fp8). */
 static const layer_cost *layer_kernels(est_ctx *x, const psim_megatron_opts *mo) {
-  layer_cost key = {mo->tp, mo->cp > 0 ? mo->cp : 1, mo->micro_batch, mo->sequence_parallel, 0, 0,
+  layer_cost key = {mo->tp,
+                    mo->cp > 0 ? mo->cp : 1,
+                    mo->micro_batch,
+                    mo->sequence_parallel,
+                    mo->fp8 == PSIM_FP8_ON,
+                    0,
+                    0,
                     0};
   for (int32_t i = 0; i < x->n_lc; i++)
     if (x->lc[i].tp == key.tp && x->lc[i].cp == key.cp && x->lc[i].mb == key.mb &&
-        x->lc[i].sp == key.sp)
+        x->lc[i].sp == key.sp && x->lc[i].fp8 == key.fp8)
       return &x->lc[i];
   layer_cost *k = x->n_lc < MAX_LAYER_COSTS ? &x->lc[x->n_lc++] : &x->lc[MAX_LAYER_COSTS - 1];
   *k = key;
   int64_t shard[PSIM_MAX_OP_DIMS];
   psim_cost_origin origin;
   for (int32_t i = 0; i < x->m->n_ops; i++) {
-    const psim_op *op = &x->m->ops[i];
-    if (op->block < 0 || op->layer != x->first_layer)
+    if (x->m->ops[i].block < 0 || x->m->ops[i].layer != x->first_layer)
       continue;
+    psim_op run = x->m->ops[i]; /* with the candidate's FP8 linears (psim_strategy_op_fp8) */
+    const psim_op *op = &run;
+    if (mo->fp8 != PSIM_FP8_MODEL)
+      run.attrs.fp8 = mo->fp8 == PSIM_FP8_ON && psim_op_is_block_linear(x->m, op);
     op_shard(x, op, k, shard);
     double f = psim_cost_compute(x->c, 0, x->m, op, shard, PSIM_PASS_FWD, x->db, &origin);
     k->fwd_s += f;

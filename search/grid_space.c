@@ -130,6 +130,7 @@ typedef struct space_ctx {
   int32_t cp, ep, etp; /* the (cp, ep, etp) of the pairs being listed */
   int32_t node;        /* devices per node (the FSDP space's HSDP shard groups) */
   int8_t async_alt;    /* the FSDP space's async TP alternative to the stack's, or 0 (none) */
+  int n_fp8;           /* 2: every candidate also with FP8 linears (try_fp8 where it applies) */
   int32_t first, last; /* uneven first/last stages' layers of the pairs being listed, 0: even */
 } space_ctx;
 
@@ -208,12 +209,14 @@ static void set_recompute(psim_megatron_opts *mo, int j, int32_t nb) {
   }
 }
 
-/* Every combination of one (tp, pp) pair, classic ones only or the others: ZeRO stage,
- * sequence parallelism (on first), virtual stages, micro-batch, gradient-reduce overlap (off
- * first), recompute (innermost, the least recomputation first: the dominance rule reads the
- * lighter modes). Classic ones have neither the overlap nor block recomputation: under a time
- * budget the classic pass (MoE models, models without a hidden dim) stays as it was. */
-static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
+/* One (tp, pp) pair's candidates at one precision (fp8: PSIM_FP8_MODEL, the model's own, or
+ * _ON), classic ones only or the others: ZeRO stage, sequence parallelism (on first), virtual
+ * stages, micro-batch, gradient-reduce overlap (off first), recompute (innermost, the least
+ * recomputation first: the dominance rule reads the lighter modes). Classic ones have neither
+ * the overlap, block recomputation nor FP8 linears: under a time budget the classic pass (MoE
+ * models, models without a hidden dim) stays as it was. */
+static psim_status push_pair_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic,
+                                int8_t fp8) {
   const psim_grid_options *o = x->o;
   int n_rc = o->try_recompute ? 3 : 1, n_sp = tp > 1 && o->try_sequence_parallel_off ? 2 : 1;
   int n_og = dp > 1 && o->try_overlap_grad_reduce ? 2 : 1;
@@ -223,7 +226,8 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
   for (int32_t z = 0; z <= (dp > 1 ? o->max_zero : 0); z++)
     for (int sp = 0; sp < n_sp; sp++)
       for (int32_t vp = 1; vp <= o->max_virtual_stages; vp++) {
-        bool is_classic = z == z0 && sp == 0 && vp == 1; /* and no overlap, no block */
+        /* and no overlap, no block */
+        bool is_classic = z == z0 && sp == 0 && vp == 1 && fp8 == PSIM_FP8_MODEL;
         if (classic && !is_classic)
           continue;
         int32_t nb = o->try_recompute ? n_block_values(x, pp, vp) : 0;
@@ -245,9 +249,18 @@ static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, b
               mo.micro_batch = o->micro_batches[i];
               set_recompute(&mo, o->try_recompute ? j : 0, nb);
               mo.overlap_grad_reduce = og == 1;
+              mo.fp8 = fp8;
               PSIM_CHECK(push(x, &mo, classic));
             }
       }
+  return PSIM_OK;
+}
+
+/* Every candidate of one (tp, pp) pair (push_pair_at), at the model's precision and, with
+ * try_fp8 where it applies (x->n_fp8 2), with FP8 linears after them. */
+static psim_status push_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
+  for (int f8 = 0; f8 < x->n_fp8; f8++)
+    PSIM_CHECK(push_pair_at(x, tp, pp, dp, classic, f8 ? PSIM_FP8_ON : PSIM_FP8_MODEL));
   return PSIM_OK;
 }
 
@@ -273,7 +286,8 @@ static int32_t hsdp_shards(const space_ctx *x, int32_t tp, int32_t dp, int32_t *
  * every-N-th-layer mode, recompute_every, is not searched: not a template option), and at
  * tp > 1 async TP against the stack's setting (x->async_alt). Classic: 1F1B without
  * interleaving, FSDP over all of dp, async TP as the stack has it. */
-static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
+static psim_status push_fsdp_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic,
+                                int8_t fp8) {
   const psim_grid_options *o = x->o;
   static const psim_schedule scheds[] = {PSIM_SCHED_1F1B, PSIM_SCHED_GPIPE};
   static const psim_recompute rcs[] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_OP, PSIM_RECOMPUTE_FULL};
@@ -284,7 +298,8 @@ static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t 
       for (int as = 0; as < n_as; as++)
         for (int32_t vp = 1; vp <= (pp > 1 ? o->max_virtual_stages : 1); vp++)
           for (int sc = 0; sc < (pp > 1 && vp == 1 ? 2 : 1); sc++) {
-            if ((vp == 1 && sc == 0 && h == 0 && as == 0) != classic || (z == 3 && dp == 1))
+            bool is_classic = vp == 1 && sc == 0 && h == 0 && as == 0 && fp8 == PSIM_FP8_MODEL;
+            if (is_classic != classic || (z == 3 && dp == 1))
               continue;
             for (int32_t i = 0; i < o->n_micro_batches; i++)
               for (int j = 0; j < n_rc; j++) {
@@ -300,9 +315,18 @@ static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t 
                 mo.overlap_grad_reduce = dp > 1;
                 mo.micro_batch = o->micro_batches[i];
                 mo.recompute = rcs[j]; /* the least recomputation first */
+                mo.fp8 = fp8;
                 PSIM_CHECK(push(x, &mo, classic));
               }
           }
+  return PSIM_OK;
+}
+
+/* The FSDP space's candidates of one pair (push_fsdp_at), with torchtitan's Float8 linears
+ * (model.converters float8) after the others where try_fp8 applies. */
+static psim_status push_fsdp_pair(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic) {
+  for (int f8 = 0; f8 < x->n_fp8; f8++)
+    PSIM_CHECK(push_fsdp_at(x, tp, pp, dp, classic, f8 ? PSIM_FP8_ON : PSIM_FP8_MODEL));
   return PSIM_OK;
 }
 
@@ -436,6 +460,21 @@ static void order_moe(grid_space *s) {
     s->c[i].order = i;
 }
 
+/* try_fp8 applies where the device has an FP8 rate (H100 and later: sim/ir/device_types.c), the
+ * stack casts to FP8 (fp8_cast_bytes > 0: its recipes, docs/stacks.md; megatron-lm-2021 has
+ * none) and the model has block linears, none of them FP8 already. */
+static bool fp8_applies(const psim_model *m, const psim_cluster *c, const psim_grid_options *o) {
+  if (!o->try_fp8 || c->n_devices < 1 || !psim_device_has_fp8(c, 0) || c->stack.fp8_cast_bytes <= 0)
+    return false;
+  bool linears = false;
+  for (int32_t i = 0; i < m->n_ops; i++) {
+    if (m->ops[i].attrs.fp8)
+      return false;
+    linears = linears || psim_op_is_block_linear(m, &m->ops[i]);
+  }
+  return linears;
+}
+
 psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
                                   const psim_grid_options *o, int32_t max_tp, grid_space *s) {
   memset(s, 0, sizeof *s);
@@ -458,6 +497,7 @@ psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
   x.async_alt = (int8_t)(c->stack.tp_overlap ? PSIM_ASYNC_TP_OFF
                          : c->stack.compile  ? PSIM_ASYNC_TP_ON
                                              : PSIM_ASYNC_TP_STACK);
+  x.n_fp8 = fp8_applies(m, c, o) ? 2 : 1;
   s->params = x.params, s->capacity = x.capacity;
   PSIM_CHECK(push_pairs(&x, c, max_tp, true));
   if (x.experts > 0)
@@ -492,8 +532,11 @@ void psim_grid_space_order(grid_space *s, const double *pair_best) {
   qsort(s->c + first, (size_t)(s->n - first), sizeof *s->c, by_pair_best);
 }
 
+/* The same pair and precision: FP8 linears change every kernel (and cast), so no rule compares
+ * candidates of different precisions. */
 static bool same_pair(const psim_megatron_opts *a, const psim_megatron_opts *b) {
-  return a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->ep == b->ep && a->etp == b->etp;
+  return a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->ep == b->ep && a->etp == b->etp &&
+         a->fp8 == b->fp8;
 }
 
 /* The ranks ZeRO shards over: HSDP's shard group, else all of dp (the FSDP space). */

@@ -45,7 +45,7 @@ static psim_status bridge_refusals(const psim_plan_doc *d, const psim_export_fac
   PSIM_CHECK(psim_export_need_layout(f, MB));
   PSIM_CHECK(psim_export_megatron_plan_refusals(f));
   PSIM_CHECK(psim_export_megatron_model_refusals(f));
-  if (f->dtype == PSIM_DTYPE_FP8 && f->s->zero_stage >= 1)
+  if (f->fp8 && f->s->zero_stage >= 1)
     return psim_export_refuse("FP8 with a sharded optimizer: " MB "'s FP8 preset "
                               "(bf16_with_fp8_delayed_scaling_mixed) gathers FP8 parameters "
                               "(fp8_param_gather), plansim gathers bf16 ones");
@@ -151,8 +151,10 @@ static void model_keys(psim_sb *b, const psim_export_facts *f) {
     psim_sb_printf(b, "  num_moe_experts: null\n");
 }
 
-static const char *precision_preset(psim_dtype t) {
-  switch (t) {
+static const char *precision_preset(const psim_export_facts *f) {
+  if (f->fp8) /* BF16 with FP8 GEMMs (the model's dtype fp8 or its linears') */
+    return "bf16_with_fp8_delayed_scaling_mixed";
+  switch (f->dtype) {
   case PSIM_DTYPE_BF16: return "bf16_mixed";
   case PSIM_DTYPE_FP16: return "fp16_mixed";
   case PSIM_DTYPE_FP8: return "bf16_with_fp8_delayed_scaling_mixed";
@@ -197,7 +199,7 @@ static void training_keys(psim_sb *b, const psim_export_facts *f) {
   psim_sb_printf(b, "\noptimizer:\n  use_distributed_optimizer: %s\n  bf16: %s\n  fp16: %s\n",
                  s->zero_stage >= 1 ? "true" : "false", half ? "true" : "false",
                  f->dtype == PSIM_DTYPE_FP16 ? "true" : "false");
-  psim_sb_printf(b, "\nmixed_precision: %s\n", precision_preset(f->dtype));
+  psim_sb_printf(b, "\nmixed_precision: %s\n", precision_preset(f));
   if (s->allreduce == PSIM_AR_RING || s->allreduce == PSIM_AR_TREE)
     psim_sb_printf(b, "\nenv_vars:\n  NCCL_ALGO: %s\n",
                    s->allreduce == PSIM_AR_RING ? "Ring" : "Tree");

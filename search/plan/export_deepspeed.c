@@ -66,7 +66,7 @@ static psim_status deepspeed_refusals(const psim_export_facts *f) {
     return psim_export_refuse("all-reduce algorithm '%s': DeepSpeed leaves the algorithm to NCCL "
                               "(use 'auto')",
                               psim_allreduce_algo_name(s->allreduce));
-  if (f->dtype == PSIM_DTYPE_FP8)
+  if (f->fp8)
     return psim_export_refuse("FP8 GEMMs: a DeepSpeed config has no FP8 training setting "
                               "(Transformer Engine's is in the model code)");
   return PSIM_OK;

@@ -52,6 +52,8 @@ typedef struct psim_export_facts {
   bool qk_norm;      /* a norm of the queries/keys per head (Qwen3's q_norm/k_norm) */
   int64_t head_dim;  /* the head_dim-role dim (hidden / heads unless given) */
   psim_dtype dtype;  /* the model's precision */
+  bool fp8;          /* FP8 GEMMs: the model's dtype fp8, or a linear FP8 under the plan's strategy
+                        (its "fp8" or the model's matmul flags: psim_strategy_op_fp8) */
   double grad_bytes; /* bytes per gradient element plansim reduces (memory.h's table) */
   /* ---- the plan ---- */
   const psim_strategy *s; /* schedule, recompute, sequence_parallel, zero, overlap, ... */

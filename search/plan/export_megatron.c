@@ -140,7 +140,7 @@ static void training_args(psim_sb *b, const psim_export_facts *f) {
     psim_sb_printf(b, "  --bf16\n");
   else if (f->dtype == PSIM_DTYPE_FP16)
     psim_sb_printf(b, "  --fp16\n");
-  if (f->dtype == PSIM_DTYPE_FP8)
+  if (f->fp8) /* TE's FP8 GEMMs over the BF16 model (transformer_config.py fp8) */
     psim_sb_printf(b, "  --fp8-format hybrid\n");
 }
 

@@ -225,7 +225,7 @@ static void model_section(psim_sb *b, const psim_plan_doc *d, const psim_export_
       flavor_args(b, f);
   }
   psim_sb_printf(b, "[model]\nname = \"%s\"\nflavor = \"%s\"\n", name, fl ? fl : "plansim");
-  if (f->dtype == PSIM_DTYPE_FP8)
+  if (f->fp8)
     psim_sb_printf(b, "converters = [\"quantize.linear.float8\"]\n");
 }
 

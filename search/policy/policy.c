@@ -134,6 +134,7 @@ static void grid_baseline(const policy_run *p, psim_search_result *out) {
   o.sim = p->o->sim;
   o.progress = p->o->progress;
   o.budget_s = PSIM_POLICY_GRID_BASELINE_S;
+  o.fp8 = p->o->fp8; /* plan --fp8 */
   if (psim_search_grid(p->m, p->c, &o, out) != PSIM_OK)
     out->found = false;
   psim_error_clear();

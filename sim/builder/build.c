@@ -95,6 +95,7 @@ static psim_status fill_phases(psim_build *b, const psim_model *m, psim_build *p
                                const uint8_t *changed) {
   const psim_sim_options *o = b->o;
   PSIM_CHECK(psim_tg_track_bytes(&b->g, o->keep_graph)); /* bytes per task, for traces and tests */
+  PSIM_CHECK(psim_build_apply_precision(b));
   PSIM_CHECK(alloc_state(b));
   PSIM_CHECK(psim_build_recompute_units(b));
   PSIM_CHECK(psim_build_choose_simulated(b));
@@ -256,7 +257,7 @@ void psim_build_destroy(psim_build *b) {
                     b->mem,       b->static_mem, b->wshares,    b->wshare_first, b->save_slots,
                     b->costs,     b->ps_opts,    b->ps_dropped, b->rep_of,       b->nofold_opts,
                     b->fold_pos,  b->fold_owner, b->fold_role,  b->fold_pairs,   b->task_tmpl,
-                    b->rc_unit};
+                    b->rc_unit,   b->own_ops,    b->own_model};
   for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
     psim_free(arrays[i]);
   free_reuse(&b->inc);

@@ -178,8 +178,11 @@ struct psim_build {
   int32_t n_task_tmpl;
   size_t cap_task_tmpl;
   psim_sim_options *nofold_opts; /* the unfolded rebuild's options (o points to them), owned */
-  psim_op_local *locals;         /* grouped per op */
-  int32_t *loc_first;            /* n_ops + 1 */
+  psim_model *own_model;         /* the run's FP8 linears (precision.c): m points to it, owned; its
+                                    ops array is own_ops, the rest the caller's model's */
+  psim_op *own_ops;
+  psim_op_local *locals; /* grouped per op */
+  int32_t *loc_first;    /* n_ops + 1 */
   int32_t n_micro;
   int32_t *fwd, *bwd, *rec; /* task per (local, micro): [(loc_first[o] + k) * n_micro + mu] */
   psim_task_cost *costs;    /* per (local, pass): [(loc_first[o] + k) * 3 + pass] */
@@ -407,6 +410,9 @@ static inline int32_t psim_build_rc_unit(const psim_build *b, int32_t o) {
   int32_t l = b->m->ops[o].layer;
   return b->rc_unit && b->rc_unit[l] >= 0 ? b->rc_unit[l] : l;
 }
+/* Points b->m at a copy of the model with the strategy's FP8 linears where psim_strategy.fp8
+ * changes any op's flag (precision.c); otherwise leaves it. */
+psim_status psim_build_apply_precision(psim_build *b);
 /* b->rc_unit from the strategy's recompute method and layer count (kernels.c). */
 psim_status psim_build_recompute_units(psim_build *b);
 

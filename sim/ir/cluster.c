@@ -179,6 +179,11 @@ double psim_device_peak_flops(const psim_cluster *c, int32_t device, psim_dtype 
   return f > 0 ? f : t->peak_flops[PSIM_DTYPE_FP32];
 }
 
+bool psim_device_has_fp8(const psim_cluster *c, int32_t device) {
+  const psim_device_type *t = &c->types[c->devices[device].type];
+  return t->peak_flops[PSIM_DTYPE_FP8] > t->peak_flops[PSIM_DTYPE_BF16];
+}
+
 void psim_cluster_count_nodes(psim_cluster *c) {
   int32_t max_node = -1, max_rack = -1;
   for (int32_t i = 0; i < c->n_devices; i++) {

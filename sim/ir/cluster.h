@@ -174,6 +174,9 @@ int32_t psim_cluster_find_device(const psim_cluster *c, const char *name);
 int32_t psim_cluster_find_type(const psim_cluster *c, const char *name);
 /* Peak FLOP/s of a device for a dtype, falling back to fp32 when unsupported. */
 double psim_device_peak_flops(const psim_cluster *c, int32_t device, psim_dtype dt);
+/* Whether the device's type has FP8 tensor cores: an FP8 rate of its own above its BF16 rate
+ * (H100 and later; A100 has none, psim_device_peak_flops then falls back to FP32). */
+bool psim_device_has_fp8(const psim_cluster *c, int32_t device);
 
 /* Vertex index of a device or switch by name, -1 when absent. O(log V). */
 int32_t psim_cluster_find_vertex(const psim_cluster *c, const char *name);

@@ -51,6 +51,15 @@ int32_t psim_model_find_op(const psim_model *m, const char *name) {
   return -1;
 }
 
+bool psim_op_is_block_linear(const psim_model *m, const psim_op *op) {
+  if (op->kind != PSIM_OP_MATMUL || op->block < 0)
+    return false;
+  for (int32_t i = 0; i < op->n_in; i++)
+    if (m->tensors[op->in[i]].kind == PSIM_TENSOR_WEIGHT)
+      return true;
+  return false;
+}
+
 int32_t psim_op_dim_index(const psim_op *op, int32_t d) {
   for (int32_t i = 0; i < op->n_dims; i++)
     if (op->dims[i].dim == d)

@@ -223,6 +223,11 @@ void psim_model_destroy(psim_model *m);
 int32_t psim_model_find_dim(const psim_model *m, const char *name);
 int32_t psim_model_find_tensor(const psim_model *m, const char *name);
 int32_t psim_model_find_op(const psim_model *m, const char *name);
+/* Whether op is a linear layer of a repeated block: a matmul with a weight input, expanded
+ * from a block (block >= 0). These are the GEMMs a generator's linear_dtype "fp8" marks
+ * (models/gen_build.c psim_gb_linear) and a strategy's "fp8" switches (psim_strategy.fp8);
+ * the LM head and embeddings outside the blocks are not. */
+bool psim_op_is_block_linear(const psim_model *m, const psim_op *op);
 
 /* Index in op->dims of model dim d, or -1. */
 int32_t psim_op_dim_index(const psim_op *op, int32_t d);

@@ -49,6 +49,22 @@ bool psim_strategy_partial_recompute(const psim_strategy *s) {
          (s->recompute_method == PSIM_RCM_BLOCK || s->recompute_layers > 1);
 }
 
+bool psim_strategy_op_fp8(const psim_strategy *s, const psim_model *m, int32_t o) {
+  const psim_op *op = &m->ops[o];
+  switch (s->fp8) {
+  case PSIM_FP8_OFF: return false;
+  case PSIM_FP8_ON: return psim_op_is_block_linear(m, op);
+  default: return op->attrs.fp8;
+  }
+}
+
+bool psim_strategy_any_fp8(const psim_strategy *s, const psim_model *m) {
+  for (int32_t o = 0; o < m->n_ops; o++)
+    if (psim_strategy_op_fp8(s, m, o))
+      return true;
+  return false;
+}
+
 int64_t psim_shard_size(int64_t n, int32_t d, int32_t j) {
   if (d <= 1)
     return n;
@@ -569,7 +585,7 @@ static bool scalars_equal(const psim_strategy *a, const psim_strategy *b) {
          (!psim_strategy_partial_recompute(a) || (a->recompute_method == b->recompute_method &&
                                                   a->recompute_layers == b->recompute_layers)) &&
          a->sequence_parallel == b->sequence_parallel && a->zero_stage == b->zero_stage &&
-         a->dp_replicate == b->dp_replicate && a->async_tp == b->async_tp &&
+         a->dp_replicate == b->dp_replicate && a->async_tp == b->async_tp && a->fp8 == b->fp8 &&
          a->overlap_grad_reduce == b->overlap_grad_reduce &&
          a->overlap_param_gather == b->overlap_param_gather && a->bucket_bytes == b->bucket_bytes &&
          a->zero_prefetch == b->zero_prefetch && /* bucket_given not: see strategy.h */

@@ -75,6 +75,12 @@ typedef enum psim_ps_mode { PSIM_PS_SYNC = 0, PSIM_PS_ASYNC, PSIM_PS_BACKUP } ps
 #define PSIM_ASYNC_TP_OFF   1
 #define PSIM_ASYNC_TP_ON    2
 
+/* psim_strategy.fp8: the model's own FP8 GEMMs (its matmuls' "fp8"), or the run's own: none,
+ * or every linear layer of the repeated blocks (docs/strategy.md "fp8"). */
+#define PSIM_FP8_MODEL 0
+#define PSIM_FP8_OFF   1
+#define PSIM_FP8_ON    2
+
 typedef struct psim_op_config {
   int32_t degree[PSIM_MAX_OP_DIMS]; /* per op->dims[i]; 1 = not split */
   int32_t replicas;                 /* devices computing each shard, >= 1 */
@@ -186,6 +192,12 @@ typedef struct psim_strategy {
    * PSIM_ASYNC_TP_STACK (0, the default: the stack's tp_overlap), _OFF or _ON (key "async_tp",
    * a bool); docs/stacks.md tp_overlap. */
   int8_t async_tp;
+  /* FP8 linear layers for this run (key "fp8", a bool): PSIM_FP8_MODEL (0, the default: the
+   * model's matmuls as they are), _OFF (every GEMM in the model's dtype) or _ON (the weight
+   * matmuls of the repeated blocks, the ones a generator's linear_dtype "fp8" marks, run as FP8
+   * GEMMs: Transformer Engine's fp8_autocast over Megatron-Core's TransformerLayer, torchao's
+   * Float8Linear; the LM head and embeddings outside the blocks stay as they are). */
+  int8_t fp8;
   bool overlap_grad_reduce;
   /* ZeRO-1/2: the updated parameters' all-gathers overlap the next iteration's forward,
    * bucket by bucket (Megatron-Core --overlap-param-gather); default false: after the step */
@@ -254,6 +266,7 @@ typedef struct psim_megatron_opts {
    * dp / dp_shard becomes psim_strategy.dp_replicate. Template key "dp_shard". */
   int32_t dp_shard;
   int8_t async_tp;          /* psim_strategy.async_tp; default PSIM_ASYNC_TP_STACK */
+  int8_t fp8;               /* psim_strategy.fp8; default PSIM_FP8_MODEL */
   bool overlap_grad_reduce; /* default false */
   /* Expert parallel (divides the experts), expert tensor parallel and context parallel
    * degrees, Megatron-Core's rules (docs/strategy.md); ep and cp default 1, etp 0 = tp
@@ -304,6 +317,11 @@ psim_status psim_recompute_method_parse(const char *name, psim_recompute_method 
 /* Whether s recomputes less than every layer or in groups: full recomputation with
  * method block, or uniform with groups of more than one layer (the keys a writer adds). */
 bool psim_strategy_partial_recompute(const psim_strategy *s);
+/* Whether model op o runs as an FP8 GEMM under s: the op's own "fp8" (PSIM_FP8_MODEL), never
+ * (PSIM_FP8_OFF), or for every block linear (PSIM_FP8_ON; psim_op_is_block_linear). */
+bool psim_strategy_op_fp8(const psim_strategy *s, const psim_model *m, int32_t o);
+/* Whether any op of m runs as an FP8 GEMM under s (the exports' FP8 recipe). */
+bool psim_strategy_any_fp8(const psim_strategy *s, const psim_model *m);
 psim_status psim_allreduce_algo_parse(const char *name, psim_allreduce_algo *out);
 psim_status psim_ps_mode_parse(const char *name, psim_ps_mode *out);
 

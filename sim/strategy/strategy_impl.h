@@ -32,6 +32,7 @@ typedef struct psim_strategy_spec {
   int32_t dp_shard;     /* templates' "dp_shard" (0: dp) */
   int32_t dp_replicate; /* the explicit form's "dp_replicate" (1: none) */
   int8_t async_tp;      /* "async_tp": PSIM_ASYNC_TP_STACK when not given */
+  int8_t fp8;           /* "fp8": PSIM_FP8_MODEL when not given */
   psim_recompute recompute;
   int32_t recompute_every; /* psim_strategy's */
   psim_recompute_method recompute_method;

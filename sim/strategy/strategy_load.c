@@ -30,6 +30,8 @@ static void apply_common(const psim_strategy_spec *sp, psim_strategy *s) {
     s->dp_replicate = sp->dp_replicate;
   if (sp->async_tp != PSIM_ASYNC_TP_STACK)
     s->async_tp = sp->async_tp;
+  if (sp->fp8 != PSIM_FP8_MODEL)
+    s->fp8 = sp->fp8;
   s->checkpoint = sp->checkpoint;
 }
 

@@ -140,6 +140,11 @@ static psim_status read_common(psim_jctx *c, const cJSON *root, psim_strategy_sp
     PSIM_CHECK(psim_json_bool(c, root, "async_tp", false, &on));
     sp->async_tp = on ? PSIM_ASYNC_TP_ON : PSIM_ASYNC_TP_OFF;
   }
+  if (cJSON_GetObjectItemCaseSensitive(root, "fp8")) {
+    bool on = false;
+    PSIM_CHECK(psim_json_bool(c, root, "fp8", false, &on));
+    sp->fp8 = on ? PSIM_FP8_ON : PSIM_FP8_OFF;
+  }
   PSIM_CHECK(psim_json_quantity(c, root, "bucket_size", false, PSIM_UNIT_BYTES, &sp->bucket_bytes));
   sp->bucket_given = cJSON_GetObjectItemCaseSensitive(root, "bucket_size") != NULL;
   if (sp->bucket_bytes < 1) {
@@ -186,6 +191,7 @@ static const char *const megatron_keys[] = {"format",
                                             "zero",
                                             "dp_shard",
                                             "async_tp",
+                                            "fp8",
                                             "overlap_grad_reduce",
                                             "overlap_param_gather",
                                             "allreduce",
@@ -211,6 +217,7 @@ static const char *const dp_keys[] = {"format",
                                       "stack",
                                       "overlap_param_gather",
                                       "dp_shard",
+                                      "fp8",
                                       "recompute_method",
                                       "recompute_num_layers",
                                       NULL};
@@ -233,6 +240,7 @@ static const char *const zero_keys[] = {"format",
                                         "stack",
                                         "overlap_param_gather",
                                         "dp_shard",
+                                        "fp8",
                                         NULL};
 
 /* Megatron-Core's uneven first/last stages: what holds without the model (core_v0.15.0
@@ -354,6 +362,7 @@ static const char *const explicit_keys[] = {"format",
                                             "zero",
                                             "dp_replicate",
                                             "async_tp",
+                                            "fp8",
                                             "recompute",
                                             "recompute_every",
                                             "recompute_method",

@@ -221,6 +221,8 @@ static psim_status options_json(const psim_strategy *s, cJSON *root) {
     PSIM_CHECK(psim_json_add_number(root, "dp_replicate", s->dp_replicate));
   if (s->async_tp != PSIM_ASYNC_TP_STACK) /* a run's own over the stack's: only when given */
     PSIM_CHECK(psim_json_add_bool(root, "async_tp", s->async_tp == PSIM_ASYNC_TP_ON));
+  if (s->fp8 != PSIM_FP8_MODEL) /* the run's own precision: only when given */
+    PSIM_CHECK(psim_json_add_bool(root, "fp8", s->fp8 == PSIM_FP8_ON));
   PSIM_CHECK(psim_json_add_string(root, "recompute", psim_recompute_name(s->recompute)));
   if (s->recompute_every > 1) /* written only when set: older files stay byte-identical */
     PSIM_CHECK(psim_json_add_number(root, "recompute_every", s->recompute_every));

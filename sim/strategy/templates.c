@@ -419,6 +419,7 @@ static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *
   s->zero_stage = o->zero_stage;
   s->dp_replicate = o->dp_shard > 0 ? o->dp / o->dp_shard : 1;
   s->async_tp = o->async_tp;
+  s->fp8 = o->fp8;
   s->overlap_grad_reduce = o->overlap_grad_reduce;
   snprintf(s->tmpl.name, sizeof s->tmpl.name, "megatron");
   s->tmpl.tp = o->tp;

@@ -51,12 +51,14 @@ plan_layout = None
 plan_recompute = None
 plan_zero = None
 plan_replicate = 1
+plan_fp8 = None  # the plan's "fp8" (None: the model's own FP8 matmuls)
 first_last = {}
 if len(sys.argv) > 5:  # the plan's degrees: the template's keys or the written template_info
     st = json.load(open(sys.argv[5]))["strategy"]
     ti = st.get("template_info", st)
     plan_layout = {k: ti.get(k, 1) for k in ("tp", "pp", "dp", "ep", "cp")}
     plan_layout["etp"] = ti.get("etp", plan_layout["tp"])
+    plan_fp8 = st.get("fp8")
     plan_zero = ti.get("zero", st.get("zero", 0))  # a searched plan: the explicit form's key
     first_last = {k: ti.get(k, 0) for k in ("first_stage_layers", "last_stage_layers")}
     # HSDP: a template's dp_shard (dp / dp_shard replicas), the explicit form's dp_replicate
@@ -77,6 +79,23 @@ role = {}
 for name, d in dims.items():
     role.setdefault(d.get("role"), []).append(d["size"])
 facts = {"dtype": model.get("dtype", "fp32")}
+
+
+def model_has_fp8_linears():  # a block's matmul with "fp8": true (linear_dtype fp8)
+    return any(o.get("kind") == "matmul" and o.get("fp8") for b in model["ops"] if "block" in b
+               for o in b["ops"])
+
+
+def precision():
+    """The model's dtype, or "fp8" for FP8 GEMMs over a BF16 model (the plan's "fp8", else the
+    model's linears), as export_facts.c reads it (psim_strategy_op_fp8)."""
+    dt = model.get("dtype", "fp32")
+    if dt == "bf16" and (plan_fp8 if plan_fp8 is not None else model_has_fp8_linears()):
+        return "fp8"
+    return dt
+
+
+facts["dtype"] = precision()
 
 
 role_of_heads = {n for n, d in dims.items() if d.get("role") == "heads"}
@@ -137,7 +156,7 @@ def transformer_facts():
         "tied": any(o["kind"] == "matmul" and table in o["in"] for o in outer),
         "learned_pos": any(o.get("fn") == "add" and any(t in weights for t in o["in"]) for o in outer),
         "dropout": [o.get("p", 0.1) for o in inner + outer if o["kind"] == "dropout"],
-        "experts": role.get("expert", [0])[0], "dtype": model.get("dtype", "fp32"),
+        "experts": role.get("expert", [0])[0], "dtype": precision(),
         "dropless": any(o.get("dropless", False) for o in inner if o["kind"] == "dispatch"),
         "top_k": next((o["top_k"] for o in inner if o["kind"] == "dispatch"), 0),
         "head_dim": role.get("head_dim", [0])[0], "vocab": role["vocab"][0],

@@ -390,6 +390,61 @@ START_TEST(op_level_recompute_exports_to_torchtitan_only) {
 }
 END_TEST
 
+/* The plan's "fp8" (psim_strategy.fp8) over a BF16 model: Megatron-LM gets --bf16 and
+ * --fp8-format hybrid, torchtitan the float8 converter, DeepSpeed refuses (no FP8 setting);
+ * without it none of them. Before the strategy key the exports read FP8 from the model's dtype
+ * only, so a model of FP8 linears (linear_dtype fp8, dtype bf16) exported as BF16. */
+static char *export_text(psim_plan_doc *d, psim_export_format f) {
+  char *text = NULL;
+  size_t len = 0;
+  psim_status st = psim_export(d, f, &text, &len);
+  if (st != PSIM_OK)
+    fprintf(stderr, "export %d: %s\n", (int)f, psim_error_message());
+  psim_error_clear();
+  return st == PSIM_OK ? text : NULL;
+}
+
+START_TEST(fp8_linears_export_as_fp8_training) {
+  psim_model m;
+  ck_assert_msg(psim_model_load(ROOT "models/llama2-7b.json", &m) == PSIM_OK, "%s",
+                psim_error_message());
+  psim_plan_doc d;
+  psim_plan_doc_init(&d);
+  psim_megatron_opts o;
+  psim_megatron_opts_init(&o);
+  o.tp = 2, o.pp = 1, o.dp = 4, o.sequence_parallel = true;
+  o.zero_stage = 3, o.overlap_grad_reduce = true; /* torchtitan: FSDP2 beside tp (DDP is 1-D) */
+  d.root = cJSON_Parse("{\"format\": \"plansim.plan/1\"}");
+  d.model = m; /* borrowed */
+  d.cluster = C;
+  for (int on = 0; on < 2; on++) {
+    o.fp8 = on ? PSIM_FP8_ON : PSIM_FP8_MODEL;
+    ck_assert_msg(psim_strategy_megatron(&m, &C, &o, &d.strategy) == PSIM_OK, "%s",
+                  psim_error_message());
+    char *meg = export_text(&d, PSIM_EXPORT_MEGATRON),
+         *tt = export_text(&d, PSIM_EXPORT_TORCHTITAN);
+    ck_assert(meg && tt && strstr(meg, "--bf16\n"));
+    ck_assert_msg((strstr(meg, "--fp8-format hybrid\n") != NULL) == on, "%s", meg);
+    ck_assert_msg((strstr(tt, "quantize.linear.float8") != NULL) == on, "%s", tt);
+    psim_free(meg);
+    psim_free(tt);
+    psim_strategy_destroy(&d.strategy);
+  }
+  /* DeepSpeed: plain data parallelism exports in BF16, refuses with FP8 linears */
+  o.tp = 1, o.dp = 8, o.sequence_parallel = false;
+  for (int on = 0; on < 2; on++) {
+    o.fp8 = on ? PSIM_FP8_ON : PSIM_FP8_MODEL;
+    ck_assert(psim_strategy_megatron(&m, &C, &o, &d.strategy) == PSIM_OK);
+    char *ds = export_text(&d, PSIM_EXPORT_DEEPSPEED);
+    ck_assert_msg((ds != NULL) == !on, "deepspeed %s with fp8 %d", ds ? "exported" : "refused", on);
+    psim_free(ds);
+    psim_strategy_destroy(&d.strategy);
+  }
+  cJSON_Delete(d.root);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 START_TEST(format_names) {
   for (int f = 0; f < PSIM_EXPORT_COUNT; f++) {
     psim_export_format g;
@@ -547,6 +602,7 @@ int main(void) {
   tcase_add_test(tc, megatron_matcher_recovers_every_layout);
   tcase_add_test(tc, megatron_refuses_a_moved_op);
   tcase_add_test(tc, op_level_recompute_exports_to_torchtitan_only);
+  tcase_add_test(tc, fp8_linears_export_as_fp8_training);
   tcase_add_test(tc, gspmd_follows_megatron_layer_rules);
   tcase_add_test(tc, gspmd_infers_the_mesh_of_a_per_op_strategy);
   tcase_add_test(tc, gspmd_tries_each_factorization_and_splits_over_several_axes);

@@ -19,6 +19,8 @@
 #include "search/budget.h"
 #include "search/grid_impl.h"
 #include "sim/core/alloc.h"
+#include "sim/ir/stack.h"
+#include "topologies/presets.h"
 
 #define TOPO PSIM_SOURCE_ROOT "/topologies/"
 #ifndef ZERO2_MEM_GB
@@ -623,6 +625,86 @@ START_TEST(parallel_sections_count_their_busiest_thread) {
 }
 END_TEST
 
+/* Two DGX H100 (16 GPUs) under a stack with FP8 recipes (megatron-core), devices of mem_gb. */
+static void h100_cluster(psim_cluster *c, const char *stack, double mem_gb) {
+  psim_preset_opts po;
+  psim_preset_opts_init(&po);
+  po.preset = "dgx-h100";
+  po.nodes = 2;
+  cJSON *doc = NULL;
+  ck_assert_msg(psim_preset_cluster(&po, &doc) == PSIM_OK, "%s", psim_error_message());
+  psim_cluster_init(c);
+  ck_assert_msg(psim_cluster_from_json("h100", doc, c) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(doc);
+  ck_assert(psim_stack_builtin(stack, &c->stack) == PSIM_OK);
+  for (int32_t t = 0; t < c->n_types; t++)
+    c->types[t].mem_bytes = mem_gb * 1e9;
+}
+
+/* try_fp8 (plan --fp8): on H100 under megatron-core every candidate is listed also with FP8
+ * linears (never classic), the grid's best equals brute force over the space and is an FP8
+ * layout faster than every BF16 one; on A100 (no FP8 rate) and under megatron-lm-2021 (no FP8
+ * recipe) the space is the BF16 one. Before the knob no candidate had FP8 linears. */
+START_TEST(grid_searches_fp8_where_the_hardware_has_it) {
+  psim_model m;
+  psim_cluster c;
+  setup(&m, &c, 1.2); /* the A100 cluster; the model replaced below */
+  psim_model_destroy(&m);
+  psim_gen_tf_opts g; /* compute-bound kernels (the 1024-wide GPT waits on launches: FP8's
+                         casts make it slower, and the grid keeps BF16 there) */
+  psim_gen_gpt_opts_init(&g);
+  g.layers = 4, g.hidden = 4096, g.heads = 32, g.seq = 1024, g.batch = 16, g.vocab = 8192;
+  cJSON *j = NULL;
+  ck_assert(psim_gen_gpt(&g, &j) == PSIM_OK);
+  psim_model_init(&m);
+  ck_assert_msg(psim_model_from_json("gpt", j, &m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(j);
+  psim_grid_options o;
+  options(&o);
+  o.max_virtual_stages = 2, o.n_micro_batches = 2, o.try_recompute_block = false;
+  grid_space plain, sp;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &plain) == PSIM_OK);
+  o.try_fp8 = true;
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  ck_assert_int_eq(sp.n, plain.n); /* A100: nothing to add */
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  h100_cluster(&c, "megatron-lm-2021", 8);
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  ck_assert_int_eq(sp.n, plain.n); /* no FP8 recipe */
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  h100_cluster(&c, "megatron-core", 8);
+  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  ck_assert_int_eq(sp.n, 2 * plain.n); /* every candidate twice */
+  double best_bf16 = INFINITY, best_fp8 = INFINITY;
+  for (int64_t i = 0; i < sp.n; i++) {
+    const psim_megatron_opts *mo = &sp.c[i].mo;
+    ck_assert(mo->fp8 == PSIM_FP8_MODEL || (mo->fp8 == PSIM_FP8_ON && !sp.c[i].classic));
+    bool fits;
+    double t = simulate(&m, &c, mo, &fits);
+    if (mo->fp8 == PSIM_FP8_ON)
+      best_fp8 = fmin(best_fp8, t);
+    else
+      best_bf16 = fmin(best_bf16, t);
+  }
+  ck_assert_msg(isfinite(best_fp8) && best_fp8 < best_bf16, "fp8 %.9g s, bf16 %.9g s", best_fp8,
+                best_bf16);
+  psim_grid_result r;
+  ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_msg(r.best_sim.iteration_time_s == best_fp8 && r.best.fp8 == PSIM_FP8_ON,
+                "grid %.9g s (fp8 %d), brute force %.9g s", r.best_sim.iteration_time_s, r.best.fp8,
+                best_fp8);
+  printf("fp8 space: %lld candidates, best fp8 %.9g s, bf16 %.9g s, %lld simulated\n",
+         (long long)sp.n, best_fp8, best_bf16, (long long)r.evaluations);
+  psim_grid_result_destroy(&r);
+  psim_grid_space_destroy(&sp);
+  psim_grid_space_destroy(&plain);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("grid");
   TCase *t = tcase_create("grid");
@@ -636,6 +718,7 @@ int main(void) {
   tcase_add_test(t, grid_picks_expert_parallelism_where_it_pays);
   tcase_add_test(t, grid_lists_context_parallelism_for_long_sequences);
   tcase_add_test(t, grid_lists_uneven_stages);
+  tcase_add_test(t, grid_searches_fp8_where_the_hardware_has_it);
   tcase_add_test(t, grid_budget_counts_cpu_time);
   tcase_add_test(t, parallel_sections_count_their_busiest_thread);
   suite_add_tcase(s, t);
