@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
@@ -57,13 +58,16 @@ struct psim_route_cache {
   int32_t **chunks; /* route storage; never moved, so returned pointers stay valid */
   size_t n_chunks, chunks_cap, chunk_used;
   int32_t *adj_start, *adj; /* out-links of each vertex (CSR) */
+  int32_t *adj_dst;         /* adj's links' destinations, beside them: the pair search's scan of a
+                             * switch's links reads no link record (issue 19) */
+  int32_t *adj_sorted;      /* a wide vertex's slots of adj sorted by (destination, slot) */
   int32_t last_src;         /* source of the (partial) search below, -1 none */
   int32_t head, tail;       /* its queue: vertices before head are expanded */
   int32_t *hops, *pred, *queue;
   double *lat, *bw;
   /* the goal-directed search (pair_search): in-links (CSR), hop distances to the goal over
    * them (-1 unknown) with their queue, and the forward labels of the pruned search */
-  int32_t *in_start, *in_adj, *back, *back_queue;
+  int32_t *in_start, *in_adj, *in_src, *back, *back_queue; /* in_src: in_adj's links' sources */
   int32_t back_goal, back_head, back_tail, back_radius, p_tail;
   int32_t *p_hops, *p_pred, *p_queue;
   double *p_lat, *p_bw;
@@ -95,6 +99,8 @@ void psim_route_cache_free(psim_route_cache *r) {
   psim_free(r->routes);
   psim_free(r->adj_start);
   psim_free(r->adj);
+  psim_free(r->adj_dst);
+  psim_free(r->adj_sorted);
   psim_free(r->hops);
   psim_free(r->pred);
   psim_free(r->queue);
@@ -102,6 +108,7 @@ void psim_route_cache_free(psim_route_cache *r) {
   psim_free(r->bw);
   psim_free(r->in_start);
   psim_free(r->in_adj);
+  psim_free(r->in_src);
   psim_free(r->back);
   psim_free(r->back_queue);
   psim_free(r->p_hops);
@@ -112,7 +119,42 @@ void psim_route_cache_free(psim_route_cache *r) {
   psim_free(r);
 }
 
-static void build_adjacency(psim_route_cache *r, const psim_cluster *c) {
+/* Vertices with at least WIDE_DEGREE out-links (a rack's leaf, the spine) have them sorted by
+ * destination too, for pair_search's lookups toward its goal (relax_toward_goal). */
+enum { WIDE_DEGREE = 32 };
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Sorts each wide vertex's adjacency slots by (destination, slot); false when out of memory. */
+static bool sort_wide(psim_route_cache *r, const psim_cluster *c) {
+  int32_t most = 0;
+  for (int32_t v = 0; v < c->n_vertices; v++) {
+    int32_t deg = r->adj_start[v + 1] - r->adj_start[v];
+    most = deg > most ? deg : most;
+  }
+  if (most < WIDE_DEGREE)
+    return true;
+  uint64_t *keys = psim_malloc(sizeof *keys * (size_t)most);
+  if (!keys)
+    return false;
+  for (int32_t v = 0; v < c->n_vertices; v++) {
+    int32_t lo = r->adj_start[v], deg = r->adj_start[v + 1] - lo;
+    if (deg < WIDE_DEGREE)
+      continue;
+    for (int32_t i = 0; i < deg; i++)
+      keys[i] = (uint64_t)(uint32_t)r->adj_dst[lo + i] << 32 | (uint32_t)(lo + i);
+    qsort(keys, (size_t)deg, sizeof *keys, cmp_u64);
+    for (int32_t i = 0; i < deg; i++)
+      r->adj_sorted[lo + i] = (int32_t)(uint32_t)keys[i];
+  }
+  psim_free(keys);
+  return true;
+}
+
+static bool build_adjacency(psim_route_cache *r, const psim_cluster *c) {
   for (int32_t i = 0; i < c->n_links; i++)
     r->adj_start[c->links[i].src + 1]++;
   for (int32_t v = 0; v < c->n_vertices; v++)
@@ -128,8 +170,13 @@ static void build_adjacency(psim_route_cache *r, const psim_cluster *c) {
   memcpy(fill, r->in_start, sizeof(int32_t) * (size_t)c->n_vertices);
   for (int32_t i = 0; i < c->n_links; i++)
     r->in_adj[fill[c->links[i].dst]++] = i;
+  for (int32_t k = 0; k < c->n_links; k++) {
+    r->adj_dst[k] = c->links[r->adj[k]].dst;
+    r->in_src[k] = c->links[r->in_adj[k]].src;
+  }
   for (int32_t v = 0; v < c->n_vertices; v++)
     r->back[v] = r->p_hops[v] = -1;
+  return sort_wide(r, c);
 }
 
 static psim_status create(const psim_cluster *c, psim_route_cache **out) {
@@ -142,6 +189,8 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
   r->id = atomic_fetch_add(&next_cache_id, 1) + 1;
   r->adj_start = psim_calloc(nv, sizeof(int32_t));
   r->adj = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
+  r->adj_dst = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
+  r->adj_sorted = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
   r->hops = psim_malloc(sizeof(int32_t) * nv);
   r->pred = psim_malloc(sizeof(int32_t) * nv);
   r->queue = psim_malloc(sizeof(int32_t) * nv);
@@ -150,6 +199,7 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
   r->back_goal = -1;
   r->in_start = psim_calloc(nv, sizeof(int32_t));
   r->in_adj = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
+  r->in_src = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
   r->back = psim_malloc(sizeof(int32_t) * nv);
   r->back_queue = psim_malloc(sizeof(int32_t) * nv);
   r->p_hops = psim_malloc(sizeof(int32_t) * nv);
@@ -157,14 +207,13 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
   r->p_queue = psim_malloc(sizeof(int32_t) * nv);
   r->p_lat = psim_malloc(sizeof(double) * nv);
   r->p_bw = psim_malloc(sizeof(double) * nv);
-  bool pair = r->in_start && r->in_adj && r->back && r->back_queue && r->p_hops && r->p_pred &&
-              r->p_queue && r->p_lat && r->p_bw;
+  bool pair = r->in_start && r->in_adj && r->in_src && r->adj_dst && r->adj_sorted && r->back &&
+              r->back_queue && r->p_hops && r->p_pred && r->p_queue && r->p_lat && r->p_bw;
   if (!r->adj_start || !r->adj || !r->hops || !r->pred || !r->queue || !r->lat || !r->bw || !pair ||
-      pthread_mutex_init(&r->mu, NULL) != 0) {
+      pthread_mutex_init(&r->mu, NULL) != 0 || !build_adjacency(r, c)) {
     psim_route_cache_free(r);
     return psim_error(PSIM_ENOMEM, "out of memory creating the route cache");
   }
-  build_adjacency(r, c);
   *out = r;
   return PSIM_OK;
 }
@@ -256,7 +305,7 @@ static void search(const psim_cluster *c, psim_route_cache *r, int32_t src, int3
  * compares both on every pair of several clusters. */
 
 /* Extends the distances to goal to every vertex within radius hops. */
-static void back_extend(const psim_cluster *c, psim_route_cache *r, int32_t goal, int32_t radius) {
+static void back_extend(psim_route_cache *r, int32_t goal, int32_t radius) {
   if (r->back_goal != goal) {
     for (int32_t i = 0; i < r->back_tail; i++)
       r->back[r->back_queue[i]] = -1;
@@ -268,7 +317,7 @@ static void back_extend(const psim_cluster *c, psim_route_cache *r, int32_t goal
   while (r->back_head < r->back_tail && r->back[r->back_queue[r->back_head]] < radius) {
     int32_t v = r->back_queue[r->back_head++];
     for (int32_t k = r->in_start[v]; k < r->in_start[v + 1]; k++) {
-      int32_t u = c->links[r->in_adj[k]].src;
+      int32_t u = r->in_src[k];
       if (r->back[u] < 0) {
         r->back[u] = r->back[v] + 1;
         r->back_queue[r->back_tail++] = u;
@@ -280,6 +329,50 @@ static void back_extend(const psim_cluster *c, psim_route_cache *r, int32_t goal
 
 static inline int32_t lower_bound(const psim_route_cache *r, int32_t v) {
   return r->back[v] >= 0 ? r->back[v] : r->back_radius + 1;
+}
+
+/* Relaxes u's links toward the vertices at most `left` hops from the goal, as the scan of
+ * pruned_pass would (the links whose destination's lower bound is <= left, in slot order),
+ * but found by looking those vertices up in u's sorted links: at the spine, a few lookups
+ * instead of a scan of every rack's link. Where left <= the radius of the distances known,
+ * a vertex they do not reach has the bound radius + 1 > left, so the links that qualify
+ * are those to the first vertices of the distances' queue (in order of distance). False,
+ * with nothing relaxed, where u is not wide, left is beyond the radius, or the lookups
+ * would cost about the scan. */
+enum { FOUND_MAX = 64 };
+static bool relax_toward_goal(const psim_cluster *c, psim_route_cache *r, const labels *L,
+                              int32_t u, int32_t left, int32_t *tail) {
+  int32_t lo0 = r->adj_start[u], hi0 = r->adj_start[u + 1], deg = hi0 - lo0;
+  if (deg < WIDE_DEGREE || left > r->back_radius)
+    return false;
+  int32_t found[FOUND_MAX], n = 0;
+  for (int32_t i = 0; i < r->back_tail && r->back[r->back_queue[i]] <= left; i++) {
+    if (i >= deg / 8)
+      return false;
+    int32_t w = r->back_queue[i], lo = lo0, hi = hi0;
+    while (lo < hi) { /* the first of u's sorted slots whose destination is >= w */
+      int32_t mid = lo + (hi - lo) / 2;
+      if (r->adj_dst[r->adj_sorted[mid]] < w)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    for (; lo < hi0 && r->adj_dst[r->adj_sorted[lo]] == w; lo++) {
+      if (n == FOUND_MAX)
+        return false;
+      found[n++] = r->adj_sorted[lo];
+    }
+  }
+  for (int32_t i = 1; i < n; i++) /* slot order: the scan's order of relaxation */
+    for (int32_t j = i; j > 0 && found[j - 1] > found[j]; j--) {
+      int32_t t = found[j];
+      found[j] = found[j - 1];
+      found[j - 1] = t;
+    }
+  for (int32_t i = 0; i < n; i++)
+    if (may_follow(c, u, L->pred[u], r->adj[found[i]]))
+      relax(c, L, u, r->adj[found[i]], tail);
+  return true;
 }
 
 /* One pass bounded by d hops; whether it reached dst. */
@@ -300,11 +393,12 @@ static bool pruned_pass(const psim_cluster *c, psim_route_cache *r, int32_t src,
       break;
     if (L.hops[u] + lower_bound(r, u) > d)
       continue;
-    for (int32_t k = r->adj_start[u]; k < r->adj_start[u + 1]; k++) {
-      int32_t li = r->adj[k];
-      if (L.hops[u] + 1 + lower_bound(r, c->links[li].dst) <= d && may_follow(c, u, L.pred[u], li))
-        relax(c, &L, u, li, &tail);
-    }
+    int32_t left = d - L.hops[u] - 1; /* hops a link's destination may still need */
+    if (relax_toward_goal(c, r, &L, u, left, &tail))
+      continue;
+    for (int32_t k = r->adj_start[u]; k < r->adj_start[u + 1]; k++)
+      if (lower_bound(r, r->adj_dst[k]) <= left && may_follow(c, u, L.pred[u], r->adj[k]))
+        relax(c, &L, u, r->adj[k], &tail);
   }
   r->p_tail = tail;
   return L.hops[dst] >= 0;
@@ -315,7 +409,7 @@ static bool pruned_pass(const psim_cluster *c, psim_route_cache *r, int32_t src,
 enum { PAIR_MAX_HOPS = 24 };
 static bool pair_search(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst) {
   for (int32_t d = 1; d <= PAIR_MAX_HOPS; d++) {
-    back_extend(c, r, dst, d / 2);
+    back_extend(r, dst, d / 2);
     if (r->back_head == r->back_tail && r->back[src] < 0)
       return false;
     if (pruned_pass(c, r, src, dst, d))

@@ -133,6 +133,19 @@ START_TEST(fat_tree_routes) {
 }
 END_TEST
 
+/* Switches of 32 links or more are looked up by destination, not scanned (route.c,
+ * relax_toward_goal): a spine over 36 racks, then leaves of 48 NICs. */
+START_TEST(wide_switch_routes) {
+  psim_cluster c;
+  preset(&c, "dgx-a100-80g", 36, 1, 0);
+  check_all_pairs(&c);
+  psim_cluster_destroy(&c);
+  preset(&c, "dgx-a100-80g", 13, 6, 0); /* the last rack short */
+  check_all_pairs(&c);
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 START_TEST(other_fabrics) {
   static const char *const names[] = {"dgx1-v100", "p100-nvlink", "pcie-box", "gb200-nvl72",
                                       "k80-pcie"};
@@ -223,6 +236,7 @@ static Suite *suite(void) {
   TCase *t = tcase_create("routes");
   tcase_set_timeout(t, 120);
   tcase_add_test(t, fat_tree_routes);
+  tcase_add_test(t, wide_switch_routes);
   tcase_add_test(t, other_fabrics);
   tcase_add_test(t, slow_links);
   tcase_add_test(t, hierarchical_512);
