@@ -220,11 +220,40 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
 
 /* ---- search ------------------------------------------------------------------ */
 
-/* May the route, having reached u over link in (-1 at the source), go on over out? */
-static bool may_follow(const psim_cluster *c, int32_t u, int32_t in, int32_t out) {
-  if (c->vertex_kinds[u] != PSIM_VERTEX_NIC || in < 0)
+/* May the route, having reached u over link in (-1 at the source) after hops_u hops, go on
+ * over out? Two transit rules:
+ * - NIC: a NIC joins a host side to the network (see the file comment).
+ * - GPU: NVLink and PCIe traffic crosses a device only as NCCL's paths do, one NVLink hop
+ *   from the source and then on over an NVLink to a GPU (NVB: GPU-NVLink-GPU-NVLink-GPU) or
+ *   over the GPU's PCIe toward its NIC (PXN), and at the receiving end from PCIe over an NVLink
+ *   to a GPU (PXN's mirror: the GPU reached so is the route's last, as it forwards no
+ *   further). NCCL routes through a GPU "only as 1 hop"
+ *   (src/graph/paths.cc, ncclTopoSetPaths and PXN in ncclTopoComputePaths, NVIDIA/nccl
+ *   v2.21); a longer chain of GPUs is no path, NCCL takes the PCIe / host route instead.
+ *   Without the rule, a cluster with a PCIe link removed routed over several NVLink hops
+ *   through peers and ran faster (issue 18, the invariant suite's property (b)). Links of
+ *   other kinds between devices (hand-written meshes, tori) forward freely. */
+static bool gpu_may_forward(const psim_cluster *c, int32_t hops_u, const psim_link *in,
+                            const psim_link *out) {
+  bool nccl_in = in->kind == PSIM_LINK_NVLINK || in->kind == PSIM_LINK_PCIE;
+  bool nccl_out = out->kind == PSIM_LINK_NVLINK || out->kind == PSIM_LINK_PCIE;
+  if (!nccl_in && !nccl_out)
     return true;
-  bool in_net = c->links[in].kind == PSIM_LINK_NIC, out_net = c->links[out].kind == PSIM_LINK_NIC;
+  bool to_gpu = out->kind == PSIM_LINK_NVLINK && c->vertex_kinds[out->dst] == PSIM_VERTEX_DEVICE;
+  if (in->kind == PSIM_LINK_PCIE) /* the receiving end's PXN: the peer's NVLink delivers */
+    return to_gpu;
+  return hops_u == 1 && in->kind == PSIM_LINK_NVLINK && (to_gpu || out->kind == PSIM_LINK_PCIE);
+}
+
+static bool may_follow(const psim_cluster *c, int32_t u, int32_t hops_u, int32_t in, int32_t out) {
+  if (in < 0)
+    return true;
+  const psim_link *li = &c->links[in], *lo = &c->links[out];
+  if (c->vertex_kinds[u] == PSIM_VERTEX_DEVICE)
+    return gpu_may_forward(c, hops_u, li, lo);
+  if (c->vertex_kinds[u] != PSIM_VERTEX_NIC)
+    return true;
+  bool in_net = li->kind == PSIM_LINK_NIC, out_net = lo->kind == PSIM_LINK_NIC;
   return in_net != out_net;
 }
 
@@ -283,7 +312,7 @@ static void search(const psim_cluster *c, psim_route_cache *r, int32_t src, int3
       return;
     r->head++;
     for (int32_t k = r->adj_start[u]; k < r->adj_start[u + 1]; k++)
-      if (may_follow(c, u, r->pred[u], r->adj[k]))
+      if (may_follow(c, u, r->hops[u], r->pred[u], r->adj[k]))
         relax(c, &L, u, r->adj[k], &r->tail);
   }
 }
@@ -370,7 +399,7 @@ static bool relax_toward_goal(const psim_cluster *c, psim_route_cache *r, const 
       found[j - 1] = t;
     }
   for (int32_t i = 0; i < n; i++)
-    if (may_follow(c, u, L->pred[u], r->adj[found[i]]))
+    if (may_follow(c, u, L->hops[u], L->pred[u], r->adj[found[i]]))
       relax(c, L, u, r->adj[found[i]], tail);
   return true;
 }
@@ -397,7 +426,8 @@ static bool pruned_pass(const psim_cluster *c, psim_route_cache *r, int32_t src,
     if (relax_toward_goal(c, r, &L, u, left, &tail))
       continue;
     for (int32_t k = r->adj_start[u]; k < r->adj_start[u + 1]; k++)
-      if (lower_bound(r, r->adj_dst[k]) <= left && may_follow(c, u, L.pred[u], r->adj[k]))
+      if (lower_bound(r, r->adj_dst[k]) <= left &&
+          may_follow(c, u, L.hops[u], L.pred[u], r->adj[k]))
         relax(c, &L, u, r->adj[k], &tail);
   }
   r->p_tail = tail;

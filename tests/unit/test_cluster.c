@@ -478,6 +478,58 @@ START_TEST(equal_hop_routes_take_the_wider) {
 }
 END_TEST
 
+/* An explicit ring of n GPUs on NVLink (30 GB/s), each on PCIe (12 GB/s) to one switch unless
+ * it is `cut` (-1: none) or there is no switch (with_switch false). */
+static void nvlink_ring(int n, bool with_switch, int cut, psim_cluster *c) {
+  char text[4096];
+  int k = snprintf(text, sizeof text, "{\"format\": \"plansim.cluster/1\", \"devices\": [");
+  for (int i = 0; i < n; i++)
+    k += snprintf(text + k, sizeof text - (size_t)k,
+                  "%s{\"name\": \"d%d\", \"type\": \"a100-80g\"}", i ? ", " : "", i);
+  k += snprintf(text + k, sizeof text - (size_t)k, "], \"switches\": [%s], \"links\": [",
+                with_switch ? "\"sw\"" : "");
+  for (int i = 0; i < n; i++) {
+    k += snprintf(text + k, sizeof text - (size_t)k,
+                  "%s{\"a\": \"d%d\", \"b\": \"d%d\", \"bandwidth\": 3e10, \"kind\": \"nvlink\"}",
+                  i ? ", " : "", i, (i + 1) % n);
+    if (with_switch && i != cut)
+      k += snprintf(text + k, sizeof text - (size_t)k,
+                    ", {\"a\": \"d%d\", \"b\": \"sw\", \"bandwidth\": 1.2e10, \"kind\": \"pcie\"}",
+                    i);
+  }
+  snprintf(text + k, sizeof text - (size_t)k, "]}");
+  load_text(text, c);
+}
+
+/* A GPU forwards NVLink traffic only as NCCL's NVB and PXN paths (route.c, may_follow): one
+ * NVLink hop from the source onward. Before, a GPU that lost its PCIe link routed over three
+ * NVLink hops through two peers, wider than the PCIe route, so removing a link made an
+ * iteration faster (issue 18, invariant (b), case seeds 9002362 and 9002933). */
+START_TEST(gpus_forward_only_as_nccl_nvb_and_pxn) {
+  psim_cluster c;
+  double bw, lat;
+  nvlink_ring(8, true, -1, &c);
+  ck_assert_int_eq(route(&c, "d0", "d4", &bw, &lat), 2); /* d0-sw-d4 */
+  ck_assert_double_eq_tol(bw, 1.2e10, 1);
+  ck_assert_int_eq(route(&c, "d0", "d2", &bw, &lat), 2); /* NVB over d1, wider than PCIe */
+  ck_assert_double_eq_tol(bw, 3e10, 1);
+  psim_cluster_destroy(&c);
+  nvlink_ring(8, true, 7, &c); /* d7 without PCIe: PXN over a neighbour's PCIe */
+  ck_assert_int_eq(route(&c, "d7", "d4", &bw, &lat), 3);
+  ck_assert_double_eq_tol(bw, 1.2e10, 1);
+  ck_assert_int_eq(route(&c, "d4", "d7", &bw, &lat), 3); /* the receiving end's mirror */
+  ck_assert_double_eq_tol(bw, 1.2e10, 1);
+  psim_cluster_destroy(&c);
+  nvlink_ring(6, false, -1, &c); /* no host side: only NVB pairs have a route */
+  ck_assert_int_eq(route(&c, "d0", "d2", &bw, &lat), 2);
+  const int32_t *links;
+  int32_t n;
+  ck_assert_int_eq(psim_cluster_route(&c, dev(&c, "d0"), dev(&c, "d3"), &links, &n), PSIM_EFAILED);
+  ck_assert_ptr_nonnull(strstr(psim_error_message(), "no route from device 'd0' to device 'd3'"));
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 /* ---- route cache and scale --------------------------------------------------------- */
 
 START_TEST(route_cache_returns_same_route) {
@@ -626,6 +678,7 @@ int main(void) {
   tcase_add_test(tc, shipped_topologies_load);
   tcase_add_test(tc, preset_node_counts_of_shipped_files);
   tcase_add_test(tc, equal_hop_routes_take_the_wider);
+  tcase_add_test(tc, gpus_forward_only_as_nccl_nvb_and_pxn);
   tcase_add_test(tc, route_cache_returns_same_route);
   tcase_add_test(tc, large_cluster_routes_fast);
   tcase_add_test(tc, hop_counts_match_igraph);
