@@ -23,6 +23,7 @@ void psim_grid_options_init(psim_grid_options *o) {
   o->try_recompute = true;
   o->try_recompute_block = true;
   o->try_overlap_grad_reduce = true;
+  o->try_overlap_param_gather = true;
   o->max_virtual_stages = 8;
   o->max_zero = 3;
   o->try_sequence_parallel_off = false;
@@ -309,6 +310,8 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
     n += snprintf(out + n, size - (size_t)n, ", GPipe");
   if (b->overlap_grad_reduce && b->zero_stage != 3) /* FSDP says so below */
     n += snprintf(out + n, size - (size_t)n, ", gradient reduce overlapped");
+  if (b->overlap_param_gather && (b->zero_stage == 1 || b->zero_stage == 2))
+    n += snprintf(out + n, size - (size_t)n, ", parameter gather overlapped");
   if (b->zero_stage == 1)
     snprintf(out + n, size - (size_t)n, ", distributed optimizer");
   else if (b->zero_stage == 3 && b->overlap_grad_reduce && b->dp_shard > 0)

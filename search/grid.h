@@ -31,6 +31,10 @@ typedef struct psim_grid_options {
   bool try_overlap_grad_reduce;   /* Megatron space, dp > 1: also with the gradient all-reduce
                                      overlapped with the backward pass (--overlap-grad-reduce;
                                      grid_space.c); default true */
+  bool try_overlap_param_gather;  /* Megatron space, with the gradient reduce overlapped at
+                                     ZeRO 1 and 2: also with the updated parameters' all-gathers
+                                     overlapped with the next forward (--overlap-param-gather;
+                                     grid_space.c); default true */
   bool try_recompute_block;       /* with try_recompute, Megatron space: full recomputation of
                                      the first N layers of each model chunk (--recompute-method
                                      block), N a power of two below the chunk's layers

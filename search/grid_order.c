@@ -217,8 +217,10 @@ static double time_estimate(est_ctx *x, const psim_megatron_opts *mo) {
   if (mo->overlap_grad_reduce) /* hidden behind the last micro-batch's backward pass */
     sync = fmax(0, sync - L * (k->bwd_s + rc));
   double t = pipe + sync;
-  if (mo->zero_stage >= 1) /* the updated bf16 weights all-gathered after the step */
-    t += ring_s(x, grads / 2, n_dp, mo->tp) / 2;
+  double gather = mo->zero_stage >= 1 ? ring_s(x, grads / 2, n_dp, mo->tp) / 2 : 0;
+  if (mo->overlap_param_gather && mo->zero_stage <= 2) /* behind the first forward pass */
+    gather = fmax(0, gather - L * k->fwd_s);
+  t += gather;             /* the updated bf16 weights all-gathered after the step */
   if (mo->zero_stage >= 3) /* the stage's weights gathered for each micro-batch, both ways */
     t += 2 * M * ring_s(x, grads / 2, n_dp, mo->tp) / 2;
   return t;

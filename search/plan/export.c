@@ -182,6 +182,7 @@ static void megatron_opts_of(const psim_strategy *s, int32_t tp, int32_t per_sta
   o->sequence_parallel = s->sequence_parallel;
   o->zero_stage = s->zero_stage;
   o->overlap_grad_reduce = s->overlap_grad_reduce;
+  o->overlap_param_gather = s->overlap_param_gather;
 }
 
 psim_status psim_export_match_megatron(const psim_model *m, psim_cluster *c, const psim_strategy *s,

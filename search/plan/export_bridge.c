@@ -183,13 +183,20 @@ static void training_keys(psim_sb *b, const psim_export_facts *f) {
   psim_sb_printf(b, "\ndataset:\n  seq_length: %lld\n", (long long)f->seq);
   /* setup.py _validate_and_set_vocab_size: model.vocab_size counts unless this is true */
   psim_sb_printf(b, "\ntokenizer:\n  use_tokenizer_vocab_size: false\n");
-  /* the llama3 recipes turn on overlap_param_gather (Megatron-LM's default and plansim: off);
-   * gradients are reduced in fp32 except for fp16 (memory.h's gradient bytes) */
+  /* overlap_param_gather as the plan's (the llama3 recipes turn it on, the vanilla recipe and
+   * Megatron-LM's default leave it off); gradients are reduced in fp32 except for fp16
+   * (memory.h's gradient bytes) */
   psim_sb_printf(b,
                  "\nddp:\n  use_distributed_optimizer: %s\n  overlap_grad_reduce: %s\n"
-                 "  overlap_param_gather: false\n  grad_reduce_in_fp32: %s\n",
+                 "  overlap_param_gather: %s\n  grad_reduce_in_fp32: %s\n",
                  s->zero_stage >= 1 ? "true" : "false", s->overlap_grad_reduce ? "true" : "false",
+                 f->param_gather_overlap ? "true" : "false",
                  f->dtype == PSIM_DTYPE_FP16 ? "false" : "true");
+  /* Megatron-Core's DistributedDataParallelConfig.align_param_gather defaults to false, where
+   * Megatron-LM's flag defaults to true under interleaving (export_megatron.c): set as
+   * Megatron-LM runs it, as Bridge's comm_overlap.py does for pp > 1 with virtual stages */
+  if (f->param_gather_overlap)
+    psim_sb_printf(b, "  align_param_gather: %s\n", f->lay.virtual_stages > 1 ? "true" : "false");
   if (s->overlap_grad_reduce) /* gradient elements: fp32 main grads for bf16 and fp8 */
     psim_sb_printf(b, "  bucket_size: %.0f\n", s->bucket_bytes / f->grad_bytes);
   else
@@ -199,6 +206,10 @@ static void training_keys(psim_sb *b, const psim_export_facts *f) {
   psim_sb_printf(b, "\noptimizer:\n  use_distributed_optimizer: %s\n  bf16: %s\n  fp16: %s\n",
                  s->zero_stage >= 1 ? "true" : "false", half ? "true" : "false",
                  f->dtype == PSIM_DTYPE_FP16 ? "true" : "false");
+  /* training/config.py keeps ddp's and optimizer's overlap_param_gather in sync (turning
+   * both on when one is, with a warning): written in both */
+  if (f->param_gather_overlap)
+    psim_sb_printf(b, "  overlap_param_gather: true\n");
   psim_sb_printf(b, "\nmixed_precision: %s\n", precision_preset(f));
   if (s->allreduce == PSIM_AR_RING || s->allreduce == PSIM_AR_TREE)
     psim_sb_printf(b, "\nenv_vars:\n  NCCL_ALGO: %s\n",
@@ -234,6 +245,11 @@ static void bridge_header(psim_sb *b, const psim_plan_doc *d, const psim_export_
   if (!f->s->overlap_grad_reduce)
     psim_sb_printf(b, "# Gradients are reduced after the backward pass in one bucket; plansim "
                       "simulated buckets\n# of the plan's size.\n");
+  if (f->s->overlap_param_gather && !f->param_gather_overlap)
+    psim_sb_printf(b,
+                   "# The plan's overlap_param_gather is not set: at ZeRO %d plansim "
+                   "simulates no all-gather\n# after the step.\n",
+                   f->s->zero_stage);
 }
 
 psim_status psim_export_bridge(const psim_plan_doc *d, const psim_export_facts *f, char **text,

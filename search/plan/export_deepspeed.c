@@ -16,6 +16,8 @@
 #include "sim/core/json.h"
 #include "sim/core/strbuf.h"
 
+static psim_status deepspeed_sync_refusals(const psim_export_facts *f);
+
 static psim_status deepspeed_refusals(const psim_export_facts *f) {
   const psim_strategy *s = f->s;
   const psim_megatron_opts *o = &f->lay;
@@ -62,10 +64,25 @@ static psim_status deepspeed_refusals(const psim_export_facts *f) {
   if (s->sequence_parallel && o->tp > 1)
     return psim_export_refuse("sequence parallelism needs tensor parallelism, which a DeepSpeed "
                               "config does not hold");
+  return deepspeed_sync_refusals(f);
+}
+
+/* The refusals of the gradient sync, the optimizer step and the precision. */
+static psim_status deepspeed_sync_refusals(const psim_export_facts *f) {
+  const psim_strategy *s = f->s;
   if (s->allreduce != PSIM_AR_AUTO)
     return psim_export_refuse("all-reduce algorithm '%s': DeepSpeed leaves the algorithm to NCCL "
                               "(use 'auto')",
                               psim_allreduce_algo_name(s->allreduce));
+  /* deepspeed/runtime/zero/stage_1_and_2.py (edaa722126) step(): the updated weights are
+   * all-gathered inside the optimizer step (all_gather_dp_groups), before it returns;
+   * zero/config.py overlap_comm overlaps the gradient reduction with the backward pass only */
+  if (f->param_gather_overlap)
+    return psim_export_refuse("ZeRO %d with the parameter all-gathers overlapped with the next "
+                              "forward: DeepSpeed gathers the updated weights inside the "
+                              "optimizer step (stage_1_and_2.py); overlap_comm overlaps the "
+                              "gradient reduction only",
+                              s->zero_stage);
   if (f->fp8)
     return psim_export_refuse("FP8 GEMMs: a DeepSpeed config has no FP8 training setting "
                               "(Transformer Engine's is in the model code)");

@@ -64,6 +64,10 @@ typedef struct psim_export_facts {
   bool stages_uneven; /* the middle stages differ among themselves (no runtime splits so) */
   bool mtp_split;     /* a multi-token prediction module lies before the last stage */
   int32_t n_micro;    /* micro-batches per iteration */
+  /* the strategy's overlap_param_gather where plansim simulates it: ZeRO 1-2, whose updated
+   * parameters are all-gathered after the step (sim/builder/gradsync.c param_gathers); at
+   * ZeRO 0 and 3 the key changes nothing */
+  bool param_gather_overlap;
 } psim_export_facts;
 
 /* Fills f from the plan: model facts always, the layout when the strategy is a Megatron

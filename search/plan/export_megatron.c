@@ -37,6 +37,13 @@ psim_status psim_export_megatron_plan_refusals(const psim_export_facts *f) {
     return psim_export_refuse("all-reduce algorithm '%s' has no NCCL_ALGO equivalent (NCCL offers "
                               "Ring and Tree; 'auto' lets NCCL choose)",
                               psim_allreduce_algo_name(s->allreduce));
+  /* arguments.py validate_args (d98e8a64dd, lines 1024-1029): --overlap-param-gather needs
+   * --use-distributed-optimizer or --use-megatron-fsdp (ZeRO 1-2 here: where plansim simulates
+   * it) and --overlap-grad-reduce */
+  if (f->param_gather_overlap && !s->overlap_grad_reduce)
+    return psim_export_refuse("the parameter all-gathers overlapped without the gradient reduce "
+                              "overlapped: Megatron-LM asserts 'Must use --overlap-param-gather "
+                              "with --overlap-grad-reduce' (arguments.py)");
   if (f->lay.virtual_stages == 1 && f->stages_uneven)
     return psim_export_refuse("the middle pipeline stages hold different numbers of layers; "
                               "Megatron-LM splits the layers between the first and last stage "
@@ -136,6 +143,12 @@ static void training_args(psim_sb *b, const psim_export_facts *f) {
   if (s->overlap_grad_reduce) /* buckets count gradient elements (fp32 main grads for bf16) */
     psim_sb_printf(b, "  --overlap-grad-reduce\n  --ddp-bucket-size %.0f\n",
                    s->bucket_bytes / f->grad_bytes);
+  /* the gathers before each bucket's first forward use; under interleaving Megatron-LM's
+   * default --align-param-gather (no flag: --no-align-param-gather turns it off; validate_args
+   * turns it off without interleaving) dispatches each model chunk's gathers ahead of its
+   * first forward, across the pipeline ranks */
+  if (f->param_gather_overlap)
+    psim_sb_printf(b, "  --overlap-param-gather\n");
   if (f->dtype == PSIM_DTYPE_BF16 || f->dtype == PSIM_DTYPE_FP8)
     psim_sb_printf(b, "  --bf16\n");
   else if (f->dtype == PSIM_DTYPE_FP16)
@@ -236,6 +249,13 @@ static void megatron_header(psim_sb *b, const psim_plan_doc *d, const psim_expor
     psim_sb_printf(b, "# Gradients are reduced after the backward pass in one bucket (Megatron "
                       "ignores the bucket\n# size without --overlap-grad-reduce); plansim "
                       "simulated buckets of the plan's size.\n");
+  if (f->s->overlap_param_gather && !f->param_gather_overlap)
+    psim_sb_printf(b,
+                   "# The plan's overlap_param_gather is not written: at ZeRO %d plansim "
+                   "simulates no\n# all-gather after the step (Megatron-LM takes "
+                   "--overlap-param-gather only with\n# --use-distributed-optimizer or "
+                   "Megatron-FSDP, which overlaps its gathers at ZeRO 3).\n",
+                   f->s->zero_stage);
   if (f->embedding_norm)
     psim_sb_printf(b, "# Not built by Megatron-LM: the model's embedding LayerNorm (BertModel "
                       "has none).\n");

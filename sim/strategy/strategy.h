@@ -268,6 +268,9 @@ typedef struct psim_megatron_opts {
   int8_t async_tp;          /* psim_strategy.async_tp; default PSIM_ASYNC_TP_STACK */
   int8_t fp8;               /* psim_strategy.fp8; default PSIM_FP8_MODEL */
   bool overlap_grad_reduce; /* default false */
+  /* psim_strategy.overlap_param_gather (ZeRO 1/2; Megatron-Core --overlap-param-gather);
+   * default false */
+  bool overlap_param_gather;
   /* Expert parallel (divides the experts), expert tensor parallel and context parallel
    * degrees, Megatron-Core's rules (docs/strategy.md); ep and cp default 1, etp 0 = tp
    * (Megatron-LM arguments.py: expert_tensor_parallel_size defaults to tp); 0 for ep or

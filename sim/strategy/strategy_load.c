@@ -61,6 +61,7 @@ static psim_status expand_template(const psim_strategy_spec *sp, const psim_mode
     o.zero_stage = sp->zero_stage;
     o.dp_shard = sp->dp_shard;
     o.overlap_grad_reduce = sp->overlap_grad_reduce;
+    o.overlap_param_gather = sp->overlap_param_gather;
     int64_t model = (int64_t)o.tp * o.pp * (o.cp > 0 ? o.cp : 1);
     if (o.dp == 0)
       o.dp = cl->n_devices / model > 0 ? (int32_t)(cl->n_devices / model) : 1;

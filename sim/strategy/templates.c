@@ -421,6 +421,7 @@ static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *
   s->async_tp = o->async_tp;
   s->fp8 = o->fp8;
   s->overlap_grad_reduce = o->overlap_grad_reduce;
+  s->overlap_param_gather = o->overlap_param_gather;
   snprintf(s->tmpl.name, sizeof s->tmpl.name, "megatron");
   s->tmpl.tp = o->tp;
   s->tmpl.pp = o->pp;

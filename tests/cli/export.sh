@@ -208,6 +208,55 @@ for f in megatron megatron-bridge; do
       "matches the plan"
   done
 done
+# --overlap-param-gather (Megatron-LM arguments.py: with the distributed optimizer and
+# --overlap-grad-reduce): written exactly when the plan has it at ZeRO 1-2 (export_rules.py
+# reads it back against the plan), Megatron-Bridge's ddp and optimizer keys with it (and
+# align_param_gather under interleaving); refused without the gradient reduce overlapped and by
+# DeepSpeed (its ZeRO 1-2 gather inside the optimizer step); at ZeRO 0 it acts on nothing and is
+# not written
+family llama7b-opg models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4,
+  "dp": 4, "sequence_parallel": true, "zero": 1, "overlap_grad_reduce": true,
+  "overlap_param_gather": true' megatron:ok megatron-bridge:ok
+family gpt-opg-interleaved models/gpt-175b.json topologies/dgx-a100-x128.json 128 '"template":
+  "megatron", "tp": 8, "pp": 8, "dp": 2, "virtual_stages": 2, "sequence_parallel": true,
+  "zero": 1, "overlap_grad_reduce": true, "overlap_param_gather": true' megatron:ok \
+  megatron-bridge:ok
+family llama7b-opg-dp models/llama2-7b.json $X16 16 '"template": "megatron", "tp": 1, "pp": 1,
+  "dp": 16, "micro_batch": 4, "zero": 1, "overlap_grad_reduce": true,
+  "overlap_param_gather": true' megatron:ok \
+  "deepspeed:DeepSpeed gathers the updated weights inside the optimizer step"
+family llama7b-opg-noreduce models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8,
+  "pp": 4, "dp": 4, "sequence_parallel": true, "zero": 1, "overlap_param_gather": true' \
+  "megatron:Must use --overlap-param-gather with --overlap-grad-reduce" \
+  "megatron-bridge:Must use --overlap-param-gather with --overlap-grad-reduce"
+family llama7b-opg-zero0 models/llama2-7b.json $X16 128 '"template": "megatron", "tp": 8, "pp": 4,
+  "dp": 4, "sequence_parallel": true, "overlap_grad_reduce": true, "overlap_param_gather": true' \
+  megatron:ok megatron-bridge:ok
+for n in llama7b-opg gpt-opg-interleaved llama7b-opg-dp; do
+  grep -q -- "^  --overlap-param-gather$" "$TEST_TMP/$n.megatron" ||
+    not_ok "$n --format megatron writes --overlap-param-gather"
+done
+for n in llama7b llama7b-zero2 llama7b-opg-zero0; do
+  grep -q -- "^  --overlap-param-gather$" "$TEST_TMP/$n.megatron" &&
+    not_ok "$n --format megatron writes no --overlap-param-gather"
+done
+grep -q "^# The plan's overlap_param_gather is not written: at ZeRO 0" "$TEST_TMP/llama7b-opg-zero0.megatron" ||
+  not_ok "llama7b-opg-zero0: the Megatron header says why the overlap is not written"
+if grep -q "^  overlap_param_gather: true$" "$TEST_TMP/llama7b-opg.megatron-bridge" &&
+  grep -q "^  align_param_gather: false$" "$TEST_TMP/llama7b-opg.megatron-bridge" &&
+  grep -q "^  align_param_gather: true$" "$TEST_TMP/gpt-opg-interleaved.megatron-bridge" &&
+  [ "$(grep -c "^  overlap_param_gather: true$" "$TEST_TMP/gpt-opg-interleaved.megatron-bridge")" = 2 ] &&
+  grep -q "^  overlap_param_gather: false$" "$TEST_TMP/llama7b-opg-zero0.megatron-bridge" &&
+  grep -q "^  overlap_param_gather: false$" "$TEST_TMP/llama7b-zero2.megatron-bridge"; then
+  ok "Megatron-Bridge: overlap_param_gather in ddp and optimizer exactly when the plan has it"
+else not_ok "Megatron-Bridge: overlap_param_gather in ddp and optimizer exactly when the plan has it"; fi
+for n in llama7b-opg gpt-opg-interleaved; do
+  for f in megatron megatron-bridge; do
+    run export "$TEST_TMP/$n.json" --format "$f" --check "$TEST_TMP/$n.$f"
+    expect "$n: export --check reads the $f parameter-gather overlap back" 0 stdout-nonempty \
+      stderr-empty "matches the plan"
+  done
+done
 family llama7b-tp1 models/llama2-7b.json $X16 16 '"template": "megatron", "tp": 1, "pp": 1,
   "dp": 16, "micro_batch": 4, "sequence_parallel": true' megatron:ok deepspeed:ok \
   "torchtitan:DDP always overlaps"

@@ -18,6 +18,9 @@ megatron: rules of NVIDIA/Megatron-LM d98e8a64dd (Megatron-Core 0.20.0):
   megatron/core/transformer/moe/moe_layer.py: MoE with tp > 1 needs sequence parallelism.
   megatron/core/distributed/distributed_data_parallel.py: the bucket size is ignored without
     --overlap-grad-reduce (so it must not be written without it).
+  arguments.py validate_args (lines 1024-1029): --overlap-param-gather needs
+    --use-distributed-optimizer (or --use-megatron-fsdp) and --overlap-grad-reduce; round trip
+    with PLAN: written exactly when the plan's overlap_param_gather acts (ZeRO 1-2).
   Megatron-FSDP (arguments.py validate_args ~1118-1188, 1675; --use-megatron-fsdp from
     megatron/training/config/common_config.py DistributedInitConfig; --data-parallel-sharding-
     strategy {no_shard, optim, optim_grads, optim_grads_params}): v1 runs with the distributed
@@ -52,6 +55,7 @@ plan_recompute = None
 plan_zero = None
 plan_replicate = 1
 plan_fp8 = None  # the plan's "fp8" (None: the model's own FP8 matmuls)
+plan_param_gather = None  # the plan's overlap_param_gather where it acts (ZeRO 1-2)
 first_last = {}
 if len(sys.argv) > 5:  # the plan's degrees: the template's keys or the written template_info
     st = json.load(open(sys.argv[5]))["strategy"]
@@ -60,6 +64,7 @@ if len(sys.argv) > 5:  # the plan's degrees: the template's keys or the written 
     plan_layout["etp"] = ti.get("etp", plan_layout["tp"])
     plan_fp8 = st.get("fp8")
     plan_zero = ti.get("zero", st.get("zero", 0))  # a searched plan: the explicit form's key
+    plan_param_gather = bool(st.get("overlap_param_gather")) and plan_zero in (1, 2)
     first_last = {k: ti.get(k, 0) for k in ("first_stage_layers", "last_stage_layers")}
     # HSDP: a template's dp_shard (dp / dp_shard replicas), the explicit form's dp_replicate
     plan_replicate = (plan_layout["dp"] // ti["dp_shard"] if "dp_shard" in ti
@@ -223,6 +228,14 @@ def megatron_core(a):
     groups = int(a.get("--num-query-groups", heads))
     need(heads % tp == 0 and groups % tp == 0, "heads/groups not divisible by tp")
     need("--ddp-bucket-size" not in a or "--overlap-grad-reduce" in a, "bucket without overlap")
+    need("--overlap-param-gather" not in a or (
+        ("--use-distributed-optimizer" in a or "--use-megatron-fsdp" in a) and
+        "--overlap-grad-reduce" in a), "--overlap-param-gather without the distributed optimizer "
+         "and --overlap-grad-reduce")
+    if plan_param_gather is not None:
+        need(("--overlap-param-gather" in a) == plan_param_gather,
+             "--overlap-param-gather %s, the plan's %s" % ("--overlap-param-gather" in a,
+                                                           plan_param_gather))
     fsdp_rules(a)
     E = int(a.get("--num-experts", 0))
     cp = int(a.get("--context-parallel-size", 1))
@@ -475,13 +488,14 @@ BRIDGE_KEYS = {
               "multi_latent_attention", "mtp_num_layers"},
     "train": {"micro_batch_size", "global_batch_size"}, "dataset": {"seq_length"},
     "ddp": {"use_distributed_optimizer", "overlap_grad_reduce", "bucket_size",
-            "overlap_param_gather", "grad_reduce_in_fp32", "use_megatron_fsdp",
-            "data_parallel_sharding_strategy"},
+            "overlap_param_gather", "align_param_gather", "grad_reduce_in_fp32",
+            "use_megatron_fsdp", "data_parallel_sharding_strategy"},
     # training/config.py at 067f987df0: DistributedInitConfig.use_megatron_fsdp,
     # CheckpointConfig.ckpt_format
     "dist": {"use_megatron_fsdp"}, "checkpoint": {"ckpt_format"},
     "tokenizer": {"use_tokenizer_vocab_size"},
-    "optimizer": {"use_distributed_optimizer", "bf16", "fp16"}, "mixed_precision": None,
+    "optimizer": {"use_distributed_optimizer", "overlap_param_gather", "bf16", "fp16"},
+    "mixed_precision": None,
     "env_vars": {"NCCL_ALGO"},
 }
 # MLATransformerConfig's fields (Megatron-Bridge models/transformer_config.py over Megatron-Core's):
@@ -514,7 +528,13 @@ def bridge():
     # training/setup.py _validate_and_set_vocab_size: else the tokenizer's size replaces the model's
     need(c["tokenizer"]["use_tokenizer_vocab_size"] is False, "use_tokenizer_vocab_size")
     need(m["vocab_size"] == role["vocab"][0], "vocab %s != %s" % (m["vocab_size"], role["vocab"][0]))
-    need(ddp["overlap_param_gather"] is False, "overlap_param_gather (plansim: not overlapped)")
+    # training/config.py: ddp's and optimizer's overlap_param_gather are kept in sync;
+    # align_param_gather as Megatron-LM's default: on under interleaving (validate_args turns it
+    # off without; Megatron-Core's DistributedDataParallelConfig defaults to off)
+    opg = ddp["overlap_param_gather"] is True
+    need(opg == (opt.get("overlap_param_gather") is True), "ddp and optimizer overlap_param_gather")
+    need(ddp.get("align_param_gather", False) == (opg and bool(
+        m.get("virtual_pipeline_model_parallel_size"))), "align_param_gather")
     need(ddp["grad_reduce_in_fp32"] == (PRESETS.get(c["mixed_precision"]) != "fp16"),
          "gradients reduced in fp32 (fp16: in fp16)")
     # the same run as Megatron-LM flags: one set of Megatron-Core rules and the round trip
@@ -540,6 +560,8 @@ def bridge():
     a["--micro-batch-size"], a["--global-batch-size"] = t["micro_batch_size"], t["global_batch_size"]
     if ddp["overlap_grad_reduce"]:
         a["--overlap-grad-reduce"] = True
+    if opg:
+        a["--overlap-param-gather"] = True
     # Megatron-FSDP (_validate_and_apply_megatron_fsdp_v1_configs): dist sets ddp's flag too
     fsdp = bool(c.get("dist", {}).get("use_megatron_fsdp"))
     need(fsdp == bool(ddp.get("use_megatron_fsdp", fsdp)), "dist and ddp use_megatron_fsdp differ")

@@ -34,6 +34,9 @@
   0.52 /* FlashAttention GPT, 8 layers: block 1 the fastest that fits                              \
           (0.50-0.55 GB: 0.02915 s against 0.03091 s without block) */
 #endif
+#ifndef PARAM_GATHER_MEM_GB
+#define PARAM_GATHER_MEM_GB 1.2 /* the pruning case's memory: ZeRO 1 among the fastest */
+#endif
 #ifndef MOE_MEM_GB
 #define MOE_MEM_GB 1.0 /* device memory of the MoE case: ep 1 fits only split tp 2 x pp 4 */
 #endif
@@ -118,6 +121,16 @@ static double simulate(const psim_model *m, psim_cluster *c, const psim_megatron
   psim_sim_result_destroy(&r);
   psim_strategy_destroy(&s);
   return t;
+}
+
+/* setup's GPT on devices of mem_gb, the default options with ZeRO 0-2 (exact: no fallback to
+ * ZeRO 3, pruning_keeps_the_optimum), and their space. */
+static void zero2_space(psim_model *m, psim_cluster *c, double mem_gb, psim_grid_options *o,
+                        grid_space *sp) {
+  setup(m, c, mem_gb);
+  psim_grid_options_init(o);
+  o->max_zero = 2;
+  ck_assert(psim_grid_space_build(m, c, o, 8, sp) == PSIM_OK);
 }
 
 /* Every candidate simulated (no rule applied) gives the same best time as the grid with its
@@ -208,12 +221,9 @@ END_TEST
 START_TEST(best_first_order_keeps_the_optimum_and_reaches_it_sooner) {
   psim_model m;
   psim_cluster c;
-  setup(&m, &c, ZERO2_MEM8_GB);
   psim_grid_options o;
-  psim_grid_options_init(&o);
-  o.max_zero = 2;
   grid_space sp;
-  ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
+  zero2_space(&m, &c, ZERO2_MEM8_GB, &o, &sp);
   double brute = INFINITY, brute01 = INFINITY;
   for (int64_t i = 0; i < sp.n; i++) {
     if (sp.c[i].state == GRID_MEM_ESTIMATE) /* over memory (pruning_keeps_the_optimum) */
@@ -304,8 +314,8 @@ END_TEST
 
 /* Megatron-Core's rules (grid_space.c): interleaving needs pp > 1, layers % (pp vp) == 0 and
  * micro-batches % pp == 0; sequence parallelism only at tp > 1; ZeRO only at dp > 1; the
- * gradient-reduce overlap both ways at dp > 1; neither it nor block recomputation in a
- * classic candidate. */
+ * gradient-reduce overlap both ways at dp > 1; with it, at ZeRO 1-2, the parameter-gather
+ * overlap both ways; none of them nor block recomputation in a classic candidate. */
 START_TEST(space_follows_megatron_rules) {
   psim_model m;
   psim_cluster c;
@@ -315,7 +325,7 @@ START_TEST(space_follows_megatron_rules) {
   grid_space sp;
   ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
   bool interleaved = false, zero = false;
-  int64_t overlap = 0, at_dp = 0;
+  int64_t overlap = 0, at_dp = 0, param_gather = 0, zero12 = 0;
   for (int64_t i = 0; i < sp.n; i++) {
     const psim_megatron_opts *mo = &sp.c[i].mo;
     int64_t n_micro = 32 / ((int64_t)mo->micro_batch * mo->dp);
@@ -330,11 +340,97 @@ START_TEST(space_follows_megatron_rules) {
     ck_assert(16 % mo->tp == 0 && 4096 % mo->tp == 0);
     ck_assert(!mo->overlap_grad_reduce || (mo->dp > 1 && !sp.c[i].classic));
     ck_assert(mo->recompute_method != PSIM_RCM_BLOCK || !sp.c[i].classic);
+    /* arguments.py: --overlap-param-gather needs the distributed optimizer (or Megatron-FSDP)
+     * and --overlap-grad-reduce; listed at ZeRO 1-2, where the gathers follow the step */
+    ck_assert(!mo->overlap_param_gather ||
+              (mo->overlap_grad_reduce && (mo->zero_stage == 1 || mo->zero_stage == 2)));
+    if (mo->overlap_param_gather) {
+      param_gather++;
+      continue;
+    }
     overlap += mo->overlap_grad_reduce;
     at_dp += mo->dp > 1;
+    zero12 += mo->overlap_grad_reduce && (mo->zero_stage == 1 || mo->zero_stage == 2);
   }
   ck_assert(interleaved && zero);
   ck_assert_int_eq(2 * overlap, at_dp); /* dp > 1: both ways */
+  ck_assert(param_gather > 0);
+  ck_assert_int_eq(param_gather, zero12); /* ZeRO 1-2 with the reduce overlapped: both ways */
+  psim_grid_space_destroy(&sp);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
+/* The candidate that differs from x in overlap_param_gather only (x's twin), or -1. */
+static int64_t param_gather_twin(const grid_space *sp, const psim_megatron_opts *x) {
+  psim_megatron_opts want = *x;
+  want.overlap_param_gather = !x->overlap_param_gather;
+  for (int64_t j = 0; j < sp->n; j++)
+    if (memcmp(&sp->c[j].mo, &want, sizeof want) == 0)
+      return j;
+  return -1;
+}
+
+/* --overlap-param-gather (grid_space.c): every candidate listed with it has its twin without
+ * it; simulated over every candidate, the best with it is faster than every plan without it
+ * (the ZeRO-1 gathers after the step are exposed, overlapped they hide behind the first
+ * forward), and the grid, in either order, returns brute force's best, with the overlap.
+ * Prints how much faster and slower the overlap makes each twin pair (grid_space.c's
+ * header quotes it). */
+START_TEST(grid_picks_overlap_param_gather_where_it_pays) {
+  psim_model m;
+  psim_cluster c;
+  psim_grid_options o;
+  grid_space sp;
+  zero2_space(&m, &c, PARAM_GATHER_MEM_GB, &o, &sp);
+  double *t = psim_calloc((size_t)sp.n, sizeof *t);
+  double brute_on = INFINITY, brute_off = INFINITY;
+  for (int64_t i = 0; i < sp.n; i++) {
+    bool fits;
+    t[i] = sp.c[i].state == GRID_MEM_ESTIMATE ? INFINITY : simulate(&m, &c, &sp.c[i].mo, &fits);
+    if (sp.c[i].mo.overlap_param_gather)
+      brute_on = fmin(brute_on, t[i]);
+    else
+      brute_off = fmin(brute_off, t[i]);
+  }
+  double faster = 0, slower = 0;
+  int64_t pairs = 0, n_faster = 0, n_slower = 0;
+  for (int64_t i = 0; i < sp.n; i++) {
+    if (!sp.c[i].mo.overlap_param_gather)
+      continue;
+    int64_t j = param_gather_twin(&sp, &sp.c[i].mo);
+    ck_assert_msg(j >= 0, "candidate %lld has no twin without the overlap", (long long)i);
+    if (!isfinite(t[i]) || !isfinite(t[j]))
+      continue;
+    pairs++;
+    n_faster += t[i]<t[j], n_slower += t[i]> t[j];
+    faster = fmax(faster, 1 - t[i] / t[j]);
+    slower = fmax(slower, t[i] / t[j] - 1);
+  }
+  printf("overlap_param_gather: %lld candidates, %lld twin pairs fit: %lld faster (up to %.1f%%), "
+         "%lld slower (up to %.1f%%); best %.9g s with, %.9g s without\n",
+         (long long)sp.n, (long long)pairs, (long long)n_faster, 100 * faster, (long long)n_slower,
+         100 * slower, brute_on, brute_off);
+  ck_assert_msg(pairs > 0 && brute_on < brute_off, "with %g s, without %g s", brute_on, brute_off);
+  for (int k = 0; k < 2; k++) {
+    o.best_first = k == 0;
+    psim_grid_result r;
+    ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+    ck_assert_msg(r.best_sim.iteration_time_s == brute_on, "%s: grid %.9g s, brute force %.9g s",
+                  k == 0 ? "best-first" : "classic", r.best_sim.iteration_time_s, brute_on);
+    ck_assert(r.best.overlap_param_gather && r.best.overlap_grad_reduce && r.best.zero_stage >= 1);
+    psim_grid_result_destroy(&r);
+  }
+  /* without the knob: brute force's best without it */
+  o.try_overlap_param_gather = false;
+  psim_grid_result r;
+  ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  ck_assert_msg(r.best_sim.iteration_time_s == brute_off, "off: grid %.9g s, brute %.9g s",
+                r.best_sim.iteration_time_s, brute_off);
+  ck_assert(!r.best.overlap_param_gather);
+  psim_grid_result_destroy(&r);
+  psim_free(t);
   psim_grid_space_destroy(&sp);
   psim_cluster_destroy(&c);
   psim_model_destroy(&m);
@@ -714,6 +810,7 @@ int main(void) {
   tcase_add_test(t, best_first_order_keeps_the_optimum_and_reaches_it_sooner);
   tcase_add_test(t, space_follows_megatron_rules);
   tcase_add_test(t, grid_finds_block_recomputation);
+  tcase_add_test(t, grid_picks_overlap_param_gather_where_it_pays);
   tcase_add_test(t, fsdp_space_follows_torchtitan_rules);
   tcase_add_test(t, grid_picks_expert_parallelism_where_it_pays);
   tcase_add_test(t, grid_lists_context_parallelism_for_long_sequences);
