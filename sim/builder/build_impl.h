@@ -153,6 +153,7 @@ struct psim_build {
   bool fold_broken;   /* folded, and a check found peers that are not symmetric: rebuilt unfolded */
   uint8_t *simulated; /* per device */
   int32_t *rep_of;    /* per device: the simulated device standing for it (folded), or itself */
+  int32_t *dev_twin;  /* per op, folding on: the first op of its stage with its device list */
   int32_t *fold_pos;  /* folded: per device, its position in its stage (locals.c), or NULL */
   int32_t *fold_owner; /* folded: per link, the position whose pipeline transfers hold it, or -1 */
   int32_t *fold_role;  /* folded: per owned link, which of that position's route links it is */

@@ -77,15 +77,24 @@ psim_status psim_build_fold_note_coll(psim_build *b, const psim_coll_desc *d, in
   if (!b->folded || b->fold_broken || d->concurrent_groups <= 1 || !b->fold_owner)
     return PSIM_OK;
   const psim_taskgraph *g = &b->g;
-  int32_t nd = b->c->n_devices, f = -2;
+  int32_t nd = b->c->n_devices, f = -2, last_n = -1;
+  const int32_t *last_res = NULL; /* the list scanned last (a template's pieces share one) */
+  bool last_owned = false;        /* and whether it holds an owned link */
   for (int32_t t = t0; t < g->n_tasks; t++) {
     const int32_t *res;
     int32_t n;
     psim_build_task_res(b, t, &res, &n);
+    bool same = res == last_res && n == last_n; /* the same list: the same outcome */
+    if (same && !last_owned)
+      continue;
+    last_res = res;
+    last_n = n;
+    last_owned = false;
     for (int32_t r = 0; r < n; r++) {
       int32_t l = res[r] - 2 * nd;
-      if (l < 0 || l >= b->c->n_links || b->fold_owner[l] < 0)
+      if (!same && (l < 0 || l >= b->c->n_links || b->fold_owner[l] < 0))
         continue;
+      last_owned = true;
       f = f == -2 ? family_of(b, d) : f;
       if (f < 0) {
         b->fold_broken = true; /* too many families: declined */

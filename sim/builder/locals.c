@@ -11,6 +11,11 @@
 #include "sim/core/alloc.h"
 #include "sim/engine/collective.h"
 
+/* Stage entries (stages x virtual stages) of s. */
+static int32_t n_entries_of(const psim_strategy *s) {
+  return s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
+}
+
 /* Indexes the entries and local shards of wide ops by device, for the
  * simulated devices only: psim_build_entry_on and psim_build_local_on are
  * asked about a local's device, never about a folded-away peer. Issue 24
@@ -19,12 +24,16 @@
 psim_status psim_build_index_devices(psim_build *b) {
   for (int32_t o = 0; o < b->m->n_ops; o++) {
     const psim_op_config *cfg = &b->s->ops[o];
-    for (int32_t e = 0; cfg->n_devices > PSIM_BUILD_SCAN_DEVICES && e < cfg->n_devices; e++)
-      if (b->simulated[cfg->devices[e]] &&
-          psim_bcache_get(b->where, (uint64_t)(uint32_t)o, (uint64_t)(uint32_t)cfg->devices[e]) < 0)
-        PSIM_CHECK(psim_bcache_put(b->where, (uint64_t)(uint32_t)o,
-                                   (uint64_t)(uint32_t)cfg->devices[e], e));
     int32_t nk = b->loc_first[o + 1] - b->loc_first[o];
+    /* the simulated devices' entries are the locals', in the same (entry) order: the locals
+     * are read, not every device of the op (issue 19) */
+    for (int32_t k = 0; cfg->n_devices > PSIM_BUILD_SCAN_DEVICES && k < nk; k++) {
+      const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
+      int32_t e = loc->shard * cfg->replicas + loc->replica;
+      if (psim_bcache_get(b->where, (uint64_t)(uint32_t)o, (uint64_t)(uint32_t)loc->device) < 0)
+        PSIM_CHECK(
+            psim_bcache_put(b->where, (uint64_t)(uint32_t)o, (uint64_t)(uint32_t)loc->device, e));
+    }
     for (int32_t k = 0; nk > PSIM_BUILD_SCAN_DEVICES && k < nk; k++) {
       uint64_t d = (uint64_t)(uint32_t)b->locals[b->loc_first[o] + k].device;
       if (psim_bcache_get(b->where, (uint64_t)(uint32_t)o | 1ull << 62, d) < 0)
@@ -88,6 +97,48 @@ static bool pipeline_edge_aligned(const psim_build *b, int32_t x, int32_t y, int
   return true;
 }
 
+/* Ops of one stage whose device lists a stage's last FOLD_TWIN_LISTS distinct lists are
+ * compared with (a layer's ops repeat a few lists). */
+#define FOLD_TWIN_LISTS 8
+
+/* twin[o]: the first op of o's stage with o's device list (the same devices in the same
+ * order), o itself when none before it has: what folding's checks read of an op's devices
+ * is then read once per list, not once per op (issue 19: per op, 16,384 devices a stage at
+ * 131,072 GPUs). A memcmp per op and earlier list, no hashing. */
+static psim_status device_twins(const psim_build *b, int32_t *twin) {
+  int32_t n_st = n_entries_of(b->s);
+  int32_t *recent = psim_malloc(((size_t)n_st * FOLD_TWIN_LISTS + 1) * sizeof *recent);
+  int32_t *n_recent = psim_calloc((size_t)n_st + 1, sizeof *n_recent);
+  if (!recent || !n_recent) {
+    psim_free(recent);
+    psim_free(n_recent);
+    return psim_error(PSIM_ENOMEM, "out of memory for folding");
+  }
+  for (int32_t o = 0; o < b->m->n_ops; o++) {
+    const psim_op_config *cfg = &b->s->ops[o];
+    int32_t st = cfg->stage;
+    twin[o] = o;
+    if (st < 0 || st >= n_st)
+      continue;
+    int32_t *mine = &recent[(size_t)st * FOLD_TWIN_LISTS];
+    for (int32_t k = 0; k < n_recent[st] && twin[o] == o; k++) {
+      const psim_op_config *c2 = &b->s->ops[mine[k]];
+      if (c2->n_devices == cfg->n_devices &&
+          (c2->devices == cfg->devices ||
+           memcmp(c2->devices, cfg->devices, (size_t)cfg->n_devices * sizeof *cfg->devices) == 0))
+        twin[o] = mine[k];
+    }
+    if (twin[o] == o) { /* a new list: remembered, the oldest dropped */
+      int32_t n = n_recent[st] < FOLD_TWIN_LISTS ? n_recent[st]++ : FOLD_TWIN_LISTS - 1;
+      memmove(mine + 1, mine, (size_t)n * sizeof *mine);
+      mine[0] = o;
+    }
+  }
+  psim_free(recent);
+  psim_free(n_recent);
+  return PSIM_OK;
+}
+
 /* Folding applies when every op is spread evenly over all of its stage's
  * devices and the stages are equally large. */
 static bool can_fold(const psim_build *b, unsigned char *mark) {
@@ -105,7 +156,8 @@ static bool can_fold(const psim_build *b, unsigned char *mark) {
     for (int32_t i = 0; i < m->ops[o].n_dims; i++)
       if (psim_build_dim_size(b, m->ops[o].dims[i].dim) % cfg->degree[i] != 0)
         return false;
-    if (!op_in_stage(cfg, st, mark))
+    /* a twin (same stage, same list) was found in the stage already */
+    if (b->dev_twin[o] == o && !op_in_stage(cfg, st, mark))
       return false;
   }
   return true;
@@ -145,7 +197,7 @@ typedef struct fold_state {
 } fold_state;
 
 static int32_t n_entries(const psim_build *b) {
-  return b->s->n_stages * (b->s->virtual_stages > 0 ? b->s->virtual_stages : 1);
+  return n_entries_of(b->s);
 }
 
 /* Each device's position in its stage; false when a device has two. */
@@ -364,7 +416,10 @@ static bool locality_uniform(const psim_build *b, int32_t from, int32_t to, int3
 
 /* A hash of what locality_uniform reads of op o and tensor t: t's extents,
  * the op's degree along each of its dims and where t has it, its replicas
- * and device list (hash_dev[o]). Edges of every layer repeat a few of them. */
+ * and device list (hash_dev[o]). Edges of every layer repeat a few of them. The
+ * list is hashed by its devices' positions in the stage: locality_uniform pairs
+ * the entries of two ops of one stage on one device, and within a stage device and
+ * position are one-to-one (stage_positions), so the stages' alike lists share a key. */
 static uint64_t layout_hash(const psim_build *b, int32_t o, int32_t t, const uint64_t *hash_dev) {
   const psim_op *op = &b->m->ops[o];
   const psim_tensor *ten = &b->m->tensors[t];
@@ -395,8 +450,8 @@ static psim_status edge_uniform(const psim_build *b, int32_t x, int32_t y, int32
   return psim_hmap_put(seen, k, 1);
 }
 
-/* locality_uniform for every edge inside a stage, both ways. */
-static psim_status stage_edges_uniform(const psim_build *b, bool *ok) {
+/* locality_uniform for every edge inside a stage, both ways (pos: stage_positions). */
+static psim_status stage_edges_uniform(const psim_build *b, const int32_t *pos, bool *ok) {
   int32_t *ent = psim_malloc(((size_t)b->c->n_devices + 1) * sizeof *ent);
   uint64_t *hash_dev = psim_malloc(((size_t)b->m->n_ops + 1) * sizeof *hash_dev);
   psim_hmap seen;
@@ -405,9 +460,13 @@ static psim_status stage_edges_uniform(const psim_build *b, bool *ok) {
   for (int32_t d = 0; st == PSIM_OK && d < b->c->n_devices; d++)
     ent[d] = -1;
   for (int32_t o = 0; st == PSIM_OK && o < b->m->n_ops; o++) {
+    if (b->dev_twin[o] != o) { /* the same list (device_twins): the same hash */
+      hash_dev[o] = hash_dev[b->dev_twin[o]];
+      continue;
+    }
     hash_dev[o] = (uint64_t)(uint32_t)b->s->ops[o].n_devices;
     for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
-      hash_dev[o] = psim_hmap_mix64(hash_dev[o] ^ (uint64_t)(uint32_t)b->s->ops[o].devices[e]);
+      hash_dev[o] = psim_hmap_mix64(hash_dev[o] ^ (uint64_t)(uint32_t)pos[b->s->ops[o].devices[e]]);
   }
   for (int32_t y = 0; st == PSIM_OK && y < b->m->n_ops && *ok; y++)
     for (int32_t i = 0; st == PSIM_OK && i < b->m->ops[y].n_in && *ok; i++) {
@@ -434,7 +493,7 @@ static psim_status fold_columns(psim_build *b, bool *ok) {
     st = psim_build_fold_blocks(b, f.pos, f.n_pos, &f.g, &f.xsrc);
     *ok = st == PSIM_OK && f.g > 0;
   } else if (*ok)
-    st = stage_edges_uniform(b, ok);
+    st = stage_edges_uniform(b, f.pos, ok);
   if (st == PSIM_OK && *ok)
     st = pipeline_pairs(b, &f, ok);
   if (st == PSIM_OK && *ok)
@@ -468,6 +527,12 @@ psim_status psim_build_choose_simulated(psim_build *b) {
     return psim_error(PSIM_ENOMEM, "out of memory choosing simulated devices");
   for (int32_t d = 0; d < nd; d++)
     b->rep_of[d] = d;
+  if (b->o->fold) {
+    b->dev_twin = psim_malloc(((size_t)b->m->n_ops + 1) * sizeof *b->dev_twin);
+    if (!b->dev_twin)
+      return psim_error(PSIM_ENOMEM, "out of memory choosing simulated devices");
+    PSIM_CHECK(device_twins(b, b->dev_twin));
+  }
   b->folded = b->o->fold && can_fold(b, b->simulated); /* simulated: zeroed scratch here */
   if (b->folded)
     PSIM_CHECK(fold_columns(b, &b->folded));
@@ -650,9 +715,20 @@ static psim_status check_limits(const psim_build *b, size_t shards) {
 psim_status psim_build_make_locals(psim_build *b) {
   const psim_model *m = b->m;
   size_t total = 0;
-  for (int32_t o = 0; o < m->n_ops; o++)
-    for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
-      total += b->simulated[b->s->ops[o].devices[e]];
+  int32_t *count = psim_malloc(((size_t)m->n_ops + 1) * sizeof *count);
+  if (!count)
+    return psim_error(PSIM_ENOMEM, "out of memory for op shards");
+  for (int32_t o = 0; o < m->n_ops; o++) {
+    int32_t tw = b->dev_twin ? b->dev_twin[o] : o; /* the same list: the same devices simulated */
+    count[o] = 0;
+    if (tw != o)
+      count[o] = count[tw];
+    else
+      for (int32_t e = 0; e < b->s->ops[o].n_devices; e++)
+        count[o] += b->simulated[b->s->ops[o].devices[e]];
+    total += (size_t)count[o];
+  }
+  psim_free(count);
   PSIM_CHECK(check_limits(b, total)); /* issue 9: before any per-shard allocation */
   b->loc_first = psim_calloc((size_t)m->n_ops + 1, sizeof *b->loc_first);
   b->locals = psim_calloc(total ? total : 1, sizeof *b->locals);
@@ -662,6 +738,18 @@ psim_status psim_build_make_locals(psim_build *b) {
   for (int32_t o = 0; o < m->n_ops; o++) {
     const psim_op_config *cfg = &b->s->ops[o];
     b->loc_first[o] = k;
+    int32_t tw = b->dev_twin ? b->dev_twin[o] : o;
+    if (tw != o) { /* the twin's simulated entries (its list is o's), split by o's replicas */
+      const psim_op_config *ct = &b->s->ops[tw];
+      for (int32_t j = b->loc_first[tw]; j < b->loc_first[tw + 1]; j++) {
+        int32_t e = b->locals[j].shard * ct->replicas + b->locals[j].replica;
+        b->locals[k].device = b->locals[j].device;
+        b->locals[k].shard = e / cfg->replicas;
+        b->locals[k].replica = e % cfg->replicas;
+        k++;
+      }
+      continue;
+    }
     for (int32_t e = 0; e < cfg->n_devices; e++) {
       if (!b->simulated[cfg->devices[e]])
         continue;

@@ -182,6 +182,54 @@ static void count_share(psim_build *b, int32_t *counted, const psim_weight_share
     b->static_mem[3 * w->device + k] += w->bytes[k];
 }
 
+/* Weight t's shares of op o (data-parallel degree dp) counted for the simulated devices of
+ * a folded build, each shard's size once (a shard's replicas follow each other), the same
+ * figures in the same order per device as op_weight_shares. */
+static psim_status simulated_shares(psim_build *b, int32_t o, int32_t t, double dp,
+                                    int32_t *counted) {
+  const psim_model *m = b->m;
+  const psim_op *op = &m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  double pb[3];
+  psim_memory_param_bytes(m->dtype, pb);
+  int zs = b->s->zero_stage;
+  int32_t reps = cfg->replicas > 0 ? cfg->replicas : 1, n_shards = cfg->n_devices / reps;
+  for (int32_t sh = 0; sh < n_shards; sh++) {
+    double n = -1;
+    for (int32_t r = 0; r < reps; r++) {
+      int32_t dev = cfg->devices[sh * reps + r];
+      if (!b->simulated[dev])
+        continue;
+      if (n < 0) {
+        int64_t ext[PSIM_MAX_OP_DIMS];
+        for (int32_t k = op->n_dims - 1, rem = sh; k >= 0; k--) {
+          ext[k] =
+              psim_shard_size(m->dims[op->dims[k].dim].size, cfg->degree[k], rem % cfg->degree[k]);
+          rem /= cfg->degree[k];
+        }
+        n = shard_elems_of(m, op, ext, t);
+      }
+      psim_weight_share w = {dev,
+                             t,
+                             {n * pb[0] / (zs >= 3 ? dp : 1), n * pb[1] / (zs >= 2 ? dp : 1),
+                              n * pb[2] / (zs >= 1 ? dp : 1)}};
+      count_share(b, counted, &w);
+    }
+  }
+  return PSIM_OK;
+}
+
+/* A folded build's devices that are not simulated: their static memory is their
+ * representative's (rep_of). Exact: folding needs every op of a stage over all of the
+ * stage's devices, split evenly (locals.c can_fold), so a device and its representative
+ * hold shares of the same sizes of the same weights in the same order, and sum them alike. */
+static void fill_folded(psim_build *b) {
+  for (int32_t d = 0; d < b->c->n_devices; d++)
+    if (!b->simulated[d] && b->rep_of[d] != d)
+      memcpy(&b->static_mem[3 * (size_t)d], &b->static_mem[3 * (size_t)b->rep_of[d]],
+             3 * sizeof *b->static_mem);
+}
+
 /* Op o's weight shares (one per weight input and device of o, in that order): appended to
  * b->wshares, or with counted (a build no later one reuses) counted at once, in the same
  * order, instead of kept: 537 MB of shares at 65,536 GPUs (issue 19). */
@@ -200,6 +248,10 @@ static psim_status op_weight_shares(psim_build *b, int32_t o, int32_t *counted) 
     double dp = weight_dp(b, o, t), n = 0;
     if (b->s->dp_replicate > 1) /* HSDP: ZeRO shards over a shard group (zero.h) */
       dp /= b->s->dp_replicate;
+    if (counted && b->folded) { /* the simulated devices' shares only (fill_folded) */
+      PSIM_CHECK(simulated_shares(b, o, t, dp, counted));
+      continue;
+    }
     if (!counted)
       PSIM_CHECK(
           PSIM_VEC_RESERVE(b->wshares, b->cap_wshares, b->n_wshares + (size_t)cfg->n_devices));
@@ -271,6 +323,8 @@ psim_status psim_memory_static(psim_build *b) {
     count_share(b, counted, &b->wshares[i]);
   psim_free(counted);
   PSIM_CHECK(st);
+  if (b->folded && !b->inc.record && !b->inc.prev) /* simulated_shares counted */
+    fill_folded(b);
   PSIM_CHECK(psim_zero_gathered_memory(b));
   return mark_saves(b);
 }

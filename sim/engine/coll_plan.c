@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/hashmap.h"
 
 void psim_coll_plan_destroy(coll_plan *p) {
   psim_free(p->msgs);
@@ -152,9 +153,13 @@ static psim_status plan_alltoall(coll_plan *p, int32_t m, double n) {
   return PSIM_OK;
 }
 
+/* Nodes met above which group_by_node finds a node's index by a hash map, not a scan. */
+#define GROUP_SCAN_NODES 16
+
 /* Ranks grouped by node, in group order: out[j * k + q] is the q-th rank on
  * the j-th node met. *ok is 0 when nodes hold different numbers of ranks.
- * out has room for m entries. O(m * nodes). */
+ * out has room for m entries. O(m * min(nodes, GROUP_SCAN_NODES)) (issue 19: a
+ * 2,048-node data-parallel ring scanned 2,048 nodes per rank). */
 static psim_status group_by_node(const psim_cluster *c, const int32_t *dev, int32_t m, int32_t *out,
                                  int32_t *nodes, int32_t *per, int *ok) {
   int32_t k = 0, n_nodes = 0;
@@ -166,13 +171,26 @@ static psim_status group_by_node(const psim_cluster *c, const int32_t *dev, int3
   int32_t nn = m / k, *ids = psim_malloc(2 * (size_t)nn * sizeof *ids), *cnt = ids + nn;
   if (!ids)
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  psim_hmap at; /* node -> its index j among those met (nodes are distinct in ids) */
+  psim_hmap_init(&at);
+  bool hashed = nn > GROUP_SCAN_NODES;
+  if (hashed && psim_hmap_reserve(&at, (size_t)nn) != PSIM_OK) {
+    psim_free(ids);
+    return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  }
   for (int32_t i = 0; i < m; i++) {
     int32_t nd = c->devices[dev[i]].node, j = 0;
-    while (j < n_nodes && ids[j] != nd)
-      j++;
+    if (hashed) {
+      if (!psim_hmap_find(&at, (psim_hmap_key){(uint64_t)(uint32_t)nd, 0}, &j))
+        j = n_nodes;
+    } else
+      while (j < n_nodes && ids[j] != nd)
+        j++;
     if (j == n_nodes && n_nodes == nn)
       break;
     if (j == n_nodes) {
+      if (hashed && psim_hmap_put(&at, (psim_hmap_key){(uint64_t)(uint32_t)nd, 0}, j) != PSIM_OK)
+        break; /* cannot happen: reserved for nn nodes */
       ids[n_nodes] = nd;
       cnt[n_nodes++] = 0;
     }
@@ -181,6 +199,7 @@ static psim_status group_by_node(const psim_cluster *c, const int32_t *dev, int3
     out[j * k + cnt[j]++] = i;
     *ok = i == m - 1;
   }
+  psim_hmap_destroy(&at);
   psim_free(ids);
   *nodes = n_nodes;
   *per = k;

@@ -71,6 +71,11 @@ struct psim_route_cache {
   int32_t back_goal, back_head, back_tail, back_radius, p_tail;
   int32_t *p_hops, *p_pred, *p_queue;
   double *p_lat, *p_bw;
+  /* a 2-colouring of the links' undirected graph, when it has one (no cycle of odd length:
+   * a fat tree of GPUs, NICs and switches): every route between u and v then has a length of
+   * the parity of colour[u] ^ colour[v], and pair_search skips the bounds of the other */
+  uint8_t *colour;
+  bool bipartite;
 };
 
 static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -116,6 +121,7 @@ void psim_route_cache_free(psim_route_cache *r) {
   psim_free(r->p_queue);
   psim_free(r->p_lat);
   psim_free(r->p_bw);
+  psim_free(r->colour);
   psim_free(r);
 }
 
@@ -154,6 +160,38 @@ static bool sort_wide(psim_route_cache *r, const psim_cluster *c) {
   return true;
 }
 
+/* Two-colours the links' undirected graph breadth-first from each uncoloured vertex
+ * (r->queue as scratch): r->bipartite false when some link joins two vertices of one
+ * colour, i.e. the graph has a cycle of odd length. O(V + E). */
+static void two_colour(psim_route_cache *r, const psim_cluster *c) {
+  uint8_t *col = r->colour; /* 0: not yet; 1 or 2 */
+  memset(col, 0, (size_t)c->n_vertices);
+  r->bipartite = true;
+  for (int32_t s0 = 0; s0 < c->n_vertices && r->bipartite; s0++) {
+    if (col[s0])
+      continue;
+    int32_t head = 0, tail = 0;
+    col[s0] = 1;
+    r->queue[tail++] = s0;
+    while (head < tail && r->bipartite) {
+      int32_t u = r->queue[head++];
+      for (int side = 0; side < 2; side++) {
+        const int32_t *start = side ? r->in_start : r->adj_start;
+        const int32_t *far = side ? r->in_src : r->adj_dst;
+        for (int32_t k = start[u]; k < start[u + 1]; k++) {
+          int32_t v = far[k];
+          if (!col[v]) {
+            col[v] = (uint8_t)(3 - col[u]);
+            r->queue[tail++] = v;
+          } else if (col[v] == col[u]) {
+            r->bipartite = false;
+          }
+        }
+      }
+    }
+  }
+}
+
 static bool build_adjacency(psim_route_cache *r, const psim_cluster *c) {
   for (int32_t i = 0; i < c->n_links; i++)
     r->adj_start[c->links[i].src + 1]++;
@@ -176,6 +214,7 @@ static bool build_adjacency(psim_route_cache *r, const psim_cluster *c) {
   }
   for (int32_t v = 0; v < c->n_vertices; v++)
     r->back[v] = r->p_hops[v] = -1;
+  two_colour(r, c);
   return sort_wide(r, c);
 }
 
@@ -207,8 +246,10 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
   r->p_queue = psim_malloc(sizeof(int32_t) * nv);
   r->p_lat = psim_malloc(sizeof(double) * nv);
   r->p_bw = psim_malloc(sizeof(double) * nv);
+  r->colour = psim_malloc(nv);
   bool pair = r->in_start && r->in_adj && r->in_src && r->adj_dst && r->adj_sorted && r->back &&
-              r->back_queue && r->p_hops && r->p_pred && r->p_queue && r->p_lat && r->p_bw;
+              r->back_queue && r->p_hops && r->p_pred && r->p_queue && r->p_lat && r->p_bw &&
+              r->colour;
   if (!r->adj_start || !r->adj || !r->hops || !r->pred || !r->queue || !r->lat || !r->bw || !pair ||
       pthread_mutex_init(&r->mu, NULL) != 0 || !build_adjacency(r, c)) {
     psim_route_cache_free(r);
@@ -435,10 +476,18 @@ static bool pruned_pass(const psim_cluster *c, psim_route_cache *r, int32_t src,
 }
 
 /* Passes of growing bound; false (the caller searches in full) past PAIR_MAX_HOPS or
- * when the destination is unreachable even ignoring the transit rule. */
+ * when the destination is unreachable even ignoring the transit rule. On a bipartite graph
+ * (two_colour) the bounds of the wrong parity are skipped: every route has the parity of
+ * colour[src] ^ colour[dst], so the route's length H has it, and a pass bounded below H
+ * reaches nothing (above), so skipping it changes no route; the pass bounded by H reads the
+ * distances to dst within H / 2 as before (back_extend's queue is the same however its
+ * radius grew). 131,072 GPUs: 1.18 M of 2.36 M passes, all failing (issue 19). */
 enum { PAIR_MAX_HOPS = 24 };
 static bool pair_search(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst) {
+  int32_t parity = r->bipartite ? (r->colour[src] ^ r->colour[dst]) & 1 : -1;
   for (int32_t d = 1; d <= PAIR_MAX_HOPS; d++) {
+    if (parity >= 0 && (d & 1) != parity)
+      continue;
     back_extend(r, dst, d / 2);
     if (r->back_head == r->back_tail && r->back[src] < 0)
       return false;

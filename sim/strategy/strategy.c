@@ -330,9 +330,11 @@ static int32_t mesh_index(const psim_mesh *mesh, const psim_op_config *cfg, int3
   return idx;
 }
 
-psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int32_t op,
-                                const int32_t *stage_devices, int32_t n_stage_devices,
-                                psim_op_config *cfg) {
+/* Op `op`'s degrees and replicas over a stage of n_stage_devices (cfg zeroed first, no
+ * device list) and its dim_of_axis. */
+static psim_status mesh_op_shape(const psim_mesh *mesh, const psim_model *m, int32_t op,
+                                 int32_t n_stage_devices, psim_op_config *cfg,
+                                 int32_t *dim_of_axis) {
   const psim_op *o = &m->ops[op];
   memset(cfg, 0, sizeof *cfg);
   for (int32_t i = 0; i < PSIM_MAX_OP_DIMS; i++)
@@ -341,7 +343,6 @@ psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int3
   if (mesh->n_axes > 0 && psim_mesh_size(mesh) != n_stage_devices)
     return psim_error(PSIM_EINPUT, "the mesh has %d devices but the stage of op '%s' has %d",
                       (int)psim_mesh_size(mesh), o->name, (int)n_stage_devices);
-  int32_t dim_of_axis[PSIM_MESH_MAX_AXES];
   psim_mesh_map_axes(mesh, m, o, dim_of_axis);
   for (int32_t a = 0; a < mesh->n_axes; a++) {
     if (dim_of_axis[a] < 0)
@@ -349,6 +350,56 @@ psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int3
     cfg->degree[dim_of_axis[a]] *= mesh->size[a];
     cfg->replicas /= mesh->size[a];
   }
+  return PSIM_OK;
+}
+
+/* The split of op `op` (its degrees, replicas and the dim per mesh axis, from
+ * mesh_op_shape): what mesh_index reads besides the shard and replica. */
+static void split_of(const psim_mesh *mesh, const psim_model *m, int32_t op,
+                     const psim_op_config *cfg, const int32_t *dim_of_axis, psim_mesh_split *sp) {
+  memset(sp, 0, sizeof *sp);
+  sp->n_dims = m->ops[op].n_dims;
+  sp->replicas = cfg->replicas;
+  for (int32_t i = 0; i < sp->n_dims && i < PSIM_MAX_OP_DIMS; i++)
+    sp->degree[i] = cfg->degree[i];
+  for (int32_t a = 0; a < mesh->n_axes && a < PSIM_MESH_MAX_AXES; a++)
+    sp->dim_of_axis[a] = dim_of_axis[a];
+}
+
+psim_status psim_mesh_op_config_like(const psim_mesh *mesh, const psim_model *m, int32_t op,
+                                     const int32_t *stage_devices, int32_t n_stage_devices,
+                                     psim_mesh_memo *memo, psim_op_config *cfg) {
+  int32_t ax[PSIM_MESH_MAX_AXES];
+  PSIM_CHECK(mesh_op_shape(mesh, m, op, n_stage_devices, cfg, ax));
+  psim_mesh_split sp;
+  split_of(mesh, m, op, cfg, ax, &sp);
+  int32_t k = 0;
+  while (k < memo->n && (memo->devices[k] == NULL || memcmp(&memo->split[k], &sp, sizeof sp) != 0))
+    k++;
+  size_t bytes = (size_t)(n_stage_devices > 0 ? n_stage_devices : 1) * sizeof(int32_t);
+  if (k < memo->n) { /* the same split over the same devices: the same list */
+    cfg->devices = psim_malloc(bytes);
+    if (!cfg->devices)
+      return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
+    cfg->n_devices = n_stage_devices;
+    memcpy(cfg->devices, memo->devices[k], bytes);
+    return PSIM_OK;
+  }
+  PSIM_CHECK(psim_mesh_op_config(mesh, m, op, stage_devices, n_stage_devices, cfg));
+  k = memo->n < PSIM_MESH_MEMO ? memo->n++ : PSIM_MESH_MEMO - 1; /* the oldest dropped */
+  memmove(&memo->split[1], &memo->split[0], (size_t)k * sizeof memo->split[0]);
+  memmove(&memo->devices[1], &memo->devices[0], (size_t)k * sizeof memo->devices[0]);
+  memo->split[0] = sp;
+  memo->devices[0] = cfg->devices;
+  return PSIM_OK;
+}
+
+psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int32_t op,
+                                const int32_t *stage_devices, int32_t n_stage_devices,
+                                psim_op_config *cfg) {
+  const psim_op *o = &m->ops[op];
+  int32_t dim_of_axis[PSIM_MESH_MAX_AXES];
+  PSIM_CHECK(mesh_op_shape(mesh, m, op, n_stage_devices, cfg, dim_of_axis));
   cfg->devices = psim_malloc((size_t)(n_stage_devices > 0 ? n_stage_devices : 1) * sizeof(int32_t));
   if (!cfg->devices)
     return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
@@ -379,6 +430,8 @@ int32_t psim_strategy_layer_stage(const psim_strategy *s, int32_t layer) {
   return -1;
 }
 
+#define VALID_LISTS 8
+
 /* Validation state: mark[d] == stamp when device d is already in the list
  * being checked, so duplicate checks are O(n) rather than O(n^2). */
 typedef struct vctx {
@@ -388,6 +441,11 @@ typedef struct vctx {
   const char *file;
   int32_t *mark;
   int32_t stamp;
+  /* the last VALID_LISTS op device lists that passed check_device_list, the newest first: a
+   * list equal to one of them passes too, found by a memcmp instead of marking its devices
+   * (a layer's ops repeat a few lists; issue 19) */
+  const int32_t *passed[VALID_LISTS];
+  int32_t n_passed_devs[VALID_LISTS], n_passed;
 } vctx;
 
 static psim_status check_device_list(vctx *v, const int32_t *devs, int32_t n, const char *where) {
@@ -435,7 +493,18 @@ static psim_status check_op(vctx *v, int32_t i) {
                       v->file, o->name, (int)cfg->n_devices, (long long)prod, (int)cfg->replicas);
   char where[320];
   snprintf(where, sizeof where, "ops.%.200s.devices", o->name);
-  PSIM_CHECK(check_device_list(v, cfg->devices, cfg->n_devices, where));
+  bool passed = false;
+  for (int32_t k = 0; k < v->n_passed && !passed; k++)
+    passed = v->n_passed_devs[k] == cfg->n_devices &&
+             memcmp(v->passed[k], cfg->devices, (size_t)cfg->n_devices * sizeof *cfg->devices) == 0;
+  if (!passed) {
+    PSIM_CHECK(check_device_list(v, cfg->devices, cfg->n_devices, where));
+    int32_t n = v->n_passed < VALID_LISTS ? v->n_passed++ : VALID_LISTS - 1;
+    memmove(&v->passed[1], &v->passed[0], (size_t)n * sizeof v->passed[0]);
+    memmove(&v->n_passed_devs[1], &v->n_passed_devs[0], (size_t)n * sizeof v->n_passed_devs[0]);
+    v->passed[0] = cfg->devices;
+    v->n_passed_devs[0] = cfg->n_devices;
+  }
   int32_t layer = psim_strategy_op_layer(v->s, v->m, i);
   int32_t want = psim_strategy_layer_stage(v->s, layer);
   if (cfg->stage != want)
@@ -555,7 +624,7 @@ static psim_status validate(vctx *v) {
 
 psim_status psim_strategy_validate(const psim_strategy *s, const psim_model *m,
                                    const psim_cluster *c, const char *file) {
-  vctx v = {s, m, c, file, NULL, 0};
+  vctx v = {s, m, c, file, NULL, 0, {NULL}, {0}, 0};
   v.mark = psim_calloc((size_t)(c->n_devices > 0 ? c->n_devices : 1), sizeof *v.mark);
   if (!v.mark)
     return psim_error(PSIM_ENOMEM, "out of memory validating a strategy");

@@ -346,6 +346,29 @@ int32_t psim_mesh_size(const psim_mesh *mesh);
 psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int32_t op,
                                 const int32_t *stage_devices, int32_t n_stage_devices,
                                 psim_op_config *cfg);
+/* What psim_mesh_op_config's device list depends on besides the stage's devices: the op's
+ * degrees, replicas and the dim split over each mesh axis (zero past n_dims / n_axes). */
+typedef struct psim_mesh_split {
+  int32_t n_dims, replicas;
+  int32_t degree[PSIM_MAX_OP_DIMS];
+  int32_t dim_of_axis[PSIM_MESH_MAX_AXES];
+} psim_mesh_split;
+
+/* Splits met over one stage's devices, the newest first, with their device lists (owned
+ * by the configs they were made for, which must outlive the memo). Zero-initialise. */
+#define PSIM_MESH_MEMO 32
+typedef struct psim_mesh_memo {
+  psim_mesh_split split[PSIM_MESH_MEMO];
+  const int32_t *devices[PSIM_MESH_MEMO];
+  int32_t n;
+} psim_mesh_memo;
+
+/* psim_mesh_op_config over the stage devices the memo was used with, the device list
+ * copied when an earlier op of the memo split alike, else computed and remembered: an
+ * O(n_devices) copy instead of O(n_devices * n_dims) index arithmetic per op (issue 19). */
+psim_status psim_mesh_op_config_like(const psim_mesh *mesh, const psim_model *m, int32_t op,
+                                     const int32_t *stage_devices, int32_t n_stage_devices,
+                                     psim_mesh_memo *memo, psim_op_config *cfg);
 void psim_op_config_destroy(psim_op_config *cfg);
 /* Extent of op dim i within one micro-batch: the model dim size, divided by
  * n_micro for the batch-role dim. */

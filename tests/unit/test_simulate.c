@@ -165,6 +165,13 @@ static void fold_case(const char *cluster, int32_t tp, int32_t pp, int32_t dp, b
                 "folded %.9f s, unfolded %.9f s (tp %d pp %d dp %d)", a.iteration_time_s,
                 b.iteration_time_s, tp, pp, dp);
   ck_assert_double_eq_tol(a.peak_memory_bytes, b.peak_memory_bytes, 1e-6 * b.peak_memory_bytes);
+  /* every device's static memory to the bit: folded builds count the simulated devices' weight
+   * shares and give the others their representative's (sim/builder/memory.c, fill_folded) */
+  ck_assert(a.static_bytes && b.static_bytes && a.n_devices == b.n_devices);
+  for (int32_t d = 0; d < 3 * a.n_devices; d++)
+    ck_assert_msg(a.static_bytes[d] == b.static_bytes[d],
+                  "device %d, part %d: static %.17g B folded, %.17g B unfolded (tp %d pp %d dp %d)",
+                  (int)(d / 3), (int)(d % 3), a.static_bytes[d], b.static_bytes[d], tp, pp, dp);
   psim_sim_result_destroy(&a);
   psim_sim_result_destroy(&b);
   unload(&f);
