@@ -352,19 +352,29 @@ static void note_skipped(const alpa *A, double slowest_s, psim_search_result *r)
 }
 
 /* The chosen plan again with the gradient all-reduce overlapped with the backward pass
- * (Megatron-Core --overlap-grad-reduce), kept where it is faster and fits: the stage DP's
+ * (Megatron-Core --overlap-grad-reduce), or (param_gather) with the distributed optimizer's
+ * parameter all-gathers overlapped with the next forward (--overlap-param-gather, which
+ * Megatron-LM accepts only with the former and ZeRO 1-2, as the grid lists it: grid_space.c),
+ * kept where it is faster and fits: the stage DP's
  * estimates take no overlap, and in plansim it is no dominance rule (the grid tries both,
  * search/grid_space.c). One simulation more, skipped when the deadline would not hold one
  * as slow as the slowest candidate's. */
-static psim_status try_overlap(alpa *A, psim_search_result *r, double slowest_s, double t0) {
-  if (!r->found || r->best.overlap_grad_reduce || A->o->keep_overlap ||
+static psim_status try_overlap(alpa *A, psim_search_result *r, double slowest_s, double t0,
+                               bool param_gather) {
+  bool applies = param_gather ? r->best.overlap_grad_reduce && !r->best.overlap_param_gather &&
+                                    r->best.zero_stage >= 1 && r->best.zero_stage <= 2
+                              : !r->best.overlap_grad_reduce;
+  if (!r->found || !applies || A->o->keep_overlap ||
       (A->deadline_s > 0 && psim_budget_clock_s() + slowest_s > A->deadline_s))
     return PSIM_OK;
   cand_eval ev;
   memset(&ev, 0, sizeof ev);
   psim_sim_result_init(&ev.sim);
   PSIM_CHECK(psim_strategy_copy(&r->best, &ev.s));
-  ev.s.overlap_grad_reduce = true;
+  if (param_gather)
+    ev.s.overlap_param_gather = true;
+  else
+    ev.s.overlap_grad_reduce = true;
   ev.st = psim_simulate(A->m0, A->c, &ev.s, A->o->sim, &ev.sim);
   if (ev.st == PSIM_OK)
     r->evaluations++;
@@ -384,7 +394,8 @@ static psim_status try_overlap(alpa *A, psim_search_result *r, double slowest_s,
   r->best_sim = ev.sim;
   size_t len = strlen(r->description);
   if (len < sizeof r->description)
-    snprintf(r->description + len, sizeof r->description - len, ", gradient reduce overlapped");
+    snprintf(r->description + len, sizeof r->description - len, "%s",
+             param_gather ? ", parameter gathers overlapped" : ", gradient reduce overlapped");
   return psim_search_record(r, r->evaluations, psim_alpa_now_s() - t0, ev.sim.iteration_time_s);
 }
 
@@ -417,7 +428,9 @@ psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0) {
       st = psim_error(ev[i].st, "%s", ev[i].err);
   }
   if (st == PSIM_OK)
-    st = try_overlap(A, r, slowest_s, t0);
+    st = try_overlap(A, r, slowest_s, t0, false);
+  if (st == PSIM_OK) /* Megatron-Core --overlap-param-gather needs the reduce overlapped */
+    st = try_overlap(A, r, slowest_s, t0, true);
   if (r->found)
     note_skipped(A, slowest_s, r);
   return st;
