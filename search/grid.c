@@ -310,7 +310,7 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
     n += snprintf(out + n, size - (size_t)n, ", GPipe");
   if (b->overlap_grad_reduce && b->zero_stage != 3) /* FSDP says so below */
     n += snprintf(out + n, size - (size_t)n, ", gradient reduce overlapped");
-  if (b->overlap_param_gather && (b->zero_stage == 1 || b->zero_stage == 2))
+  if (b->overlap_param_gather && psim_zero_gathers_after_step(b->zero_stage))
     n += snprintf(out + n, size - (size_t)n, ", parameter gather overlapped");
   if (b->zero_stage == 1)
     snprintf(out + n, size - (size_t)n, ", distributed optimizer");

@@ -239,7 +239,7 @@ static psim_status push_pair_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp
           continue;
         int32_t nb = o->try_recompute ? n_block_values(x, pp, vp) : 0;
         /* --overlap-param-gather: with the gradient reduce overlapped, at ZeRO 1-2 */
-        int n_pg = (z == 1 || z == 2) && o->try_overlap_param_gather ? 2 : 1;
+        int n_pg = psim_zero_gathers_after_step(z) && o->try_overlap_param_gather ? 2 : 1;
         for (int32_t i = 0; i < o->n_micro_batches; i++)
           for (int og = 0; og < n_og; og++)
             for (int pg = 0; pg < (og == 1 ? n_pg : 1); pg++)

@@ -362,7 +362,7 @@ static void note_skipped(const alpa *A, double slowest_s, psim_search_result *r)
 static psim_status try_overlap(alpa *A, psim_search_result *r, double slowest_s, double t0,
                                bool param_gather) {
   bool applies = param_gather ? r->best.overlap_grad_reduce && !r->best.overlap_param_gather &&
-                                    r->best.zero_stage >= 1 && r->best.zero_stage <= 2
+                                    psim_zero_gathers_after_step(r->best.zero_stage)
                               : !r->best.overlap_grad_reduce;
   if (!r->found || !applies || A->o->keep_overlap ||
       (A->deadline_s > 0 && psim_budget_clock_s() + slowest_s > A->deadline_s))

@@ -96,7 +96,7 @@ static psim_status deepspeed_zero(cJSON *root, const psim_export_facts *f) {
   PSIM_CHECK(psim_json_add_number(z, "stage", s->zero_stage));
   PSIM_CHECK(psim_json_add_bool(z, "overlap_comm", s->overlap_grad_reduce));
   PSIM_CHECK(psim_json_add_number(z, "reduce_bucket_size", s->bucket_bytes / f->grad_bytes));
-  if (s->zero_stage >= 1 && s->zero_stage <= 2)
+  if (psim_zero_gathers_after_step(s->zero_stage))
     PSIM_CHECK(psim_json_add_number(z, "allgather_bucket_size", s->bucket_bytes / f->grad_bytes));
   if (s->zero_stage == 3)
     PSIM_CHECK(psim_json_add_number(z, "stage3_prefetch_bucket_size", s->zero_prefetch));

@@ -325,8 +325,7 @@ psim_status psim_export_facts_of(const psim_plan_doc *d, psim_export_facts *f) {
   model_facts(&d->model, f);
   f->s = &d->strategy;
   f->n_micro = d->strategy.n_micro;
-  f->param_gather_overlap = d->strategy.overlap_param_gather &&
-                            (d->strategy.zero_stage == 1 || d->strategy.zero_stage == 2);
+  f->param_gather_overlap = psim_strategy_param_gather_overlapped(&d->strategy);
   f->fp8 = f->dtype == PSIM_DTYPE_FP8 ||
            (d->strategy.n_ops == d->model.n_ops && psim_strategy_any_fp8(&d->strategy, &d->model));
   if (d->strategy.n_stages > 0 && d->strategy.stages)

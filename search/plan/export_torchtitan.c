@@ -74,7 +74,7 @@ static psim_status torchtitan_refusals(const psim_export_facts *f) {
   if (f->dtype == PSIM_DTYPE_FP16 || f->dtype == PSIM_DTYPE_FP64)
     return psim_export_refuse("%s precision: " TT " trains in bfloat16 or float32",
                               psim_dtype_name(f->dtype));
-  if (s->zero_stage == 1 || s->zero_stage == 2)
+  if (psim_zero_gathers_after_step(s->zero_stage))
     return psim_export_refuse("ZeRO stage %d: " TT " shards with FSDP2 (stage 3, "
                               "data_parallel_shard_degree) or replicates with DDP (stage 0)",
                               s->zero_stage);

@@ -141,7 +141,7 @@ static psim_status flush_bucket(psim_build *b, bucket *bk, uint32_t mask, sync_s
   if (st == PSIM_OK && b->s->zero_stage >= 1)
     st = psim_zero_each_group(b, bk->op, mask, PSIM_ZERO_REPLICATE, sync_group, ss);
   ss->across = false;
-  if (st == PSIM_OK && b->s->zero_stage >= 1 && b->s->zero_stage <= 2) {
+  if (st == PSIM_OK && psim_zero_gathers_after_step(b->s->zero_stage)) {
     st = PSIM_VEC_RESERVE(ss->done, ss->cap_done, ss->n_done + 1);
     if (st == PSIM_OK)
       ss->done[ss->n_done++] = (flushed){bk->op, bk->last_op, mask, bk->gather};

@@ -49,6 +49,14 @@ bool psim_strategy_partial_recompute(const psim_strategy *s) {
          (s->recompute_method == PSIM_RCM_BLOCK || s->recompute_layers > 1);
 }
 
+bool psim_zero_gathers_after_step(int32_t zero_stage) {
+  return zero_stage == 1 || zero_stage == 2;
+}
+
+bool psim_strategy_param_gather_overlapped(const psim_strategy *s) {
+  return s->overlap_param_gather && psim_zero_gathers_after_step(s->zero_stage);
+}
+
 bool psim_strategy_op_fp8(const psim_strategy *s, const psim_model *m, int32_t o) {
   const psim_op *op = &m->ops[o];
   switch (s->fp8) {

@@ -320,6 +320,15 @@ psim_status psim_recompute_method_parse(const char *name, psim_recompute_method 
 /* Whether s recomputes less than every layer or in groups: full recomputation with
  * method block, or uniform with groups of more than one layer (the keys a writer adds). */
 bool psim_strategy_partial_recompute(const psim_strategy *s);
+/* Whether ZeRO stage zero_stage is the distributed optimizer's (1 or 2): gradients
+ * reduce-scattered, the updated parameter shards all-gathered after the step
+ * (sim/builder/gradsync.c), the only gathers overlap_param_gather moves (stage 3 gathers
+ * before each use, stage 0 has none). */
+bool psim_zero_gathers_after_step(int32_t zero_stage);
+/* Whether s's post-step parameter gathers overlap the next forward: overlap_param_gather
+ * at ZeRO 1-2. Megatron-LM also requires overlap_grad_reduce (megatron/training/
+ * arguments.py), which the searchers pair it with and the exports check. */
+bool psim_strategy_param_gather_overlapped(const psim_strategy *s);
 /* Whether model op o runs as an FP8 GEMM under s: the op's own "fp8" (PSIM_FP8_MODEL), never
  * (PSIM_FP8_OFF), or for every block linear (PSIM_FP8_ON; psim_op_is_block_linear). */
 bool psim_strategy_op_fp8(const psim_strategy *s, const psim_model *m, int32_t o);
