@@ -51,6 +51,7 @@ typedef struct policy_run {
   const psim_search_options *o;
   double t0;      /* start of the policy, s (the budget clock, search/budget.h) */
   double wall_s;  /* the plan's time budget (CPU s): o's time budget, else PSIM_POLICY_WALL_S */
+  bool refines;   /* `auto`: the MCMC refinement follows the baselines */
   char note[256]; /* the refinement's note for the plan's description, or "" */
 } policy_run;
 
@@ -127,13 +128,33 @@ static void data_parallel(const policy_run *p, psim_search_result *out) {
   describe(out, false, "data parallel over %d devices", p->c->n_devices);
 }
 
-/* The best Megatron grid plan within PSIM_POLICY_GRID_BASELINE_S. */
-static void grid_baseline(const policy_run *p, psim_search_result *out) {
+static double eval_estimate_s(const policy_run *p, const psim_sim_result *s);
+
+double psim_policy_grid_share_s(double left_s, double eval_s) {
+  double share = fmin(PSIM_POLICY_GRID_BASELINE_S, left_s);
+  if (eval_s >= 0 && left_s - share < eval_s * (2 + PSIM_POLICY_MIN_PROPOSALS))
+    share = left_s;
+  return fmax(share, PSIM_POLICY_GRID_MIN_S);
+}
+
+/* The grid baseline's CPU budget, s (psim_policy_grid_share_s under `auto` with a time
+ * budget). Other searchers run past the plan's budget (Alpa to completion), so their
+ * baseline keeps PSIM_POLICY_GRID_BASELINE_S, as under an evaluation budget. */
+static double grid_share_s(const policy_run *p, const psim_search_result *search) {
+  if (!p->refines || (p->o->budget_evals > 0 && p->o->budget_s <= 0))
+    return PSIM_POLICY_GRID_BASELINE_S;
+  double eval_s = search->found ? eval_estimate_s(p, &search->best_sim) : -1;
+  return psim_policy_grid_share_s(p->t0 + p->wall_s - psim_budget_clock_s(), eval_s);
+}
+
+/* The best Megatron grid plan within grid_share_s. */
+static void grid_baseline(const policy_run *p, const psim_search_result *search,
+                          psim_search_result *out) {
   psim_search_options o;
   psim_search_options_init(&o);
   o.sim = p->o->sim;
   o.progress = p->o->progress;
-  o.budget_s = PSIM_POLICY_GRID_BASELINE_S;
+  o.budget_s = grid_share_s(p, search);
   o.fp8 = p->o->fp8; /* plan --fp8 */
   if (psim_search_grid(p->m, p->c, &o, out) != PSIM_OK)
     out->found = false;
@@ -144,14 +165,14 @@ static void baselines(const policy_run *p, psim_policy_result *r) {
   bool grid = strcmp(r->searcher, "grid") != 0;
   if (grid)
     phase(p, "baselines: data parallel over %d devices, the Megatron grid (at most %.0f s)",
-          p->c->n_devices, PSIM_POLICY_GRID_BASELINE_S);
+          p->c->n_devices, grid_share_s(p, &r->result));
   else
     phase(p, "baseline: data parallel over %d devices", p->c->n_devices);
   data_parallel(p, &r->dp);
   if (r->dp.found)
     r->dp_sim = &r->dp.best_sim;
   if (grid)
-    grid_baseline(p, &r->grid);
+    grid_baseline(p, &r->result, &r->grid);
   if (r->grid.found)
     r->grid_sim = &r->grid.best_sim;
 }
@@ -272,8 +293,13 @@ psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *n
                              const psim_search_options *o, bool with_baselines,
                              psim_policy_result *r) {
   assert(m && c && name && o && r);
-  policy_run p = {
-      m, c, o, psim_budget_clock_s(), o->budget_s > 0 ? o->budget_s : PSIM_POLICY_WALL_S, ""};
+  policy_run p = {m,
+                  c,
+                  o,
+                  psim_budget_clock_s(),
+                  o->budget_s > 0 ? o->budget_s : PSIM_POLICY_WALL_S,
+                  is_auto(name),
+                  ""};
   r->searcher = r->plan_from = psim_policy_searcher(name);
   const psim_searcher *s = psim_searcher_find(r->searcher);
   if (!s || !s->run)

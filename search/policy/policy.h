@@ -25,12 +25,26 @@
  * runs to completion; the MCMC refinement ends by this time. */
 #define PSIM_POLICY_WALL_S 40.0
 /* Budget of the Megatron grid baseline, s of CPU (PSIM_GRID: it stops before a
- * configuration expected to end past it; the plan's description says so). */
+ * configuration expected to end past it; the plan's description says so). Under `auto`
+ * at most what the plan's budget has left, and all of that where the MCMC refinement
+ * could not use it (policy.c grid_share_s). */
 #define PSIM_POLICY_GRID_BASELINE_S 20.0
+/* The least budget the grid baseline gets, s of CPU: the grid then simulates its first,
+ * best-estimated candidate only (search/grid_order.c). */
+#define PSIM_POLICY_GRID_MIN_S 0.01
 /* The refinement runs only when the time left holds its start's evaluation
  * and this many proposals, each estimated as one unfolded simulation of the
  * start (delta simulation does not fold symmetric devices). */
 #define PSIM_POLICY_MIN_PROPOSALS 10
+
+/* The grid baseline's CPU budget under `auto` with a time budget, s: given left_s, what
+ * the plan's budget has left, and eval_s, the expected seconds of one MCMC evaluation of the
+ * search's plan (< 0: the search found none), PSIM_POLICY_GRID_BASELINE_S or left_s if less,
+ * and all of left_s where the refinement could not use what the grid leaves (the start's
+ * evaluation and PSIM_POLICY_MIN_PROPOSALS would not fit in it, next to one evaluation for
+ * the new best: on 1,024 GPUs an evaluation takes 10-95 s, and that time would go unspent);
+ * never under PSIM_POLICY_GRID_MIN_S. */
+double psim_policy_grid_share_s(double left_s, double eval_s);
 
 /* The searcher NAME runs: "auto" is Alpa (then MCMC refinement) when Alpa is
  * built, the Megatron grid when it is not; any other name is itself. */

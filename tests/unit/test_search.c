@@ -597,6 +597,32 @@ START_TEST(plan_takes_a_faster_baseline) {
 }
 END_TEST
 
+/* auto's grid baseline: its own share while the MCMC refinement fits after it, all the
+ * plan's budget left where it would not (issue 23: the 405B default left 19 s of 60 unspent
+ * with the grid stopped after 2 candidates), never more than is left, never zero (a zero
+ * budget means none: the grid would run to its end). */
+START_TEST(grid_share_follows_the_refinement) {
+  const double g = PSIM_POLICY_GRID_BASELINE_S, k = 2 + PSIM_POLICY_MIN_PROPOSALS;
+  /* refinement fits after the grid's share: the share */
+  ck_assert_double_eq(psim_policy_grid_share_s(g + 2 * k, 2.0), g);
+  ck_assert_double_eq(psim_policy_grid_share_s(100, -1), g); /* no search plan: no refinement */
+  /* one evaluation too slow for the refinement after the share: all of it */
+  double left = g + k * 3.0 - 1e-6;
+  ck_assert_double_eq(psim_policy_grid_share_s(left, 3.0), left);
+  ck_assert_double_eq(psim_policy_grid_share_s(45, 95), 45);
+  /* less left than the share */
+  ck_assert_double_eq(psim_policy_grid_share_s(g / 2, 1e-3), g / 2);
+  ck_assert_double_eq(psim_policy_grid_share_s(-5, 1.0), PSIM_POLICY_GRID_MIN_S);
+  ck_assert(PSIM_POLICY_GRID_MIN_S > 0);
+  /* for any evaluation time and time left: within [min(g, left), left] */
+  for (double e = -1; e < 50; e += 0.7)
+    for (double l = -1; l < 200; l += 1.3) {
+      double s = psim_policy_grid_share_s(l, e), most = fmax(l, PSIM_POLICY_GRID_MIN_S);
+      ck_assert(s <= most && s >= fmin(g, most));
+    }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("search");
   TCase *tc = tcase_create("search");
@@ -613,6 +639,7 @@ int main(void) {
   tcase_add_loop_test(tc, plan_never_slower_than_baselines, 0,
                       (int)(sizeof POLICY_CASES / sizeof POLICY_CASES[0]));
   tcase_add_test(tc, plan_takes_a_faster_baseline);
+  tcase_add_test(tc, grid_share_follows_the_refinement);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
