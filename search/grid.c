@@ -96,8 +96,10 @@ static void show(grid_state *g, bool force) {
             r->best_sim.iteration_time_s, b->tp, b->pp, b->dp, b->cp > 0 ? b->cp : 1,
             b->ep > 0 ? b->ep : 1, b->etp > 0 ? b->etp : b->tp, b->virtual_stages, b->micro_batch,
             psim_recompute_name(b->recompute),
-            b->recompute == PSIM_RECOMPUTE_FULL && b->recompute_method == PSIM_RCM_BLOCK ? "-block"
-                                                                                         : "",
+            b->recompute != PSIM_RECOMPUTE_FULL     ? ""
+            : b->recompute_method == PSIM_RCM_BLOCK ? "-block"
+            : b->recompute_every > 1                ? "-every"
+                                                    : "",
             b->zero_stage, b->sequence_parallel ? " sp" : "");
   fprintf(g->o->progress, "   ");
   fflush(g->o->progress);
@@ -300,6 +302,8 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
   if (b->recompute == PSIM_RECOMPUTE_FULL && b->recompute_method == PSIM_RCM_BLOCK)
     n += snprintf(out + n, size - (size_t)n, " (block: %d layers of each chunk)",
                   (int)b->recompute_layers);
+  if (b->recompute == PSIM_RECOMPUTE_FULL && b->recompute_every > 1)
+    n += snprintf(out + n, size - (size_t)n, " (one layer in %d)", (int)b->recompute_every);
   n += snprintf(out + n, size - (size_t)n, "%s", b->sequence_parallel ? ", sequence parallel" : "");
   if (b->fp8 == PSIM_FP8_ON)
     n += snprintf(out + n, size - (size_t)n, ", FP8 linears");

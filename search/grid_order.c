@@ -181,10 +181,13 @@ static double micro_batches(const est_ctx *x, const psim_megatron_opts *mo) {
 }
 
 /* The share of the fullest chunk's layers that full recomputation recomputes: 1 (uniform),
- * N / the chunk's layers under block N (at most 1), 0 without full recomputation. */
+ * N / the chunk's layers under block N (at most 1), 1 / N every N-th block, 0 without full
+ * recomputation. */
 static double full_share(const est_ctx *x, const psim_megatron_opts *mo) {
   if (mo->recompute != PSIM_RECOMPUTE_FULL)
     return 0;
+  if (mo->recompute_every > 1)
+    return 1.0 / mo->recompute_every;
   if (mo->recompute_method != PSIM_RCM_BLOCK)
     return 1;
   double vp = mo->virtual_stages > 0 ? mo->virtual_stages : 1;

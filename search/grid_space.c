@@ -289,20 +289,33 @@ static int32_t hsdp_shards(const space_ctx *x, int32_t tp, int32_t dp, int32_t *
   return n;
 }
 
+/* torchtitan's activation checkpointing modes (v0.2.2 torchtitan/config/job_config.py
+ * ActivationCheckpoint, torchtitan/distributed/activation_checkpoint.py), the least
+ * recomputation first: none, op-level selective (selective_ac_option "op": recompute op,
+ * sim/builder/kernels.c), layer-level selective (selective_ac_option "N": every N-th block
+ * whole, recompute_every; N = 4 and 2, where the model has at least N blocks) and full. */
+typedef struct fsdp_ac {
+  psim_recompute rc;
+  int32_t every; /* recompute_every: 0 = every block */
+} fsdp_ac;
+static const fsdp_ac fsdp_acs[] = {{PSIM_RECOMPUTE_NONE, 0},
+                                   {PSIM_RECOMPUTE_OP, 0},
+                                   {PSIM_RECOMPUTE_FULL, 4},
+                                   {PSIM_RECOMPUTE_FULL, 2},
+                                   {PSIM_RECOMPUTE_FULL, 0}};
+
 /* torchtitan's knobs for one (tp, pp) pair: FSDP (ZeRO 3, overlapped) over all of dp or as HSDP
  * (hsdp_shards), or, at dp 1 or as the sole parallelism, no sharding (DDP, overlapped);
  * sequence parallelism at tp > 1; schedule (1F1B and GPipe without interleaving,
- * Interleaved1F1B with), micro-batch, activation checkpointing none, op-level selective
- * (torchtitan's selective_ac_option "op": recompute op, sim/builder/kernels.c) or full (its
- * every-N-th-layer mode, recompute_every, is not searched: not a template option), and at
+ * Interleaved1F1B with), micro-batch, activation checkpointing (fsdp_acs), and at
  * tp > 1 async TP against the stack's setting (x->async_alt). Classic: 1F1B without
  * interleaving, FSDP over all of dp, async TP as the stack has it. */
 static psim_status push_fsdp_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic,
                                 int8_t fp8) {
   const psim_grid_options *o = x->o;
   static const psim_schedule scheds[] = {PSIM_SCHED_1F1B, PSIM_SCHED_GPIPE};
-  static const psim_recompute rcs[] = {PSIM_RECOMPUTE_NONE, PSIM_RECOMPUTE_OP, PSIM_RECOMPUTE_FULL};
-  int n_rc = o->try_recompute ? 3 : 1, n_as = tp > 1 && x->async_alt ? 2 : 1;
+  int n_rc = o->try_recompute ? (int)(sizeof fsdp_acs / sizeof *fsdp_acs) : 1,
+      n_as = tp > 1 && x->async_alt ? 2 : 1;
   int32_t shards[8], n_sh = hsdp_shards(x, tp, dp, shards);
   for (int32_t z = 0; z <= 3; z += 3)
     for (int32_t h = 0; h < (z == 3 ? n_sh : 1); h++)
@@ -314,6 +327,8 @@ static psim_status push_fsdp_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp
               continue;
             for (int32_t i = 0; i < o->n_micro_batches; i++)
               for (int j = 0; j < n_rc; j++) {
+                if (fsdp_acs[j].every > x->layers)
+                  continue;
                 psim_megatron_opts mo;
                 psim_megatron_opts_init(&mo);
                 mo.tp = tp, mo.pp = pp, mo.dp = dp, mo.virtual_stages = vp;
@@ -325,7 +340,8 @@ static psim_status push_fsdp_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp
                 mo.sequence_parallel = tp > 1;
                 mo.overlap_grad_reduce = dp > 1;
                 mo.micro_batch = o->micro_batches[i];
-                mo.recompute = rcs[j]; /* the least recomputation first */
+                mo.recompute = fsdp_acs[j].rc;
+                mo.recompute_every = fsdp_acs[j].every;
                 mo.fp8 = fp8;
                 PSIM_CHECK(push(x, &mo, classic));
               }
@@ -409,21 +425,35 @@ static psim_status push_pairs(space_ctx *x, const psim_cluster *c, int32_t max_t
 static int32_t rc_rank(const psim_megatron_opts *mo) {
   if (mo->recompute != PSIM_RECOMPUTE_FULL)
     return mo->recompute == PSIM_RECOMPUTE_NONE ? 0 : 1;
+  if (mo->recompute_every > 1) /* every N-th block: 1 / N of them (FSDP space, no blocks) */
+    return INT32_MAX - mo->recompute_every;
   return mo->recompute_method == PSIM_RCM_BLOCK ? 2 + mo->recompute_layers : INT32_MAX;
+}
+
+/* Full recomputation of only some layers: block N (Megatron) or every N-th block (torchtitan). */
+static bool rc_partial(const psim_megatron_opts *mo) {
+  return mo->recompute == PSIM_RECOMPUTE_FULL &&
+         (mo->recompute_method == PSIM_RCM_BLOCK || mo->recompute_every > 1);
 }
 
 /* b recomputes every layer (and part of one) that x recomputes: none is in every mode,
  * selective (the attention core of every layer) in selective and full, block N in block M >= N
- * and full. Then b needs no more activation memory than x and at least its work. Selective and
- * block N are not ordered (block recomputes N whole layers, selective a part of each). */
+ * and full, every N-th block in every M-th where M divides N (sim/builder/kernels.c: block i
+ * when (i + 1) % N == 0) and full. Then b needs no more activation memory than x and at least
+ * its work. Selective or op-level and the partial modes are not ordered (these recompute some
+ * layers whole, those a part of each). */
 static bool rc_covers(const psim_megatron_opts *b, const psim_megatron_opts *x) {
-  bool b_block = b->recompute == PSIM_RECOMPUTE_FULL && b->recompute_method == PSIM_RCM_BLOCK;
-  bool x_block = x->recompute == PSIM_RECOMPUTE_FULL && x->recompute_method == PSIM_RCM_BLOCK;
-  if (x->recompute == PSIM_RECOMPUTE_NONE || (b->recompute == PSIM_RECOMPUTE_FULL && !b_block))
+  if (x->recompute == PSIM_RECOMPUTE_NONE ||
+      (b->recompute == PSIM_RECOMPUTE_FULL && !rc_partial(b)))
     return true;
   if (x->recompute == PSIM_RECOMPUTE_SELECTIVE || x->recompute == PSIM_RECOMPUTE_OP)
-    return b->recompute == x->recompute; /* selective and op-level: not ordered with block */
-  return x_block && b_block && b->recompute_layers >= x->recompute_layers;
+    return b->recompute == x->recompute;
+  if (!rc_partial(x) || !rc_partial(b))
+    return false; /* x full, b not; or b none, selective or op-level */
+  if (x->recompute_every > 1 || b->recompute_every > 1)
+    return x->recompute_every > 1 && b->recompute_every > 1 &&
+           x->recompute_every % b->recompute_every == 0;
+  return b->recompute_layers >= x->recompute_layers;
 }
 
 static bool rc_same(const psim_megatron_opts *a, const psim_megatron_opts *b) {

@@ -259,8 +259,11 @@ typedef struct psim_megatron_opts {
   psim_recompute recompute; /* default none */
   psim_recompute_method recompute_method; /* full: default uniform (psim_strategy) */
   int32_t recompute_layers;               /* full: default 1 */
-  bool sequence_parallel;                 /* default false */
-  int32_t zero_stage;                     /* default 0 */
+  /* full: every N-th block only (psim_strategy.recompute_every, torchtitan's layer-level
+   * selective AC); default 0 (every block) */
+  int32_t recompute_every;
+  bool sequence_parallel; /* default false */
+  int32_t zero_stage;     /* default 0 */
   /* HSDP: the ZeRO / FSDP shard group's data-parallel ranks (torchtitan's
    * data_parallel_shard_degree), dividing dp; 0 = dp (the default: shard over all of dp).
    * dp / dp_shard becomes psim_strategy.dp_replicate. Template key "dp_shard". */

@@ -57,6 +57,7 @@ static psim_status expand_template(const psim_strategy_spec *sp, const psim_mode
     o.recompute = sp->recompute;
     o.recompute_method = sp->recompute_method;
     o.recompute_layers = sp->recompute_layers;
+    o.recompute_every = sp->recompute_every;
     o.sequence_parallel = sp->sequence_parallel;
     o.zero_stage = sp->zero_stage;
     o.dp_shard = sp->dp_shard;

@@ -423,6 +423,7 @@ static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *
   s->recompute = o->recompute;
   s->recompute_method = o->recompute_method;
   s->recompute_layers = o->recompute_layers;
+  s->recompute_every = o->recompute_every;
   s->sequence_parallel = o->sequence_parallel;
   s->zero_stage = o->zero_stage;
   s->dp_replicate = o->dp_shard > 0 ? o->dp / o->dp_shard : 1;

@@ -456,7 +456,8 @@ START_TEST(fsdp_space_follows_torchtitan_rules) {
   ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
   bool gpipe = false, interleaved = false, fsdp_tp_pp = false;
   double brute = INFINITY, brute_hsdp = INFINITY, brute_async = INFINITY, brute_op = INFINITY;
-  int64_t hsdp = 0, async = 0, op_sac = 0;
+  double brute_every = INFINITY;
+  int64_t hsdp = 0, async = 0, op_sac = 0, every = 0;
   for (int64_t i = 0; i < sp.n; i++) {
     const psim_megatron_opts *mo = &sp.c[i].mo;
     if (mo->dp_shard > 0) { /* HSDP: ZeRO 3, a shard group dividing dp, of a node's ranks or more */
@@ -483,19 +484,27 @@ START_TEST(fsdp_space_follows_torchtitan_rules) {
     brute_async = mo->async_tp == PSIM_ASYNC_TP_ON ? fmin(brute_async, t) : brute_async;
     op_sac += mo->recompute == PSIM_RECOMPUTE_OP; /* torchtitan's op-level selective AC */
     brute_op = mo->recompute == PSIM_RECOMPUTE_OP ? fmin(brute_op, t) : brute_op;
+    if (mo->recompute_every > 1) { /* layer-level selective AC: every N-th block, full mode */
+      ck_assert(mo->recompute == PSIM_RECOMPUTE_FULL && mo->recompute_method == PSIM_RCM_UNIFORM);
+      ck_assert(mo->recompute_every == 2 || mo->recompute_every == 4);
+      every++;
+      brute_every = fmin(brute_every, t);
+    }
   }
   ck_assert(gpipe && interleaved && fsdp_tp_pp && isfinite(brute) && isfinite(brute_hsdp));
   ck_assert_int_eq(hsdp, sp.n_hsdp);
   ck_assert(hsdp > 0 && async > 0 && isfinite(brute_async) && op_sac > 0 && isfinite(brute_op));
+  ck_assert(every > 0 && isfinite(brute_every));
   psim_grid_result r;
   ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
   ck_assert_msg(r.best_sim.iteration_time_s == brute, "grid %.9g s, brute force %.9g s",
                 r.best_sim.iteration_time_s, brute);
   ck_assert(r.evaluations < sp.n && r.hsdp == hsdp);
-  printf("fsdp space: %lld candidates, %lld HSDP, %lld async TP, %lld op-level AC; best %.9g s "
-         "(HSDP %.9g s, async TP %.9g s, op-level AC %.9g s), %lld simulated\n",
-         (long long)sp.n, (long long)hsdp, (long long)async, (long long)op_sac, brute, brute_hsdp,
-         brute_async, brute_op, (long long)r.evaluations);
+  printf("fsdp space: %lld candidates, %lld HSDP, %lld async TP, %lld op-level AC, %lld "
+         "every-N AC; best %.9g s (HSDP %.9g s, async TP %.9g s, op-level AC %.9g s, every-N "
+         "AC %.9g s), %lld simulated\n",
+         (long long)sp.n, (long long)hsdp, (long long)async, (long long)op_sac, (long long)every,
+         brute, brute_hsdp, brute_async, brute_op, brute_every, (long long)r.evaluations);
   psim_grid_result_destroy(&r);
   psim_grid_space_destroy(&sp);
   psim_cluster_destroy(&c);
