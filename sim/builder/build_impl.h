@@ -189,8 +189,8 @@ struct psim_build {
   psim_task_cost *costs;    /* per (local, pass): [(loc_first[o] + k) * 3 + pass] */
   int32_t *last_task;       /* per device: last compute task issued (stream order) */
   int32_t *last_bwd;        /* per device: last backward task issued */
-  uint8_t *need_sync;       /* per device: the next kernel starts a synchronised slot */
-  int32_t *next_compute;    /* per task: the next compute task on its device, or -1 */
+  uint8_t *need_sync;    /* per device: the next kernel drains the stream (kernels.c take_sync) */
+  int32_t *next_compute; /* per task: the next compute task on its device, or -1 */
   size_t cap_next;
   double compute_by_origin[PSIM_ORIGIN_COUNT]; /* compute seconds by cost source */
   double hardware_flops;                       /* FLOPs of the simulated compute tasks */

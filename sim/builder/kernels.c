@@ -210,18 +210,47 @@ psim_status psim_build_recompute_units(psim_build *b) {
   return PSIM_OK;
 }
 
+/* need_sync: the next kernel starts a pipeline slot (drains only when pp > 1) or
+ * follows a host synchronisation of the MoE dispatcher (always drains). */
+enum { SYNC_SLOT = 1, SYNC_DISPATCH = 2 };
+
 /* Whether the host must wait for device dev's stream to drain before it
- * issues the next kernel (the first of a pipeline slot); one kernel takes it. */
+ * issues the next kernel (the first of a pipeline slot, a dropless dispatch);
+ * one kernel takes it. */
 static int32_t take_sync(psim_build *b, int32_t dev) {
-  bool sync = b->need_sync[dev] && b->s->n_stages > 1 && b->last_task[dev] >= 0;
+  uint8_t why = b->need_sync[dev];
+  bool sync = why && (why == SYNC_DISPATCH || b->s->n_stages > 1) && b->last_task[dev] >= 0;
   b->need_sync[dev] = 0;
   return sync ? 1 : 0;
 }
 
+/* A dropless MoE dispatch's forward (and recompute) under the stack's
+ * moe_dispatch_sync: the host waits for the device before issuing it, as
+ * it needs the routed token counts on the host to size the all-to-all and
+ * the expert GEMMs. Megatron-Core's MoEAlltoAllTokenDispatcher (Megatron-LM
+ * megatron/core/transformer/moe/token_dispatcher.py @ 0014f137) copies the
+ * counts to the host on a side stream after preprocess() and waits on that
+ * copy's event (cuda_sync_point "before_ep_alltoall" with ep or tp > 1, else
+ * "before_finish"; "before_permutation_1" with a capacity but no padding),
+ * except with moe_pad_expert_input_to_capacity (drop_and_pad: static splits,
+ * "no_sync"), which the IR's capacity dispatch is; the flex dispatcher's
+ * DeepEP dispatch waits on the CPU for the GPU's counts ("the CPU will wait
+ * for GPU's signal to arrive", fused_a2a.py @ 02ad939b), HybridEP's unless
+ * it is given num_permuted_tokens. The event follows the router and the
+ * count exchange: the drain is taken before the dispatch's own kernel (the
+ * permutation, issued before the wait in Megatron-Core: at most one kernel
+ * early). Backward passes reuse the forward's splits: no wait. */
+static void mark_dispatch_sync(psim_build *b, int32_t o, int pass_kind, int32_t dev) {
+  const psim_op *op = &b->m->ops[o];
+  if (b->c->stack.moe_dispatch_sync && pass_kind != PSIM_DIR_BWD && op->kind == PSIM_OP_DISPATCH &&
+      op->attrs.dropless)
+    b->need_sync[dev] = SYNC_DISPATCH;
+}
+
 /* The host issues each kernel (runtime.host_issue_s) and runs ahead of the
- * device, except at the start of a pipeline slot when pp > 1: Megatron-LM's
- * point-to-point calls synchronise the device first. False when the kernel
- * has no issue latency. */
+ * device, except at the start of a pipeline slot when pp > 1 (Megatron-LM's
+ * point-to-point calls synchronise the device first) and before a dropless
+ * dispatch (mark_dispatch_sync). False when the kernel has no issue latency. */
 static bool host_issue(psim_build *b, int32_t dev, int32_t calls, psim_task_issue *out) {
   double issue_s = b->c->types[b->c->devices[dev].type].rt.host_issue_s;
   if (issue_s <= 0 || calls <= 0)
@@ -397,6 +426,7 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
   if (psim_build_is_view(&b->m->ops[o]) && tc->duration_s == 0)
     return view_task(b, &info, id);
   int32_t steps = ring_steps(b, o, pass_kind), calls = tc->duration_s > 0 ? tc->host_calls : 0;
+  mark_dispatch_sync(b, o, pass_kind, loc->device);
   bool gather = false; /* async TP's all-gather chunks (else a context-parallel ring) */
   if (steps == 1 && pass_kind != PSIM_DIR_BWD)
     gather = (steps = psim_build_tp_gather_chunks(b, o, k)) > 1;
@@ -462,6 +492,7 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
     const psim_task_cost *c = &tc[3 * k];
     if (c->valid != PSIM_COST_VALID) /* saved activations stale: computed now */
       c = shard_cost(b, o, k, pass_kind);
+    mark_dispatch_sync(b, o, pass_kind, dev);
     if (issue && issue[k].res >= 0) /* host_issue gave prev's kernel a latency */
       issue[k].sync = take_sync(b, dev);
     if (b->last_task[dev] >= 0)
@@ -506,7 +537,7 @@ static psim_status issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_ki
   const psim_model *m = b->m;
   const psim_stage *st = &b->s->stages[vs];
   for (int32_t i = 0; i < st->n_devices; i++)
-    b->need_sync[st->devices[i]] = 1;
+    b->need_sync[st->devices[i]] = SYNC_SLOT;
   if (pass_kind == PSIM_DIR_FWD) {
     for (int32_t o = 0; o < m->n_ops; o++) {
       if (b->s->ops[o].stage == vs)

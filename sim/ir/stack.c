@@ -64,6 +64,7 @@ static const psim_stack builtin[] = {
      .tp_overlap = false, /* TE userbuffers overlap: not yet (docs/stacks.md tp_overlap) */
      .pp_overlap = true,
      .cuda_graphs = true,
+     .moe_dispatch_sync = true, /* token_dispatcher.py, fused_a2a.py (docs/stacks.md) */
      .fit = {{"h100", 1.275, 1.10}, {"gb200", 0.40, 0.96}, {"gb300", 0.425, 1.28}},
      .n_fit = 3},
     {.name = "pytorch-fsdp2",
@@ -208,6 +209,7 @@ static psim_status read_flags(psim_jctx *j, const cJSON *o, psim_stack *s) {
   PSIM_CHECK(psim_json_bool(j, o, "fp8_all_gather", false, &s->fp8_all_gather));
   PSIM_CHECK(psim_json_bool(j, o, "grad_reduce_bf16", false, &s->grad_reduce_bf16));
   PSIM_CHECK(psim_json_bool(j, o, "fp8_tp_all_gather", false, &s->fp8_tp_all_gather));
+  PSIM_CHECK(psim_json_bool(j, o, "moe_dispatch_sync", false, &s->moe_dispatch_sync));
   const char *scaling = NULL;
   PSIM_CHECK(psim_json_string(j, o, "fp8_scaling", false, &scaling));
   if (scaling && strcmp(scaling, "rowwise") != 0 && strcmp(scaling, "tensorwise") != 0) {
@@ -258,6 +260,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *o, psim_stack *s) {
                                      "fp8_all_gather",
                                      "grad_reduce_bf16",
                                      "fp8_tp_all_gather",
+                                     "moe_dispatch_sync",
                                      "comm_sms",
                                      "flash_attention",
                                      "launch_overhead",

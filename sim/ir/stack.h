@@ -72,6 +72,11 @@ typedef struct psim_stack {
    * PrepareFloat8ModuleInput / Float8ColwiseParallel, which torchtitan applies for tensorwise
    * recipes only): 1 byte per element unless fp8_rowwise (sim/builder/comm.c). */
   bool fp8_tp_all_gather;
+  /* A dropless MoE dispatch makes the host wait for the device: the host needs the
+   * routed token counts to size the all-to-all and the expert GEMMs (Megatron-Core's
+   * alltoall dispatcher synchronises on its device-to-host copy, DeepEP's and HybridEP's
+   * dispatch wait on the CPU for the counts; sim/builder/kernels.c). */
+  bool moe_dispatch_sync;
   psim_optim_impl optimizer;
   psim_dp_bucket_rule dp_bucket; /* default bucket size (PSIM_BUCKET_DDP: the strategy's) */
   /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256

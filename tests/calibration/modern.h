@@ -42,6 +42,7 @@ typedef struct modern_moe {
   bool qk_norm, sigmoid, tokendrop;      /* tokendrop: capacity factor 1, else dropless */
   int32_t ep, etp;                       /* etp 0 = tp */
   bool balanced; /* moe_router_force_load_balancing: uniform routing (modern_moe.c) */
+  bool graphed;  /* cuda_graph_impl full_iteration: no host sync at the dispatch (modern_moe.c) */
 } modern_moe;
 
 typedef struct modern_row {

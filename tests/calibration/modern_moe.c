@@ -69,6 +69,13 @@ void modern_moe_read(const modern_csv *c, modern_row *r) {
    * noise (about 2% at Qwen3's 2,048 tokens per expert and micro-batch): uniform */
   e->balanced = !e->tokendrop;
   e->ep = (int32_t)col(c, "ep");
+  /* Full-iteration CUDA graphs (the 26.06 recipes' cuda_graph_impl "full_iteration", with
+   * HybridEP and a static per-rank token budget, moe_expert_rank_capacity_factor): a captured
+   * iteration holds no host wait, and HybridEP's dispatch does not block when it is given
+   * num_permuted_tokens (Megatron-LM megatron/core/transformer/moe/fused_a2a.py @ 02ad939b:
+   * non_blocking = num_permuted_tokens is not None; DeepEP's blocking dispatch "is not
+   * compatible with CUDA graph"). Off: the stack's moe_dispatch_sync (sim/builder/kernels.c). */
+  e->graphed = find(ov, "\"full_iteration\"") != NULL;
   const char *etp = find(ov, "\"expert_tensor_parallel_size\": ");
   e->etp = etp ? (int32_t)strtol(etp + strlen("\"expert_tensor_parallel_size\": "), NULL, 10) : 0;
   if (r->unsupported[0])

@@ -2,7 +2,8 @@
  * docs/simulator.md "Mixture of experts"): the all-to-all of uniform routing
  * on an uncontended switch is the pairwise exchange, each device's expert
  * GEMM follows the tokens a Zipf routing sends its expert, capacity caps
- * them, and bad --routing values are refused naming the option or file. */
+ * them, bad --routing values are refused naming the option or file, and a dropless
+ * dispatch drains the host (the stack's moe_dispatch_sync). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -436,6 +437,87 @@ START_TEST(grouped_gemm_tile_quantisation) {
 }
 END_TEST
 
+/* Device d's forward kernel of op o: its index in r's graph. */
+static int32_t fwd_kernel(const psim_sim_result *r, int32_t o, int32_t d) {
+  const psim_taskgraph *g = r->graph;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].pass == PSIM_TP_FWD &&
+        g->info[i].op == o && g->info[i].device == d)
+      return i;
+  ck_abort_msg("no forward kernel of op %d on device %d", o, d);
+  return -1;
+}
+
+/* The end of the last kernel device d ran before task u started. */
+static double prev_kernel_end(const psim_sim_result *r, int32_t u, int32_t d) {
+  const psim_taskgraph *g = r->graph;
+  double end = -INFINITY, t = r->schedule->start_s[u];
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (i != u && g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].device == d &&
+        r->schedule->end_s[i] <= t)
+      end = fmax(end, r->schedule->end_s[i]);
+  return end;
+}
+
+/* Simulates f with host issue time host_s per call and the stack's moe_dispatch_sync. */
+static void simulate_host(fixture *f, double host_s, bool sync, psim_sim_result *r) {
+  for (int32_t t = 0; t < f->c.n_types; t++)
+    f->c.types[t].rt.host_issue_s = host_s;
+  f->c.stack.moe_dispatch_sync = sync;
+  simulate(f, "uniform", r);
+}
+
+/* The shortest compute kernel of r (forward or backward). */
+static double min_kernel_s(const psim_sim_result *r) {
+  double m = INFINITY;
+  for (int32_t i = 0; i < r->graph->n_tasks; i++)
+    if (r->graph->info[i].kind == PSIM_TASK_COMPUTE && r->graph->duration_s[i] > 0)
+      m = fmin(m, r->graph->duration_s[i]);
+  return m;
+}
+
+/* The host synchronisation of Megatron-Core's dropless dispatchers (stack key
+ * moe_dispatch_sync; token_dispatcher.py cuda_sync_point, fused_a2a.py): the host,
+ * which runs ahead of the device, waits for the stream to drain before it issues
+ * the dispatch, so the dispatch starts one host issue time H after the kernel before
+ * it ends, where it starts right after it without the sync. With H below every
+ * kernel's time the host is ahead again after that kernel, so the iteration (one
+ * layer, one micro-batch, every device alike) grows by exactly H. A capacity
+ * dispatch (padded to capacity: no host sync) and a stack without the key do not
+ * change. */
+START_TEST(dropless_dispatch_drains_the_host) {
+  fixture f;
+  setup(&f, true, 100e9);
+  psim_sim_result r0, on, off;
+  simulate_host(&f, 0, false, &r0);
+  double h = 0.5 * min_kernel_s(&r0);
+  simulate_host(&f, h, true, &on);
+  simulate_host(&f, h, false, &off);
+  int32_t disp = op_named(&f.m, "layer.0.dispatch");
+  for (int32_t d = 0; d < EP; d++) {
+    int32_t u = fwd_kernel(&on, disp, d), v = fwd_kernel(&off, disp, d);
+    double gap_on = on.schedule->start_s[u] - prev_kernel_end(&on, u, d);
+    double gap_off = off.schedule->start_s[v] - prev_kernel_end(&off, v, d);
+    ck_assert_msg(fabs(gap_on - h) < 1e-9 * h, "device %d: dispatch %g s after the drain, want %g",
+                  d, gap_on, h);
+    ck_assert_msg(fabs(gap_off) < 1e-9 * h, "device %d: %g s gap without the sync", d, gap_off);
+  }
+  double grow = on.iteration_time_s - off.iteration_time_s;
+  ck_assert_msg(fabs(grow - h) < 1e-9 * h, "iteration +%g s, want +%g s (one drain)", grow, h);
+  psim_sim_result_destroy(&r0);
+  psim_sim_result_destroy(&on);
+  psim_sim_result_destroy(&off);
+  teardown(&f);
+  setup(&f, false, 100e9); /* capacity dispatch */
+  simulate_host(&f, h, true, &on);
+  simulate_host(&f, h, false, &off);
+  ck_assert(on.iteration_time_s == off.iteration_time_s);
+  psim_sim_result_destroy(&on);
+  psim_sim_result_destroy(&off);
+  teardown(&f);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("routing");
   TCase *tc = tcase_create("closed forms");
@@ -448,6 +530,7 @@ int main(void) {
   tcase_add_test(tc, capacity_caps_the_load);
   tcase_add_test(tc, bad_routing_refused);
   tcase_add_test(tc, grouped_gemm_tile_quantisation);
+  tcase_add_test(tc, dropless_dispatch_drains_the_host);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
