@@ -373,6 +373,82 @@ START_TEST(rotated_collectives) {
 }
 END_TEST
 
+/* The routes memo keeps each phase's rate and filled links with its routes
+ * (sim/engine/coll_routes.c): collectives added with one memo (every rail, group index,
+ * algorithm and three sizes, each also alone, in turn) take the same times and make the same
+ * tasks (durations and resource lists, to the bit) as the same collectives added without. */
+static void add_both(psim_cluster *c, psim_taskgraph *g, psim_coll_routes *memo,
+                     psim_coll_desc *d) {
+  int32_t entry, exit;
+  double t_memo, t_plain;
+  d->routes = memo;
+  ck_assert_int_eq(
+      psim_coll_add_timed(&g[0], c, d, PSIM_FIDELITY_AGGREGATE, NULL, &entry, &exit, &t_memo),
+      PSIM_OK);
+  d->routes = NULL;
+  ck_assert_int_eq(
+      psim_coll_add_timed(&g[1], c, d, PSIM_FIDELITY_AGGREGATE, NULL, &entry, &exit, &t_plain),
+      PSIM_OK);
+  ck_assert_msg(t_memo == t_plain, "%.17g s with the memo, %.17g s without", t_memo, t_plain);
+}
+
+static void same_graphs(psim_taskgraph *g) {
+  ck_assert_int_eq(psim_tg_finalize(&g[0]), PSIM_OK);
+  ck_assert_int_eq(psim_tg_finalize(&g[1]), PSIM_OK);
+  ck_assert_int_eq(g[0].n_tasks, g[1].n_tasks);
+  for (int32_t t = 0; t < g[0].n_tasks; t++) {
+    ck_assert(g[0].duration_s[t] == g[1].duration_s[t]);
+    ck_assert_int_eq(g[0].res_first[t + 1] - g[0].res_first[t],
+                     g[1].res_first[t + 1] - g[1].res_first[t]);
+    for (int32_t r = g[0].res_first[t]; r < g[0].res_first[t + 1]; r++)
+      ck_assert_int_eq(g[0].res[r], g[1].res[r - g[0].res_first[t] + g[1].res_first[t]]);
+  }
+}
+
+START_TEST(memo_same_figures) {
+  static const psim_allreduce_algo algos[] = {PSIM_AR_AUTO, PSIM_AR_RING, PSIM_AR_TREE};
+  static const double sizes[] = {1e6, 3e8, 2e9};
+  uint32_t seed = 29;
+  for (int i = 0; i < 4; i++) {
+    psim_cluster c;
+    random_cluster(&c, &seed);
+    int32_t k = c.devices_per_node, nodes = c.n_devices / k;
+    int32_t *rail = malloc(sizeof(int32_t) * (size_t)nodes);
+    psim_coll_routes *memo = psim_coll_routes_new();
+    psim_taskgraph g[2];
+    for (int j = 0; j < 2; j++)
+      psim_tg_init(&g[j], 2 * c.n_devices + c.n_links);
+    for (size_t a = 0; a < 3; a++)
+      for (size_t z = 0; z < 3; z++)
+        for (int32_t r = 0; r < k; r++) {
+          for (int32_t j = 0; j < nodes; j++)
+            rail[j] = j * k + r;
+          psim_coll_desc d;
+          psim_coll_desc_init(&d);
+          d.algo = algos[a];
+          d.devices = rail;
+          d.n = nodes;
+          d.bytes = sizes[z];
+          d.own_stream = (r + (int32_t)z) % 2;
+          d.concurrent_groups = k;
+          d.group_stride = 1;
+          d.group_index = r;
+          add_both(&c, g, memo, &d);
+          d.concurrent_groups = 1;
+          d.group_stride = 0;
+          d.group_index = 0;
+          add_both(&c, g, memo, &d);
+        }
+    same_graphs(g);
+    psim_tg_destroy(&g[0]);
+    psim_tg_destroy(&g[1]);
+    psim_coll_routes_free(memo);
+    free(rail);
+    psim_cluster_destroy(&c);
+  }
+}
+END_TEST
+
 START_TEST(hierarchical_512) {
   check_nodes(64);
 }
@@ -394,6 +470,7 @@ static Suite *suite(void) {
   tcase_add_test(t, rotated_routes);
   tcase_add_test(t, rotated_ties);
   tcase_add_test(t, rotated_collectives);
+  tcase_add_test(t, memo_same_figures);
   tcase_add_test(t, hierarchical_512);
   tcase_add_test(t, hierarchical_16384);
   suite_add_tcase(s, t);
