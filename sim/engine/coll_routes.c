@@ -45,6 +45,13 @@ struct psim_coll_routes {
   size_t n_lists, cap_lists;
   int32_t *held;
   size_t n_held, cap_held;
+  /* the costing's per-link scratch (collective.c prepare): 2 x n_links loads and n_links
+   * held flags, zero whenever not lent (a collective leaves them zeroed), so a collective on a
+   * 100,000-GPU cluster neither clears nor faults in megabytes */
+  int32_t *scratch_load;
+  uint8_t *scratch_held;
+  size_t scratch_links;
+  bool lent;
 };
 
 psim_coll_routes *psim_coll_routes_new(void) {
@@ -63,6 +70,8 @@ void psim_coll_routes_free(psim_coll_routes *m) {
   psim_hmap_destroy(&m->held_index);
   psim_free(m->lists);
   psim_free(m->held);
+  psim_free(m->scratch_load);
+  psim_free(m->scratch_held);
   psim_free(m->items);
   psim_free(m->keys);
   psim_free(m->rl);
@@ -158,4 +167,31 @@ psim_status psim_coll_routes_put_held(psim_coll_routes *m, int32_t entry, int32_
   memcpy(m->held + m->n_held, links, (size_t)n * sizeof *links);
   m->n_held += (size_t)n;
   return PSIM_OK;
+}
+
+bool psim_coll_routes_borrow(psim_coll_routes *m, size_t n_links, int32_t **load, uint8_t **held) {
+  if (m->lent)
+    return false;
+  if (m->scratch_links != n_links) {
+    psim_free(m->scratch_load);
+    psim_free(m->scratch_held);
+    m->scratch_links = 0;
+    m->scratch_load = psim_calloc(2 * n_links, sizeof *m->scratch_load);
+    m->scratch_held = psim_calloc(n_links, 1);
+    if (!m->scratch_load || !m->scratch_held)
+      return false; /* freed with the memo or on the next try */
+    m->scratch_links = n_links;
+  }
+  m->lent = true;
+  *load = m->scratch_load;
+  *held = m->scratch_held;
+  return true;
+}
+
+void psim_coll_routes_unborrow(psim_coll_routes *m, bool dirty) {
+  if (dirty) {
+    memset(m->scratch_load, 0, 2 * m->scratch_links * sizeof *m->scratch_load);
+    memset(m->scratch_held, 0, m->scratch_links);
+  }
+  m->lent = false;
 }

@@ -24,6 +24,7 @@
 #include "sim/engine/collective_impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
@@ -53,7 +54,13 @@ typedef struct coll_ctx {
                           * among the others', or no memo) */
   int32_t *marks;        /* mark_saturated's filled links of one phase */
   size_t cap_marks;
-  bool known; /* t_known is the chosen plan's time with every group (auto_tree) */
+  /* the links the aggregated task holds: held[l] set for those in held_list (held is zeroed
+   * again when the list is read), so no pass over every link of the cluster */
+  uint8_t *held;
+  int32_t *held_list;
+  size_t n_held, cap_held;
+  bool borrowed; /* load, own and held are the routes memo's zeroed scratch */
+  bool known;    /* t_known is the chosen plan's time with every group (auto_tree) */
   double t_known;
   double t_s; /* the time plan_times gave last (psim_coll_add_timed) */
 } coll_ctx;
@@ -287,9 +294,17 @@ static psim_status auto_tree(coll_ctx *x, coll_plan *p) {
   return s;
 }
 
-static void ctx_free(coll_ctx *x) {
-  psim_free(x->load);
+/* Frees x; s its outcome (after an error the memo's scratch is zeroed again: loads may be
+ * left set). */
+static void ctx_free(coll_ctx *x, psim_status s) {
+  if (x->borrowed) {
+    psim_coll_routes_unborrow(x->d->routes, s != PSIM_OK);
+  } else {
+    psim_free(x->load);
+    psim_free(x->held);
+  }
   psim_free(x->marks);
+  psim_free(x->held_list);
   psim_free(x->rl);
   psim_free(x->rn);
   psim_free(x->pairs);
@@ -306,15 +321,21 @@ static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *
                   .entry = -1};
   PSIM_CHECK(check_desc(c, d));
   size_t nl = (size_t)(c->n_links > 0 ? c->n_links : 1);
-  x->load = psim_calloc(2 * nl, sizeof *x->load);
-  if (!x->load)
+  x->borrowed = d->routes && psim_coll_routes_borrow(d->routes, nl, &x->load, &x->held);
+  if (!x->borrowed) {
+    x->load = psim_calloc(2 * nl, sizeof *x->load);
+    x->held = psim_calloc(nl, 1);
+  }
+  if (!x->load || !x->held) {
+    ctx_free(x, PSIM_OK);
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  }
   x->own = x->load + nl;
   psim_status s = psim_coll_plan_build(p, c, d);
   if (s == PSIM_OK)
     s = auto_tree(x, p);
   if (s != PSIM_OK) {
-    ctx_free(x);
+    ctx_free(x, s);
     psim_coll_plan_destroy(p);
   }
   return s;
@@ -357,7 +378,7 @@ psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *sec
   PSIM_CHECK(prepare(c, d, &p, &x));
   double scale;
   psim_status s = plan_times(&x, &p, seconds, &scale);
-  ctx_free(&x);
+  ctx_free(&x, s);
   psim_coll_plan_destroy(&p);
   return s;
 }
@@ -383,8 +404,18 @@ psim_status psim_coll_add_barrier(psim_taskgraph *g, const psim_task_info *info,
  * saturates: their load (the routes of every concurrent group crossing them)
  * times the phase's rate reaches their bandwidth, and that no other
  * concurrent group's route crosses (those share by division). Loads are set. */
+/* Adds link l to the held links. */
+static psim_status hold(coll_ctx *x, int32_t l) {
+  if (x->held[l])
+    return PSIM_OK;
+  PSIM_CHECK(PSIM_VEC_RESERVE(x->held_list, x->cap_held, x->n_held + 1));
+  x->held[l] = 1;
+  x->held_list[x->n_held++] = l;
+  return PSIM_OK;
+}
+
 static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_phase *ph,
-                                  unsigned char *held, int32_t *n_marks) {
+                                  int32_t *n_marks) {
   double bw, lat, bytes;
   *n_marks = 0;
   PSIM_CHECK(phase_rate(x, p, ph, &bw, &lat, &bytes));
@@ -398,7 +429,7 @@ static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_ph
       if (x->load[l] != x->own[l] ||
           !psim_coll_saturates(x->load[l] * bw, psim_coll_link_bw(&x->c->links[l])))
         continue;
-      held[l] = 1;
+      PSIM_CHECK(hold(x, l));
       PSIM_CHECK(PSIM_VEC_RESERVE(x->marks, x->cap_marks, (size_t)*n_marks + 1));
       x->marks[(*n_marks)++] = l;
     }
@@ -409,47 +440,52 @@ static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_ph
 /* Marks in held[] the links phase ph fills (mark_saturated), or those the routes memo kept
  * for its routes and the own group: they are a function of the routes of every group, the
  * rate they give and the own group's index, so the same to the bit. */
-static psim_status mark_phase(coll_ctx *x, const coll_plan *p, const coll_phase *ph,
-                              unsigned char *held) {
+static psim_status mark_phase(coll_ctx *x, const coll_plan *p, const coll_phase *ph) {
   PSIM_CHECK(phase_routes(x, p, ph));
   psim_coll_routes *memo = x->d->routes;
   const int32_t *kept;
   int32_t n;
   if (x->entry >= 0 && psim_coll_routes_held(memo, x->entry, x->self, &kept, &n)) {
     for (int32_t i = 0; i < n; i++)
-      held[kept[i]] = 1;
+      PSIM_CHECK(hold(x, kept[i]));
     return PSIM_OK;
   }
   int32_t entry = x->entry;
   PSIM_CHECK(phase_load(x, p, ph, 0, 1));
-  psim_status s = mark_saturated(x, p, ph, held, &n);
+  psim_status s = mark_saturated(x, p, ph, &n);
   psim_status s2 = phase_load(x, p, ph, 0, -1);
   PSIM_CHECK(s);
   PSIM_CHECK(s2);
   return entry >= 0 ? psim_coll_routes_put_held(memo, entry, x->self, x->marks, n) : PSIM_OK;
 }
 
+static int cmp_int32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 /* Resource list of the aggregated task: comm engines, then the links some
- * phase saturates (x->load is left zeroed). */
+ * phase saturates in increasing order (x->load and x->held are left zeroed). */
 static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t **res,
                                         int32_t *n) {
   int32_t nd = x->c->n_devices, cnt = x->d->own_stream ? 0 : x->d->n;
-  unsigned char *held = psim_calloc((size_t)(x->c->n_links > 0 ? x->c->n_links : 1), 1);
-  psim_status s = held ? PSIM_OK : psim_error(PSIM_ENOMEM, "collective: out of memory");
+  psim_status s = PSIM_OK;
   for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++)
-    s = mark_phase(x, p, &p->phases[i], held);
-  for (int32_t l = 0; s == PSIM_OK && l < x->c->n_links; l++)
-    cnt += held[l];
-  *res = s == PSIM_OK ? psim_malloc((size_t)cnt * sizeof **res) : NULL;
+    s = mark_phase(x, p, &p->phases[i]);
+  qsort(x->held_list, x->n_held, sizeof *x->held_list, cmp_int32);
+  cnt += (int32_t)x->n_held;
+  *res = s == PSIM_OK ? psim_malloc(((size_t)cnt + 1) * sizeof **res) : NULL;
   if (s == PSIM_OK && !*res)
     s = psim_error(PSIM_ENOMEM, "collective: out of memory");
   *n = 0;
   for (int32_t i = 0; *res && !x->d->own_stream && i < x->d->n; i++)
     (*res)[(*n)++] = psim_res_comm(x->d->devices[i]);
-  for (int32_t l = 0; *res && l < x->c->n_links; l++)
-    if (held[l])
-      (*res)[(*n)++] = psim_res_link(nd, l);
-  psim_free(held);
+  for (size_t i = 0; i < x->n_held; i++) {
+    if (*res)
+      (*res)[(*n)++] = psim_res_link(nd, x->held_list[i]);
+    x->held[x->held_list[i]] = 0;
+  }
+  x->n_held = 0;
   return s;
 }
 
@@ -622,7 +658,7 @@ psim_status psim_coll_add_timed(psim_taskgraph *g, psim_cluster *c, const psim_c
     s = add_aggregated(g, &x, &p, info, entry, exit);
   }
   *seconds = x.t_s;
-  ctx_free(&x);
+  ctx_free(&x, s);
   psim_coll_plan_destroy(&p);
   return s;
 }
