@@ -6,7 +6,10 @@
  * documented rule (fewest hops, then widest bottleneck, then least latency, ties to the
  * link added first; a route enters a NIC from the host side and leaves to the network or
  * back), on every ordered device pair of clusters of each fabric kind, with straggling
- * links that make the widest route differ from the first.
+ * links that make the widest route differ from the first; with routes translated by the
+ * rotation of the nodes' devices (route_shift.h) on random generated clusters, never where the
+ * representative's route has a tie; concurrent groups' collectives equal with and without
+ * translation, and with and without the routes memo's kept rates and held links.
  *
  * Collectives over any number of devices (issue 19: the builder refused
  * groups over 4,096 devices). An all-reduce over every GPU of N DGX A100 nodes is costed
