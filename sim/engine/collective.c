@@ -24,6 +24,7 @@
 #include "sim/engine/collective_impl.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
@@ -48,7 +49,18 @@ typedef struct coll_ctx {
   int32_t routed_groups; /* the groups routed there */
   int32_t routed_self;   /* and the own group's index among them */
   int32_t rbase;         /* rl's group of index k is k + rbase (the own group alone: routed_self) */
-  bool known;            /* t_known is the chosen plan's time with every group (auto_tree) */
+  int32_t routed_entry;  /* the routes memo's entry of the phase routed last, -1 none */
+  int32_t entry;         /* that of the routes phase_routes gave last (-1: the own group alone
+                          * among the others', or no memo) */
+  int32_t *marks;        /* mark_saturated's filled links of one phase */
+  size_t cap_marks;
+  /* the links the aggregated task holds: held[l] set for those in held_list (held is zeroed
+   * again when the list is read), so no pass over every link of the cluster */
+  uint8_t *held;
+  int32_t *held_list;
+  size_t n_held, cap_held;
+  bool borrowed; /* load, own and held are the routes memo's zeroed scratch */
+  bool known;    /* t_known is the chosen plan's time with every group (auto_tree) */
   double t_known;
   double t_s; /* the time plan_times gave last (psim_coll_add_timed) */
 } coll_ctx;
@@ -69,10 +81,12 @@ static psim_status route(const coll_ctx *x, int32_t k, const coll_msg *m, const 
 static psim_status phase_routes(coll_ctx *x, const coll_plan *p, const coll_phase *ph) {
   if (x->routed == ph && x->routed_groups == x->groups && x->routed_self == x->self) {
     x->rbase = 0;
+    x->entry = x->routed_entry;
     return PSIM_OK;
   }
   if (x->routed == ph && x->groups == 1) { /* the own group alone: routed among the others */
     x->rbase = x->routed_self;
+    x->entry = -1;
     return PSIM_OK;
   }
   size_t need = (size_t)x->groups * (size_t)ph->n;
@@ -96,15 +110,19 @@ static psim_status phase_routes(coll_ctx *x, const coll_plan *p, const coll_phas
     }
   }
   int32_t stride = x->groups > 1 ? x->d->group_stride : 0;
-  if (!memo || !psim_coll_routes_find(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn)) {
+  x->entry = -1;
+  if (!memo ||
+      !psim_coll_routes_find(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn, &x->entry)) {
     for (int32_t k = 0; k < x->groups; k++)
       for (int32_t i = 0; i < ph->n; i++) {
         size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
         PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &x->rl[at], &x->rn[at]));
       }
     if (memo)
-      PSIM_CHECK(psim_coll_routes_put(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn));
+      PSIM_CHECK(
+          psim_coll_routes_put(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn, &x->entry));
   }
+  x->routed_entry = x->entry;
   x->routed = ph;
   x->routed_groups = x->groups;
   x->routed_self = x->self;
@@ -163,13 +181,34 @@ static psim_status phase_rate(coll_ctx *x, const coll_plan *p, const coll_phase 
   return PSIM_OK;
 }
 
-/* Aggregated time of one phase: repeat * (max latency + max bytes / min B). */
-static psim_status phase_time(coll_ctx *x, const coll_plan *p, const coll_phase *ph, double *t) {
+/* phase_rate under the phase's own loads (set here and cleared), or the rate the routes
+ * memo keeps for its routes: phase_rate's bandwidth and latency read only the routes of
+ * every group and the loads they make, so a phase routed the same way (another bucket of
+ * the group, another pass) has the same two figures to the bit; its largest message is the
+ * plan's (every group sends the same). */
+static psim_status phase_rate_alone(coll_ctx *x, const coll_plan *p, const coll_phase *ph,
+                                    double *bw, double *lat, double *bytes) {
+  PSIM_CHECK(phase_routes(x, p, ph));
+  psim_coll_routes *memo = x->d->routes;
+  if (x->entry >= 0 && psim_coll_routes_rate(memo, x->entry, bw, lat)) {
+    *bytes = 0;
+    for (int32_t i = 0; i < ph->n; i++)
+      *bytes = p->msgs[ph->first + i].bytes > *bytes ? p->msgs[ph->first + i].bytes : *bytes;
+    return PSIM_OK;
+  }
   PSIM_CHECK(phase_load(x, p, ph, 0, 1));
-  double bw, lat, bytes;
-  psim_status s = phase_rate(x, p, ph, &bw, &lat, &bytes);
+  psim_status s = phase_rate(x, p, ph, bw, lat, bytes);
   PSIM_CHECK(phase_load(x, p, ph, 0, -1));
   PSIM_CHECK(s);
+  if (x->entry >= 0)
+    psim_coll_routes_set_rate(memo, x->entry, *bw, *lat);
+  return PSIM_OK;
+}
+
+/* Aggregated time of one phase: repeat * (max latency + max bytes / min B). */
+static psim_status phase_time(coll_ctx *x, const coll_plan *p, const coll_phase *ph, double *t) {
+  double bw, lat, bytes;
+  PSIM_CHECK(phase_rate_alone(x, p, ph, &bw, &lat, &bytes));
   *t = ph->repeat * (lat + (bytes > 0 ? bytes / bw : 0));
   return PSIM_OK;
 }
@@ -255,8 +294,17 @@ static psim_status auto_tree(coll_ctx *x, coll_plan *p) {
   return s;
 }
 
-static void ctx_free(coll_ctx *x) {
-  psim_free(x->load);
+/* Frees x; s its outcome (after an error the memo's scratch is zeroed again: loads may be
+ * left set). */
+static void ctx_free(coll_ctx *x, psim_status s) {
+  if (x->borrowed) {
+    psim_coll_routes_unborrow(x->d->routes, s != PSIM_OK);
+  } else {
+    psim_free(x->load);
+    psim_free(x->held);
+  }
+  psim_free(x->marks);
+  psim_free(x->held_list);
   psim_free(x->rl);
   psim_free(x->rn);
   psim_free(x->pairs);
@@ -265,18 +313,29 @@ static void ctx_free(coll_ctx *x) {
 /* Builds the plan and the context (load array) for d. */
 static psim_status prepare(psim_cluster *c, const psim_coll_desc *d, coll_plan *p, coll_ctx *x) {
   memset(p, 0, sizeof *p);
-  *x = (coll_ctx){.c = c, .d = d, .groups = groups_routed(d), .self = group_self(d)};
+  *x = (coll_ctx){.c = c,
+                  .d = d,
+                  .groups = groups_routed(d),
+                  .self = group_self(d),
+                  .routed_entry = -1,
+                  .entry = -1};
   PSIM_CHECK(check_desc(c, d));
   size_t nl = (size_t)(c->n_links > 0 ? c->n_links : 1);
-  x->load = psim_calloc(2 * nl, sizeof *x->load);
-  if (!x->load)
+  x->borrowed = d->routes && psim_coll_routes_borrow(d->routes, nl, &x->load, &x->held);
+  if (!x->borrowed) {
+    x->load = psim_calloc(2 * nl, sizeof *x->load);
+    x->held = psim_calloc(nl, 1);
+  }
+  if (!x->load || !x->held) {
+    ctx_free(x, PSIM_OK);
     return psim_error(PSIM_ENOMEM, "collective: out of memory");
+  }
   x->own = x->load + nl;
   psim_status s = psim_coll_plan_build(p, c, d);
   if (s == PSIM_OK)
     s = auto_tree(x, p);
   if (s != PSIM_OK) {
-    ctx_free(x);
+    ctx_free(x, s);
     psim_coll_plan_destroy(p);
   }
   return s;
@@ -319,7 +378,7 @@ psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *sec
   PSIM_CHECK(prepare(c, d, &p, &x));
   double scale;
   psim_status s = plan_times(&x, &p, seconds, &scale);
-  ctx_free(&x);
+  ctx_free(&x, s);
   psim_coll_plan_destroy(&p);
   return s;
 }
@@ -345,49 +404,88 @@ psim_status psim_coll_add_barrier(psim_taskgraph *g, const psim_task_info *info,
  * saturates: their load (the routes of every concurrent group crossing them)
  * times the phase's rate reaches their bandwidth, and that no other
  * concurrent group's route crosses (those share by division). Loads are set. */
+/* Adds link l to the held links. */
+static psim_status hold(coll_ctx *x, int32_t l) {
+  if (x->held[l])
+    return PSIM_OK;
+  PSIM_CHECK(PSIM_VEC_RESERVE(x->held_list, x->cap_held, x->n_held + 1));
+  x->held[l] = 1;
+  x->held_list[x->n_held++] = l;
+  return PSIM_OK;
+}
+
 static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_phase *ph,
-                                  unsigned char *held) {
+                                  int32_t *n_marks) {
   double bw, lat, bytes;
+  *n_marks = 0;
   PSIM_CHECK(phase_rate(x, p, ph, &bw, &lat, &bytes));
   if (!isfinite(bw))
     return PSIM_OK;
   for (int32_t i = 0; i < ph->n; i++) { /* the own group's routes, of phase_routes' */
     size_t at = (size_t)(x->self + x->rbase) * (size_t)ph->n + (size_t)i;
     const int32_t *links = x->rl[at];
-    for (int32_t j = 0; j < x->rn[at]; j++)
-      held[links[j]] |=
-          x->load[links[j]] == x->own[links[j]] &&
-          psim_coll_saturates(x->load[links[j]] * bw, psim_coll_link_bw(&x->c->links[links[j]]));
+    for (int32_t j = 0; j < x->rn[at]; j++) {
+      int32_t l = links[j];
+      if (x->load[l] != x->own[l] ||
+          !psim_coll_saturates(x->load[l] * bw, psim_coll_link_bw(&x->c->links[l])))
+        continue;
+      PSIM_CHECK(hold(x, l));
+      PSIM_CHECK(PSIM_VEC_RESERVE(x->marks, x->cap_marks, (size_t)*n_marks + 1));
+      x->marks[(*n_marks)++] = l;
+    }
   }
   return PSIM_OK;
 }
 
+/* Marks in held[] the links phase ph fills (mark_saturated), or those the routes memo kept
+ * for its routes and the own group: they are a function of the routes of every group, the
+ * rate they give and the own group's index, so the same to the bit. */
+static psim_status mark_phase(coll_ctx *x, const coll_plan *p, const coll_phase *ph) {
+  PSIM_CHECK(phase_routes(x, p, ph));
+  psim_coll_routes *memo = x->d->routes;
+  const int32_t *kept;
+  int32_t n;
+  if (x->entry >= 0 && psim_coll_routes_held(memo, x->entry, x->self, &kept, &n)) {
+    for (int32_t i = 0; i < n; i++)
+      PSIM_CHECK(hold(x, kept[i]));
+    return PSIM_OK;
+  }
+  int32_t entry = x->entry;
+  PSIM_CHECK(phase_load(x, p, ph, 0, 1));
+  psim_status s = mark_saturated(x, p, ph, &n);
+  psim_status s2 = phase_load(x, p, ph, 0, -1);
+  PSIM_CHECK(s);
+  PSIM_CHECK(s2);
+  return entry >= 0 ? psim_coll_routes_put_held(memo, entry, x->self, x->marks, n) : PSIM_OK;
+}
+
+static int cmp_int32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
 /* Resource list of the aggregated task: comm engines, then the links some
- * phase saturates (x->load is left zeroed). */
+ * phase saturates in increasing order (x->load and x->held are left zeroed). */
 static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t **res,
                                         int32_t *n) {
   int32_t nd = x->c->n_devices, cnt = x->d->own_stream ? 0 : x->d->n;
-  unsigned char *held = psim_calloc((size_t)(x->c->n_links > 0 ? x->c->n_links : 1), 1);
-  psim_status s = held ? PSIM_OK : psim_error(PSIM_ENOMEM, "collective: out of memory");
-  for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++) {
-    s = phase_load(x, p, &p->phases[i], 0, 1);
-    if (s == PSIM_OK)
-      s = mark_saturated(x, p, &p->phases[i], held);
-    psim_status s2 = phase_load(x, p, &p->phases[i], 0, -1);
-    s = s != PSIM_OK ? s : s2;
-  }
-  for (int32_t l = 0; s == PSIM_OK && l < x->c->n_links; l++)
-    cnt += held[l];
-  *res = s == PSIM_OK ? psim_malloc((size_t)cnt * sizeof **res) : NULL;
+  psim_status s = PSIM_OK;
+  for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++)
+    s = mark_phase(x, p, &p->phases[i]);
+  qsort(x->held_list, x->n_held, sizeof *x->held_list, cmp_int32);
+  cnt += (int32_t)x->n_held;
+  *res = s == PSIM_OK ? psim_malloc(((size_t)cnt + 1) * sizeof **res) : NULL;
   if (s == PSIM_OK && !*res)
     s = psim_error(PSIM_ENOMEM, "collective: out of memory");
   *n = 0;
   for (int32_t i = 0; *res && !x->d->own_stream && i < x->d->n; i++)
     (*res)[(*n)++] = psim_res_comm(x->d->devices[i]);
-  for (int32_t l = 0; *res && l < x->c->n_links; l++)
-    if (held[l])
-      (*res)[(*n)++] = psim_res_link(nd, l);
-  psim_free(held);
+  for (size_t i = 0; i < x->n_held; i++) {
+    if (*res)
+      (*res)[(*n)++] = psim_res_link(nd, x->held_list[i]);
+    x->held[x->held_list[i]] = 0;
+  }
+  x->n_held = 0;
   return s;
 }
 
@@ -560,7 +658,7 @@ psim_status psim_coll_add_timed(psim_taskgraph *g, psim_cluster *c, const psim_c
     s = add_aggregated(g, &x, &p, info, entry, exit);
   }
   *seconds = x.t_s;
-  ctx_free(&x);
+  ctx_free(&x, s);
   psim_coll_plan_destroy(&p);
   return s;
 }

@@ -29,12 +29,27 @@ psim_status psim_coll_add_barrier(psim_taskgraph *g, const psim_task_info *info,
 
 /* The routes (rl, rn: groups x n entries, group-major) kept for the phase whose group-0
  * messages go between the devices pairs[2i] -> pairs[2i + 1], routed over groups concurrent
- * groups at stride; false when none are. */
+ * groups at stride, and their entry; false when none are. */
 bool psim_coll_routes_find(const psim_coll_routes *m, const int32_t *pairs, int32_t n,
-                           int32_t groups, int32_t stride, const int32_t **rl, int32_t *rn);
+                           int32_t groups, int32_t stride, const int32_t **rl, int32_t *rn,
+                           int32_t *entry);
 psim_status psim_coll_routes_put(psim_coll_routes *m, const int32_t *pairs, int32_t n,
                                  int32_t groups, int32_t stride, const int32_t *const *rl,
-                                 const int32_t *rn);
+                                 const int32_t *rn, int32_t *entry);
+/* An entry's phase rate (phase_rate's bottleneck bandwidth and largest route latency under
+ * the loads of its own routes): false when not yet set. */
+bool psim_coll_routes_rate(const psim_coll_routes *m, int32_t entry, double *bw, double *lat);
+void psim_coll_routes_set_rate(psim_coll_routes *m, int32_t entry, double bw, double lat);
+/* Lends the memo's zeroed scratch for a cluster of n_links links: *load 2 x n_links counts,
+ * *held n_links flags, to be returned zeroed; false (nothing lent) when lent already or out
+ * of memory. unborrow takes it back, zeroing it where dirty (after an error). */
+bool psim_coll_routes_borrow(psim_coll_routes *m, size_t n_links, int32_t **load, uint8_t **held);
+void psim_coll_routes_unborrow(psim_coll_routes *m, bool dirty);
+/* The links an entry's phase fills for own group self (mark_saturated's), or false. */
+bool psim_coll_routes_held(const psim_coll_routes *m, int32_t entry, int32_t self,
+                           const int32_t **links, int32_t *n);
+psim_status psim_coll_routes_put_held(psim_coll_routes *m, int32_t entry, int32_t self,
+                                      const int32_t *links, int32_t n);
 
 /* ---- plans (coll_plan.c) ---- */
 

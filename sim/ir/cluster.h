@@ -165,6 +165,12 @@ psim_status psim_device_type_to_json(const psim_device_type *t, struct cJSON *o)
  * a shortest-path search. Thread-safe. */
 psim_status psim_cluster_route(psim_cluster *c, int32_t src, int32_t dst, const int32_t **links,
                                int32_t *n_links);
+/* The route cache's counts (tests, benchmarks): routes found by a search, and routes
+ * translated from their representative pair's by the rotation of the nodes' devices
+ * (sim/ir/route_shift.h). */
+void psim_cluster_route_counts(psim_cluster *c, int64_t *searched, int64_t *translated);
+/* Routes found from now on are all searched, none translated (tests: the per-pair path). */
+psim_status psim_cluster_route_no_translation(psim_cluster *c);
 /* Bottleneck bandwidth (bytes/s, each link's bw / slowdown) and summed
  * latency (s) of a route; an empty route gives INFINITY and 0. O(n_links). */
 void psim_cluster_route_cost(const psim_cluster *c, const int32_t *links, int32_t n_links,

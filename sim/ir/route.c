@@ -28,7 +28,12 @@
  * ends' nodes, racks and the spine, not the cluster); requests from the last
  * full search's source resume that search (O(V + E) at most per source, so
  * routes from one source to many destinations cost one search in all); O(1)
- * amortised per cached pair. One mutex guards the cache. */
+ * amortised per cached pair. Where the rotation of every node's devices is an automorphism
+ * of the links' graph (route_shift.h: a generated cluster's nodes), a pair whose source is
+ * not its node's first device is its representative's route rotated (O(hops x rotations)),
+ * if that route is the only shortest path (unique_shortest, once per representative): the
+ * 8 rails of a DGX cluster's data-parallel rings search one pair in 8 (issue 19). One mutex
+ * guards the cache. */
 #include <assert.h>
 #include <math.h>
 #include <pthread.h>
@@ -40,6 +45,7 @@
 #include "sim/core/alloc.h"
 #include "sim/core/hashmap.h"
 #include "sim/ir/cluster_impl.h"
+#include "sim/ir/route_shift.h"
 
 #define CHUNK_INTS 65536
 
@@ -47,6 +53,7 @@
 typedef struct entry {
   const int32_t *links;
   int32_t n;
+  uint8_t unique; /* 1: the only shortest path of the links' graph; 2: not; 0: not known */
 } entry;
 
 struct psim_route_cache {
@@ -76,6 +83,11 @@ struct psim_route_cache {
    * the parity of colour[u] ^ colour[v], and pair_search skips the bounds of the other */
   uint8_t *colour;
   bool bipartite;
+  /* the rotation of the nodes' devices where it is an automorphism (route_shift.h), and the
+   * path counts of unique_shortest (capped at 2) */
+  psim_route_shift *shift;
+  uint8_t *p_count;
+  int64_t n_searched, n_translated;
 };
 
 static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -122,6 +134,8 @@ void psim_route_cache_free(psim_route_cache *r) {
   psim_free(r->p_lat);
   psim_free(r->p_bw);
   psim_free(r->colour);
+  psim_free(r->p_count);
+  psim_route_shift_free(r->shift);
   psim_free(r);
 }
 
@@ -215,7 +229,12 @@ static bool build_adjacency(psim_route_cache *r, const psim_cluster *c) {
   for (int32_t v = 0; v < c->n_vertices; v++)
     r->back[v] = r->p_hops[v] = -1;
   two_colour(r, c);
-  return sort_wide(r, c);
+  if (!sort_wide(r, c))
+    return false;
+  psim_route_graph g = {r->adj_start, r->adj,    r->adj_dst, r->adj_sorted,
+                        r->in_start,  r->in_adj, r->in_src,  WIDE_DEGREE};
+  psim_route_shift_build(c, &g, &r->shift);
+  return true;
 }
 
 static psim_status create(const psim_cluster *c, psim_route_cache **out) {
@@ -247,9 +266,10 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
   r->p_lat = psim_malloc(sizeof(double) * nv);
   r->p_bw = psim_malloc(sizeof(double) * nv);
   r->colour = psim_malloc(nv);
+  r->p_count = psim_malloc(nv);
   bool pair = r->in_start && r->in_adj && r->in_src && r->adj_dst && r->adj_sorted && r->back &&
               r->back_queue && r->p_hops && r->p_pred && r->p_queue && r->p_lat && r->p_bw &&
-              r->colour;
+              r->colour && r->p_count;
   if (!r->adj_start || !r->adj || !r->hops || !r->pred || !r->queue || !r->lat || !r->bw || !pair ||
       pthread_mutex_init(&r->mu, NULL) != 0 || !build_adjacency(r, c)) {
     psim_route_cache_free(r);
@@ -401,21 +421,21 @@ static inline int32_t lower_bound(const psim_route_cache *r, int32_t v) {
   return r->back[v] >= 0 ? r->back[v] : r->back_radius + 1;
 }
 
-/* Relaxes u's links toward the vertices at most `left` hops from the goal, as the scan of
- * pruned_pass would (the links whose destination's lower bound is <= left, in slot order),
- * but found by looking those vertices up in u's sorted links: at the spine, a few lookups
- * instead of a scan of every rack's link. Where left <= the radius of the distances known,
+/* The slots of u's links toward the vertices at most `left` hops from the goal, as the scan
+ * of pruned_pass would take them (the links whose destination's lower bound is <= left, in
+ * slot order), but found by looking those vertices up in u's sorted links: at the spine, a few
+ * lookups instead of a scan of every rack's link. Where left <= the radius of the distances known,
  * a vertex they do not reach has the bound radius + 1 > left, so the links that qualify
  * are those to the first vertices of the distances' queue (in order of distance). False,
- * with nothing relaxed, where u is not wide, left is beyond the radius, or the lookups
+ * with nothing found, where u is not wide, left is beyond the radius, or the lookups
  * would cost about the scan. */
 enum { FOUND_MAX = 64 };
-static bool relax_toward_goal(const psim_cluster *c, psim_route_cache *r, const labels *L,
-                              int32_t u, int32_t left, int32_t *tail) {
+static bool toward_goal_slots(const psim_route_cache *r, int32_t u, int32_t left,
+                              int32_t found[FOUND_MAX], int32_t *n_found) {
   int32_t lo0 = r->adj_start[u], hi0 = r->adj_start[u + 1], deg = hi0 - lo0;
   if (deg < WIDE_DEGREE || left > r->back_radius)
     return false;
-  int32_t found[FOUND_MAX], n = 0;
+  int32_t n = 0;
   for (int32_t i = 0; i < r->back_tail && r->back[r->back_queue[i]] <= left; i++) {
     if (i >= deg / 8)
       return false;
@@ -439,6 +459,15 @@ static bool relax_toward_goal(const psim_cluster *c, psim_route_cache *r, const 
       found[j] = found[j - 1];
       found[j - 1] = t;
     }
+  *n_found = n;
+  return true;
+}
+
+static bool relax_toward_goal(const psim_cluster *c, psim_route_cache *r, const labels *L,
+                              int32_t u, int32_t left, int32_t *tail) {
+  int32_t found[FOUND_MAX], n = 0;
+  if (!toward_goal_slots(r, u, left, found, &n))
+    return false;
   for (int32_t i = 0; i < n; i++)
     if (may_follow(c, u, L->hops[u], L->pred[u], r->adj[found[i]]))
       relax(c, L, u, r->adj[found[i]], tail);
@@ -497,6 +526,63 @@ static bool pair_search(const psim_cluster *c, psim_route_cache *r, int32_t src,
   return false;
 }
 
+/* ---- routes translated by the rotation (route_shift.h) ----------------------------
+ * Lemma: where the links' graph, rules ignored, has exactly one path of the fewest hops h
+ * from s to t (counted as sequences of links), and the search's route R has h hops, the
+ * search from phi(s) to phi(t) gives phi(R), for any automorphism phi that keeps vertex and
+ * link kinds. phi(R) is then the only h-hop path from phi(s) to phi(t) (phi maps paths to
+ * paths one to one) and obeys the transit rules (may_follow reads the kinds and the hop
+ * count only). The search (full or pair_search: the same routes) labels the i-th vertex v_i
+ * of that path at level i with pred its i-th link: v_i is no nearer than i even without
+ * rules, and another candidate at level i - 1 would give a second h-hop path s -> t. So
+ * neither the ties (slot order, which phi need not keep) nor the widths and latencies (which
+ * phi need not keep) decide the route. unique_shortest checks the premise once per
+ * representative pair; a pair whose representative fails it is searched as before. */
+
+/* Whether the only path of h hops from s to t, rules ignored, is the only shortest one:
+ * a breadth-first count of paths (capped at 2) over the vertices pair_search's bound keeps
+ * (hops + lower bound <= h: every vertex of an h-hop path), in the pruned pass's arrays. */
+static void count_link(psim_route_cache *r, int32_t u, int32_t k, int32_t *tail) {
+  int32_t v = r->adj_dst[k];
+  if (r->p_hops[v] < 0) {
+    r->p_hops[v] = r->p_hops[u] + 1;
+    r->p_count[v] = 0;
+    r->p_queue[(*tail)++] = v;
+  }
+  if (r->p_hops[v] == r->p_hops[u] + 1) {
+    int32_t sum = r->p_count[v] + r->p_count[u];
+    r->p_count[v] = (uint8_t)(sum < 2 ? sum : 2);
+  }
+}
+
+static bool unique_shortest(psim_route_cache *r, int32_t s, int32_t t, int32_t h) {
+  back_extend(r, t, h / 2);
+  for (int32_t i = 0; i < r->p_tail; i++)
+    r->p_hops[r->p_queue[i]] = -1;
+  int32_t tail = 0;
+  r->p_hops[s] = 0;
+  r->p_count[s] = 1;
+  r->p_queue[tail++] = s;
+  for (int32_t head = 0; head < tail; head++) {
+    int32_t u = r->p_queue[head], found[FOUND_MAX], n = 0;
+    if (r->p_hops[u] >= h)
+      break;
+    if (r->p_hops[u] + lower_bound(r, u) > h)
+      continue;
+    int32_t left = h - r->p_hops[u] - 1;
+    if (toward_goal_slots(r, u, left, found, &n)) {
+      for (int32_t i = 0; i < n; i++)
+        count_link(r, u, found[i], &tail);
+      continue;
+    }
+    for (int32_t k = r->adj_start[u]; k < r->adj_start[u + 1]; k++)
+      if (lower_bound(r, r->adj_dst[k]) <= left)
+        count_link(r, u, k, &tail);
+  }
+  r->p_tail = tail;
+  return r->p_hops[t] == h && r->p_count[t] == 1;
+}
+
 /* ---- cache ---------------------------------------------------------------------- */
 
 /* Room for n ints that will never move. */
@@ -540,23 +626,66 @@ static psim_status compute(const psim_cluster *c, psim_route_cache *r, int32_t s
   return PSIM_OK;
 }
 
+static psim_status lookup_index(const psim_cluster *c, psim_route_cache *r, int32_t src,
+                                int32_t dst, int32_t *i);
+
+/* The route from src to dst as phi^j of its representative's (the lemma above): *done false
+ * where there is no rotation, the pair is its own representative, or the representative's
+ * route is not the only shortest path. */
+static psim_status translated(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst,
+                              entry *e, bool *done) {
+  *done = false;
+  int32_t src0, dst0, j, i0;
+  if (!r->shift)
+    return PSIM_OK;
+  psim_route_shift_rep(r->shift, c, src, dst, &src0, &dst0, &j);
+  if (j == 0)
+    return PSIM_OK;
+  PSIM_CHECK(lookup_index(c, r, src0, dst0, &i0));
+  entry *e0 = &r->routes[i0];
+  if (e0->unique == 0)
+    e0->unique = unique_shortest(r, src0, dst0, e0->n) ? 1 : 2;
+  if (e0->unique != 1)
+    return PSIM_OK;
+  int32_t *links = NULL;
+  PSIM_CHECK(storage(r, e0->n, &links));
+  psim_route_shift_links(r->shift, e0->links, e0->n, j, links);
+  *e = (entry){links, e0->n, 1};
+  *done = true;
+  r->n_translated++;
+  return PSIM_OK;
+}
+
+/* The index of the cached route from src to dst, found and added on a miss. Caller holds
+ * r->mu. */
+static psim_status lookup_index(const psim_cluster *c, psim_route_cache *r, int32_t src,
+                                int32_t dst, int32_t *i) {
+  assert(src != dst && src >= 0 && dst >= 0 && src < c->n_devices && dst < c->n_devices);
+  psim_hmap_key key = {(uint64_t)(uint32_t)src, (uint64_t)(uint32_t)dst};
+  if (psim_hmap_find(&r->index, key, i))
+    return PSIM_OK;
+  entry e = {NULL, 0, 0};
+  bool done;
+  PSIM_CHECK(translated(c, r, src, dst, &e, &done));
+  if (!done) {
+    PSIM_CHECK(compute(c, r, src, dst, &e));
+    r->n_searched++;
+  }
+  if (r->n_routes >= INT32_MAX)
+    return psim_error(PSIM_ENOMEM, "route cache full");
+  PSIM_CHECK(PSIM_VEC_RESERVE(r->routes, r->cap_routes, r->n_routes + 1));
+  PSIM_CHECK(psim_hmap_put(&r->index, key, (int32_t)r->n_routes));
+  *i = (int32_t)r->n_routes;
+  r->routes[r->n_routes++] = e;
+  return PSIM_OK;
+}
+
 /* The cached route from src to dst, found and added on a miss. Caller
  * holds r->mu. */
 static psim_status lookup(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst,
                           entry *out) {
-  assert(src != dst && src >= 0 && dst >= 0 && src < c->n_devices && dst < c->n_devices);
-  psim_hmap_key key = {(uint64_t)(uint32_t)src, (uint64_t)(uint32_t)dst};
   int32_t i = -1;
-  if (!psim_hmap_find(&r->index, key, &i)) {
-    if (r->n_routes >= INT32_MAX)
-      return psim_error(PSIM_ENOMEM, "route cache full");
-    PSIM_CHECK(PSIM_VEC_RESERVE(r->routes, r->cap_routes, r->n_routes + 1));
-    entry e = {NULL, 0};
-    PSIM_CHECK(compute(c, r, src, dst, &e));
-    PSIM_CHECK(psim_hmap_put(&r->index, key, (int32_t)r->n_routes));
-    i = (int32_t)r->n_routes;
-    r->routes[r->n_routes++] = e;
-  }
+  PSIM_CHECK(lookup_index(c, r, src, dst, &i));
   assert(i >= 0 && (size_t)i < r->n_routes);
   *out = r->routes[i];
   return PSIM_OK;
@@ -600,7 +729,7 @@ psim_status psim_cluster_route(psim_cluster *c, int32_t src, int32_t dst, const 
     return PSIM_OK;
   }
   pthread_mutex_lock(&r->mu);
-  entry e = {NULL, 0};
+  entry e = {NULL, 0, 0};
   psim_status s = lookup(c, r, src, dst, &e);
   pthread_mutex_unlock(&r->mu);
   if (s == PSIM_OK)
@@ -619,4 +748,25 @@ void psim_cluster_route_cost(const psim_cluster *c, const int32_t *links, int32_
     *bw = fmin(*bw, l->bw / l->slowdown);
     *latency_s += l->latency_s;
   }
+}
+
+void psim_cluster_route_counts(psim_cluster *c, int64_t *searched, int64_t *translated) {
+  psim_route_cache *r = __atomic_load_n(&c->routes, __ATOMIC_ACQUIRE);
+  *searched = *translated = 0;
+  if (!r)
+    return;
+  pthread_mutex_lock(&r->mu);
+  *searched = r->n_searched;
+  *translated = r->n_translated;
+  pthread_mutex_unlock(&r->mu);
+}
+
+psim_status psim_cluster_route_no_translation(psim_cluster *c) {
+  psim_route_cache *r;
+  PSIM_CHECK(ensure_cache(c, &r));
+  pthread_mutex_lock(&r->mu);
+  psim_route_shift_free(r->shift);
+  r->shift = NULL;
+  pthread_mutex_unlock(&r->mu);
+  return PSIM_OK;
 }

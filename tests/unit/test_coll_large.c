@@ -6,7 +6,10 @@
  * documented rule (fewest hops, then widest bottleneck, then least latency, ties to the
  * link added first; a route enters a NIC from the host side and leaves to the network or
  * back), on every ordered device pair of clusters of each fabric kind, with straggling
- * links that make the widest route differ from the first.
+ * links that make the widest route differ from the first; with routes translated by the
+ * rotation of the nodes' devices (route_shift.h) on random generated clusters, never where the
+ * representative's route has a tie; concurrent groups' collectives equal with and without
+ * translation, and with and without the routes memo's kept rates and held links.
  *
  * Collectives over any number of devices (issue 19: the builder refused
  * groups over 4,096 devices). An all-reduce over every GPU of N DGX A100 nodes is costed
@@ -22,6 +25,7 @@
  * (512 GPUs, which the builder always handled) and on 2,048 nodes (16,384 GPUs). */
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,6 +174,42 @@ START_TEST(slow_links) {
 }
 END_TEST
 
+/* Routes translated by the rotation of the nodes' devices (sim/ir/route_shift.h: one
+ * representative pair searched per orbit, the others its images where its route is the only
+ * shortest path) equal the reference search's on every ordered pair of random generated
+ * clusters (fixed seed: nodes, racks, NICs per node, straggling links), and translation is
+ * used there. */
+static uint32_t lcg(uint32_t *x) {
+  *x = *x * 1664525u + 1013904223u; /* Numerical Recipes' LCG */
+  return *x >> 8;
+}
+
+static void random_cluster(psim_cluster *c, uint32_t *seed) {
+  static const char *const names[] = {"dgx-a100-80g", "dgx-h100", "dgx-b200"};
+  static const int32_t nics[] = {0, 1, 2, 4};
+  int32_t nodes = 2 + (int32_t)(lcg(seed) % 9);
+  preset(c, names[lcg(seed) % 3], nodes, 1 + (int32_t)(lcg(seed) % (uint32_t)nodes),
+         nics[lcg(seed) % 4]);
+  for (int32_t i = 0; i < c->n_links; i++)
+    if (lcg(seed) % 11 == 0)
+      c->links[i].slowdown = 1 + (double)(lcg(seed) % 4);
+}
+
+START_TEST(rotated_routes) {
+  uint32_t seed = 19;
+  for (int i = 0; i < 8; i++) {
+    psim_cluster c;
+    random_cluster(&c, &seed);
+    check_all_pairs(&c);
+    int64_t searched, translated;
+    psim_cluster_route_counts(&c, &searched, &translated);
+    ck_assert_msg(translated > 0, "cluster %d: %lld searched, none translated", i,
+                  (long long)searched);
+    psim_cluster_destroy(&c);
+  }
+}
+END_TEST
+
 static double coll_time(psim_cluster *c, psim_coll_kind kind, psim_allreduce_algo algo,
                         const int32_t *dev, int32_t n, double bytes) {
   psim_coll_desc d;
@@ -221,6 +261,197 @@ static void check_nodes(int32_t nodes) {
   psim_cluster_destroy(&c);
 }
 
+/* Ties: two nodes of two GPUs, each GPU on two switches over PCIe. The rotation (each node's
+ * GPUs swapped, the switches fixed) is an automorphism, but every pair has two 2-hop routes,
+ * and a straggling link makes the first pair take the second switch where its image takes
+ * the first: the representative's route is not the only shortest one, so no pair may be
+ * translated, and the routes must still be the reference's. */
+static const char ties_json[] =
+    "{\"format\": \"plansim.cluster/1\", \"name\": \"ties\", \"devices\": ["
+    "{\"name\": \"g00\", \"type\": \"a100-80g\", \"node\": 0},"
+    "{\"name\": \"g01\", \"type\": \"a100-80g\", \"node\": 0},"
+    "{\"name\": \"g10\", \"type\": \"a100-80g\", \"node\": 1},"
+    "{\"name\": \"g11\", \"type\": \"a100-80g\", \"node\": 1}],"
+    "\"switches\": [\"a\", \"b\"], \"links\": ["
+    "{\"a\": \"g00\", \"b\": \"a\", \"bandwidth\": \"25 GB/s\", \"latency\": \"1 us\", \"kind\": "
+    "\"pcie\"},"
+    "{\"a\": \"g01\", \"b\": \"a\", \"bandwidth\": \"25 GB/s\", \"latency\": \"1 us\", \"kind\": "
+    "\"pcie\"},"
+    "{\"a\": \"g10\", \"b\": \"a\", \"bandwidth\": \"25 GB/s\", \"latency\": \"1 us\", \"kind\": "
+    "\"pcie\"},"
+    "{\"a\": \"g11\", \"b\": \"a\", \"bandwidth\": \"25 GB/s\", \"latency\": \"1 us\", \"kind\": "
+    "\"pcie\"},"
+    "{\"a\": \"g00\", \"b\": \"b\", \"bandwidth\": \"25 GB/s\", \"latency\": \"1 us\", \"kind\": "
+    "\"pcie\"},"
+    "{\"a\": \"g01\", \"b\": \"b\", \"bandwidth\": \"25 GB/s\", \"latency\": \"1 us\", \"kind\": "
+    "\"pcie\"},"
+    "{\"a\": \"g10\", \"b\": \"b\", \"bandwidth\": \"25 GB/s\", \"latency\": \"1 us\", \"kind\": "
+    "\"pcie\"},"
+    "{\"a\": \"g11\", \"b\": \"b\", \"bandwidth\": \"25 GB/s\", \"latency\": \"1 us\", \"kind\": "
+    "\"pcie\"}]}";
+
+START_TEST(rotated_ties) {
+  cJSON *doc = NULL;
+  ck_assert_int_eq(psim_json_parse("ties", ties_json, sizeof ties_json - 1, &doc), PSIM_OK);
+  psim_cluster c;
+  psim_cluster_init(&c);
+  psim_status s = psim_cluster_from_json("ties", doc, &c);
+  cJSON_Delete(doc);
+  ck_assert_msg(s == PSIM_OK, "%s", psim_error_message());
+  for (int32_t i = 0; i < c.n_links; i++) /* g00 -> a straggles: g00's routes take b */
+    if (c.links[i].src == 0 && c.vertex_kinds[c.links[i].dst] == PSIM_VERTEX_SWITCH) {
+      c.links[i].slowdown = 2;
+      break;
+    }
+  check_all_pairs(&c);
+  int64_t searched, translated;
+  psim_cluster_route_counts(&c, &searched, &translated);
+  ck_assert_int_eq(translated, 0);
+  ck_assert_int_eq(searched, 12);
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
+/* Concurrent groups' collectives (each rank's rail across the nodes, every group index; and
+ * every device at once, hierarchically) take the same time to the bit on a random generated
+ * cluster whose routes are translated and on the same cluster whose routes are all
+ * searched (psim_cluster_route_no_translation: the per-pair path). */
+static double group_time(psim_cluster *c, psim_coll_kind kind, psim_allreduce_algo algo,
+                         const int32_t *dev, int32_t n, int32_t groups, int32_t k) {
+  psim_coll_desc d;
+  psim_coll_desc_init(&d);
+  d.kind = kind;
+  d.algo = algo;
+  d.devices = dev;
+  d.n = n;
+  d.bytes = 3e8;
+  d.concurrent_groups = groups;
+  d.group_stride = groups > 1 ? 1 : 0;
+  d.group_index = k;
+  double t = 0;
+  ck_assert_msg(psim_coll_time(c, &d, &t) == PSIM_OK, "%s", psim_error_message());
+  return t;
+}
+
+static void check_groups(psim_cluster *a, psim_cluster *b) {
+  int32_t k = a->devices_per_node, nodes = a->n_devices / k;
+  int32_t *rail = malloc(sizeof(int32_t) * (size_t)a->n_devices);
+  static const psim_allreduce_algo algos[] = {PSIM_AR_AUTO, PSIM_AR_RING, PSIM_AR_TREE};
+  for (int32_t g = 0; g < k; g++) {
+    for (int32_t j = 0; j < nodes; j++)
+      rail[j] = j * k + g;
+    for (size_t i = 0; i < sizeof algos / sizeof *algos; i++) {
+      double ta = group_time(a, PSIM_COLL_ALL_REDUCE, algos[i], rail, nodes, k, g);
+      double tb = group_time(b, PSIM_COLL_ALL_REDUCE, algos[i], rail, nodes, k, g);
+      ck_assert_msg(ta == tb, "rail %d, algorithm %zu: %.17g s translated, %.17g s searched", g, i,
+                    ta, tb);
+    }
+    double ta = group_time(a, PSIM_COLL_ALL_GATHER, PSIM_AR_RING, rail, nodes, k, g);
+    ck_assert(ta == group_time(b, PSIM_COLL_ALL_GATHER, PSIM_AR_RING, rail, nodes, k, g));
+  }
+  for (int32_t i = 0; i < a->n_devices; i++)
+    rail[i] = i;
+  double ta = group_time(a, PSIM_COLL_ALL_REDUCE, PSIM_AR_AUTO, rail, a->n_devices, 1, 0);
+  ck_assert(ta == group_time(b, PSIM_COLL_ALL_REDUCE, PSIM_AR_AUTO, rail, a->n_devices, 1, 0));
+  free(rail);
+}
+
+START_TEST(rotated_collectives) {
+  uint32_t seed = 23;
+  for (int i = 0; i < 8; i++) {
+    uint32_t again = seed;
+    psim_cluster a, b;
+    random_cluster(&a, &seed);
+    random_cluster(&b, &again);
+    ck_assert_int_eq(psim_cluster_route_no_translation(&b), PSIM_OK);
+    check_groups(&a, &b);
+    int64_t searched, translated;
+    psim_cluster_route_counts(&a, &searched, &translated);
+    ck_assert_int_gt(translated, 0);
+    psim_cluster_route_counts(&b, &searched, &translated);
+    ck_assert_int_eq(translated, 0);
+    psim_cluster_destroy(&a);
+    psim_cluster_destroy(&b);
+  }
+}
+END_TEST
+
+/* The routes memo keeps each phase's rate and filled links with its routes
+ * (sim/engine/coll_routes.c): collectives added with one memo (every rail, group index,
+ * algorithm and three sizes, each also alone, in turn) take the same times and make the same
+ * tasks (durations and resource lists, to the bit) as the same collectives added without. */
+static void add_both(psim_cluster *c, psim_taskgraph *g, psim_coll_routes *memo,
+                     psim_coll_desc *d) {
+  int32_t entry, exit;
+  double t_memo, t_plain;
+  d->routes = memo;
+  ck_assert_int_eq(
+      psim_coll_add_timed(&g[0], c, d, PSIM_FIDELITY_AGGREGATE, NULL, &entry, &exit, &t_memo),
+      PSIM_OK);
+  d->routes = NULL;
+  ck_assert_int_eq(
+      psim_coll_add_timed(&g[1], c, d, PSIM_FIDELITY_AGGREGATE, NULL, &entry, &exit, &t_plain),
+      PSIM_OK);
+  ck_assert_msg(t_memo == t_plain, "%.17g s with the memo, %.17g s without", t_memo, t_plain);
+}
+
+static void same_graphs(psim_taskgraph *g) {
+  ck_assert_int_eq(psim_tg_finalize(&g[0]), PSIM_OK);
+  ck_assert_int_eq(psim_tg_finalize(&g[1]), PSIM_OK);
+  ck_assert_int_eq(g[0].n_tasks, g[1].n_tasks);
+  for (int32_t t = 0; t < g[0].n_tasks; t++) {
+    ck_assert(g[0].duration_s[t] == g[1].duration_s[t]);
+    ck_assert_int_eq(g[0].res_first[t + 1] - g[0].res_first[t],
+                     g[1].res_first[t + 1] - g[1].res_first[t]);
+    for (int32_t r = g[0].res_first[t]; r < g[0].res_first[t + 1]; r++)
+      ck_assert_int_eq(g[0].res[r], g[1].res[r - g[0].res_first[t] + g[1].res_first[t]]);
+  }
+}
+
+START_TEST(memo_same_figures) {
+  static const psim_allreduce_algo algos[] = {PSIM_AR_AUTO, PSIM_AR_RING, PSIM_AR_TREE};
+  static const double sizes[] = {1e6, 3e8, 2e9};
+  uint32_t seed = 29;
+  for (int i = 0; i < 4; i++) {
+    psim_cluster c;
+    random_cluster(&c, &seed);
+    int32_t k = c.devices_per_node, nodes = c.n_devices / k;
+    int32_t *rail = malloc(sizeof(int32_t) * (size_t)nodes);
+    psim_coll_routes *memo = psim_coll_routes_new();
+    psim_taskgraph g[2];
+    for (int j = 0; j < 2; j++)
+      psim_tg_init(&g[j], 2 * c.n_devices + c.n_links);
+    for (size_t a = 0; a < 3; a++)
+      for (size_t z = 0; z < 3; z++)
+        for (int32_t r = 0; r < k; r++) {
+          for (int32_t j = 0; j < nodes; j++)
+            rail[j] = j * k + r;
+          psim_coll_desc d;
+          psim_coll_desc_init(&d);
+          d.algo = algos[a];
+          d.devices = rail;
+          d.n = nodes;
+          d.bytes = sizes[z];
+          d.own_stream = (r + (int32_t)z) % 2;
+          d.concurrent_groups = k;
+          d.group_stride = 1;
+          d.group_index = r;
+          add_both(&c, g, memo, &d);
+          d.concurrent_groups = 1;
+          d.group_stride = 0;
+          d.group_index = 0;
+          add_both(&c, g, memo, &d);
+        }
+    same_graphs(g);
+    psim_tg_destroy(&g[0]);
+    psim_tg_destroy(&g[1]);
+    psim_coll_routes_free(memo);
+    free(rail);
+    psim_cluster_destroy(&c);
+  }
+}
+END_TEST
+
 START_TEST(hierarchical_512) {
   check_nodes(64);
 }
@@ -239,6 +470,10 @@ static Suite *suite(void) {
   tcase_add_test(t, wide_switch_routes);
   tcase_add_test(t, other_fabrics);
   tcase_add_test(t, slow_links);
+  tcase_add_test(t, rotated_routes);
+  tcase_add_test(t, rotated_ties);
+  tcase_add_test(t, rotated_collectives);
+  tcase_add_test(t, memo_same_figures);
   tcase_add_test(t, hierarchical_512);
   tcase_add_test(t, hierarchical_16384);
   suite_add_tcase(s, t);
