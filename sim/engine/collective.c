@@ -274,7 +274,7 @@ static psim_status auto_tree(coll_ctx *x, coll_plan *p) {
   if (!p->tree_alt)
     return PSIM_OK;
   coll_plan tree = {0};
-  double t_ring, t_tree;
+  double t_ring = INFINITY, t_tree = INFINITY; /* read below only when both are set */
   psim_status s = psim_coll_plan_reduce(&tree, x->d->n, x->d->bytes);
   if (s == PSIM_OK)
     s = psim_coll_plan_bcast(&tree, x->d->n, x->d->bytes);
