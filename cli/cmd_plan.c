@@ -149,10 +149,10 @@ static void note_ignored(const plan_args *a, const psim_search_options *o) {
     note("--init", given, "only mcmc and exhaustive start from a strategy");
   if (a->fix && strcmp(s, "grid") == 0)
     note("--fix", given, "the Megatron grid does not take fixed choices; use alpa or mcmc");
-  if (a->fp8 && strcmp(s, "grid") != 0 && (strcmp(given, "auto") != 0 || a->no_baselines))
+  if (a->fp8 && strcmp(s, "grid") != 0 && strcmp(s, "alpa") != 0 && a->no_baselines)
     note("--fp8", given,
-         "only the Megatron grid (and the default plan's grid baseline) "
-         "searches FP8 linears");
+         "only the Megatron grid, the Alpa optimizer's plan and the grid baseline "
+         "try FP8 linears");
 }
 
 /* --fp8 where it cannot apply (search/grid_space.c fp8_applies): said, not silently ignored. */

@@ -501,21 +501,6 @@ static void order_moe(grid_space *s) {
     s->c[i].order = i;
 }
 
-/* try_fp8 applies where the device has an FP8 rate (H100 and later: sim/ir/device_types.c), the
- * stack casts to FP8 (fp8_cast_bytes > 0: its recipes, docs/stacks.md; megatron-lm-2021 has
- * none) and the model has block linears, none of them FP8 already. */
-static bool fp8_applies(const psim_model *m, const psim_cluster *c, const psim_grid_options *o) {
-  if (!o->try_fp8 || c->n_devices < 1 || !psim_device_has_fp8(c, 0) || c->stack.fp8_cast_bytes <= 0)
-    return false;
-  bool linears = false;
-  for (int32_t i = 0; i < m->n_ops; i++) {
-    if (m->ops[i].attrs.fp8)
-      return false;
-    linears = linears || psim_op_is_block_linear(m, &m->ops[i]);
-  }
-  return linears;
-}
-
 psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
                                   const psim_grid_options *o, int32_t max_tp, grid_space *s) {
   memset(s, 0, sizeof *s);
@@ -538,7 +523,7 @@ psim_status psim_grid_space_build(const psim_model *m, const psim_cluster *c,
   x.async_alt = (int8_t)(c->stack.tp_overlap ? PSIM_ASYNC_TP_OFF
                          : c->stack.compile  ? PSIM_ASYNC_TP_ON
                                              : PSIM_ASYNC_TP_STACK);
-  x.n_fp8 = fp8_applies(m, c, o) ? 2 : 1;
+  x.n_fp8 = o->try_fp8 && psim_strategy_fp8_applies(m, c) ? 2 : 1;
   s->params = x.params, s->capacity = x.capacity;
   PSIM_CHECK(push_pairs(&x, c, max_tp, true));
   if (x.experts > 0)

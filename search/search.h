@@ -38,7 +38,8 @@ typedef struct psim_search_options {
                            grid baseline searching interleaving, to keep its wall budget (issue 18 D7);
                            default false */
   bool fp8;             /* grid (and the default plan's grid baseline): also FP8 linear layers
-                           (plan --fp8; psim_grid_options.try_fp8); default false */
+                           (plan --fp8; psim_grid_options.try_fp8); alpa: its plan also tried
+                           with FP8 linears (alpa_plan.c try_variant); default false */
   bool keep_overlap;    /* alpa: return the chosen candidate as the DP built it, without trying it
                            with the gradient all-reduce overlapped (tests of the stage DP itself);
                            default false */

@@ -351,30 +351,54 @@ static void note_skipped(const alpa *A, double slowest_s, psim_search_result *r)
              (int)(A->n_top - A->n_skipped), (int)A->n_top, slowest_s); /* CPU s */
 }
 
-/* The chosen plan again with the gradient all-reduce overlapped with the backward pass
- * (Megatron-Core --overlap-grad-reduce), or (param_gather) with the distributed optimizer's
- * parameter all-gathers overlapped with the next forward (--overlap-param-gather, which
- * Megatron-LM accepts only with the former and ZeRO 1-2, as the grid lists it: grid_space.c),
- * kept where it is faster and fits: the stage DP's
- * estimates take no overlap, and in plansim it is no dominance rule (the grid tries both,
- * search/grid_space.c). One simulation more, skipped when the deadline would not hold one
- * as slow as the slowest candidate's. */
-static psim_status try_overlap(alpa *A, psim_search_result *r, double slowest_s, double t0,
-                               bool param_gather) {
-  bool applies = param_gather ? r->best.overlap_grad_reduce && !r->best.overlap_param_gather &&
-                                    psim_zero_gathers_after_step(r->best.zero_stage)
-                              : !r->best.overlap_grad_reduce;
-  if (!r->found || !applies || A->o->keep_overlap ||
+/* What the final steps try on the chosen plan, in order (try_variant). */
+typedef enum plan_variant {
+  VARIANT_GRAD_OVERLAP, /* the gradient all-reduce overlapped with the backward pass
+                         * (Megatron-Core --overlap-grad-reduce) */
+  VARIANT_PARAM_GATHER, /* the distributed optimizer's parameter all-gathers overlapped with the
+                         * next forward (--overlap-param-gather, which Megatron-LM accepts only
+                         * with the former and ZeRO 1-2) */
+  VARIANT_FP8,          /* FP8 linears (the strategy's "fp8"), under plan --fp8 where it applies */
+} plan_variant;
+
+static bool variant_applies(const alpa *A, const psim_strategy *s, plan_variant v) {
+  switch (v) {
+  case VARIANT_GRAD_OVERLAP: return !s->overlap_grad_reduce && !A->o->keep_overlap;
+  case VARIANT_PARAM_GATHER:
+    return s->overlap_grad_reduce && !s->overlap_param_gather && !A->o->keep_overlap &&
+           psim_zero_gathers_after_step(s->zero_stage);
+  case VARIANT_FP8:
+    return A->o->fp8 && s->fp8 != PSIM_FP8_ON && psim_strategy_fp8_applies(A->m0, A->c);
+  }
+  return false;
+}
+
+static void variant_set(psim_strategy *s, plan_variant v) {
+  if (v == VARIANT_GRAD_OVERLAP)
+    s->overlap_grad_reduce = true;
+  else if (v == VARIANT_PARAM_GATHER)
+    s->overlap_param_gather = true;
+  else
+    s->fp8 = PSIM_FP8_ON;
+}
+
+static const char *const variant_note[] = {", gradient reduce overlapped",
+                                           ", parameter gathers overlapped", ", FP8 linears"};
+
+/* The chosen plan again as variant v, kept where it is faster and fits: the stage DP's
+ * estimates take neither overlap nor FP8, and in plansim none is a dominance rule (the grid
+ * tries each both ways, search/grid_space.c). One simulation more, skipped when the deadline
+ * would not hold one as slow as the slowest candidate's. */
+static psim_status try_variant(alpa *A, psim_search_result *r, double slowest_s, double t0,
+                               plan_variant v) {
+  if (!r->found || !variant_applies(A, &r->best, v) ||
       (A->deadline_s > 0 && psim_budget_clock_s() + slowest_s > A->deadline_s))
     return PSIM_OK;
   cand_eval ev;
   memset(&ev, 0, sizeof ev);
   psim_sim_result_init(&ev.sim);
   PSIM_CHECK(psim_strategy_copy(&r->best, &ev.s));
-  if (param_gather)
-    ev.s.overlap_param_gather = true;
-  else
-    ev.s.overlap_grad_reduce = true;
+  variant_set(&ev.s, v);
   ev.st = psim_simulate(A->m0, A->c, &ev.s, A->o->sim, &ev.sim);
   if (ev.st == PSIM_OK)
     r->evaluations++;
@@ -394,8 +418,7 @@ static psim_status try_overlap(alpa *A, psim_search_result *r, double slowest_s,
   r->best_sim = ev.sim;
   size_t len = strlen(r->description);
   if (len < sizeof r->description)
-    snprintf(r->description + len, sizeof r->description - len, "%s",
-             param_gather ? ", parameter gathers overlapped" : ", gradient reduce overlapped");
+    snprintf(r->description + len, sizeof r->description - len, "%s", variant_note[v]);
   return psim_search_record(r, r->evaluations, psim_alpa_now_s() - t0, ev.sim.iteration_time_s);
 }
 
@@ -427,10 +450,9 @@ psim_status psim_alpa_simulate_top(alpa *A, psim_search_result *r, double t0) {
     if (st == PSIM_OK && (ev[i].st == PSIM_ENOMEM || ev[i].st == PSIM_EINTERRUPTED))
       st = psim_error(ev[i].st, "%s", ev[i].err);
   }
-  if (st == PSIM_OK)
-    st = try_overlap(A, r, slowest_s, t0, false);
-  if (st == PSIM_OK) /* Megatron-Core --overlap-param-gather needs the reduce overlapped */
-    st = try_overlap(A, r, slowest_s, t0, true);
+  /* in order: Megatron-Core's --overlap-param-gather needs the reduce overlapped */
+  for (int v = VARIANT_GRAD_OVERLAP; v <= VARIANT_FP8 && st == PSIM_OK; v++)
+    st = try_variant(A, r, slowest_s, t0, (plan_variant)v);
   if (r->found)
     note_skipped(A, slowest_s, r);
   return st;

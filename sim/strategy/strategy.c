@@ -49,6 +49,18 @@ bool psim_strategy_partial_recompute(const psim_strategy *s) {
          (s->recompute_method == PSIM_RCM_BLOCK || s->recompute_layers > 1);
 }
 
+bool psim_strategy_fp8_applies(const psim_model *m, const psim_cluster *c) {
+  if (c->n_devices < 1 || !psim_device_has_fp8(c, 0) || c->stack.fp8_cast_bytes <= 0)
+    return false;
+  bool linears = false;
+  for (int32_t i = 0; i < m->n_ops; i++) {
+    if (m->ops[i].attrs.fp8)
+      return false;
+    linears = linears || psim_op_is_block_linear(m, &m->ops[i]);
+  }
+  return linears;
+}
+
 bool psim_zero_gathers_after_step(int32_t zero_stage) {
   return zero_stage == 1 || zero_stage == 2;
 }

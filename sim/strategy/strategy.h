@@ -337,6 +337,12 @@ bool psim_strategy_param_gather_overlapped(const psim_strategy *s);
 bool psim_strategy_op_fp8(const psim_strategy *s, const psim_model *m, int32_t o);
 /* Whether any op of m runs as an FP8 GEMM under s (the exports' FP8 recipe). */
 bool psim_strategy_any_fp8(const psim_strategy *s, const psim_model *m);
+/* Whether a strategy's "fp8" (PSIM_FP8_ON) changes m on c: the device has an FP8 rate (H100 and
+ * later: sim/ir/device_types.c), the stack casts to FP8 (fp8_cast_bytes > 0: its recipes,
+ * docs/stacks.md; megatron-lm-2021 has none), m has block linears and none of its ops is FP8
+ * already (the model's own dtype decides then). The searchers try it only where asked (plan
+ * --fp8: FP8 changes the numerics, so it is the user's choice). */
+bool psim_strategy_fp8_applies(const psim_model *m, const psim_cluster *c);
 psim_status psim_allreduce_algo_parse(const char *name, psim_allreduce_algo *out);
 psim_status psim_ps_mode_parse(const char *name, psim_ps_mode *out);
 

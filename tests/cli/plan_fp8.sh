@@ -49,6 +49,28 @@ else
   not_ok "the FP8 export obeys Megatron-LM's rules and reads back" "$out"
 fi
 
+# The Alpa optimizer tries its plan with FP8 linears too (alpa_plan.c try_variant): with
+# --fp8 its plan has them and is faster than its BF16 plan on the same compute-bound model.
+ALPA=(--search alpa --no-baselines --reproducible --stack megatron-core)
+run plan "$M" "$C" "${ALPA[@]}" -o "$TEST_TMP/alpa16.json"
+expect "plan --search alpa (BF16)" 0 stdout-nonempty any
+run plan "$M" "$C" "${ALPA[@]}" --fp8 -o "$TEST_TMP/alpa8.json"
+expect "plan --search alpa --fp8" 0 stdout-nonempty any 'FP8 linears'
+a16=$(jq .prediction.iteration_time_s "$TEST_TMP/alpa16.json")
+a8=$(jq .prediction.iteration_time_s "$TEST_TMP/alpa8.json")
+if jq -e '.strategy.fp8 == true' "$TEST_TMP/alpa8.json" >/dev/null &&
+  jq -e '.strategy | has("fp8") | not' "$TEST_TMP/alpa16.json" >/dev/null &&
+  awk -v a="$a8" -v b="$a16" 'BEGIN { exit !(a < b) }'; then
+  ok "Alpa's --fp8 plan has FP8 linears and is faster ($a8 s < $a16 s)"
+else
+  not_ok "Alpa's --fp8 plan has FP8 linears and is faster" "fp8 $a8 s, bf16 $a16 s"
+fi
+run simulate "$M" "$C" "$TEST_TMP/alpa8.json" --stack megatron-core --json
+expect "simulate Alpa's --fp8 plan" 0 stdout-nonempty any
+again=$(jq .iteration_time_s "$OUT")
+if [ "$again" = "$a8" ]; then ok "Alpa's FP8 plan re-simulates to its prediction"; else
+  not_ok "Alpa's FP8 plan re-simulates to its prediction" "plan $a8 s, simulate $again s"; fi
+
 # Where FP8 cannot apply: a note, and the same plan as without --fp8.
 run plan "$M" "$C" --search grid --no-baselines --reproducible --fp8 -o "$TEST_TMP/old.json"
 expect "plan --fp8 under megatron-lm-2021" 0 stdout-nonempty any '' 'no FP8 recipe'
