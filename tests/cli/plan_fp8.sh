@@ -16,25 +16,35 @@ run model llama3 --layers 2 --hidden 4096 --heads 32 --ffn 14336 --seq 2048 --ba
 expect "model llama3 (2 layers)" 0 any any
 GRID=(--search grid --no-baselines --reproducible --stack megatron-core)
 
-run plan "$M" "$C" "${GRID[@]}" -o "$TEST_TMP/bf16.json"
-expect "plan (BF16)" 0 stdout-nonempty any
-run plan "$M" "$C" "${GRID[@]}" --fp8 -o "$TEST_TMP/fp8.json"
-expect "plan --fp8" 0 stdout-nonempty any 'FP8 linears'
-bf16=$(jq .prediction.iteration_time_s "$TEST_TMP/bf16.json")
-fp8=$(jq .prediction.iteration_time_s "$TEST_TMP/fp8.json")
-if jq -e '.strategy.fp8 == true' "$TEST_TMP/fp8.json" >/dev/null &&
-  jq -e '.strategy | has("fp8") | not' "$TEST_TMP/bf16.json" >/dev/null &&
-  awk -v a="$fp8" -v b="$bf16" 'BEGIN { exit !(a < b) }'; then
-  ok "the --fp8 plan has FP8 linears and is faster ($fp8 s < $bf16 s)"
-else
-  not_ok "the --fp8 plan has FP8 linears and is faster" "fp8 $fp8 s, bf16 $bf16 s"
-fi
+# fp8_pair LABEL NAME ARGS...: plans without and with --fp8 (TEST_TMP/NAME16.json and
+# NAME8.json); the --fp8 plan has FP8 linears, is faster and re-simulates to its prediction.
+fp8_pair() {
+  local label=$1 name=$2 a16 a8 again
+  shift 2
+  run plan "$M" "$C" "$@" -o "$TEST_TMP/${name}16.json"
+  expect "$label plan (BF16)" 0 stdout-nonempty any
+  run plan "$M" "$C" "$@" --fp8 -o "$TEST_TMP/${name}8.json"
+  expect "$label plan --fp8" 0 stdout-nonempty any 'FP8 linears'
+  a16=$(jq .prediction.iteration_time_s "$TEST_TMP/${name}16.json")
+  a8=$(jq .prediction.iteration_time_s "$TEST_TMP/${name}8.json")
+  if jq -e '.strategy.fp8 == true' "$TEST_TMP/${name}8.json" >/dev/null &&
+    jq -e '.strategy | has("fp8") | not' "$TEST_TMP/${name}16.json" >/dev/null &&
+    awk -v a="$a8" -v b="$a16" 'BEGIN { exit !(a < b) }'; then
+    ok "$label: the --fp8 plan has FP8 linears and is faster ($a8 s < $a16 s)"
+  else
+    not_ok "$label: the --fp8 plan has FP8 linears and is faster" "fp8 $a8 s, bf16 $a16 s"
+  fi
+  run simulate "$M" "$C" "$TEST_TMP/${name}8.json" --stack megatron-core --json
+  expect "$label: simulate the --fp8 plan" 0 stdout-nonempty any
+  again=$(jq .iteration_time_s "$OUT")
+  if [ "$again" = "$a8" ]; then ok "$label: the FP8 plan re-simulates to its prediction"; else
+    not_ok "$label: the FP8 plan re-simulates to its prediction" "plan $a8 s, simulate $again s"; fi
+}
 
-run simulate "$M" "$C" "$TEST_TMP/fp8.json" --stack megatron-core --json
-expect "simulate the --fp8 plan" 0 stdout-nonempty any
-again=$(jq .iteration_time_s "$OUT")
-if [ "$again" = "$fp8" ]; then ok "the FP8 plan re-simulates to its prediction ($again s)"; else
-  not_ok "the FP8 plan re-simulates to its prediction" "plan $fp8 s, simulate $again s"; fi
+fp8_pair grid grid "${GRID[@]}"
+cp "$TEST_TMP/grid8.json" "$TEST_TMP/fp8.json"
+# The Alpa optimizer tries its plan with FP8 linears too (alpa_plan.c try_variant).
+fp8_pair alpa alpa --search alpa --no-baselines --reproducible --stack megatron-core
 
 run export "$TEST_TMP/fp8.json" --format megatron -o "$TEST_TMP/fp8.sh"
 expect "export the FP8 plan to Megatron-LM" 0 any any
@@ -48,28 +58,6 @@ if out=$(python3 tests/cli/export_rules.py megatron "$M" "$TEST_TMP/fp8.sh" 8 "$
 else
   not_ok "the FP8 export obeys Megatron-LM's rules and reads back" "$out"
 fi
-
-# The Alpa optimizer tries its plan with FP8 linears too (alpa_plan.c try_variant): with
-# --fp8 its plan has them and is faster than its BF16 plan on the same compute-bound model.
-ALPA=(--search alpa --no-baselines --reproducible --stack megatron-core)
-run plan "$M" "$C" "${ALPA[@]}" -o "$TEST_TMP/alpa16.json"
-expect "plan --search alpa (BF16)" 0 stdout-nonempty any
-run plan "$M" "$C" "${ALPA[@]}" --fp8 -o "$TEST_TMP/alpa8.json"
-expect "plan --search alpa --fp8" 0 stdout-nonempty any 'FP8 linears'
-a16=$(jq .prediction.iteration_time_s "$TEST_TMP/alpa16.json")
-a8=$(jq .prediction.iteration_time_s "$TEST_TMP/alpa8.json")
-if jq -e '.strategy.fp8 == true' "$TEST_TMP/alpa8.json" >/dev/null &&
-  jq -e '.strategy | has("fp8") | not' "$TEST_TMP/alpa16.json" >/dev/null &&
-  awk -v a="$a8" -v b="$a16" 'BEGIN { exit !(a < b) }'; then
-  ok "Alpa's --fp8 plan has FP8 linears and is faster ($a8 s < $a16 s)"
-else
-  not_ok "Alpa's --fp8 plan has FP8 linears and is faster" "fp8 $a8 s, bf16 $a16 s"
-fi
-run simulate "$M" "$C" "$TEST_TMP/alpa8.json" --stack megatron-core --json
-expect "simulate Alpa's --fp8 plan" 0 stdout-nonempty any
-again=$(jq .iteration_time_s "$OUT")
-if [ "$again" = "$a8" ]; then ok "Alpa's FP8 plan re-simulates to its prediction"; else
-  not_ok "Alpa's FP8 plan re-simulates to its prediction" "plan $a8 s, simulate $again s"; fi
 
 # Where FP8 cannot apply: a note, and the same plan as without --fp8.
 run plan "$M" "$C" --search grid --no-baselines --reproducible --fp8 -o "$TEST_TMP/old.json"
