@@ -139,10 +139,10 @@ static void note(const char *opt, const char *searcher, const char *why) {
 static void note_ignored(const plan_args *a, const psim_search_options *o) {
   const char *s = searcher_name(a), *given = a->search;
   bool by_time = o->budget_s > 0;
-  if (a->budget && strcmp(s, "alpa") == 0 && strcmp(given, "auto") != 0)
+  if (a->budget && !by_time && strcmp(s, "alpa") == 0 && strcmp(given, "auto") != 0)
     note("--budget", given,
-         "the Alpa optimizer runs to completion; auto gives the budget to "
-         "its MCMC refinement");
+         "the Alpa optimizer takes a time budget (e.g. --budget 60s: its candidate "
+         "simulations end by it), not an evaluation count");
   else if (a->budget && by_time && strcmp(s, "exhaustive") == 0)
     note("a time --budget", given, "it takes an evaluation count, e.g. --budget 2000");
   if (a->init && strcmp(s, "mcmc") != 0 && strcmp(s, "exhaustive") != 0)

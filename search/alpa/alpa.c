@@ -168,10 +168,12 @@ psim_status psim_alpa_setup(alpa *A, const psim_model *m, psim_cluster *c,
   A->max_zero = 3;
   A->equal_stages = o->quick;
   A->mem_bytes = c->types[c->devices[0].type].mem_bytes;
-  /* auto's Alpa step keeps its share of the plan's time (search/policy/policy.c), in CPU
-   * seconds as every search budget (search/budget.h); `--search alpa` runs to completion
-   * (cli/cmd_plan.c says a budget has no effect there) */
-  A->deadline_s = o->quick && o->budget_s > 0 ? psim_budget_clock_s() + o->budget_s : 0;
+  /* A time budget (auto's share of the plan's time, search/policy/policy.c, or `--search alpa
+   * --budget 60s`), in CPU seconds as every search budget (search/budget.h), bounds the
+   * candidate simulations and the final tries: the stage DP and its ILPs run to completion,
+   * the first candidate is always simulated. Without one (or under an evaluation budget,
+   * which cli/cmd_plan.c says has no effect here) the whole search runs. */
+  A->deadline_s = o->budget_s > 0 ? psim_budget_clock_s() + o->budget_s : 0;
   PSIM_CHECK(psim_alpa_fix_parse(o->fix, m, &A->fix));
   int32_t n_entries = psim_alpa_fix_entries(&A->fix);
   A->blame = psim_calloc((size_t)(n_entries > 0 ? n_entries : 1), 1);

@@ -738,6 +738,35 @@ START_TEST(alpa_budget_counts_cpu_time) {
 }
 END_TEST
 
+/* `--search alpa --budget T` (not quick): the stage DP runs whole, the candidate simulations
+ * and final tries keep to the time budget; the first candidate is always simulated. A budget
+ * spent before the first simulation leaves exactly that one, and a plan no faster than the
+ * unbounded search's, which simulates more. */
+START_TEST(alpa_time_budget_bounds_simulations) {
+  psim_model m;
+  psim_cluster c;
+  gpt(&m, 8, 2048, 16, 2048, 64);
+  cluster(&c, TOPO "dgx-a100-x2.json");
+  psim_search_result r[2];
+  for (int k = 0; k < 2; k++) {
+    psim_search_options o;
+    psim_search_options_init(&o);
+    o.budget_s = k == 0 ? 0 : 1e-9; /* no budget; one spent at once */
+    psim_search_result_init(&r[k]);
+    ck_assert_msg(psim_search_alpa(&m, &c, &o, &r[k]) == PSIM_OK, "%s", psim_error_message());
+    ck_assert(r[k].found);
+  }
+  ck_assert_msg(r[0].evaluations > 1, "one candidate only: make the case larger");
+  ck_assert_int_eq(r[1].evaluations, 1);
+  ck_assert(strstr(r[1].description, "candidates simulated") != NULL);
+  ck_assert(r[1].best_sim.iteration_time_s >= r[0].best_sim.iteration_time_s);
+  for (int k = 0; k < 2; k++)
+    psim_search_result_destroy(&r[k]);
+  psim_cluster_destroy(&c);
+  psim_model_destroy(&m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("alpa");
   TCase *t = tcase_create("alpa");
@@ -755,6 +784,7 @@ int main(void) {
   tcase_add_test(t, ilp_splits_the_expert_dim);
   tcase_add_test(t, ilp_splits_the_sequence_at_long_context);
   tcase_add_test(t, alpa_budget_counts_cpu_time);
+  tcase_add_test(t, alpa_time_budget_bounds_simulations);
   suite_add_tcase(s, t);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
