@@ -155,8 +155,7 @@ bool psim_build_recomputed(const psim_build *b, int32_t o) {
   if (op->block < 0)
     return false; /* embedding and head are not checkpointed (Megatron) */
   switch (b->s->recompute) {
-  case PSIM_RECOMPUTE_FULL: /* a layer of its method (rc_unit), or every N-th block only:
-                             * torchtitan's ptd_checkpoint_wrapper._count */
+  case PSIM_RECOMPUTE_FULL: /* a layer of its method or every N-th of its rank (rc_unit) */
     if (b->rc_unit)
       return b->rc_unit[op->layer] >= 0;
     return b->s->recompute_every <= 1 || (op->repeat_index + 1) % b->s->recompute_every == 0;
@@ -171,11 +170,15 @@ bool psim_build_recomputed(const psim_build *b, int32_t o) {
  * a virtual stage, its transformer layers the layers holding ops of repeated blocks, counted
  * in op order (a layer's ops are consecutive). uniform N: layers r = 0, 1, ... of the chunk
  * in groups [kN, (k+1)N), each recomputed as one unit; block N: layers r < N recomputed one
- * by one, the rest not. */
+ * by one, the rest not. torchtitan's every N-th block (recompute_every N): its counter
+ * (_layer_sac_count, torchtitan v0.2.2 torchtitan/distributed/activation_checkpoint.py) is
+ * the process's, so it counts the blocks of one pipeline rank across its chunks in order,
+ * whatever their kind: blocks r = 0, 1, ... of the rank with (r + 1) % N == 0 recomputed. */
 psim_status psim_build_recompute_units(psim_build *b) {
   const psim_model *m = b->m;
   const psim_strategy *s = b->s;
-  if (!psim_strategy_partial_recompute(s) || m->n_layers <= 0)
+  bool every = s->recompute == PSIM_RECOMPUTE_FULL && s->recompute_every > 1;
+  if ((!psim_strategy_partial_recompute(s) && !every) || m->n_layers <= 0)
     return PSIM_OK;
   int32_t nv = s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
   b->rc_unit = psim_malloc(sizeof *b->rc_unit * (size_t)m->n_layers);
@@ -192,12 +195,18 @@ psim_status psim_build_recompute_units(psim_build *b) {
     int32_t v = s->ops[o].stage;
     if (op->block < 0 || v < 0 || v >= nv || op->layer < 0 || op->layer >= m->n_layers)
       continue;
-    int32_t *c = &seen[3 * v]; /* c[0]: layers seen + 1 (0: none), c[1]: the last, c[2]: group */
+    /* c[0]: layers seen + 1 (0: none), c[1]: the last, c[2]: group; per chunk, or per
+     * pipeline rank (chunk v on rank v % n_stages, kernels.c issue order) for every-N */
+    int32_t *c = &seen[3 * (every ? v % s->n_stages : v)];
     if (c[0] > 0 && c[1] == op->layer)
       continue;
-    int32_t r = c[0]; /* the layer's rank in its chunk */
+    int32_t r = c[0]; /* the layer's rank in its chunk (its pipeline rank for every-N) */
     c[0] = r + 1;
     c[1] = op->layer;
+    if (every) {
+      b->rc_unit[op->layer] = (r + 1) % s->recompute_every == 0 ? op->layer : -1;
+      continue;
+    }
     if (block) {
       b->rc_unit[op->layer] = r < n ? op->layer : -1;
       continue;

@@ -164,7 +164,8 @@ psim_status psim_coll_routes_put_held(psim_coll_routes *m, int32_t entry, int32_
   PSIM_CHECK(PSIM_VEC_RESERVE(m->held, m->cap_held, m->n_held + (size_t)n + 1));
   PSIM_CHECK(psim_hmap_put(&m->held_index, held_key(entry, self), (int32_t)m->n_lists));
   m->lists[m->n_lists++] = (struct held_list){m->n_held, n};
-  memcpy(m->held + m->n_held, links, (size_t)n * sizeof *links);
+  if (n > 0) /* links may be NULL then (a phase that fills no link): UBSan */
+    memcpy(m->held + m->n_held, links, (size_t)n * sizeof *links);
   m->n_held += (size_t)n;
   return PSIM_OK;
 }
@@ -189,7 +190,7 @@ bool psim_coll_routes_borrow(psim_coll_routes *m, size_t n_links, int32_t **load
 }
 
 void psim_coll_routes_unborrow(psim_coll_routes *m, bool dirty) {
-  if (dirty) {
+  if (dirty && m->scratch_links > 0) { /* no scratch (and NULL) for a cluster without links */
     memset(m->scratch_load, 0, 2 * m->scratch_links * sizeof *m->scratch_load);
     memset(m->scratch_held, 0, m->scratch_links);
   }

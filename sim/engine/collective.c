@@ -472,7 +472,8 @@ static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t
   psim_status s = PSIM_OK;
   for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++)
     s = mark_phase(x, p, &p->phases[i]);
-  qsort(x->held_list, x->n_held, sizeof *x->held_list, cmp_int32);
+  if (x->n_held > 1) /* held_list is NULL while nothing is held: UBSan */
+    qsort(x->held_list, x->n_held, sizeof *x->held_list, cmp_int32);
   cnt += (int32_t)x->n_held;
   *res = s == PSIM_OK ? psim_malloc(((size_t)cnt + 1) * sizeof **res) : NULL;
   if (s == PSIM_OK && !*res)

@@ -326,6 +326,38 @@ START_TEST(full_recompute_of_every_second_block) {
 }
 END_TEST
 
+/* recompute_every counts each pipeline rank's blocks, as torchtitan's process-wide
+ * _layer_sac_count does (torchtitan v0.2.2 torchtitan/distributed/activation_checkpoint.py):
+ * GPT-1.3B's 24 blocks on pp 8 are 3 per rank, so every 2nd recomputes one block per rank, 8
+ * of 24, a third of full recompute's forward FLOPs (counted over the whole model, blocks 2,
+ * 4, ..., 24, it would be half). Failed before session 15 (ratio 0.5). */
+START_TEST(every_nth_block_counts_per_pipeline_rank) {
+  fixture f;
+  load(&f, ROOT "models/gpt-1.3b.json", ROOT "topologies/dgx-a100-x1.json");
+  psim_megatron_opts mo;
+  psim_megatron_opts_init(&mo);
+  mo.tp = 1, mo.pp = 8, mo.dp = 1, mo.micro_batch = 1;
+  psim_sim_result r[3];
+  for (int k = 0; k < 3; k++) {
+    mo.recompute = k == 0 ? PSIM_RECOMPUTE_NONE : PSIM_RECOMPUTE_FULL;
+    mo.recompute_every = k == 2 ? 2 : 0;
+    psim_strategy s;
+    psim_strategy_init(&s);
+    ck_assert(psim_strategy_megatron(&f.m, &f.c, &mo, &s) == PSIM_OK);
+    psim_sim_options o;
+    psim_sim_options_init(&o);
+    ck_assert_msg(psim_simulate(&f.m, &f.c, &s, &o, &r[k]) == PSIM_OK, "%s", psim_error_message());
+    psim_strategy_destroy(&s);
+  }
+  double all = r[1].hardware_flops - r[0].hardware_flops;
+  double some = r[2].hardware_flops - r[0].hardware_flops;
+  ck_assert_msg(all > 0 && fabs(some / all - 1.0 / 3) < 1e-9, "every 2nd / full: %.9g", some / all);
+  for (int k = 0; k < 3; k++)
+    psim_sim_result_destroy(&r[k]);
+  unload(&f);
+}
+END_TEST
+
 /* GPT-1.3B (24 layers) at tp 2, pp 2, dp 2 with 2 virtual stages: chunks of 6 layers,
  * 8 micro-batches; recompute mode, method and layer count as given. */
 static void gpt_chunks(fixture *f, psim_recompute rc, psim_recompute_method method, int32_t n,
@@ -690,6 +722,7 @@ int main(void) {
   tcase_add_test(tc, selective_recomputes_the_attention_core);
   tcase_add_test(tc, op_level_sac_recomputes_every_second_matmul);
   tcase_add_test(tc, full_recompute_of_every_second_block);
+  tcase_add_test(tc, every_nth_block_counts_per_pipeline_rank);
   tcase_add_test(tc, block_recompute_spans_none_to_full);
   tcase_add_test(tc, zero_traffic_follows_rajbhandari);
   tcase_add_test(tc, zero3_not_faster_than_data_parallel);
