@@ -279,6 +279,23 @@ START_TEST(op_level_sac_recomputes_every_second_matmul) {
 }
 END_TEST
 
+/* mo simulated on f three times into r: no recompute, full, full of every N-th block. */
+static void simulate_recompute_trio(fixture *f, psim_megatron_opts mo, int32_t every,
+                                    psim_sim_result r[3]) {
+  for (int k = 0; k < 3; k++) {
+    mo.recompute = k == 0 ? PSIM_RECOMPUTE_NONE : PSIM_RECOMPUTE_FULL;
+    mo.recompute_every = k == 2 ? every : 0;
+    psim_strategy s;
+    psim_strategy_init(&s);
+    ck_assert(psim_strategy_megatron(&f->m, &f->c, &mo, &s) == PSIM_OK);
+    psim_sim_options o;
+    psim_sim_options_init(&o);
+    ck_assert_msg(psim_simulate(&f->m, &f->c, &s, &o, &r[k]) == PSIM_OK, "%s",
+                  psim_error_message());
+    psim_strategy_destroy(&s);
+  }
+}
+
 /* Full recompute of every second block only (recompute_every 2: torchtitan's
  * layer-level selective AC, selective_ac_option "2"): the forward FLOPs recomputed
  * are half of full recompute's on LLaMA-2 7B's 32 blocks, the iteration lies
@@ -292,17 +309,7 @@ START_TEST(full_recompute_of_every_second_block) {
   psim_megatron_opts_init(&mo);
   mo.tp = 1, mo.pp = 1, mo.dp = 8, mo.micro_batch = 4;
   psim_sim_result r[3];
-  for (int k = 0; k < 3; k++) {
-    mo.recompute = k == 0 ? PSIM_RECOMPUTE_NONE : PSIM_RECOMPUTE_FULL;
-    psim_strategy s;
-    psim_strategy_init(&s);
-    ck_assert(psim_strategy_megatron(&f.m, &f.c, &mo, &s) == PSIM_OK);
-    s.recompute_every = k == 2 ? 2 : 0;
-    psim_sim_options o;
-    psim_sim_options_init(&o);
-    ck_assert_msg(psim_simulate(&f.m, &f.c, &s, &o, &r[k]) == PSIM_OK, "%s", psim_error_message());
-    psim_strategy_destroy(&s);
-  }
+  simulate_recompute_trio(&f, mo, 2, r);
   double all = r[1].hardware_flops - r[0].hardware_flops;
   double half = r[2].hardware_flops - r[0].hardware_flops;
   ck_assert_msg(all > 0 && fabs(half / (0.5 * all) - 1) < 1e-9, "every 2nd: %.9g, full %.9g", half,
@@ -338,17 +345,7 @@ START_TEST(every_nth_block_counts_per_pipeline_rank) {
   psim_megatron_opts_init(&mo);
   mo.tp = 1, mo.pp = 8, mo.dp = 1, mo.micro_batch = 1;
   psim_sim_result r[3];
-  for (int k = 0; k < 3; k++) {
-    mo.recompute = k == 0 ? PSIM_RECOMPUTE_NONE : PSIM_RECOMPUTE_FULL;
-    mo.recompute_every = k == 2 ? 2 : 0;
-    psim_strategy s;
-    psim_strategy_init(&s);
-    ck_assert(psim_strategy_megatron(&f.m, &f.c, &mo, &s) == PSIM_OK);
-    psim_sim_options o;
-    psim_sim_options_init(&o);
-    ck_assert_msg(psim_simulate(&f.m, &f.c, &s, &o, &r[k]) == PSIM_OK, "%s", psim_error_message());
-    psim_strategy_destroy(&s);
-  }
+  simulate_recompute_trio(&f, mo, 2, r);
   double all = r[1].hardware_flops - r[0].hardware_flops;
   double some = r[2].hardware_flops - r[0].hardware_flops;
   ck_assert_msg(all > 0 && fabs(some / all - 1.0 / 3) < 1e-9, "every 2nd / full: %.9g", some / all);
