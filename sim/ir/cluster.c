@@ -1,5 +1,5 @@
 /* cluster.c - the psim_cluster object: construction helpers, lookups, the
- * igraph graph and its connectivity check, and writing the explicit form. */
+ * connectivity check, the igraph graph (built on request) and writing the explicit form. */
 #include <assert.h>
 #include <igraph/igraph.h>
 #include <stdio.h>
@@ -229,31 +229,78 @@ static psim_status make_graph(psim_cluster *c) {
   return s;
 }
 
-psim_status psim_cluster_build_graph(psim_cluster *c, bool *ok, int32_t *dev_a, int32_t *dev_b) {
-  free_graph(c);
-  PSIM_CHECK(make_graph(c));
+psim_status psim_cluster_igraph(psim_cluster *c, const void **graph) {
+  if (!c->graph)
+    PSIM_CHECK(make_graph(c));
+  *graph = c->graph;
+  return PSIM_OK;
+}
+
+/* ---- connectivity ------------------------------------------------------------ */
+
+/* Sets bit `bit` of seen[v] for every vertex v that vertex 0 reaches over the links (forward)
+ * or that reaches vertex 0 (backward): a breadth-first search over the links' adjacency,
+ * start/adj built by a counting sort of the links by tail. O(vertices + links). */
+static void mark_reached(const psim_cluster *c, bool forward, uint8_t bit, int32_t *start,
+                         int32_t *adj, int32_t *queue, uint8_t *seen) {
+  int32_t nv = c->n_vertices;
+  memset(start, 0, sizeof(int32_t) * ((size_t)nv + 1));
+  for (int32_t i = 0; i < c->n_links; i++)
+    start[(forward ? c->links[i].src : c->links[i].dst) + 1]++;
+  for (int32_t v = 0; v < nv; v++)
+    start[v + 1] += start[v];
+  for (int32_t i = 0; i < c->n_links; i++) {
+    const psim_link *l = &c->links[i];
+    int32_t tail = forward ? l->src : l->dst;
+    adj[start[tail]++] = forward ? l->dst : l->src;
+  }
+  for (int32_t v = nv; v > 0; v--) /* the fill advanced start[v] to start[v + 1] */
+    start[v] = start[v - 1];
+  start[0] = 0;
+  int32_t head = 0, n = 0;
+  queue[n++] = 0;
+  seen[0] |= bit;
+  while (head < n) {
+    int32_t u = queue[head++];
+    for (int32_t k = start[u]; k < start[u + 1]; k++)
+      if (!(seen[adj[k]] & bit)) {
+        seen[adj[k]] |= bit;
+        queue[n++] = adj[k];
+      }
+  }
+}
+
+/* Strongly connected devices (one-way links: every device must reach every other in both
+ * directions) if and only if every device reaches device 0 and device 0 reaches it (paths
+ * compose through device 0). The first device that fails is reported with device 0: the
+ * pair igraph_connected_components(IGRAPH_STRONG) gave before (the first device whose
+ * component is not device 0's); test_cluster's connectivity_matches_igraph compares both. */
+psim_status psim_cluster_check_connected(const psim_cluster *c, bool *ok, int32_t *dev_a,
+                                         int32_t *dev_b) {
   *ok = true;
   if (c->n_devices < 2)
     return PSIM_OK;
-  igraph_vector_int_t memb;
-  if (igraph_vector_int_init(&memb, 0) != IGRAPH_SUCCESS)
-    return igraph_failed("checking connectivity");
-  igraph_integer_t ncomp = 0;
-  /* Strongly connected: with one-way links, every device must reach every
-   * other in both directions. */
-  if (igraph_connected_components((igraph_t *)c->graph, &memb, NULL, &ncomp, IGRAPH_STRONG) !=
-      IGRAPH_SUCCESS) {
-    igraph_vector_int_destroy(&memb);
-    return igraph_failed("checking connectivity");
+  size_t nv = (size_t)c->n_vertices;
+  int32_t *start = psim_malloc(sizeof(int32_t) * (nv + 1));
+  int32_t *adj = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
+  int32_t *queue = psim_malloc(sizeof(int32_t) * nv);
+  uint8_t *seen = psim_calloc(nv, 1);
+  psim_status s = start && adj && queue && seen ? PSIM_OK : oom();
+  if (s == PSIM_OK) {
+    mark_reached(c, true, 1, start, adj, queue, seen);
+    mark_reached(c, false, 2, start, adj, queue, seen);
+    for (int32_t i = 1; i < c->n_devices && *ok; i++)
+      if (seen[i] != 3) {
+        *ok = false;
+        *dev_a = 0;
+        *dev_b = i;
+      }
   }
-  for (int32_t i = 1; i < c->n_devices && *ok; i++)
-    if (VECTOR(memb)[i] != VECTOR(memb)[0]) {
-      *ok = false;
-      *dev_a = 0;
-      *dev_b = i;
-    }
-  igraph_vector_int_destroy(&memb);
-  return PSIM_OK;
+  psim_free(start);
+  psim_free(adj);
+  psim_free(queue);
+  psim_free(seen);
+  return s;
 }
 
 /* ---- names of enums -------------------------------------------------------- */

@@ -1,10 +1,10 @@
 /* cluster.h - cluster topology (plansim.cluster/1): device types, devices,
- * switches and directed links, loaded into an igraph graph.
+ * switches and directed links, checked strongly connected on load.
  *
  * Vertices 0..n_devices-1 are the compute devices, the switches (and host
  * CPUs / PCIe switches / NICs when modelled) follow. Every directed link is a
  * resource of the simulator: a full-duplex cable is two psim_links. Routes are
- * shortest paths (fewest hops, then lowest latency) computed with igraph on
+ * shortest paths (fewest hops, then lowest latency) computed by route.c on
  * first use and cached, so route lookups are O(1) after the first. */
 #ifndef PSIM_CLUSTER_H
 #define PSIM_CLUSTER_H
@@ -128,7 +128,7 @@ typedef struct psim_cluster {
   int32_t devices_per_node; /* when uniform, else 0 */
   psim_coll_table *coll_tables;
   int32_t n_coll_tables;
-  void *graph; /* igraph_t *, private to cluster.c / route.c */
+  void *graph; /* igraph_t *, built by psim_cluster_igraph on first call; private to cluster.c */
   psim_route_cache *routes;
   /* Added by the cluster module: */
   unsigned char *vertex_kinds; /* n_vertices psim_vertex_kind values */
@@ -158,6 +158,10 @@ psim_status psim_cluster_without_links(const psim_cluster *c, int32_t a, int32_t
                                        psim_cluster *out, int32_t *removed, bool *connected);
 /* Adds a device type's fields (SI numbers) to the JSON object o. */
 psim_status psim_device_type_to_json(const psim_device_type *t, struct cJSON *o);
+
+/* The links as an igraph_t (one directed edge per link, edge id = link index), built on the
+ * first call and kept until the cluster is destroyed (tests' oracle: igraph_distances). */
+psim_status psim_cluster_igraph(psim_cluster *c, const void **graph);
 
 /* Directed links from device src to device dst along the shortest route.
  * *links points into the cache (valid until the cluster is destroyed).

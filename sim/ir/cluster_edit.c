@@ -101,7 +101,7 @@ static psim_status copy_without(const psim_cluster *c, int32_t a, int32_t b, psi
   bool unique;
   int32_t x, y;
   PSIM_CHECK(psim_cluster_index_names(out, &unique, &x, &y));
-  return psim_cluster_build_graph(out, connected, &x, &y);
+  return psim_cluster_check_connected(out, connected, &x, &y);
 }
 
 psim_status psim_cluster_without_links(const psim_cluster *c, int32_t a, int32_t b,

@@ -34,9 +34,9 @@ psim_status psim_cb_type(psim_cbuild *b, psim_device_type *t, int32_t *out);
 /* Sorts the vertex names into c->name_index. On a duplicate name returns
  * false with the two vertex indices in *dup_a < *dup_b. */
 psim_status psim_cluster_index_names(psim_cluster *c, bool *unique, int32_t *dup_a, int32_t *dup_b);
-/* Builds the igraph graph (one directed edge per link, edge id = link index)
- * and finds two devices that cannot reach each other (*ok false) if any. */
-psim_status psim_cluster_build_graph(psim_cluster *c, bool *ok, int32_t *dev_a, int32_t *dev_b);
+/* Finds two devices that cannot reach each other (*ok false) if any (cluster.c). */
+psim_status psim_cluster_check_connected(const psim_cluster *c, bool *ok, int32_t *dev_a,
+                                         int32_t *dev_b);
 /* Fills n_nodes, devices_per_node and n_racks from the devices. */
 void psim_cluster_count_nodes(psim_cluster *c);
 

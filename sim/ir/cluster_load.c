@@ -305,7 +305,7 @@ static psim_status check_format(psim_jctx *j, const cJSON *root) {
 static psim_status check_connected(psim_jctx *j, psim_cluster *c, bool is_explicit) {
   bool ok = true;
   int32_t a = 0, d = 0;
-  PSIM_CHECK(psim_cluster_build_graph(c, &ok, &a, &d));
+  PSIM_CHECK(psim_cluster_check_connected(c, &ok, &a, &d));
   if (ok)
     return PSIM_OK;
   if (is_explicit) {

@@ -15,6 +15,7 @@
 #include "sim/core/clock.h"
 #include "sim/core/json.h"
 #include "sim/ir/cluster.h"
+#include "sim/ir/cluster_impl.h"
 #include "topologies/presets.h"
 
 #define ROOT PSIM_SOURCE_ROOT
@@ -580,11 +581,13 @@ START_TEST(hop_counts_match_igraph) {
   /* igraph's unweighted distances are the oracle for hop counts. */
   psim_cluster c;
   ck_assert_int_eq(load_preset("dgx1-v100", 3, 2, 2, &c), PSIM_OK);
+  const void *g = NULL;
+  ck_assert_int_eq(psim_cluster_igraph(&c, &g), PSIM_OK);
   igraph_matrix_t m;
   igraph_matrix_init(&m, 0, 0);
   igraph_vs_t all;
   igraph_vs_range(&all, 0, c.n_devices);
-  ck_assert_int_eq(igraph_distances((igraph_t *)c.graph, &m, all, all, IGRAPH_OUT), 0);
+  ck_assert_int_eq(igraph_distances((const igraph_t *)g, &m, all, all, IGRAPH_OUT), 0);
   for (int32_t a = 0; a < c.n_devices; a++)
     for (int32_t b = 0; b < c.n_devices; b++) {
       const int32_t *links;
@@ -594,6 +597,67 @@ START_TEST(hop_counts_match_igraph) {
     }
   igraph_matrix_destroy(&m);
   psim_cluster_destroy(&c);
+}
+END_TEST
+
+/* The load's connectivity check (cluster.c: a forward and a backward search from device 0)
+ * against igraph's strongly connected components, the check it replaces: on presets with
+ * random one-way links removed (fixed seed), the same verdict and the same first device
+ * outside device 0's component. Both verdicts occur. */
+static void igraph_verdict(const psim_cluster *c, bool *ok, int32_t *dev_b) {
+  igraph_vector_int_t edges, memb;
+  igraph_vector_int_init(&edges, 2 * (igraph_integer_t)c->n_links);
+  for (int32_t i = 0; i < c->n_links; i++) {
+    VECTOR(edges)[2 * i] = c->links[i].src;
+    VECTOR(edges)[2 * i + 1] = c->links[i].dst;
+  }
+  igraph_t g;
+  ck_assert_int_eq(igraph_create(&g, &edges, c->n_vertices, IGRAPH_DIRECTED), 0);
+  igraph_vector_int_init(&memb, 0);
+  igraph_integer_t ncomp = 0;
+  ck_assert_int_eq(igraph_connected_components(&g, &memb, NULL, &ncomp, IGRAPH_STRONG), 0);
+  *ok = true;
+  for (int32_t i = 1; i < c->n_devices && *ok; i++)
+    if (VECTOR(memb)[i] != VECTOR(memb)[0]) {
+      *ok = false;
+      *dev_b = i;
+    }
+  igraph_vector_int_destroy(&memb);
+  igraph_vector_int_destroy(&edges);
+  igraph_destroy(&g);
+}
+
+START_TEST(connectivity_matches_igraph) {
+  static const char *const presets[] = {"dgx-a100-80g", "dgx1-v100", "dgx-h100"};
+  unsigned seed = 19;
+  int n_ok = 0, n_cut = 0;
+  for (int t = 0; t < 60; t++) {
+    psim_cluster c;
+    ck_assert_int_eq(load_preset(presets[t % 3], 2 + t % 3, t % 2 ? 2 : 0, 1, &c), PSIM_OK);
+    int drop = 1 + (int)(rand_r(&seed) % (unsigned)(1 + t));
+    for (int k = 0; k < drop && c.n_links > 0; k++) { /* one-way links gone */
+      int32_t i = (int32_t)(rand_r(&seed) % (unsigned)c.n_links);
+      c.links[i] = c.links[--c.n_links];
+    }
+    int32_t cut = t % 4 == 0 ? (int32_t)(rand_r(&seed) % (unsigned)c.n_vertices) : -1;
+    for (int32_t i = c.n_links - 1; i >= 0 && cut >= 0; i--) /* every link into one vertex */
+      if (c.links[i].dst == cut)
+        c.links[i] = c.links[--c.n_links];
+    bool ok = false, ok_ref = false;
+    int32_t a = -1, b = -1, b_ref = -1;
+    ck_assert_int_eq(psim_cluster_check_connected(&c, &ok, &a, &b), PSIM_OK);
+    igraph_verdict(&c, &ok_ref, &b_ref);
+    ck_assert_int_eq(ok, ok_ref);
+    if (!ok) {
+      ck_assert_int_eq(a, 0);
+      ck_assert_int_eq(b, b_ref);
+    }
+    n_ok += ok;
+    n_cut += !ok;
+    psim_cluster_destroy(&c);
+  }
+  ck_assert_int_gt(n_ok, 0);
+  ck_assert_int_gt(n_cut, 0);
 }
 END_TEST
 
@@ -682,6 +746,7 @@ int main(void) {
   tcase_add_test(tc, route_cache_returns_same_route);
   tcase_add_test(tc, large_cluster_routes_fast);
   tcase_add_test(tc, hop_counts_match_igraph);
+  tcase_add_test(tc, connectivity_matches_igraph);
   tcase_add_test(tc, routes_are_thread_safe);
   tcase_add_test(tc, allocation_failures_are_clean);
   suite_add_tcase(s, tc);
