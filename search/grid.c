@@ -92,7 +92,7 @@ static void show(grid_state *g, bool force) {
           now - g->t0, seconds_left(g));
   if (r->found)
     fprintf(g->o->progress,
-            ", best %.4f s (tp %d pp %d dp %d cp %d ep %d etp %d vp %d mb %d %s%s zero %d%s)",
+            ", best %.4f s (tp %d pp %d dp %d cp %d ep %d etp %d vp %d mb %d %s%s%.0d zero %d%s)",
             r->best_sim.iteration_time_s, b->tp, b->pp, b->dp, b->cp > 0 ? b->cp : 1,
             b->ep > 0 ? b->ep : 1, b->etp > 0 ? b->etp : b->tp, b->virtual_stages, b->micro_batch,
             psim_recompute_name(b->recompute),
@@ -100,6 +100,9 @@ static void show(grid_state *g, bool force) {
             : b->recompute_method == PSIM_RCM_BLOCK ? "-block"
             : b->recompute_every > 1                ? "-every"
                                                     : "",
+            /* "%.0d" prints nothing for 0: the N of every-N only */
+            b->recompute == PSIM_RECOMPUTE_FULL && b->recompute_every > 1 ? (int)b->recompute_every
+                                                                          : 0,
             b->zero_stage, b->sequence_parallel ? " sp" : "");
   fprintf(g->o->progress, "   ");
   fflush(g->o->progress);

@@ -138,8 +138,9 @@ double psim_policy_grid_share_s(double left_s, double eval_s) {
 }
 
 /* The grid baseline's CPU budget, s (psim_policy_grid_share_s under `auto` with a time
- * budget). Other searchers run past the plan's budget (Alpa to completion), so their
- * baseline keeps PSIM_POLICY_GRID_BASELINE_S, as under an evaluation budget. */
+ * budget, the given one or PSIM_POLICY_WALL_S). Other searchers run past the plan's budget (Alpa to
+ * completion), so their baseline keeps PSIM_POLICY_GRID_BASELINE_S, as under an evaluation budget.
+ */
 static double grid_share_s(const policy_run *p, const psim_search_result *search) {
   if (!p->refines || (p->o->budget_evals > 0 && p->o->budget_s <= 0))
     return PSIM_POLICY_GRID_BASELINE_S;
@@ -147,14 +148,13 @@ static double grid_share_s(const policy_run *p, const psim_search_result *search
   return psim_policy_grid_share_s(p->t0 + p->wall_s - psim_budget_clock_s(), eval_s);
 }
 
-/* The best Megatron grid plan within grid_share_s. */
-static void grid_baseline(const policy_run *p, const psim_search_result *search,
-                          psim_search_result *out) {
+/* The best Megatron grid plan within budget_s (grid_share_s). */
+static void grid_baseline(const policy_run *p, double budget_s, psim_search_result *out) {
   psim_search_options o;
   psim_search_options_init(&o);
   o.sim = p->o->sim;
   o.progress = p->o->progress;
-  o.budget_s = grid_share_s(p, search);
+  o.budget_s = budget_s;
   o.fp8 = p->o->fp8; /* plan --fp8 */
   if (psim_search_grid(p->m, p->c, &o, out) != PSIM_OK)
     out->found = false;
@@ -164,15 +164,17 @@ static void grid_baseline(const policy_run *p, const psim_search_result *search,
 static void baselines(const policy_run *p, psim_policy_result *r) {
   bool grid = strcmp(r->searcher, "grid") != 0;
   if (grid)
-    phase(p, "baselines: data parallel over %d devices, the Megatron grid (at most %.0f s)",
-          p->c->n_devices, grid_share_s(p, &r->result));
+    phase(p, "baselines: data parallel over %d devices, the Megatron grid", p->c->n_devices);
   else
     phase(p, "baseline: data parallel over %d devices", p->c->n_devices);
   data_parallel(p, &r->dp);
   if (r->dp.found)
     r->dp_sim = &r->dp.best_sim;
-  if (grid)
-    grid_baseline(p, &r->result, &r->grid);
+  if (grid) {
+    double share_s = grid_share_s(p, &r->result); /* after data parallel's simulation */
+    phase(p, "the Megatron grid baseline (at most %.0f s)", share_s);
+    grid_baseline(p, share_s, &r->grid);
+  }
   if (r->grid.found)
     r->grid_sim = &r->grid.best_sim;
 }

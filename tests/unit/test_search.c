@@ -605,7 +605,7 @@ START_TEST(grid_share_follows_the_refinement) {
   const double g = PSIM_POLICY_GRID_BASELINE_S, k = 2 + PSIM_POLICY_MIN_PROPOSALS;
   /* refinement fits after the grid's share: the share */
   ck_assert_double_eq(psim_policy_grid_share_s(g + 2 * k, 2.0), g);
-  ck_assert_double_eq(psim_policy_grid_share_s(100, -1), g); /* no search plan: no refinement */
+  ck_assert_double_eq(psim_policy_grid_share_s(100, -1), g); /* no search plan to estimate */
   /* one evaluation too slow for the refinement after the share: all of it */
   double left = g + k * 3.0 - 1e-6;
   ck_assert_double_eq(psim_policy_grid_share_s(left, 3.0), left);
