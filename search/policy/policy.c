@@ -308,7 +308,7 @@ psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *n
     return psim_error(PSIM_EUNIMPLEMENTED, "searcher '%s' is not built yet", r->searcher);
   phase(&p, "%s search", r->searcher);
   psim_search_options so = *o;
-  so.quick = so.quick || is_auto(name);
+  so.quick = so.quick || (is_auto(name) && c->n_devices > PSIM_POLICY_WHOLE_ALPA_DEVICES);
   if (is_auto(name))
     so.budget_s = search_share_s(&p, with_baselines);
   psim_status st = s->run(m, c, &so, &r->result);

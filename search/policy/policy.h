@@ -32,6 +32,12 @@
 /* The least budget the grid baseline gets, s of CPU: the grid then simulates its first,
  * best-estimated candidate only (search/grid_order.c). */
 #define PSIM_POLICY_GRID_MIN_S 0.01
+/* `auto` runs the whole Alpa optimizer (stages of different sizes, interleaved variants) on
+ * clusters of at most this many devices and its quick form (equal stages) above: the whole
+ * search took 7.9 s of CPU for GPT-3 13B and 15.0 s for Qwen3-30B-A3B on 64 GPUs, where its
+ * 7-stage 8x6+16 plan is 3.4% faster than the quick one; 33.6 s on 256 H100s (Llama 3 70B)
+ * and 44-60 s on 1,024 (docs/search.md peer table, session 15), over auto's share. */
+#define PSIM_POLICY_WHOLE_ALPA_DEVICES 64
 /* The refinement runs only when the time left holds its start's evaluation
  * and this many proposals, each estimated as one unfolded simulation of the
  * start (delta simulation does not fold symmetric devices). */
