@@ -21,6 +21,7 @@ void psim_grid_options_init(psim_grid_options *o) {
   memcpy(o->micro_batches, mbs, sizeof mbs);
   o->n_micro_batches = 4;
   o->try_recompute = true;
+  o->try_pp_schedules = true;
   o->try_recompute_block = true;
   o->try_overlap_grad_reduce = true;
   o->try_overlap_param_gather = true;
@@ -313,8 +314,9 @@ static void describe(const psim_grid_result *g, char *out, size_t size) {
   if (b->async_tp != PSIM_ASYNC_TP_STACK)
     n += snprintf(out + n, size - (size_t)n, ", async TP %s",
                   b->async_tp == PSIM_ASYNC_TP_ON ? "on" : "off");
-  if (b->pp > 1 && b->virtual_stages == 1 && b->schedule == PSIM_SCHED_GPIPE)
-    n += snprintf(out + n, size - (size_t)n, ", GPipe");
+  if (b->pp > 1 && b->schedule != psim_schedule_default(b->virtual_stages) &&
+      (b->schedule != PSIM_SCHED_1F1B || b->virtual_stages == 1)) /* 1f1b: the default too */
+    n += snprintf(out + n, size - (size_t)n, ", %s schedule", psim_schedule_name(b->schedule));
   if (b->overlap_grad_reduce && b->zero_stage != 3) /* FSDP says so below */
     n += snprintf(out + n, size - (size_t)n, ", gradient reduce overlapped");
   if (b->overlap_param_gather && psim_zero_gathers_after_step(b->zero_stage))

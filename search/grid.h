@@ -44,6 +44,9 @@ typedef struct psim_grid_options {
                                      Float8Linear), where the device has an FP8 rate and the
                                      model's linears are not FP8 already; default false: FP8 changes
                                      the numerics, so it is the user's choice (plan --fp8) */
+  bool try_pp_schedules;          /* FSDP space, pp > 1: also torchtitan's other schedules:
+                                     InterleavedZeroBubble (any virtual stages), LoopedBFS
+                                     (more than one), ZBVZeroBubble (two); default true */
   int32_t max_virtual_stages;     /* interleaving: virtual stages per pipeline rank tried, 1..this
                                      (those Megatron-Core accepts); default 8, 1 = none */
   int32_t max_zero;               /* ZeRO stages tried, 0..this; default 3 (1: Megatron-Core's

@@ -304,16 +304,33 @@ static const fsdp_ac fsdp_acs[] = {{PSIM_RECOMPUTE_NONE, 0},
                                    {PSIM_RECOMPUTE_FULL, 2},
                                    {PSIM_RECOMPUTE_FULL, 0}};
 
+/* The pipeline schedules torchtitan runs with vp chunks per rank (pp > 1): 1F1B and GPipe at
+ * 1, Interleaved1F1B above; with try_pp_schedules also InterleavedZeroBubble, LoopedBFS at
+ * vp > 1 and ZBVZeroBubble at vp = 2 (sim/strategy/schedule.c). The first is the classic. */
+static int32_t fsdp_schedules(const psim_grid_options *o, int32_t vp, psim_schedule *out) {
+  int32_t n = 0;
+  out[n++] = vp > 1 ? PSIM_SCHED_INTERLEAVED : PSIM_SCHED_1F1B;
+  if (vp == 1)
+    out[n++] = PSIM_SCHED_GPIPE;
+  if (!o->try_pp_schedules)
+    return n;
+  out[n++] = PSIM_SCHED_INTERLEAVED_ZB;
+  if (vp > 1)
+    out[n++] = PSIM_SCHED_LOOPED_BFS;
+  if (vp == 2)
+    out[n++] = PSIM_SCHED_ZBV;
+  return n;
+}
+
 /* torchtitan's knobs for one (tp, pp) pair: FSDP (ZeRO 3, overlapped) over all of dp or as HSDP
  * (hsdp_shards), or, at dp 1 or as the sole parallelism, no sharding (DDP, overlapped);
- * sequence parallelism at tp > 1; schedule (1F1B and GPipe without interleaving,
- * Interleaved1F1B with), micro-batch, activation checkpointing (fsdp_acs), and at
- * tp > 1 async TP against the stack's setting (x->async_alt). Classic: 1F1B without
- * interleaving, FSDP over all of dp, async TP as the stack has it. */
+ * sequence parallelism at tp > 1; schedule (fsdp_schedules), micro-batch, activation checkpointing
+ * (fsdp_acs), and at tp > 1 async TP against the stack's setting (x->async_alt). Classic: 1F1B
+ * without interleaving, FSDP over all of dp, async TP as the stack has it. */
 static psim_status push_fsdp_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic,
                                 int8_t fp8) {
   const psim_grid_options *o = x->o;
-  static const psim_schedule scheds[] = {PSIM_SCHED_1F1B, PSIM_SCHED_GPIPE};
+  psim_schedule scheds[5];
   int n_rc = o->try_recompute ? (int)(sizeof fsdp_acs / sizeof *fsdp_acs) : 1,
       n_as = tp > 1 && x->async_alt ? 2 : 1;
   int32_t shards[8], n_sh = hsdp_shards(x, tp, dp, shards);
@@ -321,7 +338,7 @@ static psim_status push_fsdp_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp
     for (int32_t h = 0; h < (z == 3 ? n_sh : 1); h++)
       for (int as = 0; as < n_as; as++)
         for (int32_t vp = 1; vp <= (pp > 1 ? o->max_virtual_stages : 1); vp++)
-          for (int sc = 0; sc < (pp > 1 && vp == 1 ? 2 : 1); sc++) {
+          for (int sc = 0, n_sc = pp > 1 ? fsdp_schedules(o, vp, scheds) : 1; sc < n_sc; sc++) {
             bool is_classic = vp == 1 && sc == 0 && h == 0 && as == 0 && fp8 == PSIM_FP8_MODEL;
             if (is_classic != classic || (z == 3 && dp == 1))
               continue;
@@ -333,7 +350,7 @@ static psim_status push_fsdp_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp
                 psim_megatron_opts_init(&mo);
                 mo.tp = tp, mo.pp = pp, mo.dp = dp, mo.virtual_stages = vp;
                 mo.cp = x->cp, mo.ep = x->ep, mo.etp = x->etp;
-                mo.schedule = scheds[sc];
+                mo.schedule = pp > 1 ? scheds[sc] : PSIM_SCHED_1F1B;
                 mo.zero_stage = z;
                 mo.dp_shard = shards[h];
                 mo.async_tp = as ? x->async_alt : PSIM_ASYNC_TP_STACK;
@@ -621,7 +638,8 @@ static bool same_kernels(const grid_cand *y, const psim_megatron_opts *x) {
   return (y->state == GRID_FITS || y->state == GRID_OVER) && same_pair(b, x) &&
          b->micro_batch == x->micro_batch && rc_same(b, x) &&
          b->sequence_parallel == x->sequence_parallel && b->zero_stage == x->zero_stage &&
-         zero_shard(b) == zero_shard(x) && b->async_tp == x->async_tp;
+         zero_shard(b) == zero_shard(x) && b->async_tp == x->async_tp &&
+         (b->schedule == PSIM_SCHED_ZBV) == (x->schedule == PSIM_SCHED_ZBV); /* ZBV: a V */
 }
 
 /* y is x one ZeRO stage lower and was not over memory (nor pruned as such). In plansim ZeRO

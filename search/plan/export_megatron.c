@@ -30,9 +30,10 @@ psim_status psim_export_megatron_plan_refusals(const psim_export_facts *f) {
   if (s->recompute == PSIM_RECOMPUTE_OP)
     return psim_export_refuse("torchtitan's op-level selective recomputation (every second "
                               "matmul): Megatron-LM recomputes full layers or the attention core");
-  if (f->lay.pp > 1 && s->schedule == PSIM_SCHED_GPIPE)
-    return psim_export_refuse("the GPipe schedule: Megatron-LM runs 1F1B (or interleaved 1F1B) "
-                              "pipelines only");
+  if (f->lay.pp > 1 && s->schedule != PSIM_SCHED_1F1B && s->schedule != PSIM_SCHED_INTERLEAVED)
+    return psim_export_refuse("the %s schedule: Megatron-LM runs 1F1B (or interleaved 1F1B) "
+                              "pipelines only",
+                              psim_schedule_name(s->schedule));
   if (s->allreduce == PSIM_AR_HALVING_DOUBLING || s->allreduce == PSIM_AR_HIERARCHICAL)
     return psim_export_refuse("all-reduce algorithm '%s' has no NCCL_ALGO equivalent (NCCL offers "
                               "Ring and Tree; 'auto' lets NCCL choose)",

@@ -283,9 +283,12 @@ static void parallelism_section(psim_sb *b, const psim_export_facts *f) {
                  shard ? rep : o->dp, shard ? o->dp / rep : 1, o->tp, o->cp, o->ep,
                  f->experts > 0 && o->ep > 1 ? psim_export_etp(f) : 1, o->pp);
   if (o->pp > 1) {
-    const char *sched = f->s->schedule == PSIM_SCHED_GPIPE         ? "GPipe"
-                        : f->s->schedule == PSIM_SCHED_INTERLEAVED ? "Interleaved1F1B"
-                                                                   : "1F1B";
+    /* torchtitan's pipeline_parallel_schedule names torch.distributed.pipelining's classes
+     * without "Schedule" (get_schedule_class, schedules.py at pytorch 00722e648b) */
+    static const char *const names[] = {
+        "GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble"};
+    _Static_assert(sizeof names / sizeof *names == PSIM_SCHED_ZBV + 1, "a schedule has no name");
+    const char *sched = names[f->s->schedule];
     psim_sb_printf(b,
                    "pipeline_parallel_schedule = \"%s\"\npipeline_parallel_microbatch_size = %d\n",
                    sched, o->micro_batch);

@@ -257,7 +257,7 @@ void psim_build_destroy(psim_build *b) {
                     b->mem,       b->static_mem, b->wshares,    b->wshare_first, b->save_slots,
                     b->costs,     b->ps_opts,    b->ps_dropped, b->rep_of,       b->nofold_opts,
                     b->fold_pos,  b->fold_owner, b->fold_role,  b->fold_pairs,   b->task_tmpl,
-                    b->dev_twin,  b->rc_unit,    b->own_ops,    b->own_model};
+                    b->dev_twin,  b->rc_unit,    b->own_ops,    b->own_model,    b->wgt};
   for (size_t i = 0; i < sizeof arrays / sizeof *arrays; i++)
     psim_free(arrays[i]);
   free_reuse(&b->inc);

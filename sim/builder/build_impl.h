@@ -21,8 +21,11 @@
 #include "sim/engine/collective.h"
 #include "sim/engine/simulation.h"
 
-/* The pass a task belongs to (index of a shard's cost: [local * 3 + dir]). */
-enum { PSIM_DIR_FWD = 0, PSIM_DIR_BWD = 1, PSIM_DIR_REC = 2 };
+/* The pass a task belongs to (index of a shard's cost: [local * 3 + dir]). Under a schedule
+ * that splits the backward (psim_schedule_splits_backward) PSIM_DIR_BWD is the input-gradient
+ * kernel and PSIM_DIR_WGT the weight-gradient one, both costed from the backward's cost
+ * (psim_build_wgrad_share); WGT has no cost slot of its own. */
+enum { PSIM_DIR_FWD = 0, PSIM_DIR_BWD = 1, PSIM_DIR_REC = 2, PSIM_DIR_WGT = 3 };
 
 /* A simulated instance of an op: its shard on one device. */
 typedef struct psim_op_local {
@@ -186,9 +189,10 @@ struct psim_build {
   int32_t *loc_first;    /* n_ops + 1 */
   int32_t n_micro;
   int32_t *fwd, *bwd, *rec; /* task per (local, micro): [(loc_first[o] + k) * n_micro + mu] */
-  psim_task_cost *costs;    /* per (local, pass): [(loc_first[o] + k) * 3 + pass] */
-  int32_t *last_task;       /* per device: last compute task issued (stream order) */
-  int32_t *last_bwd;        /* per device: last backward task issued */
+  int32_t *wgt; /* ... weight-gradient kernels, where the schedule splits the backward; or NULL */
+  psim_task_cost *costs; /* per (local, pass): [(loc_first[o] + k) * 3 + pass] */
+  int32_t *last_task;    /* per device: last compute task issued (stream order) */
+  int32_t *last_bwd;     /* per device: last backward task issued */
   uint8_t *need_sync;    /* per device: the next kernel drains the stream (kernels.c take_sync) */
   int32_t *next_compute; /* per task: the next compute task on its device, or -1 */
   size_t cap_next;
@@ -363,7 +367,20 @@ static inline int32_t *psim_build_task_slot(const psim_build *b, int32_t *arr, i
 
 /* The task array (fwd, bwd, rec) of a pass in build x. */
 static inline int32_t *psim_build_pass_tasks(const psim_build *x, int pass_kind) {
-  return pass_kind == PSIM_DIR_FWD ? x->fwd : pass_kind == PSIM_DIR_BWD ? x->bwd : x->rec;
+  return pass_kind == PSIM_DIR_FWD   ? x->fwd
+         : pass_kind == PSIM_DIR_BWD ? x->bwd
+         : pass_kind == PSIM_DIR_WGT ? x->wgt
+                                     : x->rec;
+}
+
+/* The part of op o's backward that computes weight gradients, which a schedule that splits
+ * the backward runs as a kernel of its own (kernels.c); 0 otherwise. */
+double psim_build_wgrad_share(const psim_build *b, int32_t o);
+
+/* The task array holding the last kernel of op o's backward that its gradient sync waits for:
+ * its weight-gradient kernels where the schedule splits them off, else its backward. */
+static inline int32_t *psim_build_grad_tasks(const psim_build *b, int32_t o) {
+  return b->wgt && psim_build_wgrad_share(b, o) > 0 ? b->wgt : b->bwd;
 }
 
 /* Whether model dim d is one of tensor t's. */
@@ -474,7 +491,11 @@ psim_status psim_build_choose_simulated(psim_build *b);
 psim_status psim_build_make_locals(psim_build *b);
 /* The kernel that waits for an async pipeline send issued after kernel from (kernels.c). */
 int32_t psim_build_send_waiter(const psim_build *b, int32_t from);
+/* Issues every stage's kernels in its pipeline schedule's order (schedules.c). */
 psim_status psim_build_issue_compute(psim_build *b);
+/* Issues the kernels of virtual stage vs for micro-batch mu and a pass (kernels.c): a forward,
+ * the recompute and backward unit by unit, or the weight gradients (PSIM_DIR_WGT). */
+psim_status psim_build_issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_kind);
 void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                               psim_group *g);
 psim_status psim_build_group_fits(const psim_group *g);

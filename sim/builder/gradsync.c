@@ -121,7 +121,8 @@ static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
     if (!b->simulated[dev])
       continue;
     int32_t dep = b->s->overlap_grad_reduce
-                      ? psim_build_src_task(b, b->bwd, bk->last_op, dev, b->n_micro - 1)
+                      ? psim_build_src_task(b, psim_build_grad_tasks(b, bk->last_op), bk->last_op,
+                                            dev, b->n_micro - 1)
                       : b->last_bwd[dev];
     if (dep >= 0 && (!ss->across || shard == 1))
       PSIM_CHECK(psim_tg_add_edge(&b->g, dep, entry));

@@ -196,8 +196,8 @@ psim_status psim_build_recompute_units(psim_build *b) {
     if (op->block < 0 || v < 0 || v >= nv || op->layer < 0 || op->layer >= m->n_layers)
       continue;
     /* c[0]: layers seen + 1 (0: none), c[1]: the last, c[2]: group; per chunk, or per
-     * pipeline rank (chunk v on rank v % n_stages, kernels.c issue order) for every-N */
-    int32_t *c = &seen[3 * (every ? v % s->n_stages : v)];
+     * pipeline rank (psim_schedule_chunk_rank, kernels.c issue order) for every-N */
+    int32_t *c = &seen[3 * (every ? psim_schedule_chunk_rank(s->schedule, s->n_stages, v) : v)];
     if (c[0] > 0 && c[1] == op->layer)
       continue;
     int32_t r = c[0]; /* the layer's rank in its chunk (its pipeline rank for every-N) */
@@ -251,8 +251,8 @@ static int32_t take_sync(psim_build *b, int32_t dev) {
  * early). Backward passes reuse the forward's splits: no wait. */
 static void mark_dispatch_sync(psim_build *b, int32_t o, int pass_kind, int32_t dev) {
   const psim_op *op = &b->m->ops[o];
-  if (b->c->stack.moe_dispatch_sync && pass_kind != PSIM_DIR_BWD && op->kind == PSIM_OP_DISPATCH &&
-      op->attrs.dropless)
+  if (b->c->stack.moe_dispatch_sync && (pass_kind == PSIM_DIR_FWD || pass_kind == PSIM_DIR_REC) &&
+      op->kind == PSIM_OP_DISPATCH && op->attrs.dropless)
     b->need_sync[dev] = SYNC_DISPATCH;
 }
 
@@ -416,17 +416,55 @@ static psim_status view_task(psim_build *b, psim_task_info *info, int32_t *id) {
 /* The ring steps of a pass of op o (context.c): forward and recompute of an
  * attention under context parallelism, else 1. */
 static int32_t ring_steps(const psim_build *b, int32_t o, int pass_kind) {
-  return pass_kind == PSIM_DIR_BWD ? 1 : psim_build_cp_steps(b, o);
+  return pass_kind == PSIM_DIR_BWD || pass_kind == PSIM_DIR_WGT ? 1 : psim_build_cp_steps(b, o);
+}
+
+/* Weight gradients are a GEMM of the input-gradient's size for a matmul or convolution
+ * (dW = x^T dy against dx = dy W^T: the same FLOPs), and the same pass over x-hat and dy for
+ * a norm's gamma and beta as for its dx; an embedding's backward is all weight gradient (its
+ * ids have none). torch.distributed.pipelining runs the two as separate autograd passes
+ * (stage_backward_input, stage_backward_weight in _backward.py, pytorch 00722e648b). */
+double psim_build_wgrad_share(const psim_build *b, int32_t o) {
+  if (!b->wgt)
+    return 0;
+  const psim_op *op = &b->m->ops[o];
+  bool weights = false;
+  for (int32_t i = 0; i < op->n_in; i++)
+    weights |= b->m->tensors[op->in[i]].kind == PSIM_TENSOR_WEIGHT;
+  if (!weights)
+    return 0;
+  return op->kind == PSIM_OP_EMBEDDING ? 1.0 : 0.5;
+}
+
+/* The cost of shard k's pass: the backward split into its input-gradient (PSIM_DIR_BWD) and
+ * weight-gradient (PSIM_DIR_WGT) parts by psim_build_wgrad_share. The saved activations
+ * are freed at the weight-gradient kernel's end, which reads them. */
+static psim_task_cost pass_cost(psim_build *b, int32_t o, int32_t k, int pass_kind) {
+  psim_task_cost c = *shard_cost(b, o, k, pass_kind == PSIM_DIR_WGT ? PSIM_DIR_BWD : pass_kind);
+  double w =
+      pass_kind == PSIM_DIR_WGT || pass_kind == PSIM_DIR_BWD ? psim_build_wgrad_share(b, o) : 0;
+  if (w <= 0)
+    return c;
+  double f = pass_kind == PSIM_DIR_WGT ? w : 1 - w;
+  int32_t w_calls = c.host_calls > 0 ? (int32_t)(c.host_calls * w + 0.5) : 0;
+  if (w_calls < 1 && c.host_calls > 0)
+    w_calls = 1;
+  c.host_calls = (uint8_t)(pass_kind == PSIM_DIR_WGT ? w_calls : c.host_calls - w_calls);
+  c.duration_s *= f;
+  c.flops *= f;
+  c.mem_bytes = pass_kind == PSIM_DIR_WGT ? c.mem_bytes : 0;
+  return c;
 }
 
 static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
                                 int32_t *id) {
   const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
-  const psim_task_cost *tc = shard_cost(b, o, k, pass_kind);
+  const psim_task_cost cost = pass_cost(b, o, k, pass_kind), *tc = &cost;
+  bool backward = pass_kind == PSIM_DIR_BWD || pass_kind == PSIM_DIR_WGT;
   psim_task_info info = {PSIM_TASK_COMPUTE,
-                         pass_kind == PSIM_DIR_FWD   ? PSIM_TP_FWD
-                         : pass_kind == PSIM_DIR_BWD ? PSIM_TP_BWD
-                                                     : PSIM_TP_RECOMPUTE,
+                         pass_kind == PSIM_DIR_FWD ? PSIM_TP_FWD
+                         : backward                ? PSIM_TP_BWD
+                                                   : PSIM_TP_RECOMPUTE,
                          (int16_t)b->s->ops[o].stage,
                          o,
                          mu,
@@ -437,9 +475,9 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
   int32_t steps = ring_steps(b, o, pass_kind), calls = tc->duration_s > 0 ? tc->host_calls : 0;
   mark_dispatch_sync(b, o, pass_kind, loc->device);
   bool gather = false; /* async TP's all-gather chunks (else a context-parallel ring) */
-  if (steps == 1 && pass_kind != PSIM_DIR_BWD)
+  if (steps == 1 && !backward)
     gather = (steps = psim_build_tp_gather_chunks(b, o, k)) > 1;
-  int32_t scatter = pass_kind == PSIM_DIR_BWD ? 1 : psim_build_tp_scatter_chunks(b, o);
+  int32_t scatter = backward ? 1 : psim_build_tp_scatter_chunks(b, o);
   double total_s = tc->duration_s; /* async TP: n GEMMs of 1/n of the rows (context.c) */
   if (gather || scatter > 1) {
     int32_t n = gather ? steps : scatter;
@@ -461,7 +499,7 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
     return account_kernel(b, tc, rest, loc->device);
   }
   PSIM_CHECK(chain(b, loc->device, last_s, &info, calls, id));
-  if (pass_kind == PSIM_DIR_BWD)
+  if (backward)
     b->last_bwd[loc->device] = *id;
   return account_kernel(b, tc, *id, loc->device);
 }
@@ -518,6 +556,8 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
 
 /* Op o's kernels of one pass for micro-batch mu, one per simulated shard. */
 static psim_status op_kernels(psim_build *b, int32_t o, int32_t mu, int pass_kind) {
+  if (pass_kind == PSIM_DIR_WGT && psim_build_wgrad_share(b, o) <= 0)
+    return PSIM_OK; /* no weights: its backward is all input gradient */
   if (b->inc.prev && !b->inc.changed[o] && !psim_build_is_view(&b->m->ops[o]) &&
       ring_steps(b, o, pass_kind) == 1 && !psim_build_async_tp(b)) {
     bool done;
@@ -541,8 +581,7 @@ static psim_status issue_layer_backward(psim_build *b, int32_t lo, int32_t hi, i
   return PSIM_OK;
 }
 
-/* Issues the ops of virtual stage vs for micro-batch mu and a pass. */
-static psim_status issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_kind) {
+psim_status psim_build_issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_kind) {
   const psim_model *m = b->m;
   const psim_stage *st = &b->s->stages[vs];
   for (int32_t i = 0; i < st->n_devices; i++)
@@ -552,6 +591,12 @@ static psim_status issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_ki
       if (b->s->ops[o].stage == vs)
         PSIM_CHECK(op_kernels(b, o, mu, PSIM_DIR_FWD));
     }
+    return PSIM_OK;
+  }
+  if (pass_kind == PSIM_DIR_WGT) { /* the weight gradients, in the backward's op order */
+    for (int32_t o = m->n_ops - 1; o >= 0; o--)
+      if (b->s->ops[o].stage == vs)
+        PSIM_CHECK(op_kernels(b, o, mu, PSIM_DIR_WGT));
     return PSIM_OK;
   }
   /* checkpoint unit by unit from the last (a layer, or a uniform group of layers:
@@ -571,53 +616,6 @@ static psim_status issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_ki
   return PSIM_OK;
 }
 
-/* ---- pipeline schedules --------------------------------------------------- */
-
-typedef struct slot {
-  int32_t chunk; /* virtual chunk on this physical stage */
-  int32_t micro;
-  int pass_kind;
-} slot;
-
-/* Megatron-LM's interleaved order: the k-th forward (or backward) of a stage
- * runs micro-batch `micro` of chunk `chunk` (schedules.py, get_model_chunk_id). */
-static slot nth_slot(int32_t k, int32_t p, int32_t v, int pass_kind) {
-  slot s = {0, k, pass_kind};
-  if (v > 1) {
-    int32_t in_group = k % (p * v);
-    s.chunk = in_group / p;
-    s.micro = (k / (p * v)) * p + in_group % p;
-  }
-  if (pass_kind == PSIM_DIR_BWD)
-    s.chunk = v - 1 - s.chunk;
-  return s;
-}
-
-/* Stage i's issue order (2 * m * v slots): warm-up forwards, then one
- * forward and one backward in turn, then the remaining backwards. GPipe runs
- * every forward first. Warm-up lengths are Megatron-LM's. */
-static int32_t schedule_order(const psim_strategy *s, int32_t i, int32_t m, slot *out) {
-  int32_t p = s->n_stages, v = s->virtual_stages > 0 ? s->virtual_stages : 1;
-  int32_t total = m * v, n = 0, warm;
-  if (s->schedule == PSIM_SCHED_GPIPE)
-    warm = total;
-  else if (v == 1)
-    warm = p - i - 1;
-  else
-    warm = (p - i - 1) * 2 + (v - 1) * p;
-  if (warm > total)
-    warm = total;
-  for (int32_t k = 0; k < warm; k++)
-    out[n++] = nth_slot(k, p, v, PSIM_DIR_FWD);
-  for (int32_t j = 0; j < total - warm; j++) {
-    out[n++] = nth_slot(warm + j, p, v, PSIM_DIR_FWD);
-    out[n++] = nth_slot(j, p, v, PSIM_DIR_BWD);
-  }
-  for (int32_t j = total - warm; j < total; j++)
-    out[n++] = nth_slot(j, p, v, PSIM_DIR_BWD);
-  return n;
-}
-
 /* The sender's kernel that waits for a pipeline send issued after kernel `from` (-1: none).
  * Megatron-LM's sends block the sender: its next kernel. Megatron-Core's interleaved schedule
  * with overlap_p2p_comm (the stack's pp_overlap) isends and waits before the sender's next
@@ -627,7 +625,11 @@ static int32_t schedule_order(const psim_strategy *s, int32_t i, int32_t m, slot
  * step in warmup (forwards only) and cooldown (backwards only) and overlaps one step of the
  * other direction in the steady 1F1B state. 1F1B without interleaving blocks, as there. */
 int32_t psim_build_send_waiter(const psim_build *b, int32_t from) {
-  if (!b->c->stack.pp_overlap || b->s->schedule != PSIM_SCHED_INTERLEAVED)
+  psim_schedule sched = b->s->schedule;
+  if (sched == PSIM_SCHED_LOOPED_BFS || psim_schedule_splits_backward(sched))
+    return -1; /* torch.distributed.pipelining's runtime isends and waits at the step's end
+                  (_PipelineScheduleRuntime._step_microbatches, pytorch 00722e648b) */
+  if (!b->c->stack.pp_overlap || sched != PSIM_SCHED_INTERLEAVED)
     return b->next_compute[from];
   const psim_task_info *f = &b->g.info[from];
   for (int32_t k = b->next_compute[from]; k >= 0; k = b->next_compute[k]) {
@@ -636,20 +638,4 @@ int32_t psim_build_send_waiter(const psim_build *b, int32_t from) {
       return k;
   }
   return -1;
-}
-
-psim_status psim_build_issue_compute(psim_build *b) {
-  const psim_strategy *s = b->s;
-  int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1;
-  slot *order = psim_malloc(sizeof *order * (size_t)b->n_micro * (size_t)v * 2);
-  if (!order)
-    return psim_error(PSIM_ENOMEM, "out of memory for the pipeline schedule");
-  psim_status st = PSIM_OK;
-  for (int32_t i = 0; i < s->n_stages && st == PSIM_OK; i++) {
-    int32_t n = schedule_order(s, i, b->n_micro, order);
-    for (int32_t j = 0; j < n && st == PSIM_OK; j++)
-      st = issue_slot(b, order[j].chunk * s->n_stages + i, order[j].micro, order[j].pass_kind);
-  }
-  psim_free(order);
-  return st;
 }

@@ -712,6 +712,26 @@ static psim_status check_limits(const psim_build *b, size_t shards) {
   return PSIM_OK;
 }
 
+/* The task slots per (local, micro-batch) of every pass, and the shards' costs, for k locals.
+ * Weight-gradient slots only where the schedule splits the backward. */
+static psim_status alloc_task_slots(psim_build *b, int32_t k) {
+  size_t slots = (size_t)k * (size_t)b->n_micro, n = slots ? slots : 1;
+  bool split = psim_schedule_splits_backward(b->s->schedule);
+  b->fwd = psim_malloc(n * sizeof *b->fwd);
+  b->bwd = psim_malloc(n * sizeof *b->bwd);
+  b->rec = psim_malloc(n * sizeof *b->rec);
+  b->wgt = split ? psim_malloc(n * sizeof *b->wgt) : NULL;
+  if (!b->fwd || !b->bwd || !b->rec || (split && !b->wgt))
+    return psim_error(PSIM_ENOMEM, "out of memory for %zu task slots", slots);
+  memset(b->rec, 0xff, n * sizeof *b->rec);
+  if (split)
+    memset(b->wgt, 0xff, n * sizeof *b->wgt);
+  b->costs = psim_calloc((size_t)k * 3 + 1, sizeof *b->costs);
+  if (!b->costs)
+    return psim_error(PSIM_ENOMEM, "out of memory for %d op shards", (int)k);
+  return PSIM_OK;
+}
+
 psim_status psim_build_make_locals(psim_build *b) {
   const psim_model *m = b->m;
   size_t total = 0;
@@ -760,15 +780,6 @@ psim_status psim_build_make_locals(psim_build *b) {
     }
   }
   b->loc_first[m->n_ops] = k;
-  size_t slots = (size_t)k * (size_t)b->n_micro;
-  b->fwd = psim_malloc((slots ? slots : 1) * sizeof *b->fwd);
-  b->bwd = psim_malloc((slots ? slots : 1) * sizeof *b->bwd);
-  b->rec = psim_malloc((slots ? slots : 1) * sizeof *b->rec);
-  if (!b->fwd || !b->bwd || !b->rec)
-    return psim_error(PSIM_ENOMEM, "out of memory for %zu task slots", slots);
-  memset(b->rec, 0xff, (slots ? slots : 1) * sizeof *b->rec);
-  b->costs = psim_calloc((size_t)k * 3 + 1, sizeof *b->costs);
-  if (!b->costs)
-    return psim_error(PSIM_ENOMEM, "out of memory for %d op shards", (int)k);
+  PSIM_CHECK(alloc_task_slots(b, k));
   return psim_build_index_devices(b);
 }

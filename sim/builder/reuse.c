@@ -136,7 +136,7 @@ psim_status psim_build_connect_all(psim_build *b) {
  * (then op-local indices and segment numbers mean the same in both). */
 bool psim_build_can_reuse(const psim_build *b, const psim_build *p) {
   return p && p->inc.record && p->inc.seg_task && p->m == b->m && p->c == b->c && p->o == b->o &&
-         p->n_micro == b->n_micro && p->folded == b->folded &&
+         p->n_micro == b->n_micro && p->folded == b->folded && !b->wgt && !p->wgt &&
          memcmp(p->simulated, b->simulated, (size_t)b->c->n_devices) == 0;
 }
 

@@ -373,8 +373,8 @@ static int32_t *stream_prev(const psim_build *b) {
     return NULL;
   memset(prev, 0xff, sizeof *prev * ((size_t)b->g.n_tasks + 1));
   size_t slots = (size_t)b->loc_first[b->m->n_ops] * (size_t)b->n_micro;
-  const int32_t *arrs[3] = {b->fwd, b->bwd, b->rec};
-  for (int a = 0; a < 3; a++)
+  const int32_t *arrs[4] = {b->fwd, b->bwd, b->rec, b->wgt};
+  for (int a = 0; a < 4 && arrs[a]; a++)
     for (size_t i = 0; i < slots; i++) {
       int32_t id = arrs[a][i];
       if (id >= 0 && b->next_compute[id] >= 0)

@@ -167,13 +167,14 @@ typedef struct enum_names {
 
 #define N_NAMES(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved"};
+static const char *const schedule_names[] = {"gpipe",      "1f1b",           "interleaved",
+                                             "looped_bfs", "interleaved_zb", "zbv"};
 static const char *const recompute_names[] = {"none", "selective", "full", "op"};
 static const char *const rc_method_names[] = {"uniform", "block"};
 static const char *const allreduce_names[] = {"auto", "ring", "tree", "halving_doubling",
                                               "hierarchical"};
 static const char *const ps_mode_names[] = {"sync", "async", "backup"};
-_Static_assert(N_NAMES(schedule_names) == PSIM_SCHED_INTERLEAVED + 1, "a schedule has no name");
+_Static_assert(N_NAMES(schedule_names) == PSIM_SCHED_ZBV + 1, "a schedule has no name");
 _Static_assert(N_NAMES(recompute_names) == PSIM_RECOMPUTE_OP + 1, "a recompute mode has no name");
 _Static_assert(N_NAMES(rc_method_names) == PSIM_RCM_BLOCK + 1, "a recompute method has no name");
 _Static_assert(N_NAMES(allreduce_names) == PSIM_AR_HIERARCHICAL + 1, "an algorithm has no name");
@@ -546,7 +547,7 @@ static psim_status check_stage_sets(vctx *v) {
   for (int32_t d = 0; d < v->c->n_devices; d++)
     v->mark[d] = 0;
   for (int32_t i = 0; i < n; i++) {
-    int32_t phys = i % s->n_stages;
+    int32_t phys = psim_schedule_chunk_rank(s->schedule, s->n_stages, i);
     if (i >= s->n_stages) {
       if (!sets_equal(&s->stages[i], &s->stages[phys]))
         return psim_error(PSIM_EINPUT,

@@ -27,10 +27,19 @@
 #include "sim/ir/cluster.h"
 #include "sim/ir/model.h"
 
+/* Pipeline schedules (sim/strategy/schedule.c has their rules, sim/builder/schedules.c their
+ * orders). The last three are torchtitan's (torch.distributed.pipelining, schedules.py of
+ * pytorch 00722e6); interleaved_zb and zbv split each backward into an input-gradient and a
+ * weight-gradient kernel and run the weight gradients later (Qi et al. 2024, Zero Bubble
+ * Pipeline Parallelism, arXiv 2401.10241). */
 typedef enum psim_schedule {
   PSIM_SCHED_GPIPE = 0,
   PSIM_SCHED_1F1B,
-  PSIM_SCHED_INTERLEAVED /* 1F1B with virtual_stages chunks per device */
+  PSIM_SCHED_INTERLEAVED,    /* 1F1B with virtual_stages chunks per device */
+  PSIM_SCHED_LOOPED_BFS,     /* ScheduleLoopedBFS: each chunk's forwards for every micro-batch,
+                                then the backwards, chunks in reverse */
+  PSIM_SCHED_INTERLEAVED_ZB, /* ScheduleInterleavedZeroBubble (ZB1P) */
+  PSIM_SCHED_ZBV             /* ScheduleZBVZeroBubble: 2 chunks per device placed in a V */
 } psim_schedule;
 
 typedef enum psim_recompute {
@@ -312,6 +321,23 @@ int64_t psim_shard_max(int64_t n, int32_t d);
 psim_status psim_strategy_copy(const psim_strategy *src, psim_strategy *dst);
 
 const char *psim_schedule_name(psim_schedule s);
+/* Whether schedule s runs with v chunks per device (schedule.c): gpipe and 1f1b one,
+ * interleaved more, zbv exactly 2, looped_bfs and interleaved_zb any. NULL when it does, else
+ * the rule broken, for a message. */
+const char *psim_schedule_chunks_rule(psim_schedule s, int32_t v);
+/* The schedule used when none is given: interleaved with v > 1 chunks, else 1f1b. */
+psim_schedule psim_schedule_default(int32_t v);
+/* Whether s splits a backward into input- and weight-gradient kernels (the zero-bubble ones). */
+bool psim_schedule_splits_backward(psim_schedule s);
+/* Whether s needs as many micro-batches as a multiple of the stages: Megatron-LM's interleaved
+ * rule; torchtitan's multi-chunk schedules need n_micro a multiple of max(1, n_micro / pp)
+ * (the rounds), which *rule names when broken. NULL when n_micro fits. */
+const char *psim_schedule_micro_rule(psim_schedule s, int32_t n_micro, int32_t pp);
+/* The physical stage chunk c (in pipeline order) runs on: c % pp, or under zbv the V of
+ * torchtitan's generate_stage_to_rank_mapping(style="v"): c < pp ? c : 2 pp - 1 - c. */
+int32_t psim_schedule_chunk_rank(psim_schedule s, int32_t pp, int32_t c);
+/* Local chunk j (0-based, in pipeline order) of physical stage r: chunk_rank's inverse. */
+int32_t psim_schedule_rank_chunk(psim_schedule s, int32_t pp, int32_t r, int32_t j);
 const char *psim_recompute_name(psim_recompute r);
 const char *psim_recompute_method_name(psim_recompute_method r);
 const char *psim_allreduce_algo_name(psim_allreduce_algo a);

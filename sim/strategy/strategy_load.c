@@ -218,11 +218,10 @@ static psim_status explicit_micro(psim_jctx *c, const psim_strategy_spec *sp, co
   if (batch % s->n_micro != 0)
     return psim_jerr(c, "%d does not divide the global batch of %lld samples", (int)s->n_micro,
                      (long long)batch);
-  if (s->schedule == PSIM_SCHED_INTERLEAVED && s->n_micro % s->n_stages != 0)
-    return psim_jerr(c,
-                     "interleaved needs the %d micro-batches to be a multiple of the %d "
-                     "stages (Megatron-LM's rule)",
-                     (int)s->n_micro, (int)s->n_stages);
+  const char *why = psim_schedule_micro_rule(s->schedule, s->n_micro, s->n_stages);
+  if (why)
+    return psim_jerr(c, "%d micro-batches on %d stages: %s", (int)s->n_micro, (int)s->n_stages,
+                     why);
   s->micro_batch = batch / s->n_micro;
   psim_jctx_pop(c, sv);
   return PSIM_OK;

@@ -308,15 +308,14 @@ static psim_status read_megatron(psim_jctx *c, const cJSON *root, psim_strategy_
   PSIM_CHECK(enum_key(c, root, "schedule", p_sched, &o->schedule, &sp->schedule_given));
   PSIM_CHECK(read_pipeline_layout(c, root, o));
   PSIM_CHECK(read_common(c, root, sp));
-  if (!sp->schedule_given && o->virtual_stages > 1)
-    o->schedule = PSIM_SCHED_INTERLEAVED;
+  if (!sp->schedule_given)
+    o->schedule = psim_schedule_default(o->virtual_stages);
   size_t sv = psim_jctx_key(c, "schedule");
   psim_status s = PSIM_OK;
-  if (o->virtual_stages > 1 && o->schedule != PSIM_SCHED_INTERLEAVED)
-    s = psim_jerr(c, "'%s' with virtual_stages = %d; virtual stages need 'interleaved'",
-                  psim_schedule_name(o->schedule), (int)o->virtual_stages);
-  else if (o->virtual_stages == 1 && o->schedule == PSIM_SCHED_INTERLEAVED)
-    s = psim_jerr(c, "'interleaved' needs virtual_stages > 1");
+  const char *why = psim_schedule_chunks_rule(o->schedule, o->virtual_stages);
+  if (why)
+    s = psim_jerr(c, "'%s' with virtual_stages = %d: it %s", psim_schedule_name(o->schedule),
+                  (int)o->virtual_stages, why);
   psim_jctx_pop(c, sv);
   return s;
 }
@@ -586,12 +585,11 @@ static psim_status read_pipeline(psim_jctx *c, const cJSON *root, psim_strategy_
   bool given = false;
   PSIM_CHECK(enum_key(c, p, "schedule", p_sched, &sp->schedule, &given));
   if (!given)
-    sp->schedule = sp->virtual_stages > 1 ? PSIM_SCHED_INTERLEAVED : PSIM_SCHED_1F1B;
-  if ((sp->virtual_stages > 1) != (sp->schedule == PSIM_SCHED_INTERLEAVED))
-    return psim_jerr(c,
-                     "schedule '%s' with virtual_stages = %d: 'interleaved' goes with "
-                     "virtual_stages > 1 and only with it",
-                     psim_schedule_name(sp->schedule), (int)sp->virtual_stages);
+    sp->schedule = psim_schedule_default(sp->virtual_stages);
+  const char *why = psim_schedule_chunks_rule(sp->schedule, sp->virtual_stages);
+  if (why)
+    return psim_jerr(c, "schedule '%s' with virtual_stages = %d: it %s",
+                     psim_schedule_name(sp->schedule), (int)sp->virtual_stages, why);
   const cJSON *stages = cJSON_GetObjectItemCaseSensitive(p, "stages");
   if (stages)
     PSIM_CHECK(read_stages(c, stages, sp));

@@ -119,9 +119,9 @@ psim_status psim_strategy_apply_mesh(psim_strategy *s, const psim_model *m) {
   return rc;
 }
 
-/* pp * v stages in pipeline order; chunk c runs on physical stage c % pp whose
- * devices are first + (c % pp) * per_stage + [0, per_stage). sizes: the block layers
- * of each chunk, NULL for the even split. */
+/* pp * v stages in pipeline order; chunk c runs on physical stage r = c % pp (a V under
+ * zbv: psim_schedule_chunk_rank) whose devices are r * per_stage + [0, per_stage). sizes:
+ * the block layers of each chunk, NULL for the even split. */
 static psim_status make_stages(psim_strategy *s, const psim_model *m, int32_t pp, int32_t v,
                                int32_t per_stage, const int32_t *sizes) {
   int32_t n = pp * v;
@@ -141,7 +141,7 @@ static psim_status make_stages(psim_strategy *s, const psim_model *m, int32_t pp
       return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
     st->n_devices = per_stage;
     for (int32_t d = 0; d < per_stage; d++)
-      st->devices[d] = (c % pp) * per_stage + d;
+      st->devices[d] = psim_schedule_chunk_rank(s->schedule, pp, c) * per_stage + d;
   }
   return PSIM_OK;
 }
@@ -180,11 +180,14 @@ static psim_status check_megatron_opts(const psim_megatron_opts *o, const psim_c
     return psim_error(PSIM_EINPUT,
                       "dp_shard: %d < dp = %d shards nothing at ZeRO 0 (HSDP needs zero >= 1)",
                       (int)o->dp_shard, (int)o->dp);
-  if (o->virtual_stages > 1 && o->schedule == PSIM_SCHED_GPIPE)
-    return psim_error(PSIM_EINPUT, "schedule: gpipe cannot run virtual_stages > 1; use "
-                                   "interleaved");
-  if (o->virtual_stages == 1 && o->schedule == PSIM_SCHED_INTERLEAVED)
-    return psim_error(PSIM_EINPUT, "schedule: interleaved needs virtual_stages > 1");
+  const char *why = psim_schedule_chunks_rule(o->schedule, o->virtual_stages);
+  if (why)
+    return psim_error(PSIM_EINPUT, "schedule: %s with virtual_stages = %d: it %s",
+                      psim_schedule_name(o->schedule), (int)o->virtual_stages, why);
+  if (o->schedule == PSIM_SCHED_ZBV &&
+      (o->first_stage_layers > 0 || o->last_stage_layers > 0 || o->pipeline_layout[0]))
+    return psim_error(PSIM_EINPUT, "schedule: zbv places its chunks in a V; uneven stages and "
+                                   "pipeline_layout are Megatron-LM's, for chunks in a loop");
   return PSIM_OK;
 }
 
@@ -263,11 +266,10 @@ static psim_status megatron_micro(const psim_model *m, const psim_megatron_opts 
   if (batch / per > INT32_MAX)
     return psim_error(PSIM_EINPUT, "micro_batch: too many micro-batches");
   *n_micro = (int32_t)(batch / per);
-  if (o->virtual_stages > 1 && *n_micro % o->pp != 0)
-    return psim_error(PSIM_EINPUT,
-                      "schedule: interleaved needs the %d micro-batches to be a multiple of pp = "
-                      "%d (Megatron-LM's rule)",
-                      (int)*n_micro, (int)o->pp);
+  const char *why = psim_schedule_micro_rule(o->schedule, *n_micro, o->pp);
+  if (why)
+    return psim_error(PSIM_EINPUT, "schedule: %d micro-batches on pp = %d: %s", (int)*n_micro,
+                      (int)o->pp, why);
   return PSIM_OK;
 }
 
@@ -419,7 +421,7 @@ static psim_status megatron_fill(const psim_model *m, const psim_megatron_opts *
   PSIM_CHECK(megatron_mesh(&s->mesh, m, o, o->etp));
   s->n_micro = n_micro;
   s->micro_batch = (int64_t)o->micro_batch * o->dp;
-  s->schedule = o->virtual_stages > 1 ? PSIM_SCHED_INTERLEAVED : o->schedule;
+  s->schedule = o->schedule;
   s->recompute = o->recompute;
   s->recompute_method = o->recompute_method;
   s->recompute_layers = o->recompute_layers;
@@ -456,6 +458,8 @@ psim_status psim_strategy_megatron(const psim_model *m, psim_cluster *c,
   psim_strategy_init(s);
   psim_megatron_opts o = *opts; /* 0 = the default: ep 1, cp 1, etp = tp */
   PSIM_CHECK(psim_megatron_resolve_layout(&o));
+  if (o.virtual_stages > 1 && o.schedule == PSIM_SCHED_1F1B) /* the default with chunks */
+    o.schedule = PSIM_SCHED_INTERLEAVED;
   PSIM_CHECK(check_megatron_opts(&o, c));
   o.ep = o.ep > 0 ? o.ep : 1;
   o.cp = o.cp > 0 ? o.cp : 1;

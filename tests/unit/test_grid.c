@@ -455,6 +455,7 @@ START_TEST(fsdp_space_follows_torchtitan_rules) {
   grid_space sp;
   ck_assert(psim_grid_space_build(&m, &c, &o, 8, &sp) == PSIM_OK);
   bool gpipe = false, interleaved = false, fsdp_tp_pp = false;
+  uint32_t scheds = 0;
   double brute = INFINITY, brute_hsdp = INFINITY, brute_async = INFINITY, brute_op = INFINITY;
   double brute_every = INFINITY;
   int64_t hsdp = 0, async = 0, op_sac = 0, every = 0;
@@ -476,6 +477,8 @@ START_TEST(fsdp_space_follows_torchtitan_rules) {
     ck_assert(mo->recompute != PSIM_RECOMPUTE_SELECTIVE && 512 % (2 * mo->tp) == 0);
     gpipe = gpipe || mo->schedule == PSIM_SCHED_GPIPE;
     interleaved = interleaved || mo->virtual_stages > 1;
+    scheds |= 1u << mo->schedule; /* torchtitan's other schedules too (try_pp_schedules) */
+    ck_assert(psim_schedule_chunks_rule(mo->schedule, mo->virtual_stages) == NULL);
     fsdp_tp_pp = fsdp_tp_pp || (mo->zero_stage == 3 && mo->tp > 1 && mo->pp > 1);
     bool fits;
     double t = simulate(&m, &c, mo, &fits);
@@ -495,6 +498,7 @@ START_TEST(fsdp_space_follows_torchtitan_rules) {
   ck_assert_int_eq(hsdp, sp.n_hsdp);
   ck_assert(hsdp > 0 && async > 0 && isfinite(brute_async) && op_sac > 0 && isfinite(brute_op));
   ck_assert(every > 0 && isfinite(brute_every));
+  ck_assert_uint_eq(scheds, (1u << (PSIM_SCHED_ZBV + 1)) - 1); /* every schedule was a candidate */
   psim_grid_result r;
   ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
   ck_assert_msg(r.best_sim.iteration_time_s == brute, "grid %.9g s, brute force %.9g s",

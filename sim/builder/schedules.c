@@ -1,0 +1,187 @@
+/* schedules.c - the order in which each pipeline stage issues its slots (a chunk's forward,
+ * backward or weight gradients for one micro-batch). A device's kernels run in issue order
+ * (kernels.c chains them), so the order is the schedule. Megatron-LM's (GPipe, 1F1B and the
+ * interleaved 1F1B: megatron/core/pipeline_parallel/schedules.py) and torchtitan's
+ * (torch/distributed/pipelining/schedules.py at pytorch 00722e648b: ScheduleLoopedBFS,
+ * ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble), each written from its rules; the rules
+ * on chunks and micro-batches are sim/strategy/schedule.c's. */
+#include "sim/builder/build_impl.h"
+#include "sim/core/alloc.h"
+
+#include <assert.h>
+
+typedef struct slot {
+  int32_t chunk; /* local chunk of this physical stage (psim_schedule_rank_chunk) */
+  int32_t micro;
+  int pass_kind; /* PSIM_DIR_FWD, _BWD (input gradients where split) or _WGT */
+} slot;
+
+typedef struct order {
+  slot *out;
+  int32_t n;
+} order;
+
+static void push(order *o, int32_t chunk, int32_t micro, int pass_kind) {
+  o->out[o->n++] = (slot){chunk, micro, pass_kind};
+}
+
+/* The k-th forward (or backward) of a stage in rounds of `round` micro-batches: chunk after
+ * chunk within a round (Megatron-LM's get_model_chunk_id with round = pp; torchtitan's
+ * forward_stage_index / backward_stage_index with round = microbatches_per_round). */
+static slot nth_slot(int32_t k, int32_t round, int32_t v, int pass_kind) {
+  slot s = {0, k, pass_kind};
+  if (v > 1) {
+    int32_t in_group = k % (round * v);
+    s.chunk = in_group / round;
+    s.micro = (k / (round * v)) * round + in_group % round;
+  }
+  if (pass_kind != PSIM_DIR_FWD)
+    s.chunk = v - 1 - s.chunk;
+  return s;
+}
+
+static void push_nth(order *o, int32_t k, int32_t round, int32_t v, int pass_kind) {
+  slot s = nth_slot(k, round, v, pass_kind);
+  push(o, s.chunk, s.micro, pass_kind);
+}
+
+/* Megatron-LM: warm-up forwards, then one forward and one backward in turn, then the
+ * remaining backwards. GPipe runs every forward first. */
+static void megatron_order(const psim_strategy *s, int32_t i, int32_t m, int32_t v, order *o) {
+  int32_t p = s->n_stages, total = m * v, warm;
+  if (s->schedule == PSIM_SCHED_GPIPE)
+    warm = total;
+  else if (v == 1)
+    warm = p - i - 1;
+  else
+    warm = (p - i - 1) * 2 + (v - 1) * p;
+  if (warm > total)
+    warm = total;
+  for (int32_t k = 0; k < warm; k++)
+    push_nth(o, k, p, v, PSIM_DIR_FWD);
+  for (int32_t j = 0; j < total - warm; j++) {
+    push_nth(o, warm + j, p, v, PSIM_DIR_FWD);
+    push_nth(o, j, p, v, PSIM_DIR_BWD);
+  }
+  for (int32_t j = total - warm; j < total; j++)
+    push_nth(o, j, p, v, PSIM_DIR_BWD);
+}
+
+/* ScheduleLoopedBFS: every micro-batch's forward chunk by chunk, then the backwards of the
+ * chunks in reverse, each chunk's micro-batches last first. */
+static void looped_bfs_order(int32_t m, int32_t v, order *o) {
+  for (int32_t c = 0; c < v; c++)
+    for (int32_t mu = 0; mu < m; mu++)
+      push(o, c, mu, PSIM_DIR_FWD);
+  for (int32_t c = v - 1; c >= 0; c--)
+    for (int32_t mu = m - 1; mu >= 0; mu--)
+      push(o, c, mu, PSIM_DIR_BWD);
+}
+
+/* ScheduleInterleavedZeroBubble (ZB1P; _get_1f1b_rank_ops with enable_zero_bubble): warm-up
+ * (v - 1) rounds plus one forward per stage below, then forward and input gradients in turn;
+ * after rank i's first i such pairs each step also runs the oldest pending weight gradients;
+ * the cool-down runs input then weight gradients, then the weights left. */
+static void zero_bubble_order(int32_t p, int32_t i, int32_t m, int32_t v, order *o) {
+  int32_t rounds = m / p > 1 ? m / p : 1, round = m / rounds, total = m * v;
+  int32_t warm = (v - 1) * round + (p - 1 - i), w = 0;
+  if (warm > total)
+    warm = total;
+  for (int32_t k = 0; k < warm; k++)
+    push_nth(o, k, round, v, PSIM_DIR_FWD);
+  for (int32_t op = warm, j = 0; op < total + warm; op++, j++) {
+    if (op < total)
+      push_nth(o, op, round, v, PSIM_DIR_FWD);
+    push_nth(o, j, round, v, PSIM_DIR_BWD);
+    if (j >= i)
+      push_nth(o, w++, round, v, PSIM_DIR_WGT);
+  }
+  while (w < total)
+    push_nth(o, w++, round, v, PSIM_DIR_WGT);
+}
+
+/* ScheduleZBVZeroBubble, rank i of p: chunk 0 is stage i, chunk 1 stage 2p - 1 - i. Counters
+ * of forwards, input and weight gradients per chunk; the schedule is written for at least
+ * 2p - 1 micro-batches and drops the slots of those beyond m. */
+typedef struct zbv {
+  order *o;
+  int32_t m, f[2], b[2], w[2];
+} zbv;
+
+static void zbv_push(zbv *z, int32_t c, int pass_kind) {
+  int32_t *n = pass_kind == PSIM_DIR_FWD   ? &z->f[c]
+               : pass_kind == PSIM_DIR_BWD ? &z->b[c]
+                                           : &z->w[c];
+  if (*n < z->m)
+    push(z->o, c, *n, pass_kind);
+  (*n)++;
+}
+
+static void zbv_order(int32_t p, int32_t i, int32_t m, order *o) {
+  int32_t n = m > 2 * p - 1 ? m : 2 * p - 1;
+  zbv z = {o, m, {0, 0}, {0, 0}, {0, 0}};
+  for (int32_t k = 0; k < 2 * (p - i) - 1; k++)
+    zbv_push(&z, 0, PSIM_DIR_FWD);
+  for (int32_t k = 0; k < i; k++) {
+    zbv_push(&z, 1, PSIM_DIR_FWD);
+    zbv_push(&z, 0, PSIM_DIR_FWD);
+  }
+  for (int32_t k = 0; k < p - i; k++) {
+    zbv_push(&z, 1, PSIM_DIR_FWD);
+    zbv_push(&z, 1, PSIM_DIR_BWD);
+    zbv_push(&z, 1, PSIM_DIR_WGT);
+  }
+  while (z.f[1] < z.f[0] || z.f[0] < n) {
+    if (z.f[0] < n)
+      zbv_push(&z, 0, PSIM_DIR_FWD);
+    zbv_push(&z, 0, PSIM_DIR_BWD);
+    zbv_push(&z, 0, PSIM_DIR_WGT);
+    zbv_push(&z, 1, PSIM_DIR_FWD);
+    zbv_push(&z, 1, PSIM_DIR_BWD);
+    zbv_push(&z, 1, PSIM_DIR_WGT);
+  }
+  for (int32_t k = 0; k < i; k++) {
+    zbv_push(&z, 0, PSIM_DIR_BWD);
+    zbv_push(&z, 1, PSIM_DIR_BWD);
+  }
+  for (int32_t k = 0; k < p - i; k++) {
+    zbv_push(&z, 0, PSIM_DIR_BWD);
+    zbv_push(&z, 0, PSIM_DIR_WGT);
+  }
+  while (z.w[1] < z.b[1])
+    zbv_push(&z, 1, PSIM_DIR_WGT);
+  while (z.w[0] < z.b[0])
+    zbv_push(&z, 0, PSIM_DIR_WGT);
+  assert(z.f[0] == n && z.b[0] == n && z.w[0] == n && z.f[1] == n && z.b[1] == n && z.w[1] == n);
+}
+
+/* Stage i's issue order into o (room for 3 m v slots). */
+static void stage_order(const psim_strategy *s, int32_t i, int32_t m, order *o) {
+  int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1;
+  o->n = 0;
+  switch (s->schedule) {
+  case PSIM_SCHED_LOOPED_BFS: looped_bfs_order(m, v, o); break;
+  case PSIM_SCHED_INTERLEAVED_ZB: zero_bubble_order(s->n_stages, i, m, v, o); break;
+  case PSIM_SCHED_ZBV: zbv_order(s->n_stages, i, m, o); break;
+  default: megatron_order(s, i, m, v, o);
+  }
+  assert(o->n == (psim_schedule_splits_backward(s->schedule) ? 3 : 2) * m * v);
+}
+
+psim_status psim_build_issue_compute(psim_build *b) {
+  const psim_strategy *s = b->s;
+  int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1;
+  order o = {psim_malloc(sizeof *o.out * (size_t)b->n_micro * (size_t)v * 3), 0};
+  if (!o.out)
+    return psim_error(PSIM_ENOMEM, "out of memory for the pipeline schedule");
+  psim_status st = PSIM_OK;
+  for (int32_t i = 0; i < s->n_stages && st == PSIM_OK; i++) {
+    stage_order(s, i, b->n_micro, &o);
+    for (int32_t j = 0; j < o.n && st == PSIM_OK; j++) {
+      int32_t vs = psim_schedule_rank_chunk(s->schedule, s->n_stages, i, o.out[j].chunk);
+      st = psim_build_issue_slot(b, vs, o.out[j].micro, o.out[j].pass_kind);
+    }
+  }
+  psim_free(o.out);
+  return st;
+}
