@@ -23,8 +23,8 @@
 typedef struct memo_entry {
   int32_t n, groups, stride;
   size_t key_at, tab_at; /* offsets into keys (2 n) and the tables (groups x n) */
-  bool rated;            /* bw, lat known */
-  double bw, lat;
+  bool rated;            /* bw_Bps, lat_s known */
+  double bw_Bps, lat_s;  /* bytes/s, s */
 } memo_entry;
 
 struct psim_coll_routes {
@@ -130,18 +130,19 @@ psim_status psim_coll_routes_put(psim_coll_routes *m, const int32_t *pairs, int3
   return PSIM_OK;
 }
 
-bool psim_coll_routes_rate(const psim_coll_routes *m, int32_t entry, double *bw, double *lat) {
+bool psim_coll_routes_rate(const psim_coll_routes *m, int32_t entry, double *bw_Bps,
+                           double *lat_s) {
   const memo_entry *e = &m->items[entry];
-  *bw = e->bw;
-  *lat = e->lat;
+  *bw_Bps = e->bw_Bps;
+  *lat_s = e->lat_s;
   return e->rated;
 }
 
-void psim_coll_routes_set_rate(psim_coll_routes *m, int32_t entry, double bw, double lat) {
+void psim_coll_routes_set_rate(psim_coll_routes *m, int32_t entry, double bw_Bps, double lat_s) {
   memo_entry *e = &m->items[entry];
   e->rated = true;
-  e->bw = bw;
-  e->lat = lat;
+  e->bw_Bps = bw_Bps;
+  e->lat_s = lat_s;
 }
 
 static psim_hmap_key held_key(int32_t entry, int32_t self) {

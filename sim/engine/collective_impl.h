@@ -36,10 +36,10 @@ bool psim_coll_routes_find(const psim_coll_routes *m, const int32_t *pairs, int3
 psim_status psim_coll_routes_put(psim_coll_routes *m, const int32_t *pairs, int32_t n,
                                  int32_t groups, int32_t stride, const int32_t *const *rl,
                                  const int32_t *rn, int32_t *entry);
-/* An entry's phase rate (phase_rate's bottleneck bandwidth and largest route latency under
- * the loads of its own routes): false when not yet set. */
-bool psim_coll_routes_rate(const psim_coll_routes *m, int32_t entry, double *bw, double *lat);
-void psim_coll_routes_set_rate(psim_coll_routes *m, int32_t entry, double bw, double lat);
+/* An entry's phase rate (phase_rate's bottleneck bandwidth, bytes/s, and largest route
+ * latency, s, under the loads of its own routes): false when not yet set. */
+bool psim_coll_routes_rate(const psim_coll_routes *m, int32_t entry, double *bw_Bps, double *lat_s);
+void psim_coll_routes_set_rate(psim_coll_routes *m, int32_t entry, double bw_Bps, double lat_s);
 /* Lends the memo's zeroed scratch for a cluster of n_links links: *load 2 x n_links counts,
  * *held n_links flags, to be returned zeroed; false (nothing lent) when lent already or out
  * of memory. unborrow takes it back, zeroing it where dirty (after an error). */

@@ -173,6 +173,10 @@ psim_status psim_cluster_route(psim_cluster *c, int32_t src, int32_t dst, const 
  * translated from their representative pair's by the rotation of the nodes' devices
  * (sim/ir/route_shift.h). */
 void psim_cluster_route_counts(psim_cluster *c, int64_t *searched, int64_t *translated);
+/* Whether the route cache found a rotation of the nodes' devices (an automorphism), and
+ * how many pairs were searched although it did because their representative's route is not
+ * the only shortest path (tests: a rejected rotation from none found). */
+void psim_cluster_route_rotation(psim_cluster *c, bool *has_rotation, int64_t *rejected);
 /* Routes found from now on are all searched, none translated (tests: the per-pair path). */
 psim_status psim_cluster_route_no_translation(psim_cluster *c);
 /* Bottleneck bandwidth (bytes/s, each link's bw / slowdown) and summed

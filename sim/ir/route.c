@@ -88,6 +88,7 @@ struct psim_route_cache {
   psim_route_shift *shift;
   uint8_t *p_count;
   int64_t n_searched, n_translated;
+  int64_t n_rejected; /* pairs searched because their representative's route is not unique */
 };
 
 static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -645,8 +646,10 @@ static psim_status translated(const psim_cluster *c, psim_route_cache *r, int32_
   entry *e0 = &r->routes[i0];
   if (e0->unique == 0)
     e0->unique = unique_shortest(r, src0, dst0, e0->n) ? 1 : 2;
-  if (e0->unique != 1)
+  if (e0->unique != 1) {
+    r->n_rejected++;
     return PSIM_OK;
+  }
   int32_t *links = NULL;
   PSIM_CHECK(storage(r, e0->n, &links));
   psim_route_shift_links(r->shift, e0->links, e0->n, j, links);
@@ -750,15 +753,30 @@ void psim_cluster_route_cost(const psim_cluster *c, const int32_t *links, int32_
   }
 }
 
-void psim_cluster_route_counts(psim_cluster *c, int64_t *searched, int64_t *translated) {
+/* The cache's counts (zero before it exists) and whether it holds a rotation. */
+static bool read_counts(psim_cluster *c, int64_t *searched, int64_t *translated,
+                        int64_t *rejected) {
   psim_route_cache *r = __atomic_load_n(&c->routes, __ATOMIC_ACQUIRE);
-  *searched = *translated = 0;
+  *searched = *translated = *rejected = 0;
   if (!r)
-    return;
+    return false;
   pthread_mutex_lock(&r->mu);
   *searched = r->n_searched;
   *translated = r->n_translated;
+  *rejected = r->n_rejected;
+  bool has_rotation = r->shift != NULL;
   pthread_mutex_unlock(&r->mu);
+  return has_rotation;
+}
+
+void psim_cluster_route_counts(psim_cluster *c, int64_t *searched, int64_t *translated) {
+  int64_t rejected;
+  read_counts(c, searched, translated, &rejected);
+}
+
+void psim_cluster_route_rotation(psim_cluster *c, bool *has_rotation, int64_t *rejected) {
+  int64_t searched, translated;
+  *has_rotation = read_counts(c, &searched, &translated, rejected);
 }
 
 psim_status psim_cluster_route_no_translation(psim_cluster *c) {

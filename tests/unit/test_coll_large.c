@@ -308,6 +308,11 @@ START_TEST(rotated_ties) {
   psim_cluster_route_counts(&c, &searched, &translated);
   ck_assert_int_eq(translated, 0);
   ck_assert_int_eq(searched, 12);
+  bool has_rotation = false;
+  int64_t rejected = 0;
+  psim_cluster_route_rotation(&c, &has_rotation, &rejected);
+  ck_assert_msg(has_rotation, "the rotation was not found (rather than rejected)");
+  ck_assert_int_gt(rejected, 0);
   psim_cluster_destroy(&c);
 }
 END_TEST
