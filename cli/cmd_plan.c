@@ -121,6 +121,7 @@ static psim_status parse_budget(const char *text, psim_search_options *o) {
   if (!text)
     return PSIM_OK;
   const char *why = psim_search_budget_problem(text, &o->budget_s, &o->budget_evals);
+  o->budget_from_start = true; /* the whole process keeps to it, loading included */
   return why ? psim_cli_usage("plan", "--budget '%s': %s", text, why) : PSIM_OK;
 }
 

@@ -20,12 +20,16 @@ struct cJSON;
 
 typedef struct psim_search_options {
   const psim_sim_options
-      *sim;             /* simulator options (cost database, fidelity); default NULL = defaults */
-  uint64_t seed;        /* default 1 */
-  double budget_s;      /* time budget, s of CPU per search thread (search/budget.h); 0 = none
-                           (default 60 for mcmc) */
-  int64_t budget_evals; /* evaluation budget; 0 = none */
-  int32_t threads;      /* search chains / worker threads; default 1 */
+      *sim;               /* simulator options (cost database, fidelity); default NULL = defaults */
+  uint64_t seed;          /* default 1 */
+  double budget_s;        /* time budget, s of CPU per search thread (search/budget.h); 0 = none
+                             (default 60 for mcmc) */
+  int64_t budget_evals;   /* evaluation budget; 0 = none */
+  bool budget_from_start; /* the search policy's time budget counts from the budget clock's zero,
+                             the process's start (the CLI's plan: loading the inputs counts, so
+                             the whole process keeps to --budget); default false: from the
+                             policy's start */
+  int32_t threads;        /* search chains / worker threads; default 1 */
   const psim_strategy *init; /* start from this strategy (mcmc); NULL = searcher's choice */
   /* partial strategy of fixed choices (--fix), read once by the one reader
    * (sim/strategy/constraints.h; its file names it in messages); NULL = none */

@@ -298,7 +298,7 @@ psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *n
   policy_run p = {m,
                   c,
                   o,
-                  psim_budget_clock_s(),
+                  o->budget_from_start ? 0 : psim_budget_clock_s(),
                   o->budget_s > 0 ? o->budget_s : PSIM_POLICY_WALL_S,
                   is_auto(name),
                   ""};
@@ -311,6 +311,8 @@ psim_status psim_policy_plan(const psim_model *m, psim_cluster *c, const char *n
   so.quick = so.quick || (is_auto(name) && c->n_devices > PSIM_POLICY_WHOLE_ALPA_DEVICES);
   if (is_auto(name))
     so.budget_s = search_share_s(&p, with_baselines);
+  if (so.budget_s > 0) /* less what came before it (loading the inputs, budget_from_start) */
+    so.budget_s = fmax(PSIM_POLICY_GRID_MIN_S, so.budget_s - (psim_budget_clock_s() - p.t0));
   psim_status st = s->run(m, c, &so, &r->result);
   if (r->result.found)
     r->searcher_time_s = r->result.best_sim.iteration_time_s;

@@ -90,4 +90,16 @@ expect "CPU database on A100s: a warning" 0 stdout-nonempty stderr-nonempty "" \
 run simulate models/mlp.json topologies/cpu-x4.json strategies/data-parallel.json --costdb "$DB"
 expect "CPU database on CPUs: no warning" 0 stdout-nonempty stderr-empty
 
+# The whole process keeps to a time budget (CPU, search/budget.h): loading counts from the
+# process's start (budget_from_start), the refinement stops before an evaluation that would end
+# past it; the tail (writing the plan) is allowed 0.5 s.
+TIMEFORMAT='%3U %3S'
+cpu=$({ time "$PLANSIM" plan tests/data/tiny-gpt.json topologies/dgx-a100-x1.json --budget 3s \
+  -o "$P" >/dev/null 2>&1; } 2>&1 | awk '{print $1 + $2}')
+if awk -v c="$cpu" 'BEGIN { exit !(c > 1.5 && c <= 3.5) }'; then
+  ok "plan --budget 3s: the whole process took $cpu s of CPU"
+else
+  not_ok "plan --budget 3s keeps the whole process within 3 s of CPU (+0.5 s) and uses it" "$cpu s"
+fi
+
 finish
