@@ -459,7 +459,9 @@ static psim_task_cost pass_cost(psim_build *b, int32_t o, int32_t k, int pass_ki
 static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
                                 int32_t *id) {
   const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
-  const psim_task_cost cost = pass_cost(b, o, k, pass_kind), *tc = &cost;
+  psim_task_cost cost; /* a split backward's part; else the shard's cost as it is */
+  const psim_task_cost *tc =
+      b->wgt ? (cost = pass_cost(b, o, k, pass_kind), &cost) : shard_cost(b, o, k, pass_kind);
   bool backward = pass_kind == PSIM_DIR_BWD || pass_kind == PSIM_DIR_WGT;
   psim_task_info info = {PSIM_TASK_COMPUTE,
                          pass_kind == PSIM_DIR_FWD ? PSIM_TP_FWD
