@@ -146,11 +146,18 @@ static bool accepted(const space_ctx *x, const psim_megatron_opts *mo) {
   if (x->batch % per != 0 || !tp_divides(x->m, mo->tp))
     return false;
   int64_t n_micro = x->batch / per;
+  /* the Megatron space's chunks run interleaved 1F1B (its candidates keep the default 1f1b) */
+  psim_schedule sched = mo->schedule == PSIM_SCHED_1F1B && mo->virtual_stages > 1
+                            ? PSIM_SCHED_INTERLEAVED
+                            : mo->schedule;
+  if (mo->pp > 1 &&
+      (n_micro > INT32_MAX || psim_schedule_micro_rule(sched, (int32_t)n_micro, mo->pp) != NULL))
+    return false;
   if (mo->virtual_stages == 1)
     return true;
   if (mo->first_stage_layers > 0) /* uneven stages: tried without interleaving only */
     return false;
-  return mo->pp > 1 && x->layers % (mo->pp * mo->virtual_stages) == 0 && n_micro % mo->pp == 0;
+  return mo->pp > 1 && x->layers % (mo->pp * mo->virtual_stages) == 0;
 }
 
 /* torchtitan v0.2.2: every model's parallelize.py asserts seq_len % (tp x 2 cp) == 0
@@ -306,7 +313,8 @@ static const fsdp_ac fsdp_acs[] = {{PSIM_RECOMPUTE_NONE, 0},
 
 /* The pipeline schedules torchtitan runs with vp chunks per rank (pp > 1): 1F1B and GPipe at
  * 1, Interleaved1F1B above; with try_pp_schedules also InterleavedZeroBubble, LoopedBFS at
- * vp > 1 and ZBVZeroBubble at vp = 2 (sim/strategy/schedule.c). The first is the classic. */
+ * vp > 1, ZBVZeroBubble and DualPipeV at vp = 2 (sim/strategy/schedule.c). The first is the
+ * classic. */
 static int32_t fsdp_schedules(const psim_grid_options *o, int32_t vp, psim_schedule *out) {
   int32_t n = 0;
   out[n++] = vp > 1 ? PSIM_SCHED_INTERLEAVED : PSIM_SCHED_1F1B;
@@ -317,8 +325,10 @@ static int32_t fsdp_schedules(const psim_grid_options *o, int32_t vp, psim_sched
   out[n++] = PSIM_SCHED_INTERLEAVED_ZB;
   if (vp > 1)
     out[n++] = PSIM_SCHED_LOOPED_BFS;
-  if (vp == 2)
+  if (vp == 2) {
     out[n++] = PSIM_SCHED_ZBV;
+    out[n++] = PSIM_SCHED_DUALPIPEV;
+  }
   return n;
 }
 
@@ -330,7 +340,7 @@ static int32_t fsdp_schedules(const psim_grid_options *o, int32_t vp, psim_sched
 static psim_status push_fsdp_at(space_ctx *x, int32_t tp, int32_t pp, int32_t dp, bool classic,
                                 int8_t fp8) {
   const psim_grid_options *o = x->o;
-  psim_schedule scheds[5];
+  psim_schedule scheds[6];
   int n_rc = o->try_recompute ? (int)(sizeof fsdp_acs / sizeof *fsdp_acs) : 1,
       n_as = tp > 1 && x->async_alt ? 2 : 1;
   int32_t shards[8], n_sh = hsdp_shards(x, tp, dp, shards);
@@ -639,7 +649,7 @@ static bool same_kernels(const grid_cand *y, const psim_megatron_opts *x) {
          b->micro_batch == x->micro_batch && rc_same(b, x) &&
          b->sequence_parallel == x->sequence_parallel && b->zero_stage == x->zero_stage &&
          zero_shard(b) == zero_shard(x) && b->async_tp == x->async_tp &&
-         (b->schedule == PSIM_SCHED_ZBV) == (x->schedule == PSIM_SCHED_ZBV); /* ZBV: a V */
+         psim_schedule_v_shaped(b->schedule) == psim_schedule_v_shaped(x->schedule);
 }
 
 /* y is x one ZeRO stage lower and was not over memory (nor pruned as such). In plansim ZeRO

@@ -286,8 +286,10 @@ static void parallelism_section(psim_sb *b, const psim_export_facts *f) {
     /* torchtitan's pipeline_parallel_schedule names torch.distributed.pipelining's classes
      * without "Schedule" (get_schedule_class, schedules.py at pytorch 00722e648b) */
     static const char *const names[] = {
-        "GPipe", "1F1B", "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble"};
-    _Static_assert(sizeof names / sizeof *names == PSIM_SCHED_ZBV + 1, "a schedule has no name");
+        "GPipe",         "1F1B",     "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble",
+        "ZBVZeroBubble", "DualPipeV"};
+    _Static_assert(sizeof names / sizeof *names == PSIM_SCHED_DUALPIPEV + 1,
+                   "a schedule has no name");
     const char *sched = names[f->s->schedule];
     psim_sb_printf(b,
                    "pipeline_parallel_schedule = \"%s\"\npipeline_parallel_microbatch_size = %d\n",

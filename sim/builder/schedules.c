@@ -3,7 +3,8 @@
  * (kernels.c chains them), so the order is the schedule. Megatron-LM's (GPipe, 1F1B and the
  * interleaved 1F1B: megatron/core/pipeline_parallel/schedules.py) and torchtitan's
  * (torch/distributed/pipelining/schedules.py at pytorch 00722e648b: ScheduleLoopedBFS,
- * ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble), each written from its rules; the rules
+ * ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV), each written from
+ * its rules; the rules
  * on chunks and micro-batches are sim/strategy/schedule.c's. */
 #include "sim/builder/build_impl.h"
 #include "sim/core/alloc.h"
@@ -155,14 +156,89 @@ static void zbv_order(int32_t p, int32_t i, int32_t m, order *o) {
   assert(z.f[0] == n && z.b[0] == n && z.w[0] == n && z.f[1] == n && z.b[1] == n && z.w[1] == n);
 }
 
-/* Stage i's issue order into o (room for 3 m v slots). */
-static void stage_order(const psim_strategy *s, int32_t i, int32_t m, order *o) {
+/* ScheduleDualPipeV, rank i of p (chunks in a V, as zbv): a full backward is its input and
+ * weight gradients back to back; an input gradient alone queues its weight gradients, which
+ * later steps run oldest first. Its F/B pairs (OVERLAP_F_B) run one after the other, as the
+ * runtime does without a registered overlap function (_PipelineScheduleRuntime: "for sub_a in
+ * action.sub_actions: _perform_action(sub_a)"). */
+typedef struct dualpipe {
+  order *o;
+  int32_t f[2], b[2];
+  int32_t *queue; /* pending weight gradients: chunk * m + micro-batch, oldest first */
+  int32_t head, tail, m;
+} dualpipe;
+
+static void dp_forward(dualpipe *d, int32_t c) {
+  push(d->o, c, d->f[c]++, PSIM_DIR_FWD);
+}
+
+static void dp_backward(dualpipe *d, int32_t c, bool full) {
+  int32_t mu = d->b[c]++;
+  push(d->o, c, mu, PSIM_DIR_BWD);
+  if (full)
+    push(d->o, c, mu, PSIM_DIR_WGT);
+  else
+    d->queue[d->tail++] = c * d->m + mu;
+}
+
+static void dp_weights(dualpipe *d) {
+  if (d->head < d->tail) {
+    int32_t q = d->queue[d->head++];
+    push(d->o, q / d->m, q % d->m, PSIM_DIR_WGT);
+  }
+}
+
+static void dp_overlap(dualpipe *d, int32_t fc, int32_t bc) {
+  dp_forward(d, fc);
+  dp_backward(d, bc, true);
+}
+
+static void dualpipev_order(int32_t p, int32_t i, int32_t m, int32_t *queue, order *o) {
+  dualpipe d = {o, {0, 0}, {0, 0}, queue, 0, 0, m};
+  for (int32_t k = 0; k < 2 * (p - i - 1); k++) /* step 1: F0 */
+    dp_forward(&d, 0);
+  for (int32_t k = 0; k < i + 1; k++) { /* step 2: F0 F1 */
+    dp_forward(&d, 0);
+    dp_forward(&d, 1);
+  }
+  for (int32_t k = 0; k < p - i - 1; k++) { /* step 3: I1 W F1 */
+    dp_backward(&d, 1, false);
+    dp_weights(&d);
+    dp_forward(&d, 1);
+  }
+  for (int32_t k = 0; k < m - 2 * p + i + 1; k++) { /* step 4: F0B1 F1B0 */
+    dp_overlap(&d, 0, 1); /* the last rank's first pair is not overlapped: the same order */
+    dp_overlap(&d, 1, 0);
+  }
+  for (int32_t k = 0; k < p - i - 1; k++) { /* step 5: B1 F1B0 */
+    dp_backward(&d, 1, true);
+    dp_overlap(&d, 1, 0);
+  }
+  bool zb = false; /* step 6: B1 B0, the second half with input gradients only */
+  for (int32_t k = 0; k < i + 1; k++) {
+    zb = zb || (k == (i + 1) / 2 && i % 2 == 1);
+    dp_backward(&d, 1, !zb);
+    zb = zb || (k == (i + 1) / 2 && i % 2 == 0);
+    dp_backward(&d, 0, !zb);
+  }
+  for (int32_t k = 0; k < p - i - 1; k++) { /* step 7: W B0 */
+    dp_weights(&d);
+    dp_backward(&d, 0, !zb);
+  }
+  while (d.head < d.tail) /* step 8: the weights left (i + 1 of them) */
+    dp_weights(&d);
+  assert(d.f[0] == m && d.f[1] == m && d.b[0] == m && d.b[1] == m);
+}
+
+/* Stage i's issue order into o (room for 3 m v slots; queue: room for 2 m). */
+static void stage_order(const psim_strategy *s, int32_t i, int32_t m, int32_t *queue, order *o) {
   int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1;
   o->n = 0;
   switch (s->schedule) {
   case PSIM_SCHED_LOOPED_BFS: looped_bfs_order(m, v, o); break;
   case PSIM_SCHED_INTERLEAVED_ZB: zero_bubble_order(s->n_stages, i, m, v, o); break;
   case PSIM_SCHED_ZBV: zbv_order(s->n_stages, i, m, o); break;
+  case PSIM_SCHED_DUALPIPEV: dualpipev_order(s->n_stages, i, m, queue, o); break;
   default: megatron_order(s, i, m, v, o);
   }
   assert(o->n == (psim_schedule_splits_backward(s->schedule) ? 3 : 2) * m * v);
@@ -172,16 +248,21 @@ psim_status psim_build_issue_compute(psim_build *b) {
   const psim_strategy *s = b->s;
   int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1;
   order o = {psim_malloc(sizeof *o.out * (size_t)b->n_micro * (size_t)v * 3), 0};
-  if (!o.out)
+  int32_t *queue = psim_malloc(sizeof *queue * (size_t)b->n_micro * 2);
+  if (!o.out || !queue) {
+    psim_free(o.out);
+    psim_free(queue);
     return psim_error(PSIM_ENOMEM, "out of memory for the pipeline schedule");
+  }
   psim_status st = PSIM_OK;
   for (int32_t i = 0; i < s->n_stages && st == PSIM_OK; i++) {
-    stage_order(s, i, b->n_micro, &o);
+    stage_order(s, i, b->n_micro, queue, &o);
     for (int32_t j = 0; j < o.n && st == PSIM_OK; j++) {
       int32_t vs = psim_schedule_rank_chunk(s->schedule, s->n_stages, i, o.out[j].chunk);
       st = psim_build_issue_slot(b, vs, o.out[j].micro, o.out[j].pass_kind);
     }
   }
   psim_free(o.out);
+  psim_free(queue);
   return st;
 }

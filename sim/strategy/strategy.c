@@ -167,14 +167,14 @@ typedef struct enum_names {
 
 #define N_NAMES(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static const char *const schedule_names[] = {"gpipe",      "1f1b",           "interleaved",
-                                             "looped_bfs", "interleaved_zb", "zbv"};
+static const char *const schedule_names[] = {"gpipe",          "1f1b", "interleaved", "looped_bfs",
+                                             "interleaved_zb", "zbv",  "dualpipev"};
 static const char *const recompute_names[] = {"none", "selective", "full", "op"};
 static const char *const rc_method_names[] = {"uniform", "block"};
 static const char *const allreduce_names[] = {"auto", "ring", "tree", "halving_doubling",
                                               "hierarchical"};
 static const char *const ps_mode_names[] = {"sync", "async", "backup"};
-_Static_assert(N_NAMES(schedule_names) == PSIM_SCHED_ZBV + 1, "a schedule has no name");
+_Static_assert(N_NAMES(schedule_names) == PSIM_SCHED_DUALPIPEV + 1, "a schedule has no name");
 _Static_assert(N_NAMES(recompute_names) == PSIM_RECOMPUTE_OP + 1, "a recompute mode has no name");
 _Static_assert(N_NAMES(rc_method_names) == PSIM_RCM_BLOCK + 1, "a recompute method has no name");
 _Static_assert(N_NAMES(allreduce_names) == PSIM_AR_HIERARCHICAL + 1, "an algorithm has no name");

@@ -39,7 +39,8 @@ typedef enum psim_schedule {
   PSIM_SCHED_LOOPED_BFS,     /* ScheduleLoopedBFS: each chunk's forwards for every micro-batch,
                                 then the backwards, chunks in reverse */
   PSIM_SCHED_INTERLEAVED_ZB, /* ScheduleInterleavedZeroBubble (ZB1P) */
-  PSIM_SCHED_ZBV             /* ScheduleZBVZeroBubble: 2 chunks per device placed in a V */
+  PSIM_SCHED_ZBV,            /* ScheduleZBVZeroBubble: 2 chunks per device placed in a V */
+  PSIM_SCHED_DUALPIPEV       /* ScheduleDualPipeV (DeepSeek-V3's DualPipe folded to a V) */
 } psim_schedule;
 
 typedef enum psim_recompute {
@@ -322,8 +323,8 @@ psim_status psim_strategy_copy(const psim_strategy *src, psim_strategy *dst);
 
 const char *psim_schedule_name(psim_schedule s);
 /* Whether schedule s runs with v chunks per device (schedule.c): gpipe and 1f1b one,
- * interleaved more, zbv exactly 2, looped_bfs and interleaved_zb any. NULL when it does, else
- * the rule broken, for a message. */
+ * interleaved more, zbv and dualpipev exactly 2, looped_bfs and interleaved_zb any. NULL when it
+ * does, else the rule broken, for a message. */
 const char *psim_schedule_chunks_rule(psim_schedule s, int32_t v);
 /* The schedule used when none is given: interleaved with v > 1 chunks, else 1f1b. */
 psim_schedule psim_schedule_default(int32_t v);
@@ -331,11 +332,14 @@ psim_schedule psim_schedule_default(int32_t v);
 bool psim_schedule_splits_backward(psim_schedule s);
 /* Whether s needs as many micro-batches as a multiple of the stages: Megatron-LM's interleaved
  * rule; torchtitan's multi-chunk schedules need n_micro a multiple of max(1, n_micro / pp)
- * (the rounds), which *rule names when broken. NULL when n_micro fits. */
+ * (the rounds), dualpipev at least 2 pp. NULL when n_micro fits, else the rule broken. */
 const char *psim_schedule_micro_rule(psim_schedule s, int32_t n_micro, int32_t pp);
-/* The physical stage chunk c (in pipeline order) runs on: c % pp, or under zbv the V of
- * torchtitan's generate_stage_to_rank_mapping(style="v"): c < pp ? c : 2 pp - 1 - c. */
+/* The physical stage chunk c (in pipeline order) runs on: c % pp, or under zbv and dualpipev the V
+ * of torchtitan's generate_stage_to_rank_mapping(style="v"): c < pp ? c : 2 pp - 1 - c. */
 int32_t psim_schedule_chunk_rank(psim_schedule s, int32_t pp, int32_t c);
+/* Whether s places its 2 chunks per rank in a V (zbv, dualpipev: torchtitan's
+ * generate_stage_to_rank_mapping(style="v"), torch/distributed/pipelining/_utils.py). */
+bool psim_schedule_v_shaped(psim_schedule s);
 /* Local chunk j (0-based, in pipeline order) of physical stage r: chunk_rank's inverse. */
 int32_t psim_schedule_rank_chunk(psim_schedule s, int32_t pp, int32_t r, int32_t j);
 const char *psim_recompute_name(psim_recompute r);

@@ -184,10 +184,12 @@ static psim_status check_megatron_opts(const psim_megatron_opts *o, const psim_c
   if (why)
     return psim_error(PSIM_EINPUT, "schedule: %s with virtual_stages = %d: it %s",
                       psim_schedule_name(o->schedule), (int)o->virtual_stages, why);
-  if (o->schedule == PSIM_SCHED_ZBV &&
+  if (psim_schedule_v_shaped(o->schedule) &&
       (o->first_stage_layers > 0 || o->last_stage_layers > 0 || o->pipeline_layout[0]))
-    return psim_error(PSIM_EINPUT, "schedule: zbv places its chunks in a V; uneven stages and "
-                                   "pipeline_layout are Megatron-LM's, for chunks in a loop");
+    return psim_error(PSIM_EINPUT,
+                      "schedule: %s places its chunks in a V; uneven stages and "
+                      "pipeline_layout are Megatron-LM's, for chunks in a loop",
+                      psim_schedule_name(o->schedule));
   return PSIM_OK;
 }
 

@@ -498,7 +498,8 @@ START_TEST(fsdp_space_follows_torchtitan_rules) {
   ck_assert_int_eq(hsdp, sp.n_hsdp);
   ck_assert(hsdp > 0 && async > 0 && isfinite(brute_async) && op_sac > 0 && isfinite(brute_op));
   ck_assert(every > 0 && isfinite(brute_every));
-  ck_assert_uint_eq(scheds, (1u << (PSIM_SCHED_ZBV + 1)) - 1); /* every schedule was a candidate */
+  ck_assert_uint_eq(scheds,
+                    (1u << (PSIM_SCHED_DUALPIPEV + 1)) - 1); /* every schedule was a candidate */
   psim_grid_result r;
   ck_assert_msg(psim_grid_search(&m, &c, &o, &r) == PSIM_OK, "%s", psim_error_message());
   ck_assert_msg(r.best_sim.iteration_time_s == brute, "grid %.9g s, brute force %.9g s",

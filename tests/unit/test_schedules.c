@@ -140,6 +140,30 @@ START_TEST(zbv_places_chunks_in_a_v) {
 }
 END_TEST
 
+/* DualPipeV: the V of ZBV, every backward's total kept (full ones and split ones), and on
+ * equal stages no slower than interleaved 1F1B (its pairs run one after the other). */
+START_TEST(dualpipev_keeps_the_work_in_a_v) {
+  fixture f;
+  load(&f);
+  psim_strategy sa, sb;
+  psim_sim_result a, b;
+  run_pp(&f, PSIM_SCHED_INTERLEAVED, 2, 2, &sa, &a);
+  run_pp(&f, PSIM_SCHED_DUALPIPEV, 2, 2, &sb, &b);
+  for (int32_t c = 0; c < 4; c++)
+    ck_assert_int_eq(sb.stages[c].devices[0], c < 2 ? c : 3 - c);
+  for (int32_t d = 0; d < 2; d++) {
+    int32_t na, nb;
+    double ta = pass_time(&a, d, PSIM_TP_BWD, &na), tb = pass_time(&b, d, PSIM_TP_BWD, &nb);
+    ck_assert_int_gt(nb, na);
+    /* rank d holds chunks d and 3 - d under the V, d and d + 2 in the loop: on a chain of
+     * equal layers the same work */
+    ck_assert_double_eq_tol(ta, tb, 1e-6 * ta);
+  }
+  ck_assert_double_le(b.iteration_time_s, a.iteration_time_s * (1 + 1e-9));
+  release(&f, &sa, &sb, &a, &b);
+}
+END_TEST
+
 START_TEST(schedule_rules) {
   ck_assert_ptr_null(psim_schedule_chunks_rule(PSIM_SCHED_ZBV, 2));
   ck_assert_ptr_nonnull(psim_schedule_chunks_rule(PSIM_SCHED_ZBV, 3));
@@ -150,8 +174,10 @@ START_TEST(schedule_rules) {
   ck_assert_ptr_null(psim_schedule_micro_rule(PSIM_SCHED_INTERLEAVED_ZB, 10, 4));
   ck_assert_ptr_nonnull(psim_schedule_micro_rule(PSIM_SCHED_INTERLEAVED_ZB, 9, 4));
   ck_assert_ptr_nonnull(psim_schedule_micro_rule(PSIM_SCHED_INTERLEAVED, 10, 4));
+  ck_assert_ptr_null(psim_schedule_micro_rule(PSIM_SCHED_DUALPIPEV, 8, 4)); /* m >= 2 pp */
+  ck_assert_ptr_nonnull(psim_schedule_micro_rule(PSIM_SCHED_DUALPIPEV, 7, 4));
   for (int32_t c = 0; c < 8; c++) /* rank_chunk inverts chunk_rank */
-    for (int s = PSIM_SCHED_INTERLEAVED; s <= PSIM_SCHED_ZBV; s++) {
+    for (int s = PSIM_SCHED_INTERLEAVED; s <= PSIM_SCHED_DUALPIPEV; s++) {
       int32_t r = psim_schedule_chunk_rank((psim_schedule)s, 4, c);
       ck_assert_int_eq(psim_schedule_rank_chunk((psim_schedule)s, 4, r, c / 4), c);
     }
@@ -165,6 +191,7 @@ int main(void) {
   tcase_add_test(tc, looped_bfs_with_one_chunk_is_gpipe);
   tcase_add_test(tc, zero_bubble_splits_and_fills_the_bubble);
   tcase_add_test(tc, zbv_places_chunks_in_a_v);
+  tcase_add_test(tc, dualpipev_keeps_the_work_in_a_v);
   tcase_add_test(tc, schedule_rules);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
