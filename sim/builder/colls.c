@@ -110,6 +110,23 @@ static psim_status coll_remember(psim_build *b, const psim_coll_desc *d, uint64_
   return PSIM_OK;
 }
 
+/* Tasks entry .. exit, the graph's last, take template i's list (res_deferred): whatever the
+ * graph holds for them (the first piece's list, which coll_remember copied) is dropped, so
+ * the first chain's list is not kept twice, nor scanned once per piece. */
+static psim_status list_from_template(psim_build *b, int32_t entry, int32_t exit, int32_t i) {
+  psim_taskgraph *g = &b->g;
+  assert(exit == g->n_tasks - 1 && entry <= exit);
+  PSIM_CHECK(PSIM_VEC_RESERVE(b->task_tmpl, b->cap_task_tmpl, (size_t)exit + 1));
+  while (b->n_task_tmpl <= exit)
+    b->task_tmpl[b->n_task_tmpl++] = -1;
+  for (int32_t k = entry; k <= exit; k++) {
+    b->task_tmpl[k] = i;
+    g->res_first[k + 1] = g->res_first[entry];
+  }
+  g->n_res = (size_t)g->res_first[entry];
+  return PSIM_OK;
+}
+
 /* psim_coll_add with the template cache (aggregated fidelity). */
 psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
                                       const psim_task_info *info, int32_t *entry, int32_t *exit) {
@@ -134,13 +151,19 @@ psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
   int32_t i = coll_find(b->colls, d, h);
   if (i < 0) {
     double with_peers;
+    alone.list_first_piece = b->res_deferred; /* the chain's lists: the template's (below) */
     PSIM_CHECK(psim_coll_add_timed(&b->g, b->c, d, b->o->fidelity, info, entry, exit, &with_peers));
     PSIM_CHECK(psim_build_fold_check_coll(b, d, &with_peers)); /* once per template */
-    PSIM_CHECK(psim_build_fold_note_coll(b, d, t0));
     int32_t pieces = *exit - *entry + 1;
-    if (*exit != b->g.n_tasks - 1 || b->g.n_tasks - t0 != pieces)
-      return PSIM_OK; /* not one task or one chain of pieces: nothing to reuse */
-    return coll_remember(b, d, h, *entry, pieces);
+    if (*exit != b->g.n_tasks - 1 || b->g.n_tasks - t0 != pieces) {
+      if (b->res_deferred && pieces > 1) /* pieces without lists that no template gives them */
+        return psim_error(PSIM_EFAILED, "collective: its pieces are not one chain");
+      return psim_build_fold_note_coll(b, d, t0); /* nothing to reuse */
+    }
+    PSIM_CHECK(coll_remember(b, d, h, *entry, pieces));
+    if (b->res_deferred)
+      PSIM_CHECK(list_from_template(b, *entry, *exit, (int32_t)b->colls->n - 1));
+    return psim_build_fold_note_coll(b, d, t0);
   }
   const psim_coll_cache *cc = b->colls;
   const coll_template *t = &cc->items[i];
@@ -153,11 +176,7 @@ psim_status psim_build_add_collective(psim_build *b, const psim_coll_desc *d,
     return psim_build_fold_note_coll(b, d, t0);
   }
   PSIM_CHECK(psim_coll_add_pieces(&b->g, t->pieces, t->duration_s, NULL, 0, &ti, entry, exit));
-  PSIM_CHECK(PSIM_VEC_RESERVE(b->task_tmpl, b->cap_task_tmpl, (size_t)*exit + 1));
-  while (b->n_task_tmpl <= *exit)
-    b->task_tmpl[b->n_task_tmpl++] = -1;
-  for (int32_t k = *entry; k <= *exit; k++)
-    b->task_tmpl[k] = i;
+  PSIM_CHECK(list_from_template(b, *entry, *exit, i));
   return psim_build_fold_note_coll(b, d, t0);
 }
 

@@ -211,7 +211,8 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
                       g->stride,
                       false,
                       NULL,
-                      g->index};
+                      g->index,
+                      false};
   psim_task_info info = {
       PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_TP, (int16_t)b->s->ops[x].stage, x, mu, g->devices[0], -1};
   int32_t entry;
@@ -494,8 +495,17 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
     } else {
       psim_build_group_stride(b, x, e, mask, g);
       double bytes = covered * esize;
-      psim_coll_desc d = {PSIM_COLL_ALL_GATHER,    b->s->allreduce, g->devices, g->n, bytes,
-                          psim_build_family(b, g), g->stride,       false,      NULL, g->index};
+      psim_coll_desc d = {PSIM_COLL_ALL_GATHER,
+                          b->s->allreduce,
+                          g->devices,
+                          g->n,
+                          bytes,
+                          psim_build_family(b, g),
+                          g->stride,
+                          false,
+                          NULL,
+                          g->index,
+                          false};
       psim_task_info info = {PSIM_TASK_COLLECTIVE,
                              PSIM_TP_COMM_TP,
                              (int16_t)b->s->ops[x].stage,
@@ -566,8 +576,17 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   *exit = psim_bcache_get(cache, k1, k2);
   psim_status st = PSIM_OK;
   if (*exit < 0) {
-    psim_coll_desc d = {PSIM_COLL_ALL_GATHER,    b->s->allreduce, g->devices, g->n, bytes,
-                        psim_build_family(b, g), g->stride,       false,      NULL, g->index};
+    psim_coll_desc d = {PSIM_COLL_ALL_GATHER,
+                        b->s->allreduce,
+                        g->devices,
+                        g->n,
+                        bytes,
+                        psim_build_family(b, g),
+                        g->stride,
+                        false,
+                        NULL,
+                        g->index,
+                        false};
     psim_task_info info = {
         PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_PP, (int16_t)cy->stage, y, mu, g->devices[0], -1};
     st = psim_build_add_collective(b, &d, &info, &entry, exit);

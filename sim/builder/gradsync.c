@@ -106,7 +106,8 @@ static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
                       g->stride,
                       true,
                       NULL,
-                      g->index};
+                      g->index,
+                      false};
   psim_task_info info = {PSIM_TASK_COLLECTIVE,
                          PSIM_TP_COMM_DP,
                          (int16_t)b->s->ops[bk->op].stage,
@@ -249,8 +250,17 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
  * the gradient buckets' pieces). */
 static psim_status param_gather(psim_build *b, psim_group *g, void *ctx) {
   sync_state *ss = ctx;
-  psim_coll_desc d = {PSIM_COLL_ALL_GATHER,    b->s->allreduce, g->devices, g->n, ss->bytes,
-                      psim_build_family(b, g), g->stride,       true,       NULL, g->index};
+  psim_coll_desc d = {PSIM_COLL_ALL_GATHER,
+                      b->s->allreduce,
+                      g->devices,
+                      g->n,
+                      ss->bytes,
+                      psim_build_family(b, g),
+                      g->stride,
+                      true,
+                      NULL,
+                      g->index,
+                      false};
   psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_DP, -1, -1, -1, g->devices[0], -1};
   int32_t entry, exit;
   PSIM_CHECK(add_dp_collective(b, g, ss, &d, &info, &entry, &exit));

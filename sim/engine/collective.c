@@ -509,7 +509,9 @@ static psim_status add_aggregated(psim_taskgraph *g, coll_ctx *x, const coll_pla
   psim_task_info ti = psim_coll_task_info(info, PSIM_TASK_COLLECTIVE, x->d->devices[0]);
   double bytes = plan_bytes(p);
   int32_t k = psim_coll_pieces(x->d, t);
-  psim_status s = psim_coll_add_pieces(g, k, t, res, n, &ti, entry, exit);
+  psim_status s = x->d->list_first_piece
+                      ? psim_coll_add_pieces_first(g, k, t, res, n, &ti, entry, exit)
+                      : psim_coll_add_pieces(g, k, t, res, n, &ti, entry, exit);
   psim_free(res);
   for (int32_t id = *entry; s == PSIM_OK && g->bytes && id <= *exit; id++)
     psim_tg_set_bytes(g, id, bytes / k);

@@ -56,6 +56,11 @@ typedef struct psim_coll_desc {
                                 unfolded build adds each group with its own index, and every group
                                 of a family then takes the same time (docs/simulator.md,
                                 "Concurrent groups") */
+  bool list_first_piece;     /* aggregated: only the first piece of the chain is given the resource
+                                list, the others none; for a caller that keeps the lists itself and
+                                gives every piece the first's (the builder's res_deferred, colls.c):
+                                a list of 16,384 ranks' links is then not copied 64 times. false =
+                                every piece holds the list */
 } psim_coll_desc;
 
 /* Sets a descriptor to: all-reduce, auto algorithm, no devices, 0 bytes, one
@@ -85,6 +90,10 @@ int32_t psim_coll_pieces(const psim_coll_desc *d, double seconds);
 psim_status psim_coll_add_pieces(psim_taskgraph *g, int32_t pieces, double seconds,
                                  const int32_t *res, int32_t n_res, const psim_task_info *info,
                                  int32_t *entry, int32_t *exit);
+/* The same chain (the same durations to the bit), res given to the first piece only. */
+psim_status psim_coll_add_pieces_first(psim_taskgraph *g, int32_t pieces, double seconds,
+                                       const int32_t *res, int32_t n_res,
+                                       const psim_task_info *info, int32_t *entry, int32_t *exit);
 
 /* Time of the collective by formula (or measured table), in s. */
 psim_status psim_coll_time(psim_cluster *c, const psim_coll_desc *d, double *seconds);
