@@ -494,18 +494,14 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
       st = join_collective(b, x, slot, xt, g, k1, mu, dir, *exit);
     } else {
       psim_build_group_stride(b, x, e, mask, g);
-      double bytes = covered * esize;
-      psim_coll_desc d = {PSIM_COLL_ALL_GATHER,
-                          b->s->allreduce,
-                          g->devices,
-                          g->n,
-                          bytes,
-                          psim_build_family(b, g),
-                          g->stride,
-                          false,
-                          NULL,
-                          g->index,
-                          false};
+      psim_coll_desc d = {.kind = PSIM_COLL_ALL_GATHER,
+                          .algo = b->s->allreduce,
+                          .devices = g->devices,
+                          .n = g->n,
+                          .bytes = covered * esize,
+                          .concurrent_groups = psim_build_family(b, g),
+                          .group_stride = g->stride,
+                          .group_index = g->index};
       psim_task_info info = {PSIM_TASK_COLLECTIVE,
                              PSIM_TP_COMM_TP,
                              (int16_t)b->s->ops[x].stage,
