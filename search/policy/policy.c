@@ -191,7 +191,7 @@ static double eval_estimate_s(const policy_run *p, const psim_sim_result *s) {
 
 /* The refinement's budget in *o: an evaluation budget as given (exact and
  * reproducible); else what is left of the time budget, less one evaluation
- * for the full simulation of a new best, and (no budget given) at most
+ * for the full simulation of a new best and PSIM_POLICY_FINISH_S, and (no budget given) at most
  * PSIM_POLICY_AUTO_REFINE_EVALS evaluations. False, with why, when the time
  * left does not hold the start and PSIM_POLICY_MIN_PROPOSALS proposals. */
 static bool refine_budget(const policy_run *p, const psim_sim_result *start, psim_search_options *o,
@@ -199,7 +199,7 @@ static bool refine_budget(const policy_run *p, const psim_sim_result *start, psi
   if (p->o->budget_evals > 0 && p->o->budget_s <= 0)
     return true;
   double est = eval_estimate_s(p, start), now = psim_budget_clock_s();
-  double left = p->t0 + p->wall_s - now - est;
+  double left = p->t0 + p->wall_s - now - est - PSIM_POLICY_FINISH_S;
   if (left < est * (1 + PSIM_POLICY_MIN_PROPOSALS)) {
     snprintf(why, n, " (no MCMC refinement: ~%.2g s per evaluation, %.0f s of %.0f s left)", est,
              fmax(0, p->t0 + p->wall_s - now), p->wall_s);

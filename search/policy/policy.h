@@ -42,6 +42,11 @@
  * and this many proposals, each estimated as one unfolded simulation of the
  * start (delta simulation does not fold symmetric devices). */
 #define PSIM_POLICY_MIN_PROPOSALS 10
+/* CPU seconds of the plan's budget the MCMC refinement leaves for what comes after it: its
+ * last evaluation may run past the chain's mean, then the chains' teardown and the plan's
+ * output. Measured 2026-12-04 at 456ce0e, Qwen3-30B-A3B on 64 H100 at --budget 60s: the
+ * whole process took 60.17-60.31 s of CPU (user + system) without it. */
+#define PSIM_POLICY_FINISH_S 0.5
 
 /* The grid baseline's CPU budget under `auto` with a time budget, s: given left_s, what
  * the plan's budget has left, and eval_s, the expected seconds of one MCMC evaluation of the
