@@ -39,7 +39,7 @@ bool psim_build_same_res(const psim_build *b, int32_t a, int32_t t) {
   int32_t na, nt;
   psim_build_task_res(b, a, &ra, &na);
   psim_build_task_res(b, t, &rt, &nt);
-  return na == nt && (ra == rt || memcmp(ra, rt, (size_t)na * sizeof *ra) == 0);
+  return na == nt && (ra == rt || na == 0 || memcmp(ra, rt, (size_t)na * sizeof *ra) == 0);
 }
 
 /* The runs of consecutive tasks with equal lists (the pieces of a collective, its copies):
