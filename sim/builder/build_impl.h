@@ -518,6 +518,25 @@ void psim_build_replica_family(const psim_build *b, const psim_op_config *cy, in
 static inline int32_t psim_build_family(const psim_build *b, const psim_group *g) {
   return b->folded || g->stride != 0 ? g->n_groups : 1;
 }
+/* The descriptor of a collective of `kind` over group g, bytes per rank (all-gather: the
+ * gathered size), with the strategy's all-reduce algorithm, g's family (psim_build_family),
+ * stride and index; own_stream as psim_coll_desc says. No route cache, every piece holding its
+ * list. */
+static inline psim_coll_desc psim_build_group_coll(const psim_build *b, const psim_group *g,
+                                                   psim_coll_kind kind, double bytes,
+                                                   bool own_stream) {
+  return (psim_coll_desc){.kind = kind,
+                          .algo = b->s->allreduce,
+                          .devices = g->devices,
+                          .n = g->n,
+                          .bytes = bytes,
+                          .concurrent_groups = psim_build_family(b, g),
+                          .group_stride = g->stride,
+                          .own_stream = own_stream,
+                          .routes = NULL,
+                          .group_index = g->index,
+                          .list_first_piece = false};
+}
 /* The groups a collective's bytes count for (dp_bytes): the folded representative stands for
  * all of its concurrent groups; an unfolded group for itself. */
 static inline int32_t psim_build_counted_groups(const psim_build *b, const psim_coll_desc *d) {

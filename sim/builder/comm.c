@@ -202,17 +202,9 @@ static psim_status reduction(psim_build *b, int32_t x, int32_t slot, int32_t t, 
   psim_region r;
   psim_build_tensor_region(b, x, e / b->s->ops[x].replicas, t, &r);
   const psim_tensor *ten = &b->m->tensors[t];
-  psim_coll_desc d = {scatter ? PSIM_COLL_REDUCE_SCATTER : PSIM_COLL_ALL_REDUCE,
-                      b->s->allreduce,
-                      g->devices,
-                      g->n,
-                      psim_build_region_elems(&r, ten->rank) * (double)psim_dtype_bytes(ten->dtype),
-                      psim_build_family(b, g),
-                      g->stride,
-                      false,
-                      NULL,
-                      g->index,
-                      false};
+  psim_coll_desc d = psim_build_group_coll(
+      b, g, scatter ? PSIM_COLL_REDUCE_SCATTER : PSIM_COLL_ALL_REDUCE,
+      psim_build_region_elems(&r, ten->rank) * (double)psim_dtype_bytes(ten->dtype), false);
   psim_task_info info = {
       PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_TP, (int16_t)b->s->ops[x].stage, x, mu, g->devices[0], -1};
   int32_t entry;
@@ -494,14 +486,7 @@ static psim_status all_gather(psim_build *b, int32_t x, int32_t slot, int32_t t,
       st = join_collective(b, x, slot, xt, g, k1, mu, dir, *exit);
     } else {
       psim_build_group_stride(b, x, e, mask, g);
-      psim_coll_desc d = {.kind = PSIM_COLL_ALL_GATHER,
-                          .algo = b->s->allreduce,
-                          .devices = g->devices,
-                          .n = g->n,
-                          .bytes = covered * esize,
-                          .concurrent_groups = psim_build_family(b, g),
-                          .group_stride = g->stride,
-                          .group_index = g->index};
+      psim_coll_desc d = psim_build_group_coll(b, g, PSIM_COLL_ALL_GATHER, covered * esize, false);
       psim_task_info info = {PSIM_TASK_COLLECTIVE,
                              PSIM_TP_COMM_TP,
                              (int16_t)b->s->ops[x].stage,
@@ -572,17 +557,7 @@ static psim_status scatter_gather(psim_build *b, int32_t x, int32_t t, int32_t *
   *exit = psim_bcache_get(cache, k1, k2);
   psim_status st = PSIM_OK;
   if (*exit < 0) {
-    psim_coll_desc d = {PSIM_COLL_ALL_GATHER,
-                        b->s->allreduce,
-                        g->devices,
-                        g->n,
-                        bytes,
-                        psim_build_family(b, g),
-                        g->stride,
-                        false,
-                        NULL,
-                        g->index,
-                        false};
+    psim_coll_desc d = psim_build_group_coll(b, g, PSIM_COLL_ALL_GATHER, bytes, false);
     psim_task_info info = {
         PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_PP, (int16_t)cy->stage, y, mu, g->devices[0], -1};
     st = psim_build_add_collective(b, &d, &info, &entry, exit);

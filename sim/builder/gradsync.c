@@ -96,18 +96,9 @@ static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
   const bucket *bk = ss->bk;
   int32_t *sync_done = ss->sync_done;
   int32_t shard = ss->across ? bk->key->n / g->n : 1; /* the shard group's ranks */
-  psim_coll_desc d = {b->s->zero_stage >= 1 && !ss->across ? PSIM_COLL_REDUCE_SCATTER
-                                                           : PSIM_COLL_ALL_REDUCE,
-                      b->s->allreduce,
-                      g->devices,
-                      g->n,
-                      bk->bytes / shard,
-                      psim_build_family(b, g),
-                      g->stride,
-                      true,
-                      NULL,
-                      g->index,
-                      false};
+  psim_coll_desc d = psim_build_group_coll(
+      b, g, b->s->zero_stage >= 1 && !ss->across ? PSIM_COLL_REDUCE_SCATTER : PSIM_COLL_ALL_REDUCE,
+      bk->bytes / shard, true);
   psim_task_info info = {PSIM_TASK_COLLECTIVE,
                          PSIM_TP_COMM_DP,
                          (int16_t)b->s->ops[bk->op].stage,
@@ -250,17 +241,7 @@ static psim_status grad_sync(psim_build *b, sync_state *ss) {
  * the gradient buckets' pieces). */
 static psim_status param_gather(psim_build *b, psim_group *g, void *ctx) {
   sync_state *ss = ctx;
-  psim_coll_desc d = {PSIM_COLL_ALL_GATHER,
-                      b->s->allreduce,
-                      g->devices,
-                      g->n,
-                      ss->bytes,
-                      psim_build_family(b, g),
-                      g->stride,
-                      true,
-                      NULL,
-                      g->index,
-                      false};
+  psim_coll_desc d = psim_build_group_coll(b, g, PSIM_COLL_ALL_GATHER, ss->bytes, true);
   psim_task_info info = {PSIM_TASK_COLLECTIVE, PSIM_TP_COMM_DP, -1, -1, -1, g->devices[0], -1};
   int32_t entry, exit;
   PSIM_CHECK(add_dp_collective(b, g, ss, &d, &info, &entry, &exit));

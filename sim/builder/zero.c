@@ -337,17 +337,8 @@ static psim_status gather_group(psim_build *b, psim_group *g, void *vctx) {
   const gather_ctx *c = vctx;
   const int32_t *ord = c->us->order + (c->dir == PSIM_DIR_FWD ? 0 : c->us->n);
   const zunit *u = &c->us->u[ord[c->p]];
-  psim_coll_desc d = {PSIM_COLL_ALL_GATHER,
-                      b->s->allreduce,
-                      g->devices,
-                      g->n,
-                      u->elems * c->us->wbytes,
-                      psim_build_family(b, g),
-                      g->stride,
-                      false,
-                      NULL,
-                      g->index,
-                      false};
+  psim_coll_desc d =
+      psim_build_group_coll(b, g, PSIM_COLL_ALL_GATHER, u->elems * c->us->wbytes, false);
   psim_task_info info = {PSIM_TASK_COLLECTIVE,
                          PSIM_TP_COMM_DP,
                          (int16_t)u->stage,
