@@ -86,7 +86,8 @@ static bool class_is_list(const void *ctx, int32_t c) {
   const int32_t *res;
   int32_t n;
   class_res(p->b, p->s, c, &res, &n);
-  return n == p->n && (res == p->res || memcmp(res, p->res, (size_t)n * sizeof *res) == 0);
+  return n == p->n &&
+         (res == p->res || n == 0 || memcmp(res, p->res, (size_t)n * sizeof *res) == 0);
 }
 
 /* The class of run u: its template's (tmpl: template -> class), else a class of a long list
@@ -102,7 +103,8 @@ static psim_status class_of_run(const psim_build *b, merge_state *s, psim_hmap *
   list_probe p = {b, s, NULL, 0};
   psim_build_task_res(b, t, &p.res, &p.n);
   bool lookup = i >= 0 || p.n >= PSIM_MERGE_DEDUPE_MIN_ENTRIES;
-  uint64_t h = lookup ? psim_hmap_hash_bytes(p.res, (size_t)p.n * sizeof *p.res, 0) : 0;
+  /* an empty list may have no array (a template's, colls.c): hashed as no bytes */
+  uint64_t h = lookup && p.n > 0 ? psim_hmap_hash_bytes(p.res, (size_t)p.n * sizeof *p.res, 0) : 0;
   if (!lookup || !psim_hmap_find_eq(by_list, h, class_is_list, &p, &c)) {
     c = s->n_classes++;
     s->class_run[c] = u;
