@@ -446,13 +446,16 @@ void psim_bcache_free(psim_comm_cache *h);
 psim_status psim_build_index_devices(psim_build *b);
 /* Drops from every task the links held by exactly the tasks that hold a lower-numbered link:
  * the same schedule and breakdown, fewer resource entries (links_merge.c). Not for graphs
- * kept for traces and reports, nor incremental builds. O(resource entries). */
+ * kept for traces and reports, nor incremental builds. O(distinct lists' entries + tasks)
+ * besides the merged lists written. */
 psim_status psim_build_merge_links(psim_build *b);
 /* Whether tasks a and t hold the same resources, in the same order (psim_build_task_res). */
 bool psim_build_same_res(const psim_build *b, int32_t a, int32_t t);
 /* The resources task t holds: its list in the graph, or under res_deferred its template's
  * (valid until the next collective is added). */
 void psim_build_task_res(const psim_build *b, int32_t t, const int32_t **res, int32_t *n);
+/* The collective templates costed so far: task_tmpl's entries are below it (colls.c). */
+int32_t psim_build_n_templates(const psim_build *b);
 /* Folding's checks during a folded build (locals.c; docs/simulator.md, "Folding symmetric
  * devices"): a collective whose concurrent peer groups change its time (they share a link
  * with it), or a point-to-point transfer inside a stage (its sender also serves folded-away

@@ -192,6 +192,10 @@ void psim_build_task_res(const psim_build *b, int32_t t, const int32_t **res, in
   *n = b->g.res_first[t + 1] - b->g.res_first[t];
 }
 
+int32_t psim_build_n_templates(const psim_build *b) {
+  return b->colls ? (int32_t)b->colls->n : 0;
+}
+
 void psim_build_colls_free(psim_coll_cache *cc) {
   if (!cc)
     return;

@@ -18,6 +18,7 @@
  * times, or tasks that never meet. Otherwise the simulation is redone
  * unfolded (sim/simulate.c). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "sim/builder/build_impl.h"
 #include "sim/core/alloc.h"
@@ -146,6 +147,40 @@ static psim_status task_pairs(psim_build *b, int32_t t, const psim_hmap *links, 
   return PSIM_OK;
 }
 
+/* What task_pairs would add for task t, whose template's list (tmpl) an earlier task scanned:
+ * no pair where that scan found none, else the same pairs (recorded already) and t's family. */
+static void repeat_pairs(psim_build *b, int32_t t, int8_t tmpl, bool *found) {
+  int32_t f;
+  *found = tmpl > 0;
+  if (*found && b->fold_task_fam &&
+      psim_hmap_find(b->fold_task_fam, (psim_hmap_key){(uint64_t)(uint32_t)t, 0}, &f))
+    b->fold_fam_used |= 1u << f;
+}
+
+/* Every task's pairs; a template's copies (one per layer and micro-batch) scan its list once
+ * (tmpl: per template, -1 unscanned, 0 no pair found, 1 pairs). */
+static psim_status scan_tasks(psim_build *b, const psim_hmap *links, psim_hmap *seen,
+                              int32_t *stamp, int8_t *tmpl) {
+  bool found = true;
+  psim_status st = PSIM_OK;
+  for (int32_t t = 0; t < b->g.n_tasks && st == PSIM_OK && !b->fold_broken; t++) {
+    int32_t i = t < b->n_task_tmpl ? b->task_tmpl[t] : -1;
+    if (i >= 0 && tmpl[i] >= 0) {
+      repeat_pairs(b, t, tmpl[i], &found);
+      continue;
+    }
+    /* a task whose list is the one before's, which found no pair, finds none either (the
+     * pieces of a collective, its copies: the scan follows the lists, not the tasks) */
+    if (!found && psim_build_same_res(b, t - 1, t))
+      continue;
+    found = false;
+    st = task_pairs(b, t, links, seen, stamp, &found);
+    if (i >= 0)
+      tmpl[i] = found ? 1 : 0;
+  }
+  return st;
+}
+
 void psim_build_fold_check_graph(psim_build *b) {
   if (!b->folded || b->fold_broken)
     return;
@@ -156,21 +191,19 @@ void psim_build_fold_check_graph(psim_build *b) {
   for (int32_t l = 0; l < b->c->n_links && st == PSIM_OK; l++)
     if (b->fold_owner[l] >= 0)
       st = psim_hmap_put(&links, owned_key(b->fold_owner[l], b->fold_role[l]), l);
-  bool found = true;
   int32_t *stamp = psim_malloc(((size_t)b->g.n_resources + 1) * sizeof *stamp);
+  size_t n_tmpl = (size_t)psim_build_n_templates(b);
+  int8_t *tmpl = psim_malloc(n_tmpl + 1);
   for (int32_t r = 0; stamp && r < b->g.n_resources; r++)
     stamp[r] = -1;
-  if (!stamp)
+  if (tmpl)
+    memset(tmpl, -1, n_tmpl + 1);
+  if (!stamp || !tmpl)
     st = psim_error(PSIM_ENOMEM, "out of memory");
-  for (int32_t t = 0; t < b->g.n_tasks && st == PSIM_OK && !b->fold_broken; t++) {
-    /* a task whose list is the one before's, which found no pair, finds none either (the
-     * pieces of a collective, its copies: the scan follows the lists, not the tasks) */
-    if (!found && psim_build_same_res(b, t - 1, t))
-      continue;
-    found = false;
-    st = task_pairs(b, t, &links, &seen, stamp, &found);
-  }
+  if (st == PSIM_OK)
+    st = scan_tasks(b, &links, &seen, stamp, tmpl);
   psim_free(stamp);
+  psim_free(tmpl);
   b->fold_broken = b->fold_broken || st != PSIM_OK; /* out of memory: declined, never wrong */
   psim_hmap_destroy(&links);
   psim_hmap_destroy(&seen);
