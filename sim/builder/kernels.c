@@ -308,6 +308,48 @@ static int32_t host_calls(const psim_build *b, int32_t o, psim_pass pass) {
   return n;
 }
 
+/* The dim index of a grouped expert matmul's expert dim (role expert, in its input and
+ * its weight; the router's input has none), or -1. */
+static int32_t expert_dim_index(const psim_model *m, const psim_op *op) {
+  if (op->kind != PSIM_OP_MATMUL || op->n_in < 2)
+    return -1;
+  for (int32_t i = 0; i < op->n_dims; i++) {
+    int32_t d = op->dims[i].dim;
+    if (m->dims[d].role == PSIM_ROLE_EXPERT &&
+        psim_build_dim_in_tensor(&m->tensors[op->in[0]], d) &&
+        psim_build_dim_in_tensor(&m->tensors[op->in[1]], d))
+      return i;
+  }
+  return -1;
+}
+
+/* Host calls of a grouped expert linear's pass under the stack's moe_grouped_host_calls:
+ * Transformer Engine's GroupedLinear (transformer_engine/pytorch/module/grouped_linear.py,
+ * v2.10 @ 769ed778) takes the per-expert token counts as a host list (Megatron-Core's
+ * TEGroupedMLP.forward: tokens_per_expert.tolist(), experts.py @ core_v0.15.0) and issues,
+ * for each of its num_gemms local experts, a quantize of the split (tex.split_quantize)
+ * and a GEMM (general_grouped_gemm: one cuBLAS call per split) forward; backward a
+ * quantize of the output gradient's split, the dgrad GEMM and the wgrad GEMM. Per local
+ * expert: the op's GEMMs (psim_cost_kernels: 1 forward, one per gradient backward) plus
+ * one quantize when the matmul is FP8. A gate and an up projection reading the same input
+ * are one GroupedLinear (Megatron-Core's linear_fc1 of width 2 x moe_ffn_hidden_size when
+ * gated_linear_unit): the later of the two issues none. n, the op's calls (its kernels and
+ * the reductions of partial sums), with the grouped GEMM's kernels replaced. */
+static int32_t expert_host_calls(const psim_build *b, int32_t o, const int64_t *ext, psim_pass pass,
+                                 int32_t n) {
+  const psim_model *m = b->m;
+  const psim_op *op = &m->ops[o];
+  int32_t ie;
+  if (!b->c->stack.moe_grouped_host_calls || (ie = expert_dim_index(m, op)) < 0)
+    return n;
+  int32_t own = psim_cost_kernels(m, op, pass); /* the grouped GEMM's, in n */
+  for (int32_t q = o - 1; q >= 0 && m->ops[q].layer == op->layer; q--)
+    if (m->ops[q].n_in > 0 && m->ops[q].in[0] == op->in[0] && expert_dim_index(m, &m->ops[q]) >= 0)
+      return n - own; /* the gate's GroupedLinear issued it */
+  int64_t calls = n - own + ext[ie] * (own + (op->attrs.fp8 ? 1 : 0));
+  return calls < UINT8_MAX ? (int32_t)calls : UINT8_MAX;
+}
+
 /* The change of saved activations at the end of a shard's pass: they live
  * from the forward's end to the backward's end; recomputed ones from the
  * recompute's end to the backward's end. Depends on the producers' shards
@@ -344,8 +386,7 @@ static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int
   double bytes = 0;
   psim_op_shard_work(b->m, &b->m->ops[o], ext, pass, &tc->flops, &bytes);
   tc->mem_bytes = shard_mem_bytes(b, o, ext, pass_kind);
-  tc->host_calls =
-      (uint8_t)host_calls(b, o, pass_kind == PSIM_DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD);
+  tc->host_calls = (uint8_t)expert_host_calls(b, o, ext, pass, host_calls(b, o, pass));
   tc->valid = PSIM_COST_VALID;
   return tc;
 }
