@@ -45,10 +45,12 @@ typedef struct psim_mem_event {
 typedef struct psim_task_cost {
   double duration_s;
   double flops;
-  double mem_bytes;   /* change of saved activations at the task's end */
-  uint8_t origin;     /* psim_cost_origin */
-  uint8_t host_calls; /* kernels and communication calls the host issues */
-  uint8_t valid;      /* psim_cost_state */
+  double mem_bytes;       /* change of saved activations at the task's end */
+  uint8_t origin;         /* psim_cost_origin */
+  uint8_t host_calls;     /* kernels and communication calls the host issues */
+  uint8_t valid;          /* psim_cost_state */
+  uint16_t host_launches; /* kernels launched from a C++ loop inside those calls (kernels.c
+                             expert_host_work) */
 } psim_task_cost;
 
 typedef enum psim_cost_state {

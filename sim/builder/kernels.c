@@ -256,16 +256,26 @@ static void mark_dispatch_sync(psim_build *b, int32_t o, int pass_kind, int32_t 
     b->need_sync[dev] = SYNC_DISPATCH;
 }
 
+/* What the host does to issue a kernel: calls from Python (each runtime.host_issue_s) and
+ * launches from a C++ loop inside one of them (each a kernel launch's overhead). */
+typedef struct host_work {
+  int32_t calls, launches;
+} host_work;
+
 /* The host issues each kernel (runtime.host_issue_s) and runs ahead of the
  * device, except at the start of a pipeline slot when pp > 1 (Megatron-LM's
  * point-to-point calls synchronise the device first) and before a dropless
  * dispatch (mark_dispatch_sync). False when the kernel has no issue latency. */
-static bool host_issue(psim_build *b, int32_t dev, int32_t calls, psim_task_issue *out) {
-  double issue_s = b->c->types[b->c->devices[dev].type].rt.host_issue_s;
-  if (issue_s <= 0 || calls <= 0)
+static bool host_issue(psim_build *b, int32_t dev, host_work hw, psim_task_issue *out) {
+  const psim_device_type *t = &b->c->types[b->c->devices[dev].type];
+  double issue_s = t->rt.host_issue_s;
+  if (issue_s <= 0 || (hw.calls <= 0 && hw.launches <= 0))
     return false;
-  *out = (psim_task_issue){issue_s * calls, psim_res_host(b->c->n_devices, b->c->n_links, dev),
-                           take_sync(b, dev)};
+  /* a launch from a C++ loop costs the host what a kernel launch costs (the stack's
+   * launch_overhead, else the device type's, as costdb/cost.c charges the device) */
+  double launch_s = b->c->stack.launch_s > 0 ? b->c->stack.launch_s : t->launch_s;
+  *out = (psim_task_issue){issue_s * hw.calls + launch_s * hw.launches,
+                           psim_res_host(b->c->n_devices, b->c->n_links, dev), take_sync(b, dev)};
   return true;
 }
 
@@ -281,9 +291,9 @@ static void stream_push(psim_build *b, int32_t dev, int32_t id) {
 
 /* Appends a kernel to its device's stream (issue order = run order). */
 static psim_status chain(psim_build *b, int32_t dev, double duration_s, const psim_task_info *info,
-                         int32_t host_calls, int32_t *id) {
+                         host_work hw, int32_t *id) {
   psim_task_issue is;
-  bool issued = host_issue(b, dev, host_calls, &is);
+  bool issued = host_issue(b, dev, hw, &is);
   PSIM_CHECK(psim_tg_add_kernel(&b->g, duration_s, psim_res_compute(dev), info, issued ? &is : NULL,
                                 b->last_task[dev], id));
   PSIM_CHECK(PSIM_VEC_RESERVE(b->next_compute, b->cap_next, (size_t)b->g.n_tasks));
@@ -306,6 +316,55 @@ static int32_t host_calls(const psim_build *b, int32_t o, psim_pass pass) {
     n += b->m->tensors[op->in[i]].kind == PSIM_TENSOR_ACTIVATION &&
          psim_build_partial_mask(b, o, op->in[i], PSIM_DIR_BWD) != 0;
   return n;
+}
+
+/* The dim index of a grouped expert matmul's expert dim (role expert, in its input and
+ * its weight; the router's input has none), or -1. */
+static int32_t expert_dim_index(const psim_model *m, const psim_op *op) {
+  if (op->kind != PSIM_OP_MATMUL || op->n_in < 2)
+    return -1;
+  for (int32_t i = 0; i < op->n_dims; i++) {
+    int32_t d = op->dims[i].dim;
+    if (m->dims[d].role == PSIM_ROLE_EXPERT &&
+        psim_build_dim_in_tensor(&m->tensors[op->in[0]], d) &&
+        psim_build_dim_in_tensor(&m->tensors[op->in[1]], d))
+      return i;
+  }
+  return -1;
+}
+
+/* Host work of a grouped expert linear's pass under the stack's moe_grouped_host_calls:
+ * Transformer Engine's GroupedLinear (transformer_engine/pytorch/module/grouped_linear.py,
+ * v2.10 @ 769ed778) takes the per-expert token counts as a host list (Megatron-Core's
+ * TEGroupedMLP.forward: tokens_per_expert.tolist(), experts.py @ core_v0.15.0) and, inside
+ * its one Python call per GEMM kind, launches for each of its num_gemms local experts a
+ * quantize of the split (tex.split_quantize: one per split for MXFP8 and current scaling,
+ * cast.cpp) and a GEMM (general_grouped_gemm: one cuBLAS call per split,
+ * cublaslt_gemm.cu multi_stream_cublas_gemm) forward; backward a quantize of the output
+ * gradient's split, the dgrad and the wgrad GEMM. So the op's calls stay as they are (n:
+ * its kernels and the reductions of partial sums) and it adds, per local expert, its GEMMs
+ * (psim_cost_kernels: 1 forward, one per gradient backward) plus one quantize when FP8, as
+ * C++ launches. A gate and an up projection reading the same input are one GroupedLinear
+ * (Megatron-Core's linear_fc1 of width 2 x moe_ffn_hidden_size when gated_linear_unit): the
+ * later of the two issues neither its GEMM calls nor launches. */
+static void expert_host_work(const psim_build *b, int32_t o, const int64_t *ext, psim_pass pass,
+                             int32_t n, psim_task_cost *tc) {
+  const psim_model *m = b->m;
+  const psim_op *op = &m->ops[o];
+  int32_t ie;
+  tc->host_calls = (uint8_t)n;
+  tc->host_launches = 0;
+  if (!b->c->stack.moe_grouped_host_calls || (ie = expert_dim_index(m, op)) < 0)
+    return;
+  int32_t own = psim_cost_kernels(m, op, pass); /* the grouped GEMM's, in n */
+  for (int32_t q = o - 1; q >= 0 && m->ops[q].layer == op->layer; q--)
+    if (m->ops[q].n_in > 0 && m->ops[q].in[0] == op->in[0] &&
+        expert_dim_index(m, &m->ops[q]) >= 0) {
+      tc->host_calls = (uint8_t)(n - own); /* the gate's GroupedLinear issued it */
+      return;
+    }
+  int64_t launches = ext[ie] * (own + (op->attrs.fp8 ? 1 : 0));
+  tc->host_launches = (uint16_t)(launches < UINT16_MAX ? launches : UINT16_MAX);
 }
 
 /* The change of saved activations at the end of a shard's pass: they live
@@ -344,8 +403,7 @@ static const psim_task_cost *shard_cost(psim_build *b, int32_t o, int32_t k, int
   double bytes = 0;
   psim_op_shard_work(b->m, &b->m->ops[o], ext, pass, &tc->flops, &bytes);
   tc->mem_bytes = shard_mem_bytes(b, o, ext, pass_kind);
-  tc->host_calls =
-      (uint8_t)host_calls(b, o, pass_kind == PSIM_DIR_BWD ? PSIM_PASS_BWD : PSIM_PASS_FWD);
+  expert_host_work(b, o, ext, pass, host_calls(b, o, pass), tc);
   tc->valid = PSIM_COST_VALID;
   return tc;
 }
@@ -436,6 +494,15 @@ double psim_build_wgrad_share(const psim_build *b, int32_t o) {
   return op->kind == PSIM_OP_EMBEDDING ? 1.0 : 0.5;
 }
 
+/* The weight gradient's share w of n host calls (at least one of them when there are any;
+ * wgt) or the input gradient's, the rest. */
+static int32_t wgrad_part(int32_t n, double w, bool wgt) {
+  int32_t nw = n > 0 ? (int32_t)(n * w + 0.5) : 0;
+  if (nw < 1 && n > 0)
+    nw = 1;
+  return wgt ? nw : n - nw;
+}
+
 /* The cost of shard k's pass: the backward split into its input-gradient (PSIM_DIR_BWD) and
  * weight-gradient (PSIM_DIR_WGT) parts by psim_build_wgrad_share. The saved activations
  * are freed at the weight-gradient kernel's end, which reads them. */
@@ -446,10 +513,8 @@ static psim_task_cost pass_cost(psim_build *b, int32_t o, int32_t k, int pass_ki
   if (w <= 0)
     return c;
   double f = pass_kind == PSIM_DIR_WGT ? w : 1 - w;
-  int32_t w_calls = c.host_calls > 0 ? (int32_t)(c.host_calls * w + 0.5) : 0;
-  if (w_calls < 1 && c.host_calls > 0)
-    w_calls = 1;
-  c.host_calls = (uint8_t)(pass_kind == PSIM_DIR_WGT ? w_calls : c.host_calls - w_calls);
+  c.host_calls = (uint8_t)wgrad_part(c.host_calls, w, pass_kind == PSIM_DIR_WGT);
+  c.host_launches = (uint16_t)wgrad_part(c.host_launches, w, pass_kind == PSIM_DIR_WGT);
   c.duration_s *= f;
   c.flops *= f;
   c.mem_bytes = pass_kind == PSIM_DIR_WGT ? c.mem_bytes : 0;
@@ -474,7 +539,8 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
                          loc->shard};
   if (psim_build_is_view(&b->m->ops[o]) && tc->duration_s == 0)
     return view_task(b, &info, id);
-  int32_t steps = ring_steps(b, o, pass_kind), calls = tc->duration_s > 0 ? tc->host_calls : 0;
+  int32_t steps = ring_steps(b, o, pass_kind), has_work = tc->duration_s > 0;
+  host_work calls = {has_work ? tc->host_calls : 0, has_work ? tc->host_launches : 0};
   mark_dispatch_sync(b, o, pass_kind, loc->device);
   bool gather = false; /* async TP's all-gather chunks (else a context-parallel ring) */
   if (steps == 1 && !backward)
@@ -491,13 +557,14 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
     int32_t early;
     PSIM_CHECK(chain(b, loc->device, total_s * (steps - 1) / steps, &info, calls, &early));
     last_s = total_s / steps;
-    calls = 0;
+    calls = (host_work){0, 0};
   }
   if (scatter > 1) { /* async TP: the first chunk feeds the reduce-scatter, the rest overlaps it */
     int32_t rest;    /* ... on the SMs the reduce-scatter leaves (the stack's comm_sms) */
     double slow = psim_build_comm_sm_slowdown(b, loc->device);
     PSIM_CHECK(chain(b, loc->device, last_s / scatter, &info, calls, id));
-    PSIM_CHECK(chain(b, loc->device, slow * last_s * (scatter - 1) / scatter, &info, 0, &rest));
+    PSIM_CHECK(chain(b, loc->device, slow * last_s * (scatter - 1) / scatter, &info,
+                     (host_work){0, 0}, &rest));
     return account_kernel(b, tc, rest, loc->device);
   }
   PSIM_CHECK(chain(b, loc->device, last_s, &info, calls, id));

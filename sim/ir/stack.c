@@ -64,7 +64,8 @@ static const psim_stack builtin[] = {
      .tp_overlap = false, /* TE userbuffers overlap: not yet (docs/stacks.md tp_overlap) */
      .pp_overlap = true,
      .cuda_graphs = true,
-     .moe_dispatch_sync = true, /* token_dispatcher.py, fused_a2a.py (docs/stacks.md) */
+     .moe_dispatch_sync = true,      /* token_dispatcher.py, fused_a2a.py (docs/stacks.md) */
+     .moe_grouped_host_calls = true, /* TE grouped_linear.py (docs/stacks.md) */
      .fit = {{"h100", 1.275, 1.10}, {"gb200", 0.40, 0.96}, {"gb300", 0.425, 1.28}},
      .n_fit = 3},
     {.name = "pytorch-fsdp2",
@@ -210,6 +211,7 @@ static psim_status read_flags(psim_jctx *j, const cJSON *o, psim_stack *s) {
   PSIM_CHECK(psim_json_bool(j, o, "grad_reduce_bf16", false, &s->grad_reduce_bf16));
   PSIM_CHECK(psim_json_bool(j, o, "fp8_tp_all_gather", false, &s->fp8_tp_all_gather));
   PSIM_CHECK(psim_json_bool(j, o, "moe_dispatch_sync", false, &s->moe_dispatch_sync));
+  PSIM_CHECK(psim_json_bool(j, o, "moe_grouped_host_calls", false, &s->moe_grouped_host_calls));
   const char *scaling = NULL;
   PSIM_CHECK(psim_json_string(j, o, "fp8_scaling", false, &scaling));
   if (scaling && strcmp(scaling, "rowwise") != 0 && strcmp(scaling, "tensorwise") != 0) {
@@ -261,6 +263,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *o, psim_stack *s) {
                                      "grad_reduce_bf16",
                                      "fp8_tp_all_gather",
                                      "moe_dispatch_sync",
+                                     "moe_grouped_host_calls",
                                      "comm_sms",
                                      "flash_attention",
                                      "launch_overhead",

@@ -77,6 +77,12 @@ typedef struct psim_stack {
    * alltoall dispatcher synchronises on its device-to-host copy, DeepEP's and HybridEP's
    * dispatch wait on the CPU for the counts; sim/builder/kernels.c). */
   bool moe_dispatch_sync;
+  /* A grouped expert linear (a matmul over the expert dim) launches its quantize and GEMM
+   * kernels once per local expert from C++, each at the launch overhead, as Transformer
+   * Engine's GroupedLinear does (a gate and an
+   * up projection of one input are one GroupedLinear, Megatron-Core's linear_fc1;
+   * sim/builder/kernels.c expert_host_work). */
+  bool moe_grouped_host_calls;
   psim_optim_impl optimizer;
   psim_dp_bucket_rule dp_bucket; /* default bucket size (PSIM_BUCKET_DDP: the strategy's) */
   /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256

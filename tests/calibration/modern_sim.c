@@ -75,6 +75,8 @@ static psim_status set_stack(const modern_row *r, const modern_stack_opts *o, ps
   c->stack.fp8_rowwise = c->stack.fp8_rowwise || r->fp8_rowwise;
   c->stack.fp8_all_gather = c->stack.fp8_all_gather || r->fp8_all_gather;
   c->stack.moe_dispatch_sync = c->stack.moe_dispatch_sync && !r->moe.graphed;
+  /* a replayed full-iteration graph issues no GroupedLinear call from the host */
+  c->stack.moe_grouped_host_calls = c->stack.moe_grouped_host_calls && !r->moe.graphed;
   /* NeMo's MLPerf GPT-3 (mlcommons/training_results_v4.0 NVIDIA/benchmarks/gpt3/
    * implementations/nemo): distributed_fused_adam with grad_sync_dtype bf16
    * (conf/optim/distributed_fused_adam.yaml) and FP8_PARAMS=True (config_common.sh: the

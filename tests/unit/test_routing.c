@@ -2,8 +2,9 @@
  * docs/simulator.md "Mixture of experts"): the all-to-all of uniform routing
  * on an uncontended switch is the pairwise exchange, each device's expert
  * GEMM follows the tokens a Zipf routing sends its expert, capacity caps
- * them, bad --routing values are refused naming the option or file, and a dropless
- * dispatch drains the host (the stack's moe_dispatch_sync). */
+ * them, bad --routing values are refused naming the option or file, a dropless
+ * dispatch drains the host (the stack's moe_dispatch_sync), and a grouped expert
+ * linear issues its calls per local expert (moe_grouped_host_calls). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -72,7 +73,7 @@ static void load_cluster(psim_cluster *c, double bw) {
   int n = snprintf(buf, sizeof buf,
                    "{\"format\":\"plansim.cluster/1\",\"name\":\"ep\",\"switches\":[\"sw\"],"
                    "\"device_types\":{\"gpu\":{\"peak_flops\":{\"fp32\":\"19.5 "
-                   "TFLOP/s\",\"bf16\":\"312 TFLOP/s\"},"
+                   "TFLOP/s\",\"bf16\":\"312 TFLOP/s\",\"fp8\":\"624 TFLOP/s\"},"
                    "\"memory\":\"80 GB\",\"memory_bandwidth\":\"2039 GB/s\"}},\"devices\":[");
   for (int i = 0; i < EP; i++)
     n += snprintf(buf + n, sizeof buf - (size_t)n, "%s{\"name\":\"g%d\",\"type\":\"gpu\"}",
@@ -518,6 +519,100 @@ START_TEST(dropless_dispatch_drains_the_host) {
 }
 END_TEST
 
+/* A one-layer Qwen3-style decoder (gate, up and down expert GEMMs in FP8) of 4 EP experts,
+ * split EP ways over EP devices (4 local experts each), dropless or padded to capacity. */
+static void setup_grouped(fixture *f, bool dropless) {
+  psim_gen_tf_opts o;
+  psim_gen_qwen3_moe_opts_init(&o);
+  o.layers = 1;
+  o.hidden = HIDDEN;
+  o.heads = 4;
+  o.kv_heads = 4;
+  o.head_dim = 64;
+  o.vocab = 1024;
+  o.seq = SEQ;
+  o.batch = BATCH;
+  o.experts = 4 * EP;
+  o.top_k = TOP_K;
+  o.moe_ffn = HIDDEN;
+  o.dropless = dropless;
+  o.capacity_factor = dropless ? 0 : 1.0;
+  o.linear_dtype = "fp8";
+  cJSON *doc = NULL;
+  ck_assert_msg(psim_gen_decoder(&o, &doc) == PSIM_OK, "%s", psim_error_message());
+  psim_model_init(&f->m);
+  ck_assert_msg(psim_model_from_json("qwen3", doc, &f->m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(doc);
+  load_cluster(&f->c, 100e9);
+  const char *js = "{\"format\":\"plansim.strategy/1\",\"mesh\":{\"axes\":{\"dp\":8}},\"layout\":{"
+                   "\"batch\":\"dp\"},\"ops\":{\"layer.*.e_*\":{\"split\":{\"expert\":8}}}}";
+  doc = cJSON_Parse(js);
+  psim_strategy_init(&f->s);
+  ck_assert_msg(psim_strategy_from_json("s", doc, &f->m, &f->c, &f->s) == PSIM_OK, "%s",
+                psim_error_message());
+  cJSON_Delete(doc);
+}
+
+/* The host time device d's kernel of op o in pass p takes to issue (0: none). */
+static double issue_of(const psim_sim_result *r, int32_t o, int32_t d, int p) {
+  const psim_taskgraph *g = r->graph;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].pass == p && g->info[i].op == o &&
+        g->info[i].device == d)
+      return g->issue && g->issue[i].res >= 0 ? g->issue[i].issue_s : 0;
+  ck_abort_msg("no kernel of op %d on device %d", o, d);
+  return 0;
+}
+
+/* Transformer Engine's GroupedLinear launches a quantize and a GEMM per local expert forward,
+ * a quantize, a dgrad and a wgrad GEMM backward, from C++ inside its Python calls (the stack's
+ * moe_grouped_host_calls; grouped_linear.py v2.10): with 4 local experts, Python issue time H
+ * and launch overhead L, the gate's kernel (linear_fc1, gate and up in one GroupedLinear)
+ * takes H + 4 x 2 L to issue forward and 2 H + 4 x 3 L backward, the up projection's nothing,
+ * the down projection's (linear_fc2) as the gate's; without the key one call per GEMM (H
+ * forward, 2 H backward). With the host the bound (H and L far above every kernel's roofline,
+ * L < H), the iteration grows by exactly the launches x L less the up projection's calls x H:
+ * 2 x (8 + 12) L - 3 H, with or without the dispatch's drain, dropless or padded to
+ * capacity. */
+START_TEST(grouped_linear_issues_per_expert) {
+  for (int dropless = 1; dropless >= 0; dropless--) {
+    fixture f;
+    setup_grouped(&f, dropless);
+    psim_sim_result r0, on, off;
+    simulate_host(&f, 0, false, &r0);
+    double h = 1e3 * r0.iteration_time_s; /* every kernel and transfer far shorter */
+    double l = h / 8;                     /* the launch overhead, on every kernel too */
+    f.c.stack.launch_s = l;
+    int32_t gate = op_named(&f.m, "layer.0.e_gate"), up = op_named(&f.m, "layer.0.e_up"),
+            down = op_named(&f.m, "layer.0.e_down");
+    for (int sync = 0; sync <= 1; sync++) {
+      f.c.stack.moe_grouped_host_calls = true;
+      simulate_host(&f, h, sync, &on);
+      f.c.stack.moe_grouped_host_calls = false;
+      simulate_host(&f, h, sync, &off);
+      for (int32_t d = 0; d < EP; d++) {
+        const int32_t ops[3] = {gate, up, down};
+        const double fwd[3] = {h + 8 * l, 0, h + 8 * l},
+                     bwd[3] = {2 * h + 12 * l, 0, 2 * h + 12 * l};
+        for (int k = 0; k < 3; k++) {
+          ck_assert_double_eq_tol(issue_of(&on, ops[k], d, PSIM_TP_FWD), fwd[k], 1e-9 * h);
+          ck_assert_double_eq_tol(issue_of(&on, ops[k], d, PSIM_TP_BWD), bwd[k], 1e-9 * h);
+          ck_assert_double_eq_tol(issue_of(&off, ops[k], d, PSIM_TP_FWD), h, 1e-9 * h);
+          ck_assert_double_eq_tol(issue_of(&off, ops[k], d, PSIM_TP_BWD), 2 * h, 1e-9 * h);
+        }
+      }
+      double grow = on.iteration_time_s - off.iteration_time_s, want = 40 * l - 3 * h;
+      ck_assert_msg(fabs(grow - want) < 1e-9 * h, "%s, sync %d: iteration +%g s, want %g s",
+                    dropless ? "dropless" : "capacity", sync, grow, want);
+      psim_sim_result_destroy(&on);
+      psim_sim_result_destroy(&off);
+    }
+    psim_sim_result_destroy(&r0);
+    teardown(&f);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("routing");
   TCase *tc = tcase_create("closed forms");
@@ -531,6 +626,7 @@ int main(void) {
   tcase_add_test(tc, bad_routing_refused);
   tcase_add_test(tc, grouped_gemm_tile_quantisation);
   tcase_add_test(tc, dropless_dispatch_drains_the_host);
+  tcase_add_test(tc, grouped_linear_issues_per_expert);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
