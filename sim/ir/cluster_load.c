@@ -385,7 +385,14 @@ psim_status psim_device_type_to_json(const psim_device_type *t, cJSON *o) {
   PSIM_CHECK(psim_json_add_object(o, "efficiency", &eff));
   PSIM_CHECK(psim_json_add_number(eff, "gemm_max", t->eff.gemm_max));
   PSIM_CHECK(psim_json_add_number(eff, "gemm_half_flops", t->eff.gemm_half_flops));
-  return psim_json_add_number(eff, "mem", t->eff.mem);
+  PSIM_CHECK(psim_json_add_number(eff, "mem", t->eff.mem));
+  /* the runtime's overheads, so that the explicit form simulates as the cluster it was
+   * written from (a built-in GPU type's are not zero) */
+  cJSON *rt;
+  PSIM_CHECK(psim_json_add_object(o, "runtime", &rt));
+  PSIM_CHECK(psim_json_add_number(rt, "host_issue", t->rt.host_issue_s));
+  PSIM_CHECK(psim_json_add_number(rt, "collective_skew", t->rt.coll_sync_s));
+  return psim_json_add_number(rt, "iteration_overhead", t->rt.iteration_s);
 }
 
 static psim_status add_types(cJSON *root, const psim_cluster *c) {

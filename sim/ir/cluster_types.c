@@ -57,6 +57,21 @@ static psim_status load_eff(psim_jctx *j, const cJSON *o, psim_efficiency *e) {
   return fraction(j, o, "mem", &e->mem);
 }
 
+/* The software's overheads on the type ("runtime"): the built-in GPU types carry the fitted
+ * Megatron-LM figures (sim/ir/device_types.c); a type without a base has none. Each a time in
+ * [0, 10 s]. */
+static psim_status load_runtime(psim_jctx *j, const cJSON *o, psim_runtime *rt) {
+  static const char *const keys[] = {"host_issue", "collective_skew", "iteration_overhead", NULL};
+  double *dst[] = {&rt->host_issue_s, &rt->coll_sync_s, &rt->iteration_s};
+  PSIM_CHECK(psim_json_check_keys(j, o, keys));
+  for (int i = 0; keys[i]; i++) {
+    PSIM_CHECK(psim_json_quantity(j, o, keys[i], false, PSIM_UNIT_TIME, dst[i]));
+    if (!(*dst[i] >= 0 && *dst[i] <= 10))
+      return psim_cluster_key_err(j, keys[i], "must be a time in [0, 10 s]");
+  }
+  return PSIM_OK;
+}
+
 static psim_status sub_object(psim_jctx *j, const cJSON *o, const char *key,
                               psim_status (*fn)(psim_jctx *, const cJSON *, void *), void *arg) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -74,12 +89,15 @@ static psim_status peaks_fn(psim_jctx *j, const cJSON *v, void *t) {
 static psim_status eff_fn(psim_jctx *j, const cJSON *v, void *e) {
   return load_eff(j, v, e);
 }
+static psim_status runtime_fn(psim_jctx *j, const cJSON *v, void *rt) {
+  return load_runtime(j, v, rt);
+}
 
 /* The device type object: figures, optionally on top of a built-in "base". */
 static psim_status load_type_fields(psim_jctx *j, const cJSON *o, psim_device_type *t) {
   static const char *const keys[] = {
-      "base",       "peak_flops",  "memory", "memory_bandwidth", "launch_overhead",
-      "efficiency", "description", NULL};
+      "base",    "peak_flops",  "memory", "memory_bandwidth", "launch_overhead", "efficiency",
+      "runtime", "description", NULL};
   PSIM_CHECK(psim_json_check_keys(j, o, keys));
   const char *base = NULL, *desc = NULL;
   PSIM_CHECK(psim_json_string(j, o, "description", false, &desc));
@@ -101,6 +119,7 @@ static psim_status load_type_fields(psim_jctx *j, const cJSON *o, psim_device_ty
   PSIM_CHECK(
       psim_cluster_positive(j, o, "memory_bandwidth", !base, PSIM_UNIT_BANDWIDTH, &t->mem_bw));
   PSIM_CHECK(psim_json_quantity(j, o, "launch_overhead", false, PSIM_UNIT_TIME, &t->launch_s));
+  PSIM_CHECK(sub_object(j, o, "runtime", runtime_fn, &t->rt));
   return sub_object(j, o, "efficiency", eff_fn, &t->eff);
 }
 
