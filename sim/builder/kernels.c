@@ -539,7 +539,8 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
                          loc->shard};
   if (psim_build_is_view(&b->m->ops[o]) && tc->duration_s == 0)
     return view_task(b, &info, id);
-  int32_t steps = ring_steps(b, o, pass_kind), has_work = tc->duration_s > 0;
+  int32_t steps = ring_steps(b, o, pass_kind);
+  bool has_work = tc->duration_s > 0; /* a kernel of no time issues nothing */
   host_work calls = {has_work ? tc->host_calls : 0, has_work ? tc->host_launches : 0};
   mark_dispatch_sync(b, o, pass_kind, loc->device);
   bool gather = false; /* async TP's all-gather chunks (else a context-parallel ring) */

@@ -49,12 +49,17 @@ typedef struct merge_state {
   int32_t n_classes;
 } merge_state;
 
+/* Whether two resource lists are equal (an empty one may have no array: colls.c). */
+static bool same_list(const int32_t *ra, int32_t na, const int32_t *rt, int32_t nt) {
+  return na == nt && (ra == rt || na == 0 || memcmp(ra, rt, (size_t)na * sizeof *ra) == 0);
+}
+
 bool psim_build_same_res(const psim_build *b, int32_t a, int32_t t) {
   const int32_t *ra, *rt;
   int32_t na, nt;
   psim_build_task_res(b, a, &ra, &na);
   psim_build_task_res(b, t, &rt, &nt);
-  return na == nt && (ra == rt || na == 0 || memcmp(ra, rt, (size_t)na * sizeof *ra) == 0);
+  return same_list(ra, na, rt, nt);
 }
 
 /* The runs of consecutive tasks with equal lists (the pieces of a collective, its copies):
@@ -86,8 +91,7 @@ static bool class_is_list(const void *ctx, int32_t c) {
   const int32_t *res;
   int32_t n;
   class_res(p->b, p->s, c, &res, &n);
-  return n == p->n &&
-         (res == p->res || n == 0 || memcmp(res, p->res, (size_t)n * sizeof *res) == 0);
+  return same_list(res, n, p->res, p->n);
 }
 
 /* The class of run u: its template's (tmpl: template -> class), else a class of a long list
