@@ -41,7 +41,7 @@ void psim_cluster_destroy(psim_cluster *c) {
   psim_cluster_drop_coll_tables(c);
   psim_free(c->vertex_names);
   psim_free(c->vertex_kinds);
-  psim_free(c->name_index);
+  psim_hmap_destroy(&c->name_map_);
   psim_free(c->types);
   psim_free(c->devices); /* device names alias vertex_names */
   psim_free(c->links);
@@ -116,49 +116,50 @@ psim_status psim_cb_type(psim_cbuild *b, psim_device_type *t, int32_t *out) {
 
 /* ---- names ---------------------------------------------------------------- */
 
-static int cmp_names(const void *a, const void *b, void *ctx) {
-  const psim_cluster *c = ctx;
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  int d = strcmp(c->vertex_names[x], c->vertex_names[y]);
-  return d ? d : (x > y) - (x < y);
+/* A vertex name being looked up, for the name map's equality callback. */
+typedef struct name_key {
+  const psim_cluster *c;
+  const char *name;
+} name_key;
+
+static bool name_eq(const void *ctx, int32_t v) {
+  const name_key *k = ctx;
+  return strcmp(k->c->vertex_names[v], k->name) == 0;
 }
 
+static uint64_t name_hash(const char *name) {
+  return psim_hmap_hash_bytes(name, strlen(name), 0);
+}
+
+/* A hash map instead of a sorted index: O(V) expected where sorting the names was
+ * O(V log V) string comparisons (3.8% of a 131,072-GPU simulation, issue 19). */
 psim_status psim_cluster_index_names(psim_cluster *c, bool *unique, int32_t *dup_a,
                                      int32_t *dup_b) {
-  psim_free(c->name_index);
-  c->name_index = psim_malloc(sizeof(int32_t) * (size_t)(c->n_vertices ? c->n_vertices : 1));
-  if (!c->name_index)
-    return oom();
-  for (int32_t i = 0; i < c->n_vertices; i++)
-    c->name_index[i] = i;
-  qsort_r(c->name_index, (size_t)c->n_vertices, sizeof(int32_t), cmp_names, c);
+  psim_hmap_destroy(&c->name_map_);
+  psim_hmap_init(&c->name_map_);
+  PSIM_CHECK(psim_hmap_reserve(&c->name_map_, (size_t)c->n_vertices));
   *unique = true;
-  for (int32_t i = 1; i < c->n_vertices && *unique; i++) {
-    int32_t x = c->name_index[i - 1], y = c->name_index[i];
-    if (strcmp(c->vertex_names[x], c->vertex_names[y]) == 0) {
-      *unique = false;
+  for (int32_t v = 0; v < c->n_vertices; v++) {
+    name_key k = {c, c->vertex_names[v]};
+    uint64_t h = name_hash(k.name);
+    int32_t x = -1;
+    if (psim_hmap_find_eq(&c->name_map_, h, name_eq, &k, &x)) {
+      *unique = false; /* the first vertex whose name an earlier one has */
       *dup_a = x;
-      *dup_b = y;
+      *dup_b = v;
+      return PSIM_OK;
     }
+    PSIM_CHECK(psim_hmap_add(&c->name_map_, h, v));
   }
   return PSIM_OK;
 }
 
 int32_t psim_cluster_find_vertex(const psim_cluster *c, const char *name) {
-  if (!c->name_index)
+  name_key k = {c, name};
+  int32_t v = -1;
+  if (!c->name_map_.cap || !psim_hmap_find_eq(&c->name_map_, name_hash(name), name_eq, &k, &v))
     return -1;
-  int32_t lo = 0, hi = c->n_vertices - 1;
-  while (lo <= hi) {
-    int32_t mid = lo + (hi - lo) / 2, v = c->name_index[mid];
-    int d = strcmp(c->vertex_names[v], name);
-    if (d == 0)
-      return v;
-    if (d < 0)
-      lo = mid + 1;
-    else
-      hi = mid - 1;
-  }
-  return -1;
+  return v;
 }
 
 int32_t psim_cluster_find_device(const psim_cluster *c, const char *name) {

@@ -565,6 +565,37 @@ START_TEST(route_cache_returns_same_route) {
 }
 END_TEST
 
+/* The name map: every vertex of a generated cluster is found by its own name, a name
+ * one character off is not, and a duplicate names the first repeat and its original. */
+START_TEST(every_vertex_found_by_name) {
+  psim_cluster c;
+  ck_assert_int_eq(load_preset("dgx-a100-80g", 64, 0, 1, &c), PSIM_OK);
+  char buf[256];
+  for (int32_t v = 0; v < c.n_vertices; v++) {
+    ck_assert_int_eq(psim_cluster_find_vertex(&c, c.vertex_names[v]), v);
+    snprintf(buf, sizeof buf, "%s~", c.vertex_names[v]);
+    ck_assert_int_eq(psim_cluster_find_vertex(&c, buf), -1);
+  }
+  ck_assert_int_eq(psim_cluster_find_vertex(&c, ""), -1);
+  /* vertices 5 and 9 take the names of 2 and 3: 5 is the first repeat */
+  char *n5 = c.vertex_names[5], *n9 = c.vertex_names[9];
+  c.vertex_names[5] = c.vertex_names[2];
+  c.vertex_names[9] = c.vertex_names[3];
+  bool unique = true;
+  int32_t a = -1, b = -1;
+  ck_assert_int_eq(psim_cluster_index_names(&c, &unique, &a, &b), PSIM_OK);
+  ck_assert(!unique);
+  ck_assert_int_eq(a, 2);
+  ck_assert_int_eq(b, 5);
+  c.vertex_names[5] = n5;
+  c.vertex_names[9] = n9;
+  ck_assert_int_eq(psim_cluster_index_names(&c, &unique, &a, &b), PSIM_OK);
+  ck_assert(unique);
+  ck_assert_int_eq(psim_cluster_find_vertex(&c, n9), 9);
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 START_TEST(large_cluster_routes_fast) {
   psim_cluster c;
   double t0 = psim_clock_now_s();
@@ -755,6 +786,7 @@ int main(void) {
   tcase_add_test(tc, equal_hop_routes_take_the_wider);
   tcase_add_test(tc, gpus_forward_only_as_nccl_nvb_and_pxn);
   tcase_add_test(tc, route_cache_returns_same_route);
+  tcase_add_test(tc, every_vertex_found_by_name);
   tcase_add_test(tc, large_cluster_routes_fast);
   tcase_add_test(tc, hop_counts_match_igraph);
   tcase_add_test(tc, connectivity_matches_igraph);
