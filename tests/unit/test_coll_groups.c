@@ -9,7 +9,10 @@
  * slower where the bottleneck moved from per-GPU PCIe links to the shared fabric. */
 #include <check.h>
 #include <math.h>
+#include <stdlib.h>
 
+#include "sim/builder/build_impl.h"
+#include "sim/core/alloc.h"
 #include "sim/core/json.h"
 #include "sim/engine/collective.h"
 #include "sim/simulate.h"
@@ -137,11 +140,79 @@ START_TEST(twice_the_bandwidth_never_slower) {
 }
 END_TEST
 
+/* psim_build_partial_group against the definition it implements, for random splits,
+ * replicas and masks: member n of entry e's group is the shard with e's coordinates on
+ * the unmasked dims and n's digits, row-major (the last masked dim fastest), on the
+ * masked ones, at e's replica. */
+START_TEST(partial_groups_match_their_definition) {
+  srand(77);
+  for (int trial = 0; trial < 3000; trial++) {
+    psim_op op = {0};
+    psim_op_config cfg = {0};
+    op.n_dims = 1 + rand() % 5;
+    int32_t shards = 1;
+    for (int32_t i = 0; i < op.n_dims; i++) {
+      cfg.degree[i] = 1 + rand() % 4;
+      shards *= cfg.degree[i];
+    }
+    cfg.replicas = 1 + rand() % 3;
+    cfg.n_devices = shards * cfg.replicas;
+    int32_t devs[4 * 4 * 4 * 4 * 4 * 3];
+    for (int32_t d = 0; d < cfg.n_devices; d++)
+      devs[d] = 1000 + 7 * d;
+    cfg.devices = devs;
+    uint32_t mask = (uint32_t)rand() & ((1u << op.n_dims) - 1);
+    psim_model m = {0};
+    psim_strategy st = {0};
+    psim_cluster c = {0};
+    m.ops = &op;
+    m.n_ops = 1;
+    st.ops = &cfg;
+    c.n_devices = cfg.n_devices;
+    psim_build b = {0};
+    b.m = &m;
+    b.s = &st;
+    b.c = &c;
+    psim_group *g = psim_build_group_new(&b);
+    ck_assert_ptr_nonnull(g);
+    int32_t e = rand() % cfg.n_devices, k = 1;
+    for (int32_t i = 0; i < op.n_dims; i++)
+      k *= mask & (1u << i) ? cfg.degree[i] : 1;
+    psim_build_partial_group(&b, 0, e, mask, g);
+    ck_assert_int_eq(g->n, k);
+    ck_assert_int_eq(g->n_groups, cfg.n_devices / k);
+    int32_t coord[PSIM_MAX_OP_DIMS];
+    for (int32_t i = op.n_dims - 1, sh = e / cfg.replicas; i >= 0; i--) {
+      coord[i] = sh % cfg.degree[i];
+      sh /= cfg.degree[i];
+    }
+    for (int32_t n = 0; n < k; n++) {
+      int32_t c2[PSIM_MAX_OP_DIMS], rem = n, idx = 0;
+      for (int32_t i = op.n_dims - 1; i >= 0; i--) {
+        c2[i] = coord[i];
+        if (mask & (1u << i)) {
+          c2[i] = rem % cfg.degree[i];
+          rem /= cfg.degree[i];
+        }
+      }
+      for (int32_t i = 0; i < op.n_dims; i++)
+        idx = idx * cfg.degree[i] + c2[i];
+      int32_t want = idx * cfg.replicas + e % cfg.replicas;
+      ck_assert_msg(g->entries[n] == want, "trial %d member %d: entry %d, want %d", trial, n,
+                    g->entries[n], want);
+      ck_assert_int_eq(g->devices[n], devs[want]);
+    }
+    psim_free(g);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("coll_groups");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, family_members_share_links);
   tcase_add_test(tc, twice_the_bandwidth_never_slower);
+  tcase_add_test(tc, partial_groups_match_their_definition);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
