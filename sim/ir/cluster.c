@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/hashmap.h"
 #include "sim/ir/cluster_impl.h"
 
 void psim_cluster_init(psim_cluster *c) {
@@ -41,7 +42,7 @@ void psim_cluster_destroy(psim_cluster *c) {
   psim_cluster_drop_coll_tables(c);
   psim_free(c->vertex_names);
   psim_free(c->vertex_kinds);
-  psim_hmap_destroy(&c->name_map_);
+  psim_free(c->name_slots_);
   psim_free(c->types);
   psim_free(c->devices); /* device names alias vertex_names */
   psim_free(c->links);
@@ -116,50 +117,49 @@ psim_status psim_cb_type(psim_cbuild *b, psim_device_type *t, int32_t *out) {
 
 /* ---- names ---------------------------------------------------------------- */
 
-/* A vertex name being looked up, for the name map's equality callback. */
-typedef struct name_key {
-  const psim_cluster *c;
-  const char *name;
-} name_key;
-
-static bool name_eq(const void *ctx, int32_t v) {
-  const name_key *k = ctx;
-  return strcmp(k->c->vertex_names[v], k->name) == 0;
+static uint32_t name_hash(const char *name) {
+  return (uint32_t)psim_hmap_hash_bytes(name, strlen(name), 0);
 }
 
-static uint64_t name_hash(const char *name) {
-  return psim_hmap_hash_bytes(name, strlen(name), 0);
+/* The slot holding name, or the empty slot where it would go. */
+static uint32_t name_slot(const psim_cluster *c, const char *name) {
+  uint32_t i = name_hash(name) & c->name_mask_;
+  while (c->name_slots_[i] >= 0 && strcmp(c->vertex_names[c->name_slots_[i]], name) != 0)
+    i = (i + 1) & c->name_mask_;
+  return i;
 }
 
-/* A hash map instead of a sorted index: O(V) expected where sorting the names was
- * O(V log V) string comparisons (3.8% of a 131,072-GPU simulation, issue 19). */
+/* Open addressing over int32 slots (4 bytes per slot, at most half full) instead of a sorted
+ * index: O(V) expected where sorting the names was O(V log V) string comparisons (3.8% of a
+ * 131,072-GPU simulation, issue 19), in 2 MiB there. */
 psim_status psim_cluster_index_names(psim_cluster *c, bool *unique, int32_t *dup_a,
                                      int32_t *dup_b) {
-  psim_hmap_destroy(&c->name_map_);
-  psim_hmap_init(&c->name_map_);
-  PSIM_CHECK(psim_hmap_reserve(&c->name_map_, (size_t)c->n_vertices));
+  size_t cap = 16;
+  while (cap < 2 * (size_t)c->n_vertices)
+    cap *= 2;
+  psim_free(c->name_slots_);
+  c->name_mask_ = 0;
+  c->name_slots_ = psim_malloc(cap * sizeof *c->name_slots_);
+  if (!c->name_slots_)
+    return oom();
+  memset(c->name_slots_, 0xff, cap * sizeof *c->name_slots_);
+  c->name_mask_ = (uint32_t)(cap - 1);
   *unique = true;
   for (int32_t v = 0; v < c->n_vertices; v++) {
-    name_key k = {c, c->vertex_names[v]};
-    uint64_t h = name_hash(k.name);
-    int32_t x = -1;
-    if (psim_hmap_find_eq(&c->name_map_, h, name_eq, &k, &x)) {
+    uint32_t i = name_slot(c, c->vertex_names[v]);
+    if (c->name_slots_[i] >= 0) {
       *unique = false; /* the first vertex whose name an earlier one has */
-      *dup_a = x;
+      *dup_a = c->name_slots_[i];
       *dup_b = v;
       return PSIM_OK;
     }
-    PSIM_CHECK(psim_hmap_add(&c->name_map_, h, v));
+    c->name_slots_[i] = v;
   }
   return PSIM_OK;
 }
 
 int32_t psim_cluster_find_vertex(const psim_cluster *c, const char *name) {
-  name_key k = {c, name};
-  int32_t v = -1;
-  if (!c->name_map_.cap || !psim_hmap_find_eq(&c->name_map_, name_hash(name), name_eq, &k, &v))
-    return -1;
-  return v;
+  return c->name_slots_ ? c->name_slots_[name_slot(c, name)] : -1;
 }
 
 int32_t psim_cluster_find_device(const psim_cluster *c, const char *name) {

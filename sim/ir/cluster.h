@@ -12,7 +12,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sim/core/hashmap.h"
 #include "sim/core/status.h"
 #include "sim/ir/model.h"
 #include "sim/ir/stack.h"
@@ -133,7 +132,8 @@ typedef struct psim_cluster {
   psim_route_cache *routes;
   /* Added by the cluster module: */
   unsigned char *vertex_kinds; /* n_vertices psim_vertex_kind values */
-  psim_hmap name_map_;         /* vertex name -> vertex index (private; for lookups) */
+  int32_t *name_slots_;        /* open-addressed vertex indices by name hash, -1 empty (private) */
+  uint32_t name_mask_;         /* slots - 1 (a power of two at least twice the vertices) */
   int32_t n_racks;             /* racks / leaf switches (1 when flat) */
   psim_stack stack;            /* issue 20: the software stack (zero: megatron-lm-2021) */
 } psim_cluster;

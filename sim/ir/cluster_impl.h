@@ -31,7 +31,7 @@ psim_status psim_cb_link(psim_cbuild *b, int32_t a, int32_t bv, psim_link_kind k
 /* Appends a device type (takes ownership of t->name); *out gets its index. */
 psim_status psim_cb_type(psim_cbuild *b, psim_device_type *t, int32_t *out);
 
-/* Indexes the vertex names for psim_cluster_find_vertex (c->name_map_). On a
+/* Indexes the vertex names for psim_cluster_find_vertex (c->name_slots_). On a
  * duplicate name *unique is false with the first vertex (by index) that repeats
  * an earlier one's name in *dup_b and that earlier one in *dup_a (< *dup_b). */
 psim_status psim_cluster_index_names(psim_cluster *c, bool *unique, int32_t *dup_a, int32_t *dup_b);
