@@ -76,7 +76,14 @@ typedef struct psim_pending_xfer {
   double bytes;
   int32_t x, from, src, dst, mu, arrived; /* producer op, its task on src, the barrier */
   int32_t round, seq;                     /* (dst - src) mod devices, creation order */
+  /* a MoE layer's routed tokens (moe_a2a.c): the tensor, the experts [elo, ehi) the
+   * transfer carries, and which end holds them (PSIM_A2A_*) */
+  int32_t tensor, elo, ehi;
+  int32_t side;
 } psim_pending_xfer;
+
+/* Which end of a MoE all-to-all transfer holds the experts (moe_a2a.c). */
+enum { PSIM_A2A_NONE = 0, PSIM_A2A_TO_EXPERTS = 1, PSIM_A2A_FROM_EXPERTS = 2 };
 
 /* The map, plus scratch that comm.c keeps with the per-micro-batch cache. */
 typedef struct psim_comm_cache {
@@ -468,6 +475,21 @@ psim_status psim_build_fold_check_coll(psim_build *b, const psim_coll_desc *d,
 /* A transfer src -> d: inside a stage, it keeps folding only between two devices of one
  * exchange block (fold_block > 1, fold_blocks.c). */
 void psim_build_fold_check_transfer(psim_build *b, int pipeline, int32_t src, int32_t d);
+/* comm.c: one point-to-point transfer of op x's data from src to d after task from (-1:
+ * none), completing task arrived. */
+psim_status psim_build_add_transfer_after(psim_build *b, int32_t x, int32_t from, int32_t src,
+                                          int32_t d, double bytes, int32_t mu, int pipeline,
+                                          int32_t arrived);
+/* moe_a2a.c: the end of a MoE all-to-all transfer that holds the experts and the experts it
+ * carries (src, dst: the regions of tensor t that the source holds and the consumer needs). */
+struct psim_region;
+void psim_moe_a2a_classify(const psim_build *b, int32_t t, const struct psim_region *src,
+                           const struct psim_region *dst, psim_pending_xfer *p);
+/* moe_a2a.c: adds the pending transfers of a MoE all-to-all (sorted into rounds) as the
+ * stack's dispatcher sends them: one copy per (token, expert) for alltoall; once per
+ * destination rank and once per destination node, forwarded over NVLink, for DeepEP and
+ * HybridEP. */
+psim_status psim_moe_a2a_flush(psim_build *b);
 /* Exchange blocks (locals.c): d's group has one member in every block of its stage, all at one
  * offset, and its concurrent groups partition the stage, so each of them has a member in every
  * simulated block and is built itself: d is then costed alone, as unfolded. */

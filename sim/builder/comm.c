@@ -294,9 +294,9 @@ static void serve_local(const psim_build *b, int32_t x, int32_t d, const int32_t
 
 /* A transfer of bytes from src to d after task `from` (-1: none), ending in
  * the barrier `arrived`. */
-static psim_status add_transfer_after(psim_build *b, int32_t x, int32_t from, int32_t src,
-                                      int32_t d, double bytes, int32_t mu, int pipeline,
-                                      int32_t arrived) {
+psim_status psim_build_add_transfer_after(psim_build *b, int32_t x, int32_t from, int32_t src,
+                                          int32_t d, double bytes, int32_t mu, int pipeline,
+                                          int32_t arrived) {
   psim_task_info info = {PSIM_TASK_TRANSFER,
                          (uint8_t)(pipeline ? PSIM_TP_COMM_PP : PSIM_TP_COMM_TP),
                          (int16_t)b->s->ops[x].stage,
@@ -319,17 +319,22 @@ static psim_status add_transfer_after(psim_build *b, int32_t x, int32_t from, in
 static psim_status add_transfer(psim_build *b, int32_t x, int32_t *xt, int32_t src, int32_t d,
                                 double bytes, int32_t mu, int pipeline, int32_t arrived) {
   int32_t from = psim_build_src_task(b, xt, x, src, mu);
-  return add_transfer_after(b, x, from, src, d, bytes, mu, pipeline, arrived);
+  return psim_build_add_transfer_after(b, x, from, src, d, bytes, mu, pipeline, arrived);
 }
 
-/* Defers a transfer of the current connect edge to flush_exchange. */
+/* Defers a transfer of the current connect edge to flush_exchange: region rs of tensor t
+ * (the source's) to region rd (the consumer's). */
 static psim_status defer_transfer(psim_build *b, int32_t x, int32_t from, int32_t src, int32_t d,
-                                  double bytes, int32_t mu, int32_t arrived) {
+                                  double bytes, int32_t mu, int32_t arrived, int32_t t,
+                                  const psim_region *rs, const psim_region *rd) {
   psim_comm_cache *h = b->cache;
   PSIM_CHECK(PSIM_VEC_RESERVE(h->pend, h->cap_pend, h->n_pend + 1));
   int32_t n = b->c->n_devices;
-  h->pend[h->n_pend] = (psim_pending_xfer){
-      bytes, x, from, src, d, mu, arrived, ((d - src) % n + n) % n, (int32_t)h->n_pend};
+  psim_pending_xfer *p = &h->pend[h->n_pend];
+  *p = (psim_pending_xfer){
+      bytes, x, from, src,          d, mu, arrived, ((d - src) % n + n) % n, (int32_t)h->n_pend,
+      t,     0, 0,    PSIM_A2A_NONE};
+  psim_moe_a2a_classify(b, t, rs, rd, p);
   h->n_pend++;
   return PSIM_OK;
 }
@@ -358,10 +363,13 @@ static psim_status flush_exchange(psim_build *b) {
   psim_comm_cache *h = b->cache;
   if (h->n_pend > 1)
     qsort(h->pend, h->n_pend, sizeof *h->pend, cmp_round);
+  if (b->c->stack.moe_dispatcher != PSIM_MOE_ALLTOALL)
+    return psim_moe_a2a_flush(b); /* DeepEP / HybridEP (moe_a2a.c) */
   psim_status st = PSIM_OK;
   for (size_t i = 0; i < h->n_pend && st == PSIM_OK; i++) {
     const psim_pending_xfer *p = &h->pend[i];
-    st = add_transfer_after(b, p->x, p->from, p->src, p->dst, p->bytes, p->mu, 0, p->arrived);
+    st = psim_build_add_transfer_after(b, p->x, p->from, p->src, p->dst, p->bytes, p->mu, 0,
+                                       p->arrived);
   }
   h->n_pend = 0;
   return st;
@@ -429,9 +437,9 @@ static psim_status gather_region(psim_build *b, int32_t x, int32_t t, int32_t *x
     int32_t from;
     PSIM_CHECK(source_task(b, x, t, xt, id * cx->replicas, mu, red, &from));
     if (exchange) /* a MoE all-to-all: added in rounds (flush_exchange) */
-      PSIM_CHECK(defer_transfer(b, x, from, src, d, bytes, mu, *arrived));
+      PSIM_CHECK(defer_transfer(b, x, from, src, d, bytes, mu, *arrived, t, &regs[sh], r));
     else
-      PSIM_CHECK(add_transfer_after(b, x, from, src, d, bytes, mu, pipeline, *arrived));
+      PSIM_CHECK(psim_build_add_transfer_after(b, x, from, src, d, bytes, mu, pipeline, *arrived));
   }
   return PSIM_OK;
 }

@@ -133,6 +133,31 @@ double psim_routing_load(const psim_routing *r, int32_t n, int32_t lo, int32_t h
   return load;
 }
 
+double psim_routing_share(const psim_routing *r, int32_t n, int32_t lo, int32_t hi) {
+  if (!r || r->kind == PSIM_ROUTING_UNIFORM || n < 1)
+    return n > 0 ? (double)(hi - lo) / n : 0;
+  double sum = 0, part = 0;
+  for (int32_t e = 0; e < n; e++) {
+    double w = weight(r, e, n);
+    sum += w;
+    part += e >= lo && e < hi ? w : 0;
+  }
+  return sum > 0 ? part / sum : 0;
+}
+
+double psim_routing_hit_prob(int32_t n, int32_t top_k, int32_t m, double share) {
+  if (m <= 0 || share <= 0)
+    return 0;
+  if (m >= n || share >= 1)
+    return 1;
+  double a = (1 - share) / (n - m), miss = 1;
+  for (int32_t i = 0; i < top_k && miss > 0; i++) {
+    double rest = 1 - i * a; /* what the draws so far left */
+    miss *= rest > 0 ? fmax(0, 1 - share - i * a) / rest : 0;
+  }
+  return 1 - miss;
+}
+
 /* ---- the builder's hooks ------------------------------------------------------ */
 
 /* A mixture-of-experts layer as its dispatch defines it. */
@@ -279,6 +304,28 @@ bool psim_routing_expert_tensor(const psim_model *m, int32_t t) {
     if (m->dims[ten->dims[j]].role == PSIM_ROLE_EXPERT)
       return true;
   return false;
+}
+
+bool psim_routing_layer_shape(const psim_build *b, int32_t t, int32_t *n_experts, int32_t *top_k,
+                              const psim_routing **r) {
+  static const psim_routing uniform = {PSIM_ROUTING_UNIFORM, 0, NULL, 0};
+  const psim_model *m = b->m;
+  int32_t q = m->tensors[t].producer;
+  if (q < 0 || !psim_routing_expert_tensor(m, t))
+    return false;
+  int32_t layer = m->ops[q].layer;
+  while (q >= 0 && m->ops[q].layer == layer && m->ops[q].kind != PSIM_OP_DISPATCH)
+    q--;
+  if (q < 0 || m->ops[q].layer != layer)
+    return false;
+  int32_t d = dispatch_expert_dim(m, &m->ops[q]);
+  if (d < 0 || m->ops[q].attrs.top_k < 1)
+    return false;
+  moe_layer ml;
+  *n_experts = (int32_t)m->dims[d].size;
+  *top_k = m->ops[q].attrs.top_k;
+  *r = find_layer(b, q, &ml) ? ml.r : &uniform;
+  return true;
 }
 
 bool psim_routing_symmetric(const psim_build *b) {

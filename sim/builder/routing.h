@@ -67,6 +67,18 @@ psim_status psim_routing_check_model(const psim_routing *r, const psim_model *m)
 double psim_routing_load(const psim_routing *r, int32_t n, int32_t lo, int32_t hi, double mean,
                          double cap);
 
+/* Share of the popularity of experts [lo, hi) of n (sum over all experts: 1). */
+double psim_routing_share(const psim_routing *r, int32_t n, int32_t lo, int32_t hi);
+
+/* Probability that a token's top_k experts of n, drawn without replacement, include at
+ * least one of a set of m experts holding `share` of the popularity: 1 - prod_{i < k}
+ * (1 - share - i a) / (1 - i a), with a = (1 - share) / (n - m) the mean share of an expert
+ * outside the set (each draw that misses the set removes one such expert). Uniform routing
+ * (share = m / n) gives the exact 1 - C(n - m, k) / C(n, k); DeepEP's own traffic model
+ * (get_expected_topk in ElasticBuffer's get_theoretical_num_sms, deep_ep/buffers/elastic.py
+ * at 567632d: groups x (1 - comb(E - E / groups, k) / comb(E, k))). */
+double psim_routing_hit_prob(int32_t n, int32_t top_k, int32_t m, double share);
+
 /* ---- the builder's hooks (sim/builder) ------------------------------------- */
 
 struct psim_build;
@@ -99,6 +111,10 @@ void psim_routing_token_region(const struct psim_build *b, int32_t o, const int3
 /* Whether tensor t has a dim of role expert (a MoE layer's routed tokens:
  * its gathers are the dispatch's or combine's all-to-all). O(rank). */
 bool psim_routing_expert_tensor(const psim_model *m, int32_t t);
+/* The expert count, top_k and routing of the layer whose routed tokens tensor t holds (a
+ * capacity dispatch without a routing: uniform); false when t is no such tensor. */
+bool psim_routing_layer_shape(const struct psim_build *b, int32_t t, int32_t *n_experts,
+                              int32_t *top_k, const psim_routing **r);
 /* False when routing makes the devices of an expert-split op do unequal work
  * (folding's representative would not stand for its peers). */
 bool psim_routing_symmetric(const struct psim_build *b);

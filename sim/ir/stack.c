@@ -175,6 +175,22 @@ static psim_status read_fit(psim_jctx *j, const cJSON *o, psim_stack *s) {
   return PSIM_OK;
 }
 
+/* The MoE token dispatcher (docs/stacks.md, "moe_dispatcher"). */
+static psim_status read_dispatcher(psim_jctx *j, const cJSON *o, psim_stack *s) {
+  static const char *const names[] = {"alltoall", "deepep", "hybridep"};
+  const char *d = NULL;
+  PSIM_CHECK(psim_json_string(j, o, "moe_dispatcher", false, &d));
+  if (!d)
+    return PSIM_OK;
+  for (int i = 0; i < 3; i++)
+    if (strcmp(d, names[i]) == 0) {
+      s->moe_dispatcher = (psim_moe_dispatcher)i;
+      return PSIM_OK;
+    }
+  psim_jctx_key(j, "moe_dispatcher");
+  return psim_jerr(j, "expected \"alltoall\", \"deepep\" or \"hybridep\", found \"%.40s\"", d);
+}
+
 /* The optimizer's implementation and the default gradient bucket rule. */
 static psim_status read_optimizer(psim_jctx *j, const cJSON *o, psim_stack *s) {
   const char *opt = NULL;
@@ -186,6 +202,7 @@ static psim_status read_optimizer(psim_jctx *j, const cJSON *o, psim_stack *s) {
     psim_jctx_key(j, "dp_bucket_rule");
     return psim_jerr(j, "expected \"ddp\" or \"megatron-core\", found \"%.40s\"", rule);
   }
+  PSIM_CHECK(read_dispatcher(j, o, s));
   PSIM_CHECK(psim_json_string(j, o, "optimizer", false, &opt));
   if (!opt)
     return PSIM_OK;
@@ -264,6 +281,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *o, psim_stack *s) {
                                      "fp8_tp_all_gather",
                                      "moe_dispatch_sync",
                                      "moe_grouped_host_calls",
+                                     "moe_dispatcher",
                                      "comm_sms",
                                      "flash_attention",
                                      "launch_overhead",

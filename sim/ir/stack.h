@@ -35,6 +35,16 @@ typedef enum psim_dp_bucket_rule {
                           (megatron/core/distributed/distributed_data_parallel.py) */
 } psim_dp_bucket_rule;
 
+/* How a MoE layer's tokens reach their experts' ranks (docs/stacks.md,
+ * "moe_dispatcher"; sim/builder/moe_a2a.c). */
+typedef enum psim_moe_dispatcher {
+  PSIM_MOE_ALLTOALL = 0, /* Megatron-Core's MoEAlltoAllTokenDispatcher: one copy per (token,
+                            expert) to the expert's rank, rank pair by rank pair */
+  PSIM_MOE_DEEPEP,       /* the flex dispatcher's DeepEP backend: once per destination rank over
+                            NVLink, once per destination node over RDMA, forwarded inside it */
+  PSIM_MOE_HYBRIDEP      /* the flex dispatcher's HybridEP backend: the same traffic */
+} psim_moe_dispatcher;
+
 #define PSIM_STACK_NAME_MAX 48
 #define PSIM_STACK_FIT_MAX  8
 
@@ -83,6 +93,10 @@ typedef struct psim_stack {
    * up projection of one input are one GroupedLinear, Megatron-Core's linear_fc1;
    * sim/builder/kernels.c expert_host_work). */
   bool moe_grouped_host_calls;
+  /* The MoE token dispatcher: alltoall (the zero value) sends one copy per (token, expert);
+   * deepep / hybridep send a token once per destination rank inside a node and once per
+   * destination node across nodes, forwarding over NVLink (sim/builder/moe_a2a.c). */
+  psim_moe_dispatcher moe_dispatcher;
   psim_optim_impl optimizer;
   psim_dp_bucket_rule dp_bucket; /* default bucket size (PSIM_BUCKET_DDP: the strategy's) */
   /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256

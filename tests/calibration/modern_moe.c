@@ -14,6 +14,7 @@
 
 #include "models/generators.h"
 #include "modern.h"
+#include "sim/ir/stack.h"
 
 static int64_t col(const modern_csv *c, const char *k) {
   const char *v = modern_csv_get(c, k);
@@ -76,6 +77,13 @@ void modern_moe_read(const modern_csv *c, modern_row *r) {
    * non_blocking = num_permuted_tokens is not None; DeepEP's blocking dispatch "is not
    * compatible with CUDA graph"). Off: the stack's moe_dispatch_sync (sim/builder/kernels.c). */
   e->graphed = find(ov, "\"full_iteration\"") != NULL;
+  /* The flex dispatcher's backend (the preset's moe_flex_dispatcher_backend; the CSV lists
+   * the dispatcher among a preset's non-default fields): DeepEP and HybridEP send a token
+   * once per destination rank and node (sim/builder/moe_a2a.c); rows without it run
+   * Megatron-Core's alltoall dispatcher, as session 15 read them */
+  e->dispatcher = find(ov, "\"moe_flex_dispatcher_backend\": \"hybridep\"") ? PSIM_MOE_HYBRIDEP
+                  : find(ov, "\"moe_flex_dispatcher_backend\": \"deepep\"") ? PSIM_MOE_DEEPEP
+                                                                            : PSIM_MOE_ALLTOALL;
   const char *etp = find(ov, "\"expert_tensor_parallel_size\": ");
   e->etp = etp ? (int32_t)strtol(etp + strlen("\"expert_tensor_parallel_size\": "), NULL, 10) : 0;
   if (r->unsupported[0])

@@ -1,0 +1,294 @@
+/* test_moe_a2a.c - a MoE all-to-all under a dispatcher that sends a token once per
+ * destination rank and once per destination node (DeepEP / HybridEP, the stack's
+ * moe_dispatcher; sim/builder/moe_a2a.c, docs/stacks.md): the probability that top-k
+ * routing reaches a set of experts against the closed form 1 - C(n - m, k) / C(n, k) and
+ * against enumeration of every expert subset, the bytes that cross InfiniBand on two DGX
+ * H100 nodes against E[distinct destination nodes], and never more than the rank-pair
+ * exchange's (alltoall) bytes. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/generators.h"
+#include "sim/builder/routing.h"
+#include "sim/core/json.h"
+#include "sim/simulate.h"
+#include "topologies/presets.h"
+
+/* C(n, k), exact for the sizes below (C(128, 8) = 1.4e12). */
+static double binom(int n, int k) {
+  if (k < 0 || k > n)
+    return 0;
+  uint64_t c = 1;
+  for (int i = 1; i <= k; i++)
+    c = c * (uint64_t)(n - k + i) / (uint64_t)i; /* exact: c is C(n - k + i, i) */
+  return (double)c;
+}
+
+/* Uniform routing: P(a token's k experts include one of m) = 1 - C(n - m, k) / C(n, k). */
+START_TEST(hit_prob_is_the_closed_form) {
+  static const int cases[][3] = {{128, 8, 8}, {128, 8, 16}, {128, 8, 64}, {256, 8, 32},
+                                 {16, 4, 8},  {32, 4, 2},   {8, 2, 1},    {8, 8, 1},
+                                 {12, 3, 4},  {64, 6, 60},  {10, 9, 2},   {128, 8, 120}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int n = cases[i][0], k = cases[i][1], m = cases[i][2];
+    double want = 1 - binom(n - m, k) / binom(n, k);
+    double got = psim_routing_hit_prob(n, k, m, (double)m / n);
+    ck_assert_msg(fabs(got - want) < 1e-12, "n %d k %d m %d: %.15g, want %.15g", n, k, m, got,
+                  want);
+    ck_assert(got <= k * (double)m / n + 1e-12); /* never more than alltoall's copies */
+  }
+  ck_assert(psim_routing_hit_prob(16, 4, 0, 0) == 0);
+  ck_assert(psim_routing_hit_prob(16, 4, 16, 1) == 1);
+}
+END_TEST
+
+/* E[distinct groups] over every k-subset of e experts in groups of e / groups, enumerated. */
+static double enumerate_groups(int e, int k, int groups) {
+  double sum = 0, count = 0;
+  for (uint32_t s = 0; s < (1u << e); s++) {
+    if (__builtin_popcount(s) != k)
+      continue;
+    int hit = 0;
+    for (int g = 0; g < groups; g++)
+      hit += (s >> (g * (e / groups)) & ((1u << (e / groups)) - 1)) != 0;
+    sum += hit;
+    count++;
+  }
+  return sum / count;
+}
+
+/* The expected distinct nodes (and ranks) per token: groups x P(group), as DeepEP's
+ * get_expected_topk counts them, equals the enumeration of all expert subsets. */
+START_TEST(distinct_groups_match_enumeration) {
+  static const int cases[][3] = {{8, 2, 2},  {8, 3, 4},  {12, 3, 3}, {12, 4, 2},
+                                 {16, 4, 2}, {16, 4, 4}, {16, 2, 8}, {16, 6, 16}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int e = cases[i][0], k = cases[i][1], g = cases[i][2];
+    double want = enumerate_groups(e, k, g);
+    double got = g * psim_routing_hit_prob(e, k, e / g, 1.0 / g);
+    ck_assert_msg(fabs(got - want) < 1e-12, "e %d k %d groups %d: %.15g, want %.15g", e, k, g, got,
+                  want);
+  }
+}
+END_TEST
+
+/* P(one of experts [lo, hi) among k drawn without replacement, each draw in proportion
+ * to the remaining weights w), by enumerating every ordered draw (Plackett-Luce). */
+static double draw_exact(const double *w, int n, int k, int lo, int hi, uint32_t used) {
+  if (k == 0)
+    return 0;
+  double left = 0, p = 0;
+  for (int e = 0; e < n; e++)
+    left += used >> e & 1 ? 0 : w[e];
+  for (int e = 0; e < n; e++) {
+    if (used >> e & 1)
+      continue;
+    double q = w[e] / left;
+    p += q * (e >= lo && e < hi ? 1 : draw_exact(w, n, k - 1, lo, hi, used | 1u << e));
+  }
+  return p;
+}
+
+/* Skewed routing: the probability is at least the first draw's (the set's share), and
+ * under sequential draws in proportion to the weights it is within 0.1 of the exact
+ * enumeration and not above it (the mean share outside the set stands for the experts the
+ * missing draws took: zipf:1.2 on 12 experts, top-3, sets of 4, 0.29 where 0.34 is exact). */
+START_TEST(skewed_hit_prob_is_bounded) {
+  enum { N = 12, K = 3 };
+  psim_routing r;
+  ck_assert(psim_routing_parse("zipf:1.2", &r) == PSIM_OK);
+  double w[N];
+  for (int e = 0; e < N; e++)
+    w[e] = psim_routing_share(&r, N, e, e + 1);
+  for (int lo = 0; lo < N; lo += 4) {
+    double s = psim_routing_share(&r, N, lo, lo + 4);
+    double p = psim_routing_hit_prob(N, K, 4, s), exact = draw_exact(w, N, K, lo, lo + 4, 0);
+    ck_assert_msg(p >= s - 1e-12 && p <= exact + 1e-12 && exact - p < 0.1,
+                  "experts %d..%d: share %g, P %g, exact %g", lo, lo + 4, s, p, exact);
+  }
+  psim_routing_destroy(&r);
+  ck_assert(psim_routing_parse("uniform", &r) == PSIM_OK);
+  ck_assert(fabs(psim_routing_share(&r, 32, 4, 12) - 0.25) < 1e-15);
+  for (int e = 0; e < N; e++)
+    w[e] = 1;
+  ck_assert(fabs(draw_exact(w, N, K, 0, 4, 0) - psim_routing_hit_prob(N, K, 4, 4.0 / N)) < 1e-12);
+  psim_routing_destroy(&r);
+}
+END_TEST
+
+#define NODES   2
+#define GPUS    (8 * NODES) /* DGX H100 */
+#define EXPERTS (2 * GPUS)  /* two per rank */
+#define TOP_K   4
+#define SEQ     256
+#define HIDDEN  256
+
+typedef struct fixture {
+  psim_model m;
+  psim_cluster c;
+  psim_strategy s;
+} fixture;
+
+static void make_dropless(cJSON *ops) {
+  cJSON *op;
+  cJSON_ArrayForEach(op, ops) {
+    const cJSON *kind = cJSON_GetObjectItem(op, "kind");
+    if (cJSON_IsString(kind) &&
+        (strcmp(kind->valuestring, "dispatch") == 0 || strcmp(kind->valuestring, "combine") == 0))
+      cJSON_AddBoolToObject(op, "dropless", true);
+    if (cJSON_GetObjectItem(op, "ops"))
+      make_dropless(cJSON_GetObjectItem(op, "ops"));
+  }
+}
+
+/* One MoE layer of EXPERTS experts, top-4, on two DGX H100 nodes: data parallel over the
+ * 16 GPUs, the experts split 16 ways (ep 16 over two nodes). */
+static void setup(fixture *f, psim_moe_dispatcher disp) {
+  psim_gen_tf_opts o;
+  psim_gen_moe_opts_init(&o);
+  o.layers = 1;
+  o.hidden = HIDDEN;
+  o.heads = 4;
+  o.ffn = 4 * HIDDEN;
+  o.vocab = 1024;
+  o.seq = SEQ;
+  o.batch = GPUS;
+  o.experts = EXPERTS;
+  o.top_k = TOP_K;
+  cJSON *doc = NULL;
+  ck_assert_msg(psim_gen_moe(&o, &doc) == PSIM_OK, "%s", psim_error_message());
+  make_dropless(cJSON_GetObjectItem(doc, "ops"));
+  psim_model_init(&f->m);
+  ck_assert_msg(psim_model_from_json("moe", doc, &f->m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(doc);
+  psim_preset_opts po;
+  psim_preset_opts_init(&po);
+  po.preset = "dgx-h100";
+  po.nodes = NODES;
+  ck_assert(psim_preset_cluster(&po, &doc) == PSIM_OK);
+  psim_cluster_init(&f->c);
+  ck_assert_msg(psim_cluster_from_json("h100", doc, &f->c) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(doc);
+  f->c.stack.moe_dispatcher = disp;
+  char js[1024];
+  snprintf(js, sizeof js,
+           "{\"format\":\"plansim.strategy/1\",\"mesh\":{\"axes\":{\"dp\":%d}},\"layout\":{"
+           "\"batch\":\"dp\"},\"ops\":{\"layer.*.fc1\":{\"split\":{\"expert\":%d}},"
+           "\"layer.*.fc2\":{\"split\":{\"expert\":%d}},\"layer.*.gelu\":{\"split\":{"
+           "\"expert\":%d}}}}",
+           GPUS, GPUS, GPUS, GPUS);
+  doc = cJSON_Parse(js);
+  psim_strategy_init(&f->s);
+  ck_assert_msg(psim_strategy_from_json("s", doc, &f->m, &f->c, &f->s) == PSIM_OK, "%s",
+                psim_error_message());
+  cJSON_Delete(doc);
+}
+
+static void teardown(fixture *f) {
+  psim_strategy_destroy(&f->s);
+  psim_cluster_destroy(&f->c);
+  psim_model_destroy(&f->m);
+}
+
+static int32_t op_named(const psim_model *m, const char *name) {
+  for (int32_t o = 0; o < m->n_ops; o++)
+    if (strcmp(m->ops[o].name, name) == 0)
+      return o;
+  ck_abort_msg("no op %s", name);
+  return -1;
+}
+
+/* Whether task i's route holds a NIC link (it crosses nodes). */
+static bool crosses_nodes(const psim_cluster *c, const psim_taskgraph *g, int32_t i) {
+  for (int32_t j = g->res_first[i]; j < g->res_first[i + 1]; j++) {
+    int32_t l = g->res[j] - psim_res_link(c->n_devices, 0);
+    if (l >= 0 && l < c->n_links && c->links[l].kind == PSIM_LINK_NIC)
+      return true;
+  }
+  return false;
+}
+
+/* The bytes of op o's transfers over InfiniBand (ib) and inside nodes (nvl), per
+ * direction of the route (a cross-node transfer's NIC links are counted once). */
+static void transfer_bytes(psim_moe_dispatcher disp, const char *op, double *ib, double *nvl,
+                           double *elem_bytes) {
+  fixture f;
+  setup(&f, disp);
+  psim_sim_options o;
+  psim_sim_options_init(&o);
+  o.keep_graph = true;
+  psim_routing rt;
+  ck_assert(psim_routing_parse("uniform", &rt) == PSIM_OK);
+  o.routing = &rt;
+  psim_sim_result r;
+  psim_sim_result_init(&r);
+  ck_assert_msg(psim_simulate(&f.m, &f.c, &f.s, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  int32_t x = op_named(&f.m, op);
+  const psim_taskgraph *g = r.graph;
+  *ib = *nvl = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_TRANSFER && g->info[i].op == x)
+      *(crosses_nodes(&f.c, g, i) ? ib : nvl) += g->bytes[i];
+  *elem_bytes = (double)psim_dtype_bytes(f.m.tensors[f.m.ops[x].out[0]].dtype);
+  psim_sim_result_destroy(&r);
+  psim_routing_destroy(&rt);
+  teardown(&f);
+}
+
+/* The forward dispatch on ep 16 over two nodes, uniform routing: each rank's SEQ tokens
+ * (one sample) cross InfiniBand P(node) = 1 - C(E - E/2, k) / C(E, k) times with DeepEP
+ * (once per remote node) against k / 2 copies with alltoall (one per remote expert); inside
+ * the nodes, each of the 7 peers and each of the relay's 7 forwards carries P(rank) =
+ * 1 - C(E - 2, k) / C(E, k) of them. */
+START_TEST(dedup_crosses_infiniband_once_per_node) {
+  double ib_a, nvl_a, ib_d, nvl_d, eb;
+  transfer_bytes(PSIM_MOE_ALLTOALL, "layer.0.dispatch", &ib_a, &nvl_a, &eb);
+  transfer_bytes(PSIM_MOE_DEEPEP, "layer.0.dispatch", &ib_d, &nvl_d, &eb);
+  double tok = (double)SEQ * HIDDEN * eb; /* one rank's tokens, bytes */
+  double p_node = 1 - binom(EXPERTS - EXPERTS / NODES, TOP_K) / binom(EXPERTS, TOP_K);
+  double p_rank = 1 - binom(EXPERTS - 2, TOP_K) / binom(EXPERTS, TOP_K);
+  double want_ib = GPUS * tok * p_node, want_ib_a = GPUS * tok * TOP_K / 2.0;
+  ck_assert_msg(fabs(ib_a / want_ib_a - 1) < 1e-9, "alltoall %g B over IB, want %g", ib_a,
+                want_ib_a);
+  ck_assert_msg(fabs(ib_d / want_ib - 1) < 1e-9, "deepep %g B over IB, want %g", ib_d, want_ib);
+  double want_nvl = GPUS * 14 * tok * p_rank;
+  ck_assert_msg(fabs(nvl_d / want_nvl - 1) < 1e-9, "deepep %g B inside nodes, want %g", nvl_d,
+                want_nvl);
+  ck_assert(ib_d <= ib_a);
+}
+END_TEST
+
+/* Never more InfiniBand traffic than the rank-pair exchange, forward and backward, for
+ * dispatch and combine; HybridEP sends what DeepEP sends. */
+START_TEST(dedup_never_exceeds_rank_pairs) {
+  static const char *const ops[] = {"layer.0.dispatch", "layer.0.fc2", "layer.0.combine"};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    double ib_a, nvl_a, ib_d, nvl_d, ib_h, nvl_h, eb;
+    transfer_bytes(PSIM_MOE_ALLTOALL, ops[i], &ib_a, &nvl_a, &eb);
+    transfer_bytes(PSIM_MOE_DEEPEP, ops[i], &ib_d, &nvl_d, &eb);
+    transfer_bytes(PSIM_MOE_HYBRIDEP, ops[i], &ib_h, &nvl_h, &eb);
+    ck_assert_msg(ib_d <= ib_a * (1 + 1e-12), "%s: %g > %g", ops[i], ib_d, ib_a);
+    ck_assert(ib_h == ib_d && nvl_h == nvl_d);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("moe_a2a");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, hit_prob_is_the_closed_form);
+  tcase_add_test(tc, distinct_groups_match_enumeration);
+  tcase_add_test(tc, skewed_hit_prob_is_bounded);
+  tcase_add_test(tc, dedup_crosses_infiniband_once_per_node);
+  tcase_add_test(tc, dedup_never_exceeds_rank_pairs);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
