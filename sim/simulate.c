@@ -22,6 +22,7 @@ void psim_sim_options_init(psim_sim_options *o) {
                               the 1T benchmark needs 4.7e6 */
   o->keep_graph = false;
   o->merge_links = true;
+  o->engine = psim_engine_order_from_env(); /* the one reader of PSIM_ENGINE */
 }
 
 void psim_sim_result_init(psim_sim_result *r) {
@@ -162,6 +163,7 @@ static psim_status schedule(psim_build *b, const psim_sim_options *o, psim_sched
   psim_build_summary sum;
   psim_build_summarise(b, &sum);
   sched->record_issue = o->keep_graph; /* the trace's host track */
+  sched->order = o->engine;
   double t1 = psim_clock_now_s();
   psim_status st = psim_tg_simulate(g, sched);
   r->simulate_s = psim_clock_now_s() - t1;

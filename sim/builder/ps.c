@@ -349,6 +349,7 @@ psim_status psim_ps_backup_rebuild(psim_build *b) {
     return PSIM_OK; /* every push counts: the sync graph is the answer */
   psim_schedule_result sched;
   psim_schedule_result_init(&sched);
+  sched.order = b->o->engine;
   psim_status st = psim_tg_simulate(&b->g, &sched);
   uint8_t *dropped = psim_calloc((size_t)p->nw * (size_t)p->ns, 1);
   psim_sim_options *o2 = psim_malloc(sizeof *o2);

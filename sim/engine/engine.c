@@ -13,6 +13,8 @@
  * yet taken is kept in start_s, which the pop overwrites with the start time.
  * No allocation happens per task; scratch is kept in the result for reuse. */
 #include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim/core/alloc.h"
@@ -30,8 +32,9 @@
 
 /* Per-task scratch: the two fields a release touches, in one cache line. */
 typedef struct task_state {
-  double ready; /* latest end of the finished predecessors, s */
-  int32_t left; /* predecessors not yet finished */
+  double ready;  /* latest end of the finished predecessors, s */
+  int32_t left;  /* predecessors not yet finished */
+  int32_t level; /* level order: longest path from a source, in edges (in the padding) */
 } task_state;
 
 /* A heap entry packs (ready time, task id) into one 128-bit unsigned key:
@@ -179,7 +182,7 @@ static psim_status seed(const psim_taskgraph *g, psim_schedule_result *r, size_t
   int32_t n = g->n_tasks;
   task_state *ts = r->state_;
   for (int32_t i = 0; i < n; i++)
-    ts[i] = (task_state){0.0, g->n_pred[i]};
+    ts[i] = (task_state){0.0, g->n_pred[i], 0};
   memset(r->res_free_, 0, (size_t)g->n_resources * sizeof *r->res_free_);
   *hn = 0;
   for (int32_t i = 0; i < n; i++) {
@@ -282,15 +285,100 @@ static inline psim_status choose_next(psim_schedule_result *r, size_t *hn, heap_
   return PSIM_OK;
 }
 
-psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
-  if (!g->finalized)
-    return psim_error(PSIM_EFAILED, "simulation: the task graph is not finalized");
-  PSIM_CHECK(reserve_result(r, (size_t)g->n_tasks, g->n_resources));
-  r->n_tasks = g->n_tasks;
-  r->makespan_s = 0;
-  size_t hn = 0;
-  PSIM_CHECK(seed(g, r, &hn));
-  int32_t done = 0;
+/* The static orders (PSIM_ENGINE_PROGRAM, PSIM_ENGINE_LEVEL): Kahn's algorithm taking the
+ * ready task of least (level, id), the level being 0 throughout in program order. A key is
+ * level << 32 | id, so the same heap serves; NO_KEY is above every key (ids < 2^31). The pop
+ * order is a function of the graph alone, and a popped task's predecessors have all ended,
+ * so run_task starts it at max(its ready time, its resources' and host's free times): each
+ * resource serves its tasks in that fixed order. */
+#define NO_KEY (~(heap_key)0)
+
+static inline heap_key static_key(int32_t level, int32_t id) {
+  return ((heap_key)(uint32_t)level << 32) | (uint32_t)id;
+}
+
+/* Releases u's successors (each gets level `level` at least); the least newly ready key is
+ * held back in *next (NO_KEY if none), the others go to the heap. */
+static inline psim_status release_static(const psim_taskgraph *g, psim_schedule_result *r,
+                                         int32_t u, double end, int32_t level, size_t *hn,
+                                         heap_key *next) {
+  task_state *ts = r->state_;
+  *next = NO_KEY;
+  for (int32_t k = g->index_[u][1], e = g->index_[u + 1][1]; k < e; k++) {
+    int32_t v = g->succ[k];
+    ENGINE_ASSERT(v >= 0 && v < g->n_tasks && ts[v].left > 0); /* one release per edge */
+    ts[v].ready = ts[v].ready < end ? end : ts[v].ready;
+    ts[v].level = ts[v].level < level ? level : ts[v].level;
+    if (--ts[v].left != 0)
+      continue;
+    heap_key x = static_key(ts[v].level, v);
+    prefetch_task(g, r, v);
+    if (*next == NO_KEY) {
+      *next = x;
+      continue;
+    }
+    if (*hn + 1 > r->cap_heap_)
+      PSIM_CHECK(heap_room(r, *hn));
+    if (x < *next) {
+      heap_key t = *next;
+      *next = x;
+      x = t;
+    }
+    heap_push(r->heap_, hn, x);
+  }
+  return PSIM_OK;
+}
+
+/* The held-back key when it precedes the heap's minimum, else the minimum. */
+static inline void choose_static(psim_schedule_result *r, size_t *hn, heap_key *next) {
+  heap_key *h = r->heap_;
+  if (*next != NO_KEY) {
+    if (*hn != 0 && h[0] < *next)
+      *next = heap_replace_top(h, *hn, *next);
+    return;
+  }
+  *next = *hn == 0 ? NO_KEY : heap_pop(h, hn);
+}
+
+/* Runs every task in the static order; *done counts the tasks run. */
+/* What a task adds to its successors' level: 0 in program order, 1 in level order; in pass
+ * level order 2 for a backward kernel (twice a forward's FLOPs), 1 for other kernels, 0 for
+ * communication, host and barrier tasks. */
+static inline int32_t level_step(const psim_taskgraph *g, psim_engine_order o, int32_t u) {
+  if (o != PSIM_ENGINE_PASS_LEVEL)
+    return o == PSIM_ENGINE_LEVEL;
+  if (g->info[u].kind != PSIM_TASK_COMPUTE)
+    return 0;
+  return g->info[u].pass == PSIM_TP_BWD ? 2 : 1;
+}
+
+static psim_status simulate_static(const psim_taskgraph *g, psim_schedule_result *r,
+                                   psim_engine_order o, size_t hn, int32_t *done) {
+  const task_state *ts = r->state_;
+  double makespan = 0;
+  double *issue_end = r->record_issue ? r->issue_end_s : NULL;
+  heap_key cur = NO_KEY; /* the seeds' keys, key_of(0.0, i), are static_key(0, i) */
+  choose_static(r, &hn, &cur);
+  while (cur != NO_KEY) {
+    int32_t u = (int32_t)(uint32_t)cur, level = (int32_t)(uint32_t)(cur >> 32);
+    ENGINE_ASSERT(u < g->n_tasks && ts[u].left == 0);
+    double end = run_task(g, r->res_free_, u, ts[u].ready, &r->start_s[u], issue_end);
+    r->end_s[u] = end;
+    if (end > makespan)
+      makespan = end;
+    PSIM_CHECK(release_static(g, r, u, end, level + level_step(g, o, u), &hn, &cur));
+    choose_static(r, &hn, &cur);
+    if ((++*done & 0xFFFF) == 0 && psim_interrupted())
+      return psim_error(PSIM_EINTERRUPTED, "simulation interrupted after %d of %d tasks", *done,
+                        g->n_tasks);
+  }
+  r->makespan_s = makespan;
+  return PSIM_OK;
+}
+
+/* Runs every task first come (ready-time order); *done counts the tasks run. */
+static psim_status simulate_ready(const psim_taskgraph *g, psim_schedule_result *r, size_t hn,
+                                  int32_t *done) {
   double makespan = 0;
   heap_entry cur = {0, -1};
   double *issue_end = r->record_issue ? r->issue_end_s : NULL;
@@ -304,13 +392,64 @@ psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
       makespan = end;
     PSIM_CHECK(release(g, r, u, end, &hn, &cur));
     PSIM_CHECK(choose_next(r, &hn, &cur));
-    if ((++done & 0xFFFF) == 0 && psim_interrupted())
-      return psim_error(PSIM_EINTERRUPTED, "simulation interrupted after %d of %d tasks", done,
+    if ((++*done & 0xFFFF) == 0 && psim_interrupted())
+      return psim_error(PSIM_EINTERRUPTED, "simulation interrupted after %d of %d tasks", *done,
                         g->n_tasks);
   }
-  if (done != g->n_tasks)
-    return psim_error(PSIM_EFAILED, "simulation: only %d of %d tasks ran (cycle?)", done,
-                      g->n_tasks);
   r->makespan_s = makespan;
   return PSIM_OK;
+}
+
+psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
+  if (!g->finalized)
+    return psim_error(PSIM_EFAILED, "simulation: the task graph is not finalized");
+  if ((unsigned)r->order >= PSIM_ENGINE_ORDER_COUNT)
+    return psim_error(PSIM_EINPUT, "simulation: unknown engine order %d", (int)r->order);
+  PSIM_CHECK(reserve_result(r, (size_t)g->n_tasks, g->n_resources));
+  r->n_tasks = g->n_tasks;
+  r->makespan_s = 0;
+  size_t hn = 0;
+  PSIM_CHECK(seed(g, r, &hn));
+  int32_t done = 0;
+  if (r->order == PSIM_ENGINE_READY)
+    PSIM_CHECK(simulate_ready(g, r, hn, &done));
+  else
+    PSIM_CHECK(simulate_static(g, r, r->order, hn, &done));
+  if (done != g->n_tasks) {
+    r->makespan_s = 0;
+    return psim_error(PSIM_EFAILED, "simulation: only %d of %d tasks ran (cycle?)", done,
+                      g->n_tasks);
+  }
+  return PSIM_OK;
+}
+
+static const char *const order_names[PSIM_ENGINE_ORDER_COUNT] = {"ready", "program-order",
+                                                                 "level-order", "pass-level-order"};
+
+bool psim_engine_order_parse(const char *name, psim_engine_order *out) {
+  for (int i = 0; name && i < PSIM_ENGINE_ORDER_COUNT; i++)
+    if (!strcmp(name, order_names[i])) {
+      *out = (psim_engine_order)i;
+      return true;
+    }
+  return false;
+}
+
+const char *psim_engine_order_name(psim_engine_order o) {
+  return (unsigned)o < PSIM_ENGINE_ORDER_COUNT ? order_names[o] : "?";
+}
+
+psim_engine_order psim_engine_order_from_env(void) {
+  const char *v = getenv("PSIM_ENGINE");
+  psim_engine_order o = PSIM_ENGINE_READY;
+  if (v && *v && !psim_engine_order_parse(v, &o)) {
+    static int warned; /* once per process */
+    if (!warned++)
+      fprintf(stderr,
+              "plansim: PSIM_ENGINE=%s is not ready, program-order, level-order or "
+              "pass-level-order; "
+              "using ready\n",
+              v);
+  }
+  return o;
 }

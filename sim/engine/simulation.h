@@ -31,6 +31,9 @@ typedef struct psim_sim_options {
                                        dropped by backup_k; NULL (default) = none */
   /* issue 21: MoE routed tokens per expert (sim/builder/routing.h); NULL = the default there */
   const struct psim_routing *routing;
+  /* issue 18 experiment: the order each resource serves (taskgraph.h, docs/simulator.md "A
+   * fixed order per resource"); default PSIM_ENGINE_READY, or what PSIM_ENGINE names */
+  psim_engine_order engine;
 } psim_sim_options;
 
 void psim_sim_options_init(psim_sim_options *o);

@@ -90,8 +90,31 @@ typedef struct psim_taskgraph {
   size_t cap_csr_tasks_, cap_csr_edges_; /* capacities of the CSR buffers (private) */
 } psim_taskgraph;
 
+/* The order in which each resource serves its tasks (docs/simulator.md, "A fixed order per
+ * resource"). READY is list scheduling in ready-time order: each resource serves first come,
+ * first served (the default). The two others are static: tasks are taken in an order computed
+ * from the graph's structure alone, never from durations, so every start time is a max-plus
+ * expression of the durations and no duration made longer can make the makespan shorter. */
+typedef enum psim_engine_order {
+  PSIM_ENGINE_READY = 0,  /* first come: (ready time, id) */
+  PSIM_ENGINE_PROGRAM,    /* program order: Kahn's algorithm, lowest ready id first */
+  PSIM_ENGINE_LEVEL,      /* hop level (longest path in edges from a source), then id */
+  PSIM_ENGINE_PASS_LEVEL, /* level weighted by pass: a backward kernel 2, other kernels 1,
+                             communication and barriers 0; then id */
+  PSIM_ENGINE_ORDER_COUNT
+} psim_engine_order;
+
+/* Parses "ready", "program-order", "level-order" or "pass-level-order"; false otherwise. */
+bool psim_engine_order_parse(const char *name, psim_engine_order *out);
+const char *psim_engine_order_name(psim_engine_order o);
+/* The order named by the environment variable PSIM_ENGINE (the experiment's switch, read by
+ * psim_sim_options_init only); READY when unset, empty or not a name (with a warning). */
+psim_engine_order psim_engine_order_from_env(void);
+
 typedef struct psim_schedule_result {
   double makespan_s;
+  /* Set before psim_tg_simulate: the order of each resource (default READY, by _init). */
+  psim_engine_order order;
   double *start_s; /* per task, owned */
   double *end_s;   /* per task, owned */
   int32_t n_tasks;

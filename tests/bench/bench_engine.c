@@ -10,7 +10,8 @@
  * backward; 1F1B ordering edges chain the passes of a stage. Defaults give
  * 64 x 512 x 2 x 16 = 1,048,576 tasks.
  *
- * Usage: bench_engine [STAGES MICRO_BATCHES CHAIN [REPEATS]] */
+ * Usage: bench_engine [STAGES MICRO_BATCHES CHAIN [REPEATS]]
+ * PSIM_ENGINE=program-order (or level-order) times the static orders (taskgraph.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -133,6 +134,7 @@ int main(int argc, char **argv) {
   }
   psim_schedule_result r;
   psim_schedule_result_init(&r);
+  r.order = psim_engine_order_from_env(); /* PSIM_ENGINE=program-order: the static order */
   double best = 1e300, total = 0, best_cpu = 1e300;
   for (int i = 0; i < repeats && st == PSIM_OK; i++) {
     double t1 = now_s(), c1 = cpu_s();

@@ -2,8 +2,8 @@
  * drawn at random (issue 18; docs/testing.md, "The invariant suite").
  *
  *   psim-invariants [--seed N] [--cases N] [--only NAME,...] [--expect-fail NAME,...]
- *                   [--case SEED] [--time-limit S] [--shard K/N] [--no-shrink] [--list]
- *                   [--verbose]
+ *                   [--case SEED] [--time-limit S] [--shard K/N] [--engine ORDER]
+ *                   [--no-shrink] [--list] [--verbose]
  *
  * Each case is drawn from its own seed (printed with every failure; --case SEED runs it
  * alone). A failing property is shrunk (fewer nodes, smaller dp/tp/pp, fewer layers, smaller
@@ -12,15 +12,20 @@
  * --shard K/N runs only the cases i < --cases with i mod N = K (0 <= K < N): N processes
  * with K = 0..N-1 together run exactly the cases of one unsharded run (same seeds), so a long
  * run spreads over N cores (docs/testing.md, "The invariant suite").
- * Properties named in --expect-fail are known failures (defects being
- * fixed): their failures are reported as such and do not fail the run. Exit 0 when every
- * other property passed, 1 otherwise, 2 on usage errors. */
+ * --engine ORDER (ready, program-order, level-order, pass-level-order; default ready, or
+ * PSIM_ENGINE) makes every simulation of the run serve resources in that order (docs/simulator.md,
+ * "A fixed order per resource"); it sets PSIM_ENGINE, which psim_sim_options_init reads. Properties
+ * named in --expect-fail are known failures (defects being fixed): their failures are reported as
+ * such and do not fail the run. Exit 0 when every other property passed, 1 otherwise, 2 on usage
+ * errors. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "inv.h"
 #include "sim/core/clock.h"
+#include "sim/engine/taskgraph.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define INV_DEFAULT_CASES 60 /* a fifth under AddressSanitizer */
@@ -231,7 +236,9 @@ static bool parse_shard(const char *v, inv_run *r) {
 static int usage(void) {
   fprintf(stderr, "usage: psim-invariants [--seed N] [--cases N] [--only NAME,...] "
                   "[--expect-fail NAME,...] [--case SEED] [--time-limit S] [--shard K/N] "
-                  "[--no-shrink] [--list] [--verbose]\n");
+                  "[--engine ready|program-order|level-order|pass-level-order] [--no-shrink] "
+                  "[--list] "
+                  "[--verbose]\n");
   return 2;
 }
 
@@ -269,6 +276,10 @@ int main(int argc, char **argv) {
       r.only = argv[++i];
     } else if (!strcmp(a, "--expect-fail")) {
       r.expect = argv[++i];
+    } else if (!strcmp(a, "--engine")) { /* every simulation reads it (psim_sim_options_init) */
+      psim_engine_order o;
+      if (!psim_engine_order_parse(argv[++i], &o) || setenv("PSIM_ENGINE", argv[i], 1) != 0)
+        return usage();
     } else {
       return usage();
     }

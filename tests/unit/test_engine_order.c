@@ -1,0 +1,272 @@
+/* test_engine_order.c - the engine's static orders (psim_engine_order, issue 18): program order
+ * (Kahn's algorithm, lowest ready id first) and level order (longest path in edges, then id)
+ * against first come (ready order). docs/simulator.md, "A fixed order per resource". */
+#include <check.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/engine/taskgraph.h"
+
+static int32_t add(psim_taskgraph *g, double d, const int32_t *res, int32_t n) {
+  int32_t id = -1;
+  ck_assert_int_eq(psim_tg_add_task(g, d, res, n, NULL, &id), PSIM_OK);
+  return id;
+}
+
+static void edge(psim_taskgraph *g, int32_t a, int32_t b) {
+  ck_assert_int_eq(psim_tg_add_edge(g, a, b), PSIM_OK);
+}
+
+static double run(const psim_taskgraph *g, psim_schedule_result *r, psim_engine_order o) {
+  r->order = o;
+  ck_assert_int_eq(psim_tg_simulate(g, r), PSIM_OK);
+  return r->makespan_s;
+}
+
+/* Two sends on one link L (resource 2): A (task 1) after a kernel of d0 on stream 0 and
+ * followed by a kernel C of 10 s on stream 0, B (task 3) after a kernel of d2 on stream 1;
+ * each send takes 4 s. First come sends whichever is ready first; program order sends A
+ * (the lower id) first. Closed forms (d0 = 3):
+ *   first come: d2 < d0: B at d2, A at d2 + 4, makespan d2 + 4 + 4 + 10;
+ *               d2 > d0: A at d0, makespan d0 + 4 + 10 (B ends at max(d2, d0 + 4) + 4);
+ *   program order: A at d0, B at max(d2, d0 + 4): max(d0 + 14, max(d2, d0 + 4) + 4).
+ * d2 = 1 -> 4 (a longer kernel): first come 19 -> 17 s (Graham's anomaly), program 17 -> 17. */
+static void two_sends(psim_taskgraph *g, double d2) {
+  psim_tg_init(g, 3);
+  int32_t s0 = 0, s1 = 1, link = 2;
+  add(g, 3.0, &s0, 1);   /* 0: kernel, d0 = 3 */
+  add(g, 4.0, &link, 1); /* 1: send A */
+  add(g, d2, &s1, 1);    /* 2: kernel, d2 */
+  add(g, 4.0, &link, 1); /* 3: send B */
+  add(g, 10.0, &s0, 1);  /* 4: kernel C */
+  edge(g, 0, 1);
+  edge(g, 1, 4);
+  edge(g, 2, 3);
+  ck_assert_int_eq(psim_tg_finalize(g), PSIM_OK);
+}
+
+START_TEST(first_come_and_program_order_differ_on_a_hand_graph) {
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  ck_assert_int_eq(r.order, PSIM_ENGINE_READY); /* the default */
+  double want_ready[2] = {19, 17}, want_static[2] = {17, 17}, d2[2] = {1, 4};
+  for (int i = 0; i < 2; i++) {
+    psim_taskgraph g;
+    two_sends(&g, d2[i]);
+    ck_assert_double_eq(run(&g, &r, PSIM_ENGINE_READY), want_ready[i]);
+    ck_assert_double_eq(r.start_s[1], i == 0 ? 5.0 : 3.0); /* A behind B, then first */
+    ck_assert_double_eq(run(&g, &r, PSIM_ENGINE_PROGRAM), want_static[i]);
+    ck_assert_double_eq(r.start_s[1], 3.0);
+    ck_assert_double_eq(r.start_s[3], 7.0); /* B waits behind A, ready at d2 */
+    ck_assert_double_eq(run(&g, &r, PSIM_ENGINE_LEVEL), want_static[i]);
+    psim_tg_destroy(&g);
+  }
+  psim_schedule_result_destroy(&r);
+}
+END_TEST
+
+/* Program and level order differ: a low-id send C behind a chain of two kernels (level 2)
+ * against a higher-id send D ready at once (level 0), on one link. Program order takes 0, 1,
+ * then C (id 2) before D (id 3): D waits for C. Level order takes D (level 0) first. */
+START_TEST(program_and_level_order_differ) {
+  psim_taskgraph g;
+  psim_tg_init(&g, 2);
+  int32_t s0 = 0, link = 1;
+  add(&g, 1.0, &s0, 1);   /* 0 */
+  add(&g, 1.0, &s0, 1);   /* 1 */
+  add(&g, 5.0, &link, 1); /* 2: C, after 0 -> 1 */
+  add(&g, 5.0, &link, 1); /* 3: D, a source */
+  edge(&g, 0, 1);
+  edge(&g, 1, 2);
+  ck_assert_int_eq(psim_tg_finalize(&g), PSIM_OK);
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  ck_assert_double_eq(run(&g, &r, PSIM_ENGINE_PROGRAM), 12.0); /* C 2-7, D 7-12 */
+  ck_assert_double_eq(r.start_s[3], 7.0);
+  ck_assert_double_eq(run(&g, &r, PSIM_ENGINE_LEVEL), 10.0); /* D 0-5, C 5-10 */
+  ck_assert_double_eq(r.start_s[2], 5.0);
+  ck_assert_double_eq(run(&g, &r, PSIM_ENGINE_READY), 10.0); /* D ready at 0, C at 2 */
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+}
+END_TEST
+
+/* Random DAG: ids in a random order (not topological), integer durations 0-3, 0-3 of 4 shared
+ * resources per task, and with `host` a host (resource 4) issuing a third of the tasks (0.5 s
+ * each, half of them in sync: psim_task_issue). */
+static void random_dag(psim_taskgraph *g, unsigned *seed, bool host) {
+  int32_t n = 2 + rand_r(seed) % 40;
+  psim_tg_init(g, 5);
+  int32_t *order = malloc((size_t)n * sizeof *order);
+  for (int32_t i = 0; i < n; i++)
+    order[i] = i;
+  for (int32_t i = n - 1; i > 0; i--) {
+    int32_t j = rand_r(seed) % (i + 1), t = order[i];
+    order[i] = order[j], order[j] = t;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    int32_t res[3], nr = rand_r(seed) % 4, used = 0;
+    for (int32_t k = 0; k < nr; k++) {
+      int32_t x = rand_r(seed) % 4, dup = 0;
+      for (int32_t q = 0; q < used; q++)
+        dup |= res[q] == x;
+      if (!dup)
+        res[used++] = x;
+    }
+    int32_t id = add(g, (double)(rand_r(seed) % 4), res, used);
+    if (host && rand_r(seed) % 3 == 0)
+      ck_assert_int_eq(psim_tg_set_issue(g, id, 4, 0.5, rand_r(seed) % 2), PSIM_OK);
+  }
+  for (int32_t i = 0; i < n; i++)
+    for (int32_t j = i + 1; j < n; j++)
+      if (rand_r(seed) % 6 == 0)
+        edge(g, order[i], order[j]);
+  free(order);
+  ck_assert_int_eq(psim_tg_finalize(g), PSIM_OK);
+}
+
+/* Over random DAGs, lengthens each task in turn by 1.5 s: the number of (DAG, task) pairs
+ * where some task then ends earlier (*ends) or the makespan falls (returned). */
+static int count_anomalies(psim_engine_order o, int dags, int *ends) {
+  unsigned seed = 2026;
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  int shorter = 0;
+  *ends = 0;
+  for (int t = 0; t < dags; t++) {
+    psim_taskgraph g;
+    random_dag(&g, &seed, true);
+    int32_t n = g.n_tasks;
+    double m0 = run(&g, &r, o), *e0 = malloc((size_t)n * sizeof *e0);
+    memcpy(e0, r.end_s, (size_t)n * sizeof *e0);
+    for (int32_t i = 0; i < n; i++) {
+      g.duration_s[i] += 1.5;
+      shorter += run(&g, &r, o) < m0;
+      bool earlier = false;
+      for (int32_t k = 0; k < n; k++)
+        earlier |= r.end_s[k] < e0[k];
+      *ends += earlier;
+      g.duration_s[i] -= 1.5;
+    }
+    free(e0);
+    psim_tg_destroy(&g);
+  }
+  psim_schedule_result_destroy(&r);
+  return shorter;
+}
+
+/* The point of the static orders: a max-plus schedule, so no task ends earlier and the
+ * makespan never falls when a duration grows; first come fails on the same DAGs. */
+START_TEST(static_orders_are_monotone_first_come_is_not) {
+  int ends = 0;
+  ck_assert_int_eq(count_anomalies(PSIM_ENGINE_PROGRAM, 400, &ends), 0);
+  ck_assert_int_eq(ends, 0);
+  ck_assert_int_eq(count_anomalies(PSIM_ENGINE_LEVEL, 400, &ends), 0);
+  ck_assert_int_eq(ends, 0);
+  ck_assert_int_eq(count_anomalies(PSIM_ENGINE_PASS_LEVEL, 400, &ends), 0);
+  ck_assert_int_eq(ends, 0);
+  int shorter = count_anomalies(PSIM_ENGINE_READY, 400, &ends);
+  ck_assert_int_gt(shorter, 0); /* Graham's anomaly: 233 pairs (988 with some task earlier) */
+  ck_assert_int_gt(ends, shorter);
+}
+END_TEST
+
+/* Naive reference of the static orders (no host issue): repeatedly takes the ready task of
+ * least (level, id), level 0 throughout in program order. */
+static void reference(const psim_taskgraph *g, bool by_level, double *start, double *end) {
+  int32_t n = g->n_tasks;
+  char *done = calloc((size_t)n, 1);
+  int32_t *level = calloc((size_t)n, sizeof *level);
+  double *res_free = calloc((size_t)g->n_resources, sizeof *res_free);
+  for (int32_t step = 0; step < n; step++) {
+    int32_t best = -1;
+    double best_t = 0;
+    for (int32_t v = 0; v < n; v++) {
+      bool ok = !done[v];
+      double t = 0;
+      int32_t lv = 0;
+      for (size_t e = 0; e < g->n_edges && ok; e++)
+        if (g->edge_to[e] == v) {
+          int32_t u = g->edge_from[e];
+          ok = done[u];
+          t = ok ? fmax(t, end[u]) : t;
+          lv = ok && by_level && level[u] + 1 > lv ? level[u] + 1 : lv;
+        }
+      if (ok && (best < 0 || lv < level[best])) {
+        best = v, best_t = t, level[v] = lv;
+      }
+    }
+    double s = best_t;
+    for (int32_t k = g->res_first[best]; k < g->res_first[best + 1]; k++)
+      s = fmax(s, res_free[g->res[k]]);
+    start[best] = s, end[best] = s + g->duration_s[best];
+    for (int32_t k = g->res_first[best]; k < g->res_first[best + 1]; k++)
+      res_free[g->res[k]] = end[best];
+    done[best] = 1;
+  }
+  free(done), free(level), free(res_free);
+}
+
+START_TEST(static_orders_match_a_naive_reference) {
+  unsigned seed = 77;
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  for (int t = 0; t < 200; t++) {
+    psim_taskgraph g;
+    random_dag(&g, &seed, false);
+    int32_t n = g.n_tasks;
+    double *s = malloc((size_t)n * sizeof *s), *e = malloc((size_t)n * sizeof *e);
+    for (int by_level = 0; by_level < 2; by_level++) {
+      reference(&g, by_level, s, e);
+      double mk = run(&g, &r, by_level ? PSIM_ENGINE_LEVEL : PSIM_ENGINE_PROGRAM);
+      double want = 0;
+      for (int32_t i = 0; i < n; i++) {
+        ck_assert_double_eq(r.start_s[i], s[i]);
+        ck_assert_double_eq(r.end_s[i], e[i]);
+        want = fmax(want, e[i]);
+      }
+      ck_assert_double_eq(mk, want);
+    }
+    free(s), free(e);
+    psim_tg_destroy(&g);
+  }
+  psim_schedule_result_destroy(&r);
+}
+END_TEST
+
+/* Unknown orders are refused. */
+START_TEST(order_names_and_bad_order) {
+  psim_engine_order o = PSIM_ENGINE_READY;
+  ck_assert(psim_engine_order_parse("program-order", &o) && o == PSIM_ENGINE_PROGRAM);
+  ck_assert(psim_engine_order_parse("level-order", &o) && o == PSIM_ENGINE_LEVEL);
+  ck_assert(psim_engine_order_parse("ready", &o) && o == PSIM_ENGINE_READY);
+  ck_assert(!psim_engine_order_parse("fifo", &o) && !psim_engine_order_parse(NULL, &o));
+  ck_assert_str_eq(psim_engine_order_name(PSIM_ENGINE_PROGRAM), "program-order");
+  psim_taskgraph g;
+  two_sends(&g, 1.0);
+  psim_schedule_result r;
+  psim_schedule_result_init(&r);
+  r.order = PSIM_ENGINE_ORDER_COUNT;
+  ck_assert_int_eq(psim_tg_simulate(&g, &r), PSIM_EINPUT);
+  psim_schedule_result_destroy(&r);
+  psim_tg_destroy(&g);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("engine_order");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, first_come_and_program_order_differ_on_a_hand_graph);
+  tcase_add_test(tc, program_and_level_order_differ);
+  tcase_add_test(tc, static_orders_are_monotone_first_come_is_not);
+  tcase_add_test(tc, static_orders_match_a_naive_reference);
+  tcase_add_test(tc, order_names_and_bad_order);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
