@@ -236,6 +236,11 @@ struct psim_build {
  * hash (built once in psim_build_make_locals) rather than by a scan. */
 #define PSIM_BUILD_SCAN_DEVICES 64
 
+/* Route searches (sources x (vertices + links), sim/ir/route.c: one breadth-first search per
+ * source) above which folding's route checks are made once per hierarchy key (locals.c
+ * route_key) or skipped (fold_checks.c peers_alike): about 0.3 s on the development VM. */
+#define PSIM_FOLD_ROUTE_BUDGET 5e7
+
 /* The value under (k1, k2), or -1. */
 static inline int32_t psim_bcache_get(const psim_comm_cache *h, uint64_t k1, uint64_t k2) {
   int32_t v;
