@@ -23,17 +23,14 @@
  * side, so traffic between two GPUs of a node never "bounces" through their
  * shared NIC.
  *
- * Cost: a pair from a new source is found by pair_search, which expands only
- * the vertices that can lie on a route of its length (on a fat tree: the two
- * ends' nodes, racks and the spine, not the cluster); requests from the last
- * full search's source resume that search (O(V + E) at most per source, so
- * routes from one source to many destinations cost one search in all); O(1)
- * amortised per cached pair. Where the rotation of every node's devices is an automorphism
- * of the links' graph (route_shift.h: a generated cluster's nodes), a pair whose source is
- * not its node's first device is its representative's route rotated (O(hops x rotations)),
- * if that route is the only shortest path (unique_shortest, once per representative): the
- * 8 rails of a DGX cluster's data-parallel rings search one pair in 8 (issue 19). One mutex
- * guards the cache. */
+ * Cost: a pair from a new source is found by pair_search, which expands only the vertices
+ * that can lie on a route of its length (on a fat tree: the two ends' nodes, racks and the
+ * spine); requests from the last full search's source resume that search; O(1) amortised
+ * per cached pair. Where the rotation of every node's devices (route_shift.h) and node and
+ * rack transpositions (route_blocks.h) are automorphisms of the links' graph, a pair is its
+ * representative's route translated if that route is the only shortest path (translated,
+ * unique_shortest once per representative): 3 full racks of DGX nodes search 23 pairs of
+ * 9,120 (issue 19). One mutex guards the cache. */
 #include <assert.h>
 #include <math.h>
 #include <pthread.h>
@@ -45,6 +42,7 @@
 #include "sim/core/alloc.h"
 #include "sim/core/hashmap.h"
 #include "sim/ir/cluster_impl.h"
+#include "sim/ir/route_blocks.h"
 #include "sim/ir/route_shift.h"
 
 #define CHUNK_INTS 65536
@@ -86,6 +84,7 @@ struct psim_route_cache {
   /* the rotation of the nodes' devices where it is an automorphism (route_shift.h), and the
    * path counts of unique_shortest (capped at 2) */
   psim_route_shift *shift;
+  psim_route_blocks *blocks; /* node and rack transpositions (route_blocks.h), or NULL */
   uint8_t *p_count;
   int64_t n_searched, n_translated;
   int64_t n_rejected; /* pairs searched because their representative's route is not unique */
@@ -137,6 +136,7 @@ void psim_route_cache_free(psim_route_cache *r) {
   psim_free(r->colour);
   psim_free(r->p_count);
   psim_route_shift_free(r->shift);
+  psim_route_blocks_free(r->blocks);
   psim_free(r);
 }
 
@@ -207,6 +207,11 @@ static void two_colour(psim_route_cache *r, const psim_cluster *c) {
   }
 }
 
+static psim_route_graph graph_of(const psim_route_cache *r) {
+  return (psim_route_graph){r->adj_start, r->adj,    r->adj_dst, r->adj_sorted,
+                            r->in_start,  r->in_adj, r->in_src,  WIDE_DEGREE};
+}
+
 static bool build_adjacency(psim_route_cache *r, const psim_cluster *c) {
   for (int32_t i = 0; i < c->n_links; i++)
     r->adj_start[c->links[i].src + 1]++;
@@ -232,9 +237,9 @@ static bool build_adjacency(psim_route_cache *r, const psim_cluster *c) {
   two_colour(r, c);
   if (!sort_wide(r, c))
     return false;
-  psim_route_graph g = {r->adj_start, r->adj,    r->adj_dst, r->adj_sorted,
-                        r->in_start,  r->in_adj, r->in_src,  WIDE_DEGREE};
+  psim_route_graph g = graph_of(r);
   psim_route_shift_build(c, &g, &r->shift);
+  psim_route_blocks_build(c, &g, &r->blocks);
   return true;
 }
 
@@ -246,28 +251,19 @@ static psim_status create(const psim_cluster *c, psim_route_cache **out) {
   r->last_src = -1;
   psim_hmap_init(&r->index);
   r->id = atomic_fetch_add(&next_cache_id, 1) + 1;
-  r->adj_start = psim_calloc(nv, sizeof(int32_t));
-  r->adj = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
-  r->adj_dst = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
-  r->adj_sorted = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
-  r->hops = psim_malloc(sizeof(int32_t) * nv);
-  r->pred = psim_malloc(sizeof(int32_t) * nv);
-  r->queue = psim_malloc(sizeof(int32_t) * nv);
-  r->lat = psim_malloc(sizeof(double) * nv);
-  r->bw = psim_malloc(sizeof(double) * nv);
+  size_t ne = (size_t)c->n_links + 1, i4 = sizeof(int32_t), f8 = sizeof(double);
+  r->adj_start = psim_calloc(nv, i4), r->in_start = psim_calloc(nv, i4);
+  r->adj = psim_malloc(i4 * ne), r->adj_dst = psim_malloc(i4 * ne);
+  r->adj_sorted = psim_malloc(i4 * ne), r->in_adj = psim_malloc(i4 * ne);
+  r->in_src = psim_malloc(i4 * ne);
+  r->hops = psim_malloc(i4 * nv), r->pred = psim_malloc(i4 * nv), r->queue = psim_malloc(i4 * nv);
+  r->lat = psim_malloc(f8 * nv), r->bw = psim_malloc(f8 * nv);
   r->back_goal = -1;
-  r->in_start = psim_calloc(nv, sizeof(int32_t));
-  r->in_adj = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
-  r->in_src = psim_malloc(sizeof(int32_t) * ((size_t)c->n_links + 1));
-  r->back = psim_malloc(sizeof(int32_t) * nv);
-  r->back_queue = psim_malloc(sizeof(int32_t) * nv);
-  r->p_hops = psim_malloc(sizeof(int32_t) * nv);
-  r->p_pred = psim_malloc(sizeof(int32_t) * nv);
-  r->p_queue = psim_malloc(sizeof(int32_t) * nv);
-  r->p_lat = psim_malloc(sizeof(double) * nv);
-  r->p_bw = psim_malloc(sizeof(double) * nv);
-  r->colour = psim_malloc(nv);
-  r->p_count = psim_malloc(nv);
+  r->back = psim_malloc(i4 * nv), r->back_queue = psim_malloc(i4 * nv);
+  r->p_hops = psim_malloc(i4 * nv), r->p_pred = psim_malloc(i4 * nv);
+  r->p_queue = psim_malloc(i4 * nv);
+  r->p_lat = psim_malloc(f8 * nv), r->p_bw = psim_malloc(f8 * nv);
+  r->colour = psim_malloc(nv), r->p_count = psim_malloc(nv);
   bool pair = r->in_start && r->in_adj && r->in_src && r->adj_dst && r->adj_sorted && r->back &&
               r->back_queue && r->p_hops && r->p_pred && r->p_queue && r->p_lat && r->p_bw &&
               r->colour && r->p_count;
@@ -527,7 +523,7 @@ static bool pair_search(const psim_cluster *c, psim_route_cache *r, int32_t src,
   return false;
 }
 
-/* ---- routes translated by the rotation (route_shift.h) ----------------------------
+/* ---- routes translated by automorphisms (route_shift.h, route_blocks.h) -----------
  * Lemma: where the links' graph, rules ignored, has exactly one path of the fewest hops h
  * from s to t (counted as sequences of links), and the search's route R has h hops, the
  * search from phi(s) to phi(t) gives phi(R), for any automorphism phi that keeps vertex and
@@ -628,21 +624,26 @@ static psim_status compute(const psim_cluster *c, psim_route_cache *r, int32_t s
 }
 
 static psim_status lookup_index(const psim_cluster *c, psim_route_cache *r, int32_t src,
-                                int32_t dst, int32_t *i);
+                                int32_t dst, bool may_translate, int32_t *i);
 
-/* The route from src to dst as phi^j of its representative's (the lemma above): *done false
- * where there is no rotation, the pair is its own representative, or the representative's
- * route is not the only shortest path. */
+/* The route from src to dst as phi^j of the pair's with a first-rank source (itself cached,
+ * translated in turn), or, for a first-rank source, as the searched representative's image
+ * under the moves (route_blocks.h; the lemma above): *done false where the pair is its own
+ * representative or the representative's route is not the only shortest path. The rotation
+ * first: its images cost j link look-ups, and 7 pairs in 8 of a DGX cluster are one. */
 static psim_status translated(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst,
                               entry *e, bool *done) {
   *done = false;
-  int32_t src0, dst0, j, i0;
-  if (!r->shift)
+  psim_route_graph g = graph_of(r);
+  psim_route_moves m = {0};
+  int32_t src0 = src, dst0 = dst, j = 0, i0;
+  if (r->shift)
+    psim_route_shift_rep(r->shift, c, src, dst, &src0, &dst0, &j);
+  if (j == 0 && r->blocks)
+    psim_route_blocks_rep(r->blocks, &g, src, dst, &src0, &dst0, &m);
+  if (j == 0 && m.n == 0)
     return PSIM_OK;
-  psim_route_shift_rep(r->shift, c, src, dst, &src0, &dst0, &j);
-  if (j == 0)
-    return PSIM_OK;
-  PSIM_CHECK(lookup_index(c, r, src0, dst0, &i0));
+  PSIM_CHECK(lookup_index(c, r, src0, dst0, j > 0, &i0));
   entry *e0 = &r->routes[i0];
   if (e0->unique == 0)
     e0->unique = unique_shortest(r, src0, dst0, e0->n) ? 1 : 2;
@@ -652,24 +653,28 @@ static psim_status translated(const psim_cluster *c, psim_route_cache *r, int32_
   }
   int32_t *links = NULL;
   PSIM_CHECK(storage(r, e0->n, &links));
-  psim_route_shift_links(r->shift, e0->links, e0->n, j, links);
+  if (j > 0)
+    psim_route_shift_links(r->shift, e0->links, e0->n, j, links);
+  else
+    psim_route_blocks_links(r->blocks, &g, &m, e0->links, e0->n, c->links, links);
   *e = (entry){links, e0->n, 1};
   *done = true;
   r->n_translated++;
   return PSIM_OK;
 }
 
-/* The index of the cached route from src to dst, found and added on a miss. Caller holds
- * r->mu. */
+/* The index of the cached route from src to dst, found and added on a miss (translated from
+ * its representative's where may_translate). Caller holds r->mu. */
 static psim_status lookup_index(const psim_cluster *c, psim_route_cache *r, int32_t src,
-                                int32_t dst, int32_t *i) {
+                                int32_t dst, bool may_translate, int32_t *i) {
   assert(src != dst && src >= 0 && dst >= 0 && src < c->n_devices && dst < c->n_devices);
   psim_hmap_key key = {(uint64_t)(uint32_t)src, (uint64_t)(uint32_t)dst};
   if (psim_hmap_find(&r->index, key, i))
     return PSIM_OK;
   entry e = {NULL, 0, 0};
-  bool done;
-  PSIM_CHECK(translated(c, r, src, dst, &e, &done));
+  bool done = false;
+  if (may_translate)
+    PSIM_CHECK(translated(c, r, src, dst, &e, &done));
   if (!done) {
     PSIM_CHECK(compute(c, r, src, dst, &e));
     r->n_searched++;
@@ -688,7 +693,7 @@ static psim_status lookup_index(const psim_cluster *c, psim_route_cache *r, int3
 static psim_status lookup(const psim_cluster *c, psim_route_cache *r, int32_t src, int32_t dst,
                           entry *out) {
   int32_t i = -1;
-  PSIM_CHECK(lookup_index(c, r, src, dst, &i));
+  PSIM_CHECK(lookup_index(c, r, src, dst, true, &i));
   assert(i >= 0 && (size_t)i < r->n_routes);
   *out = r->routes[i];
   return PSIM_OK;
@@ -784,7 +789,9 @@ psim_status psim_cluster_route_no_translation(psim_cluster *c) {
   PSIM_CHECK(ensure_cache(c, &r));
   pthread_mutex_lock(&r->mu);
   psim_route_shift_free(r->shift);
+  psim_route_blocks_free(r->blocks);
   r->shift = NULL;
+  r->blocks = NULL;
   pthread_mutex_unlock(&r->mu);
   return PSIM_OK;
 }

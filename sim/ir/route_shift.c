@@ -66,8 +66,7 @@ static bool rotate_vertex(const psim_route_shift *s, const psim_route_graph *g, 
   return true;
 }
 
-/* The only link u -> v, or -1 (none, or several). */
-static int32_t only_link(const psim_route_graph *g, int32_t u, int32_t v) {
+int32_t psim_route_graph_only_link(const psim_route_graph *g, int32_t u, int32_t v) {
   int32_t lo = g->adj_start[u], hi = g->adj_start[u + 1], found = -1, count = 0;
   if (hi - lo >= g->wide_degree) {
     int32_t a = lo, b = hi;
@@ -109,7 +108,7 @@ static bool check_automorphism(const psim_cluster *c, const psim_route_graph *g,
     seen[v] = 0;
   for (int32_t l = 0; l < c->n_links && ok; l++) {
     const psim_link *a = &c->links[l];
-    int32_t m = only_link(g, s->vmap[a->src], s->vmap[a->dst]);
+    int32_t m = psim_route_graph_only_link(g, s->vmap[a->src], s->vmap[a->dst]);
     ok = m >= 0 && !seen[m] && c->links[m].kind == a->kind;
     if (ok) {
       seen[m] = 1;

@@ -24,6 +24,10 @@ typedef struct psim_route_graph {
   int32_t wide_degree;
 } psim_route_graph;
 
+/* The only link u -> v, or -1 (none, or several): a binary search of a wide vertex's sorted
+ * slots, a scan of another's. */
+int32_t psim_route_graph_only_link(const psim_route_graph *g, int32_t u, int32_t v);
+
 typedef struct psim_route_shift psim_route_shift;
 
 /* The rotation of c, or *out NULL where it is not an automorphism (or out of memory: NULL

@@ -210,6 +210,37 @@ START_TEST(rotated_routes) {
 }
 END_TEST
 
+/* Routes translated by node and rack transpositions (sim/ir/route_blocks.h) equal the
+ * reference's on every ordered pair, and they leave a few representatives to search: on 3 full
+ * racks of 4 DGX nodes (96 GPUs, 9,120 ordered pairs) the source goes to rack 0, node 0,
+ * rank 0 and the destination to the same node, node 1 or rack 1's node 0: 7 + 8 + 8 pairs
+ * (the rotation alone searched every pair from a node's first GPU: 1,140). A cluster where
+ * one node's GPU-NIC link has another kind is no longer symmetric there: still the
+ * reference's routes, with more searched. */
+START_TEST(block_translated_routes) {
+  psim_cluster c;
+  preset(&c, "dgx-a100-80g", 12, 4, 8);
+  check_all_pairs(&c);
+  int64_t searched, translated;
+  psim_cluster_route_counts(&c, &searched, &translated);
+  ck_assert_msg(searched <= 23, "%lld searched, %lld translated", (long long)searched,
+                (long long)translated);
+  int64_t symmetric = searched;
+  psim_cluster_destroy(&c);
+  preset(&c, "dgx-a100-80g", 12, 4, 8);
+  for (int32_t i = 0; i < c.n_links; i++) /* node 5's GPU 2 -> its NIC becomes NVLink */
+    if (c.links[i].src == 5 * 8 + 2 && c.vertex_kinds[c.links[i].dst] == PSIM_VERTEX_NIC) {
+      c.links[i].kind = PSIM_LINK_NVLINK;
+      break;
+    }
+  check_all_pairs(&c);
+  psim_cluster_route_counts(&c, &searched, &translated);
+  ck_assert_msg(searched > symmetric, "%lld searched, symmetric %lld", (long long)searched,
+                (long long)symmetric);
+  psim_cluster_destroy(&c);
+}
+END_TEST
+
 static double coll_time(psim_cluster *c, psim_coll_kind kind, psim_allreduce_algo algo,
                         const int32_t *dev, int32_t n, double bytes) {
   psim_coll_desc d;
@@ -477,6 +508,7 @@ static Suite *suite(void) {
   tcase_add_test(t, slow_links);
   tcase_add_test(t, rotated_routes);
   tcase_add_test(t, rotated_ties);
+  tcase_add_test(t, block_translated_routes);
   tcase_add_test(t, rotated_collectives);
   tcase_add_test(t, memo_same_figures);
   tcase_add_test(t, hierarchical_512);
