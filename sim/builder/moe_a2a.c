@@ -163,7 +163,7 @@ double psim_moe_a2a_nvl_share(psim_moe_dispatcher d, int side) {
  * (psim_moe_a2a_nvl_share), its time past the route's latency is stretched by 1 / f, the
  * links held as long. Not an exchange across nodes: there HybridEP's measured rate is the
  * NIC's, its NVLink parts running under the RDMA transfer (README_Hybrid-EP.md @ 41cad944,
- * H100, 16 ranks on 2 nodes, 8-16 SMs: BF16 dispatch 47-58 GB/s of RDMA bytes per rank, a
+ * H100, 16 ranks on 2 nodes, 8-16 SMs: BF16 dispatch 54-58 GB/s of RDMA bytes per rank, a
  * 400 Gb/s NIC's 50 GB/s), so those keep the link's rate. */
 static psim_status add_nvl(psim_build *b, const psim_pending_xfer *p, int32_t from, int32_t src,
                            int32_t dst, double bytes, int32_t arrived) {
