@@ -495,6 +495,11 @@ void psim_moe_a2a_classify(const psim_build *b, int32_t t, const struct psim_reg
  * destination rank and once per destination node, forwarded over NVLink, for DeepEP and
  * HybridEP. */
 psim_status psim_moe_a2a_flush(psim_build *b);
+/* moe_a2a.c: the share of an NVLink route's bandwidth that dispatcher d's kernels reach on
+ * side (PSIM_A2A_TO_EXPERTS: dispatch, PSIM_A2A_FROM_EXPERTS: combine); 1 for alltoall and
+ * DeepEP (not measured for them), HybridEP's published figures for it. A routed-token
+ * transfer inside a node takes latency + (its time at the link's rate - latency) / share. */
+double psim_moe_a2a_nvl_share(psim_moe_dispatcher d, int side);
 /* Exchange blocks (locals.c): d's group has one member in every block of its stage, all at one
  * offset, and its concurrent groups partition the stage, so each of them has a member in every
  * simulated block and is built itself: d is then costed alone, as unfolded. */

@@ -100,6 +100,7 @@ static bool same_group(const psim_cluster *c, const psim_pending_xfer *p,
 typedef struct a2a_scratch {
   int32_t *members; /* indices into pend of the current group */
   uint8_t *done;
+  bool one_node; /* no routed-token transfer of the exchange crosses nodes */
 } a2a_scratch;
 
 /* Sorts the members by their first expert (insertion: a group is at most a node's ranks). */
@@ -139,6 +140,44 @@ static int32_t relay_of(const psim_cluster *c, const psim_pending_xfer *pend, co
   return expert_dev(&pend[mem[0]]);
 }
 
+/* The share of an NVLink route's bandwidth that HybridEP's kernels reach, dispatch and
+ * combine. docs/README_Hybrid-EP.md @ 41cad944, GB200, 8 ranks, 32 SMs (Megatron-Bridge's
+ * moe_hybridep_num_sms, scripts/performance/utils/overrides.py @ v0.3.0), "Torch API", the
+ * call Megatron-Core makes (fused_a2a.py @ 02ad939b): BF16 dispatch 545.71 GB/s, combine
+ * 568.94 GB/s of "algorithm bandwidth", the bytes a rank receives (dispatch) or sends
+ * (combine) per second, its own tokens included (tests/test_hybrid_ep.py:
+ * dispatched_hidden.numel() * 2 / t). Under uniform routing 7 of those 8 shares cross
+ * NVLink: 545.71 x 7/8 / 900 GB/s (NVLink 5 per direction) = 0.531 and 568.94 x 7/8 / 900 =
+ * 0.553. The B200 table (16 SMs: 535.94 / 530.86) gives 0.521 / 0.516. */
+#define PSIM_HYBRIDEP_NVL_DISPATCH (545.71 * 7 / 8 / 900)
+#define PSIM_HYBRIDEP_NVL_COMBINE  (568.94 * 7 / 8 / 900)
+
+double psim_moe_a2a_nvl_share(psim_moe_dispatcher d, int side) {
+  if (d != PSIM_MOE_HYBRIDEP || side == PSIM_A2A_NONE)
+    return 1;
+  return side == PSIM_A2A_TO_EXPERTS ? PSIM_HYBRIDEP_NVL_DISPATCH : PSIM_HYBRIDEP_NVL_COMBINE;
+}
+
+/* Adds a routed-token transfer of an exchange inside one node (the tables' setting: 8 ranks
+ * in one NVLink domain); under a dispatcher whose kernels reach share f < 1 of the link
+ * (psim_moe_a2a_nvl_share), its time past the route's latency is stretched by 1 / f, the
+ * links held as long. Not an exchange across nodes: there HybridEP's measured rate is the
+ * NIC's, its NVLink parts running under the RDMA transfer (README_Hybrid-EP.md @ 41cad944,
+ * H100, 16 ranks on 2 nodes, 8-16 SMs: BF16 dispatch 54-58 GB/s of RDMA bytes per rank, a
+ * 400 Gb/s NIC's 50 GB/s), so those keep the link's rate. */
+static psim_status add_nvl(psim_build *b, const psim_pending_xfer *p, int32_t from, int32_t src,
+                           int32_t dst, double bytes, int32_t arrived) {
+  int32_t n0 = b->g.n_tasks;
+  PSIM_CHECK(psim_build_add_transfer_after(b, p->x, from, src, dst, bytes, p->mu, 0, arrived));
+  double f = psim_moe_a2a_nvl_share(b->c->stack.moe_dispatcher, p->side), lat;
+  if (f >= 1 || b->g.n_tasks != n0 + 1 || b->g.info[n0].kind != PSIM_TASK_TRANSFER)
+    return PSIM_OK;
+  PSIM_CHECK(psim_p2p_time(b->c, src, dst, 0, &lat));
+  double *d = &b->g.duration_s[n0];
+  *d = lat + (*d - lat) / f;
+  return PSIM_OK;
+}
+
 /* One inter-node group: the RDMA copy between the token side and the relay, the NVLink
  * hops between the relay and the other members' expert sides. */
 static psim_status emit_group(psim_build *b, const a2a_layer *l, const int32_t *mem, int32_t n_mem,
@@ -175,8 +214,11 @@ static psim_status emit_group(psim_build *b, const a2a_layer *l, const int32_t *
 
 /* Transfer i alone: within a node once per destination rank; as alltoall sends it when it
  * is no token/expert exchange or l is unknown. */
-static psim_status emit_one(psim_build *b, const a2a_layer *l, const psim_pending_xfer *p) {
+static psim_status emit_one(psim_build *b, const a2a_layer *l, const psim_pending_xfer *p,
+                            bool one_node) {
   double bytes = p->bytes * (l && p->side != PSIM_A2A_NONE ? xfer_factor(l, p) : 1);
+  if (l && one_node)
+    return add_nvl(b, p, p->from, p->src, p->dst, bytes, p->arrived);
   return psim_build_add_transfer_after(b, p->x, p->from, p->src, p->dst, bytes, p->mu, 0,
                                        p->arrived);
 }
@@ -190,7 +232,7 @@ static psim_status emit_from(psim_build *b, a2a_scratch *sc, size_t i) {
   sc->done[i] = 1;
   const psim_cluster *c = b->c;
   if (!known || c->devices[p->src].node == c->devices[p->dst].node)
-    return emit_one(b, known ? &l : NULL, p);
+    return emit_one(b, known ? &l : NULL, p, sc->one_node);
   int32_t n_mem = 0;
   for (size_t j = i; j < h->n_pend; j++)
     if (j == i || (!sc->done[j] && same_group(c, p, &h->pend[j]))) {
@@ -202,13 +244,18 @@ static psim_status emit_from(psim_build *b, a2a_scratch *sc, size_t i) {
   if (group_experts(&l, h->pend, sc->members, n_mem, &m, &s))
     return emit_group(b, &l, sc->members, n_mem, m, s);
   for (int32_t k = 0; k < n_mem; k++) /* replicated experts: as alltoall */
-    PSIM_CHECK(emit_one(b, NULL, &h->pend[sc->members[k]]));
+    PSIM_CHECK(emit_one(b, NULL, &h->pend[sc->members[k]], false));
   return PSIM_OK;
 }
 
 psim_status psim_moe_a2a_flush(psim_build *b) {
   psim_comm_cache *h = b->cache;
-  a2a_scratch sc = {psim_calloc(h->n_pend + 1, sizeof *sc.members), psim_calloc(h->n_pend + 1, 1)};
+  a2a_scratch sc = {psim_calloc(h->n_pend + 1, sizeof *sc.members), psim_calloc(h->n_pend + 1, 1),
+                    true};
+  for (size_t i = 0; i < h->n_pend; i++)
+    if (h->pend[i].side != PSIM_A2A_NONE &&
+        b->c->devices[h->pend[i].src].node != b->c->devices[h->pend[i].dst].node)
+      sc.one_node = false;
   psim_status st =
       sc.members && sc.done ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory for an all-to-all");
   for (size_t i = 0; i < h->n_pend && st == PSIM_OK; i++)

@@ -4,7 +4,8 @@
  * routing reaches a set of experts against the closed form 1 - C(n - m, k) / C(n, k) and
  * against enumeration of every expert subset, the bytes that cross InfiniBand on two DGX
  * H100 nodes against E[distinct destination nodes], and never more than the rank-pair
- * exchange's (alltoall) bytes. */
+ * exchange's (alltoall) bytes; HybridEP's exchange inside one DGX B200 at the README's
+ * measured NVLink rate, one across nodes at the link's. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include "models/generators.h"
 #include "sim/builder/routing.h"
 #include "sim/core/json.h"
+#include "sim/engine/collective.h"
 #include "sim/simulate.h"
 #include "topologies/presets.h"
 
@@ -144,9 +146,11 @@ static void make_dropless(cJSON *ops) {
   }
 }
 
-/* One MoE layer of EXPERTS experts, top-4, on two DGX H100 nodes: data parallel over the
- * 16 GPUs, the experts split 16 ways (ep 16 over two nodes). */
-static void setup(fixture *f, psim_moe_dispatcher disp) {
+/* One MoE layer of EXPERTS experts, top-4, on `nodes` nodes of the preset (8 GPUs each; two
+ * DGX H100 unless told): data parallel over the GPUs, the experts split as many ways (ep 16
+ * over two nodes). */
+static void setup_on(fixture *f, psim_moe_dispatcher disp, const char *preset, int nodes) {
+  int gpus = 8 * nodes;
   psim_gen_tf_opts o;
   psim_gen_moe_opts_init(&o);
   o.layers = 1;
@@ -166,8 +170,8 @@ static void setup(fixture *f, psim_moe_dispatcher disp) {
   cJSON_Delete(doc);
   psim_preset_opts po;
   psim_preset_opts_init(&po);
-  po.preset = "dgx-h100";
-  po.nodes = NODES;
+  po.preset = preset;
+  po.nodes = nodes;
   ck_assert(psim_preset_cluster(&po, &doc) == PSIM_OK);
   psim_cluster_init(&f->c);
   ck_assert_msg(psim_cluster_from_json("h100", doc, &f->c) == PSIM_OK, "%s", psim_error_message());
@@ -179,12 +183,16 @@ static void setup(fixture *f, psim_moe_dispatcher disp) {
            "\"batch\":\"dp\"},\"ops\":{\"layer.*.fc1\":{\"split\":{\"expert\":%d}},"
            "\"layer.*.fc2\":{\"split\":{\"expert\":%d}},\"layer.*.gelu\":{\"split\":{"
            "\"expert\":%d}}}}",
-           GPUS, GPUS, GPUS, GPUS);
+           gpus, gpus, gpus, gpus);
   doc = cJSON_Parse(js);
   psim_strategy_init(&f->s);
   ck_assert_msg(psim_strategy_from_json("s", doc, &f->m, &f->c, &f->s) == PSIM_OK, "%s",
                 psim_error_message());
   cJSON_Delete(doc);
+}
+
+static void setup(fixture *f, psim_moe_dispatcher disp) {
+  setup_on(f, disp, "dgx-h100", NODES);
 }
 
 static void teardown(fixture *f) {
@@ -276,6 +284,59 @@ START_TEST(dedup_never_exceeds_rank_pairs) {
 }
 END_TEST
 
+/* Each transfer of op's forward dispatch under disp on `nodes` nodes of preset, uniform
+ * routing: calls check(duration, bytes, latency of the route, arg) for each. */
+typedef void (*xfer_check)(double dur_s, double bytes, double lat_s, double arg);
+static int32_t each_transfer(psim_moe_dispatcher disp, const char *preset, int nodes,
+                             xfer_check check, double arg) {
+  fixture f;
+  setup_on(&f, disp, preset, nodes);
+  psim_sim_options o;
+  psim_sim_options_init(&o);
+  o.keep_graph = true;
+  psim_routing rt;
+  ck_assert(psim_routing_parse("uniform", &rt) == PSIM_OK);
+  o.routing = &rt;
+  psim_sim_result r;
+  psim_sim_result_init(&r);
+  ck_assert_msg(psim_simulate(&f.m, &f.c, &f.s, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  int32_t x = op_named(&f.m, "layer.0.dispatch"), n = 0;
+  double lat;
+  ck_assert(psim_p2p_time(&f.c, 0, 1, 0, &lat) == PSIM_OK); /* NVSwitch: every pair alike */
+  const psim_taskgraph *g = r.graph;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_TRANSFER && g->info[i].op == x &&
+        g->info[i].pass == PSIM_TP_COMM_TP && !crosses_nodes(&f.c, g, i)) {
+      check(g->duration_s[i], g->bytes[i], lat, arg);
+      n++;
+    }
+  psim_sim_result_destroy(&r);
+  psim_routing_destroy(&rt);
+  teardown(&f);
+  return n;
+}
+
+static void at_rate(double dur_s, double bytes, double lat_s, double bw) {
+  double want = lat_s + bytes / bw;
+  ck_assert_msg(fabs(dur_s / want - 1) < 1e-9, "transfer of %g B took %g s, want %g s", bytes,
+                dur_s, want);
+}
+
+/* HybridEP inside one DGX B200 (ep 8, 4 experts a rank): each rank-pair transfer of the
+ * forward dispatch takes latency + bytes / (f x 900 GB/s), f = 545.71 GB/s x 7/8 / 900 GB/s
+ * (README_Hybrid-EP.md @ 41cad944: GB200, 8 ranks, 32 SMs, BF16 dispatch through the torch
+ * API, of which 7 of 8 shares cross NVLink), alltoall and DeepEP at the link's 900 GB/s; on
+ * two DGX H100 nodes (an exchange across nodes) HybridEP's NVLink transfers keep the link's
+ * 450 GB/s. */
+START_TEST(hybridep_reaches_its_measured_nvlink_rate) {
+  double f = 545.71 * 7 / 8 / 900;
+  ck_assert_int_gt(each_transfer(PSIM_MOE_HYBRIDEP, "dgx-b200", 1, at_rate, f * 900e9), 0);
+  ck_assert_int_gt(each_transfer(PSIM_MOE_ALLTOALL, "dgx-b200", 1, at_rate, 900e9), 0);
+  ck_assert_int_gt(each_transfer(PSIM_MOE_DEEPEP, "dgx-b200", 1, at_rate, 900e9), 0);
+  ck_assert_int_gt(each_transfer(PSIM_MOE_HYBRIDEP, "dgx-h100", 2, at_rate, 450e9), 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("moe_a2a");
   TCase *tc = tcase_create("core");
@@ -285,6 +346,7 @@ int main(void) {
   tcase_add_test(tc, skewed_hit_prob_is_bounded);
   tcase_add_test(tc, dedup_crosses_infiniband_once_per_node);
   tcase_add_test(tc, dedup_never_exceeds_rank_pairs);
+  tcase_add_test(tc, hybridep_reaches_its_measured_nvlink_rate);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
