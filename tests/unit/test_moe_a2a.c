@@ -219,21 +219,27 @@ static bool crosses_nodes(const psim_cluster *c, const psim_taskgraph *g, int32_
   return false;
 }
 
+/* Simulates f under uniform routing (*rt parsed here, the caller destroys it), keeping the
+ * graph. */
+static void simulate_uniform(fixture *f, psim_routing *rt, psim_sim_result *r) {
+  psim_sim_options o;
+  psim_sim_options_init(&o);
+  o.keep_graph = true;
+  ck_assert(psim_routing_parse("uniform", rt) == PSIM_OK);
+  o.routing = rt;
+  psim_sim_result_init(r);
+  ck_assert_msg(psim_simulate(&f->m, &f->c, &f->s, &o, r) == PSIM_OK, "%s", psim_error_message());
+}
+
 /* The bytes of op o's transfers over InfiniBand (ib) and inside nodes (nvl), per
  * direction of the route (a cross-node transfer's NIC links are counted once). */
 static void transfer_bytes(psim_moe_dispatcher disp, const char *op, double *ib, double *nvl,
                            double *elem_bytes) {
   fixture f;
   setup(&f, disp);
-  psim_sim_options o;
-  psim_sim_options_init(&o);
-  o.keep_graph = true;
   psim_routing rt;
-  ck_assert(psim_routing_parse("uniform", &rt) == PSIM_OK);
-  o.routing = &rt;
   psim_sim_result r;
-  psim_sim_result_init(&r);
-  ck_assert_msg(psim_simulate(&f.m, &f.c, &f.s, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  simulate_uniform(&f, &rt, &r);
   int32_t x = op_named(&f.m, op);
   const psim_taskgraph *g = r.graph;
   *ib = *nvl = 0;
@@ -291,15 +297,9 @@ static int32_t each_transfer(psim_moe_dispatcher disp, const char *preset, int n
                              xfer_check check, double arg) {
   fixture f;
   setup_on(&f, disp, preset, nodes);
-  psim_sim_options o;
-  psim_sim_options_init(&o);
-  o.keep_graph = true;
   psim_routing rt;
-  ck_assert(psim_routing_parse("uniform", &rt) == PSIM_OK);
-  o.routing = &rt;
   psim_sim_result r;
-  psim_sim_result_init(&r);
-  ck_assert_msg(psim_simulate(&f.m, &f.c, &f.s, &o, &r) == PSIM_OK, "%s", psim_error_message());
+  simulate_uniform(&f, &rt, &r);
   int32_t x = op_named(&f.m, "layer.0.dispatch"), n = 0;
   double lat;
   ck_assert(psim_p2p_time(&f.c, 0, 1, 0, &lat) == PSIM_OK); /* NVSwitch: every pair alike */
