@@ -246,12 +246,13 @@ static void stage_order(const psim_strategy *s, int32_t i, int32_t m, int32_t *q
 
 /* Issue positions (PSIM_ENGINE_ISSUE, docs/simulator.md "A fixed order per resource"): each
  * slot's start in an ideal run of the schedule with durations fixed by pass alone, a forward
- * 1 unit and a backward 2 (two GEMMs per forward GEMM; where split, input and weight gradients
- * 1 each), each stage running its slots in issue order, a forward after the previous virtual
- * stage's forward of its micro-batch, a backward after the next one's backward. The positions
- * depend on the schedule only, never on measured durations; a slot's kernels share its span in
- * the order the builder issues them (a pass's ops in topological order, backward reversed). */
-#define ISSUE_UNIT 1024 /* positions per unit: room for 1024 kernels per forward slot */
+ * 1, a backward 2 (two GEMMs per forward GEMM; where split, input and weight gradients 1 each)
+ * plus the share of the stage's ops it recomputes, each stage running its slots in issue order, a
+ * forward after the previous virtual stage's forward of its micro-batch, a backward after the next
+ * one's backward. The positions depend on the schedule only, never on measured durations; a slot's
+ * kernels share its span in the order the builder issues them (a pass's ops in topological order,
+ * backward reversed). */
+#define ISSUE_UNIT 512 /* positions per unit (half a forward): 1024 per forward slot */
 
 typedef struct ideal {
   const psim_strategy *s;
@@ -260,13 +261,20 @@ typedef struct ideal {
   int32_t *at, *clock;    /* per stage: the next slot, the ideal time (units) */
   int32_t *start;         /* per slot (stage * per + index): ideal start (units), -1 not yet */
   int32_t *end_f, *end_b; /* per (virtual stage, micro-batch): forward / backward end, -1 */
-  int32_t *rank;          /* per op, then per virtual stage (op_ranks) */
+  int32_t *rank; /* per op, then per virtual stage its ops and its recomputed ops (op_ranks) */
+  int32_t n_ops;
 } ideal;
 
-static int32_t slot_units(const psim_strategy *s, int pass_kind) {
-  if (pass_kind == PSIM_DIR_FWD)
-    return 1;
-  return psim_schedule_splits_backward(s->schedule) ? 1 : 2;
+/* A slot's ideal length in half forwards: a forward 2, a backward 4 (where split, input and
+ * weight gradients 2 each) plus 2 times the share of the stage's ops it recomputes (a
+ * recomputed op runs its forward again). */
+static int32_t slot_units(const ideal *d, int32_t vs, int pass_kind) {
+  if (pass_kind == PSIM_DIR_FWD || pass_kind == PSIM_DIR_WGT)
+    return 2;
+  int32_t n = d->rank ? d->rank[d->n_ops + vs] : 0,
+          rec = d->rank ? d->rank[d->n_ops + d->nvs + vs] : 0;
+  int32_t bwd = psim_schedule_splits_backward(d->s->schedule) ? 2 : 4;
+  return bwd + (n > 0 ? (2 * rec + n / 2) / n : 0);
 }
 
 /* The time slot j of stage i may start at (-1: a dependency has not run yet). */
@@ -292,7 +300,7 @@ static bool advance_stage(ideal *d, int32_t i, bool force) {
       break;
     t = t < 0 ? d->clock[i] : t;
     int32_t vs = psim_schedule_rank_chunk(d->s->schedule, d->s->n_stages, i, sl->chunk);
-    int32_t end = t + slot_units(d->s, sl->pass_kind), at = vs * d->m + sl->micro;
+    int32_t end = t + slot_units(d, vs, sl->pass_kind), at = vs * d->m + sl->micro;
     d->start[i * d->per + d->at[i]++] = t;
     d->clock[i] = end;
     if (sl->pass_kind == PSIM_DIR_FWD)
@@ -353,19 +361,23 @@ static psim_status issue_all(psim_build *b, ideal *d, const int32_t *rank, const
       int32_t t0 = b->g.n_tasks;
       PSIM_CHECK(psim_build_issue_slot(b, vs, sl->micro, sl->pass_kind));
       if (b->g.position && b->g.n_tasks > t0)
-        set_positions(b, t0, b->g.n_tasks, d->start[i * d->per + j], slot_units(s, sl->pass_kind),
-                      sl->pass_kind, rank, count[vs]);
+        set_positions(b, t0, b->g.n_tasks, d->start[i * d->per + j],
+                      slot_units(d, vs, sl->pass_kind), sl->pass_kind, rank, count[vs]);
     }
   return PSIM_OK;
 }
 
-/* rank[o]: op o's place among the ops of its virtual stage; count[vs]: their number. */
+/* rank[o]: op o's place among the ops of its virtual stage; count[vs]: their number;
+ * count[nvs + vs]: how many of them are recomputed. */
 static void op_ranks(const psim_build *b, int32_t nvs, int32_t *rank, int32_t *count) {
-  for (int32_t v = 0; v < nvs; v++)
+  for (int32_t v = 0; v < 2 * nvs; v++)
     count[v] = 0;
   for (int32_t o = 0; o < b->m->n_ops; o++) {
     int32_t vs = b->s->ops[o].stage;
-    rank[o] = vs >= 0 && vs < nvs ? count[vs]++ : 0;
+    bool in = vs >= 0 && vs < nvs;
+    rank[o] = in ? count[vs]++ : 0;
+    if (in && psim_build_recomputed(b, o))
+      count[nvs + vs]++;
   }
 }
 
@@ -382,7 +394,7 @@ static void free_ideal(ideal *d, slot *slots, int32_t *queue) {
 psim_status psim_build_issue_compute(psim_build *b) {
   const psim_strategy *s = b->s;
   int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1, p = s->n_stages, m = b->n_micro;
-  ideal d = {s, m, p * v, 3 * m * v, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  ideal d = {s, m, p * v, 3 * m * v, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b->m->n_ops};
   size_t n_slots = (size_t)p * (size_t)d.per, n_ends = (size_t)d.nvs * (size_t)m;
   slot *slots = psim_malloc(sizeof *slots * n_slots);
   int32_t *queue = psim_malloc(sizeof *queue * (size_t)m * 2);
@@ -390,7 +402,7 @@ psim_status psim_build_issue_compute(psim_build *b) {
   d.at = psim_calloc((size_t)p * 2, sizeof *d.at);
   d.start = psim_malloc(sizeof *d.start * n_slots);
   d.end_f = psim_malloc(sizeof *d.end_f * n_ends * 2);
-  d.rank = psim_malloc(sizeof *d.rank * ((size_t)b->m->n_ops + (size_t)d.nvs));
+  d.rank = psim_malloc(sizeof *d.rank * ((size_t)b->m->n_ops + 2 * (size_t)d.nvs));
   if (!slots || !queue || !d.orders || !d.at || !d.start || !d.end_f || !d.rank) {
     free_ideal(&d, slots, queue);
     return psim_error(PSIM_ENOMEM, "out of memory for the pipeline schedule");
@@ -404,8 +416,8 @@ psim_status psim_build_issue_compute(psim_build *b) {
     stage_order(s, i, m, queue, &d.orders[i]);
   }
   if (b->g.position) {
-    ideal_run(&d);
     op_ranks(b, d.nvs, d.rank, d.rank + b->m->n_ops);
+    ideal_run(&d);
   }
   psim_status st = issue_all(b, &d, d.rank, d.rank + b->m->n_ops);
   free_ideal(&d, slots, queue);
