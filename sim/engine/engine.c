@@ -296,8 +296,9 @@ static inline psim_status choose_next(psim_schedule_result *r, size_t *hn, heap_
   return PSIM_OK;
 }
 
-/* The static orders (PSIM_ENGINE_PROGRAM, PSIM_ENGINE_LEVEL): Kahn's algorithm taking the
- * ready task of least (level, id), the level being 0 throughout in program order. A key is
+/* The static orders (PSIM_ENGINE_PROGRAM, _LEVEL, _PASS_LEVEL, _ISSUE): Kahn's algorithm taking
+ * the ready task of least (level, id), the level being 0 throughout in program order and the
+ * inherited issue position in issue order. A key is
  * level << 32 | id, so the same heap serves; NO_KEY is above every key (ids < 2^31). The pop
  * order is a function of the graph alone, and a popped task's predecessors have all ended,
  * so run_task starts it at max(its ready time, its resources' and host's free times): each

@@ -97,7 +97,7 @@ typedef struct psim_taskgraph {
 
 /* The order in which each resource serves its tasks (docs/simulator.md, "A fixed order per
  * resource"). READY is list scheduling in ready-time order: each resource serves first come,
- * first served (the default). The two others are static: tasks are taken in an order computed
+ * first served (the default). The others are static: tasks are taken in an order computed
  * from the graph's structure alone, never from durations, so every start time is a max-plus
  * expression of the durations and no duration made longer can make the makespan shorter. */
 typedef enum psim_engine_order {
