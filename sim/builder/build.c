@@ -95,6 +95,7 @@ static psim_status fill_phases(psim_build *b, const psim_model *m, psim_build *p
                                const uint8_t *changed) {
   const psim_sim_options *o = b->o;
   PSIM_CHECK(psim_tg_track_bytes(&b->g, o->keep_graph)); /* bytes per task, for traces and tests */
+  PSIM_CHECK(psim_tg_track_positions(&b->g, o->engine == PSIM_ENGINE_ISSUE)); /* schedules.c */
   PSIM_CHECK(psim_build_apply_precision(b));
   PSIM_CHECK(alloc_state(b));
   PSIM_CHECK(psim_build_recompute_units(b));

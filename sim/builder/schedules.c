@@ -244,25 +244,182 @@ static void stage_order(const psim_strategy *s, int32_t i, int32_t m, int32_t *q
   assert(o->n == (psim_schedule_splits_backward(s->schedule) ? 3 : 2) * m * v);
 }
 
+/* Issue positions (PSIM_ENGINE_ISSUE, docs/simulator.md "A fixed order per resource"): each
+ * slot's start in an ideal run of the schedule with durations fixed by pass alone, a forward
+ * 1, a backward 2 (two GEMMs per forward GEMM; where split, input and weight gradients 1 each)
+ * plus the share of the stage's ops it recomputes, each stage running its slots in issue order, a
+ * forward after the previous virtual stage's forward of its micro-batch, a backward after the next
+ * one's backward. The positions depend on the schedule only, never on measured durations; a slot's
+ * kernels share its span in the order the builder issues them (a pass's ops in topological order,
+ * backward reversed). */
+#define ISSUE_UNIT 512 /* positions per unit (half a forward): 1024 per forward slot */
+
+typedef struct ideal {
+  const psim_strategy *s;
+  int32_t m, nvs, per;    /* micro-batches, virtual stages, slots per stage */
+  order *orders;          /* per physical stage */
+  int32_t *at, *clock;    /* per stage: the next slot, the ideal time (units) */
+  int32_t *start;         /* per slot (stage * per + index): ideal start (units), -1 not yet */
+  int32_t *end_f, *end_b; /* per (virtual stage, micro-batch): forward / backward end, -1 */
+  int32_t *rank; /* per op, then per virtual stage its ops and its recomputed ops (op_ranks) */
+  int32_t n_ops;
+} ideal;
+
+/* A slot's ideal length in half forwards: a forward 2, a backward 4 (where split, input and
+ * weight gradients 2 each) plus 2 times the share of the stage's ops it recomputes (a
+ * recomputed op runs its forward again). */
+static int32_t slot_units(const ideal *d, int32_t vs, int pass_kind) {
+  if (pass_kind == PSIM_DIR_FWD || pass_kind == PSIM_DIR_WGT)
+    return 2;
+  int32_t n = d->rank ? d->rank[d->n_ops + vs] : 0,
+          rec = d->rank ? d->rank[d->n_ops + d->nvs + vs] : 0;
+  int32_t bwd = psim_schedule_splits_backward(d->s->schedule) ? 2 : 4;
+  return bwd + (n > 0 ? (2 * rec + n / 2) / n : 0);
+}
+
+/* The time slot j of stage i may start at (-1: a dependency has not run yet). */
+static int32_t slot_ready(const ideal *d, int32_t i, const slot *sl) {
+  int32_t vs = psim_schedule_rank_chunk(d->s->schedule, d->s->n_stages, i, sl->chunk);
+  int32_t dep = 0, at = vs * d->m + sl->micro;
+  if (sl->pass_kind == PSIM_DIR_FWD && vs > 0)
+    dep = d->end_f[at - d->m];
+  else if (sl->pass_kind == PSIM_DIR_BWD)
+    dep = vs + 1 < d->nvs ? d->end_b[at + d->m] : d->end_f[at];
+  else if (sl->pass_kind == PSIM_DIR_WGT)
+    dep = d->end_b[at];
+  return dep < 0 ? -1 : (dep > d->clock[i] ? dep : d->clock[i]);
+}
+
+/* Runs stage i's slots while their dependencies have run; true when one ran. */
+static bool advance_stage(ideal *d, int32_t i, bool force) {
+  bool ran = false;
+  while (d->at[i] < d->orders[i].n) {
+    const slot *sl = &d->orders[i].out[d->at[i]];
+    int32_t t = slot_ready(d, i, sl);
+    if (t < 0 && !force)
+      break;
+    t = t < 0 ? d->clock[i] : t;
+    int32_t vs = psim_schedule_rank_chunk(d->s->schedule, d->s->n_stages, i, sl->chunk);
+    int32_t end = t + slot_units(d, vs, sl->pass_kind), at = vs * d->m + sl->micro;
+    d->start[i * d->per + d->at[i]++] = t;
+    d->clock[i] = end;
+    if (sl->pass_kind == PSIM_DIR_FWD)
+      d->end_f[at] = end;
+    else if (sl->pass_kind == PSIM_DIR_BWD)
+      d->end_b[at] = end;
+    ran = true;
+  }
+  return ran;
+}
+
+/* Every slot's ideal start (d->start); a schedule that deadlocks in this model (none of
+ * those above) has its waiting slots run from their stage's clock. */
+static void ideal_run(ideal *d) {
+  int32_t p = d->s->n_stages;
+  for (bool more = true; more;) {
+    bool ran = false;
+    more = false;
+    for (int32_t i = 0; i < p; i++) {
+      ran = advance_stage(d, i, false) || ran;
+      more = more || d->at[i] < d->orders[i].n;
+    }
+    for (int32_t i = 0; more && !ran && i < p; i++)
+      ran = advance_stage(d, i, true);
+  }
+}
+
+/* Tasks [t0, t1), the kernels of one slot of pass pass_kind starting at `start` units: op o
+ * of the stage's n ops (rank[o]-th of them) at rank / n of the slot's span, reversed in a
+ * backward; its shards share that position (then id). A recompute kernel (or one of no op)
+ * takes the position of the kernel after it, the backward it serves: a task's position
+ * depends on its op and slot alone, so adding or dropping recompute kernels, shards or views
+ * moves no other task's position. */
+static void set_positions(psim_build *b, int32_t t0, int32_t t1, int32_t start, int32_t units,
+                          int pass_kind, const int32_t *rank, int32_t n) {
+  int64_t base = (int64_t)start * ISSUE_UNIT, span = (int64_t)units * ISSUE_UNIT;
+  int64_t carry = base + span - 1;
+  for (int32_t t = t1 - 1; t >= t0; t--) {
+    const psim_task_info *in = &b->g.info[t];
+    int64_t p = carry;
+    if (in->op >= 0 && in->pass != PSIM_TP_RECOMPUTE) {
+      int32_t r = pass_kind == PSIM_DIR_FWD ? rank[in->op] : n - 1 - rank[in->op];
+      p = base + span * r / (n > 0 ? n : 1);
+    }
+    carry = p;
+    psim_tg_set_position(&b->g, t, p < INT32_MAX ? (int32_t)p : INT32_MAX - 1);
+  }
+}
+
+/* Issues every stage's slots in order (positions from d when b's graph tracks them; rank:
+ * each op's place among its virtual stage's ops, count: their number per virtual stage). */
+static psim_status issue_all(psim_build *b, ideal *d, const int32_t *rank, const int32_t *count) {
+  const psim_strategy *s = b->s;
+  for (int32_t i = 0; i < s->n_stages; i++)
+    for (int32_t j = 0; j < d->orders[i].n; j++) {
+      const slot *sl = &d->orders[i].out[j];
+      int32_t vs = psim_schedule_rank_chunk(s->schedule, s->n_stages, i, sl->chunk);
+      int32_t t0 = b->g.n_tasks;
+      PSIM_CHECK(psim_build_issue_slot(b, vs, sl->micro, sl->pass_kind));
+      if (b->g.position && b->g.n_tasks > t0)
+        set_positions(b, t0, b->g.n_tasks, d->start[i * d->per + j],
+                      slot_units(d, vs, sl->pass_kind), sl->pass_kind, rank, count[vs]);
+    }
+  return PSIM_OK;
+}
+
+/* rank[o]: op o's place among the ops of its virtual stage; count[vs]: their number;
+ * count[nvs + vs]: how many of them are recomputed. */
+static void op_ranks(const psim_build *b, int32_t nvs, int32_t *rank, int32_t *count) {
+  for (int32_t v = 0; v < 2 * nvs; v++)
+    count[v] = 0;
+  for (int32_t o = 0; o < b->m->n_ops; o++) {
+    int32_t vs = b->s->ops[o].stage;
+    bool in = vs >= 0 && vs < nvs;
+    rank[o] = in ? count[vs]++ : 0;
+    if (in && psim_build_recomputed(b, o))
+      count[nvs + vs]++;
+  }
+}
+
+static void free_ideal(ideal *d, slot *slots, int32_t *queue) {
+  psim_free(d->orders);
+  psim_free(d->rank);
+  psim_free(d->at);
+  psim_free(d->start);
+  psim_free(d->end_f);
+  psim_free(slots);
+  psim_free(queue);
+}
+
 psim_status psim_build_issue_compute(psim_build *b) {
   const psim_strategy *s = b->s;
-  int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1;
-  order o = {psim_malloc(sizeof *o.out * (size_t)b->n_micro * (size_t)v * 3), 0};
-  int32_t *queue = psim_malloc(sizeof *queue * (size_t)b->n_micro * 2);
-  if (!o.out || !queue) {
-    psim_free(o.out);
-    psim_free(queue);
+  int32_t v = s->virtual_stages > 0 ? s->virtual_stages : 1, p = s->n_stages, m = b->n_micro;
+  ideal d = {s, m, p * v, 3 * m * v, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b->m->n_ops};
+  size_t n_slots = (size_t)p * (size_t)d.per, n_ends = (size_t)d.nvs * (size_t)m;
+  slot *slots = psim_malloc(sizeof *slots * n_slots);
+  int32_t *queue = psim_malloc(sizeof *queue * (size_t)m * 2);
+  d.orders = psim_malloc(sizeof *d.orders * (size_t)p);
+  d.at = psim_calloc((size_t)p * 2, sizeof *d.at);
+  d.start = psim_malloc(sizeof *d.start * n_slots);
+  d.end_f = psim_malloc(sizeof *d.end_f * n_ends * 2);
+  d.rank = psim_malloc(sizeof *d.rank * ((size_t)b->m->n_ops + 2 * (size_t)d.nvs));
+  if (!slots || !queue || !d.orders || !d.at || !d.start || !d.end_f || !d.rank) {
+    free_ideal(&d, slots, queue);
     return psim_error(PSIM_ENOMEM, "out of memory for the pipeline schedule");
   }
-  psim_status st = PSIM_OK;
-  for (int32_t i = 0; i < s->n_stages && st == PSIM_OK; i++) {
-    stage_order(s, i, b->n_micro, queue, &o);
-    for (int32_t j = 0; j < o.n && st == PSIM_OK; j++) {
-      int32_t vs = psim_schedule_rank_chunk(s->schedule, s->n_stages, i, o.out[j].chunk);
-      st = psim_build_issue_slot(b, vs, o.out[j].micro, o.out[j].pass_kind);
-    }
+  d.clock = d.at + p;
+  d.end_b = d.end_f + n_ends;
+  for (size_t k = 0; k < n_ends * 2; k++)
+    d.end_f[k] = -1;
+  for (int32_t i = 0; i < p; i++) {
+    d.orders[i] = (order){slots + (size_t)i * (size_t)d.per, 0};
+    stage_order(s, i, m, queue, &d.orders[i]);
   }
-  psim_free(o.out);
-  psim_free(queue);
+  if (b->g.position) {
+    op_ranks(b, d.nvs, d.rank, d.rank + b->m->n_ops);
+    ideal_run(&d);
+  }
+  psim_status st = issue_all(b, &d, d.rank, d.rank + b->m->n_ops);
+  free_ideal(&d, slots, queue);
   return st;
 }

@@ -34,7 +34,7 @@
 typedef struct task_state {
   double ready;  /* latest end of the finished predecessors, s */
   int32_t left;  /* predecessors not yet finished */
-  int32_t level; /* level order: longest path from a source, in edges (in the padding) */
+  int32_t level; /* static orders: the key's level part inherited so far (in the padding) */
 } task_state;
 
 /* A heap entry packs (ready time, task id) into one 128-bit unsigned key:
@@ -177,7 +177,17 @@ static psim_status heap_room(psim_schedule_result *r, size_t n) {
   return psim_grow(&r->heap_, &r->cap_heap_, n + 1, sizeof(heap_key));
 }
 
-/* Seeds the heap with the tasks that have no predecessors. */
+static inline heap_key static_key(int32_t level, int32_t id) {
+  return ((heap_key)(uint32_t)level << 32) | (uint32_t)id;
+}
+
+/* Task i's own issue position in issue order (0 where the graph has none or it inherits). */
+static inline int32_t own_position(const psim_taskgraph *g, int32_t i) {
+  return g->position && g->position[i] > 0 ? g->position[i] : 0;
+}
+
+/* Seeds the heap with the tasks that have no predecessors (ready order's key (0 s, id) is the
+ * static orders' (level 0, id); issue order's level is the task's own position). */
 static psim_status seed(const psim_taskgraph *g, psim_schedule_result *r, size_t *hn) {
   int32_t n = g->n_tasks;
   task_state *ts = r->state_;
@@ -189,7 +199,8 @@ static psim_status seed(const psim_taskgraph *g, psim_schedule_result *r, size_t
     if (g->n_pred[i] != 0)
       continue;
     PSIM_CHECK(heap_room(r, *hn));
-    heap_push(r->heap_, hn, key_of(0.0, i));
+    heap_push(r->heap_, hn,
+              r->order == PSIM_ENGINE_ISSUE ? static_key(own_position(g, i), i) : key_of(0.0, i));
   }
   assert(*hn <= (size_t)n); /* the sources, each once */
   return PSIM_OK;
@@ -285,23 +296,21 @@ static inline psim_status choose_next(psim_schedule_result *r, size_t *hn, heap_
   return PSIM_OK;
 }
 
-/* The static orders (PSIM_ENGINE_PROGRAM, PSIM_ENGINE_LEVEL): Kahn's algorithm taking the
- * ready task of least (level, id), the level being 0 throughout in program order. A key is
+/* The static orders (PSIM_ENGINE_PROGRAM, _LEVEL, _PASS_LEVEL, _ISSUE): Kahn's algorithm taking
+ * the ready task of least (level, id), the level being 0 throughout in program order and the
+ * inherited issue position in issue order. A key is
  * level << 32 | id, so the same heap serves; NO_KEY is above every key (ids < 2^31). The pop
  * order is a function of the graph alone, and a popped task's predecessors have all ended,
  * so run_task starts it at max(its ready time, its resources' and host's free times): each
  * resource serves its tasks in that fixed order. */
 #define NO_KEY (~(heap_key)0)
 
-static inline heap_key static_key(int32_t level, int32_t id) {
-  return ((heap_key)(uint32_t)level << 32) | (uint32_t)id;
-}
-
-/* Releases u's successors (each gets level `level` at least); the least newly ready key is
- * held back in *next (NO_KEY if none), the others go to the heap. */
+/* Releases u's successors (each gets level `level` at least; in issue order, pos != NULL, a
+ * newly ready task's own position where that is higher); the least newly ready key is held
+ * back in *next (NO_KEY if none), the others go to the heap. */
 static inline psim_status release_static(const psim_taskgraph *g, psim_schedule_result *r,
-                                         int32_t u, double end, int32_t level, size_t *hn,
-                                         heap_key *next) {
+                                         int32_t u, double end, int32_t level, const int32_t *pos,
+                                         size_t *hn, heap_key *next) {
   task_state *ts = r->state_;
   *next = NO_KEY;
   for (int32_t k = g->index_[u][1], e = g->index_[u + 1][1]; k < e; k++) {
@@ -311,7 +320,10 @@ static inline psim_status release_static(const psim_taskgraph *g, psim_schedule_
     ts[v].level = ts[v].level < level ? level : ts[v].level;
     if (--ts[v].left != 0)
       continue;
-    heap_key x = static_key(ts[v].level, v);
+    int32_t lv = ts[v].level;
+    if (pos && pos[v] > lv)
+      lv = pos[v];
+    heap_key x = static_key(lv, v);
     prefetch_task(g, r, v);
     if (*next == NO_KEY) {
       *next = x;
@@ -340,11 +352,12 @@ static inline void choose_static(psim_schedule_result *r, size_t *hn, heap_key *
   *next = *hn == 0 ? NO_KEY : heap_pop(h, hn);
 }
 
-/* Runs every task in the static order; *done counts the tasks run. */
-/* What a task adds to its successors' level: 0 in program order, 1 in level order; in pass
- * level order 2 for a backward kernel (twice a forward's FLOPs), 1 for other kernels, 0 for
- * communication, host and barrier tasks. */
+/* What a task adds to its successors' level: 0 in program and issue order, 1 in level order;
+ * in pass level order 2 for a backward kernel (twice a forward's FLOPs), 1 for other kernels,
+ * 0 for communication, host and barrier tasks. */
 static inline int32_t level_step(const psim_taskgraph *g, psim_engine_order o, int32_t u) {
+  if (o == PSIM_ENGINE_ISSUE)
+    return 0;
   if (o != PSIM_ENGINE_PASS_LEVEL)
     return o == PSIM_ENGINE_LEVEL;
   if (g->info[u].kind != PSIM_TASK_COMPUTE)
@@ -352,12 +365,14 @@ static inline int32_t level_step(const psim_taskgraph *g, psim_engine_order o, i
   return g->info[u].pass == PSIM_TP_BWD ? 2 : 1;
 }
 
+/* Runs every task in the static order; *done counts the tasks run. */
 static psim_status simulate_static(const psim_taskgraph *g, psim_schedule_result *r,
                                    psim_engine_order o, size_t hn, int32_t *done) {
   const task_state *ts = r->state_;
+  const int32_t *pos = o == PSIM_ENGINE_ISSUE ? g->position : NULL;
   double makespan = 0;
   double *issue_end = r->record_issue ? r->issue_end_s : NULL;
-  heap_key cur = NO_KEY; /* the seeds' keys, key_of(0.0, i), are static_key(0, i) */
+  heap_key cur = NO_KEY;
   choose_static(r, &hn, &cur);
   while (cur != NO_KEY) {
     int32_t u = (int32_t)(uint32_t)cur, level = (int32_t)(uint32_t)(cur >> 32);
@@ -366,7 +381,7 @@ static psim_status simulate_static(const psim_taskgraph *g, psim_schedule_result
     r->end_s[u] = end;
     if (end > makespan)
       makespan = end;
-    PSIM_CHECK(release_static(g, r, u, end, level + level_step(g, o, u), &hn, &cur));
+    PSIM_CHECK(release_static(g, r, u, end, level + level_step(g, o, u), pos, &hn, &cur));
     choose_static(r, &hn, &cur);
     if ((++*done & 0xFFFF) == 0 && psim_interrupted())
       return psim_error(PSIM_EINTERRUPTED, "simulation interrupted after %d of %d tasks", *done,
@@ -423,8 +438,8 @@ psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
   return PSIM_OK;
 }
 
-static const char *const order_names[PSIM_ENGINE_ORDER_COUNT] = {"ready", "program-order",
-                                                                 "level-order", "pass-level-order"};
+static const char *const order_names[PSIM_ENGINE_ORDER_COUNT] = {
+    "ready", "program-order", "level-order", "pass-level-order", "issue-order"};
 
 bool psim_engine_order_parse(const char *name, psim_engine_order *out) {
   for (int i = 0; name && i < PSIM_ENGINE_ORDER_COUNT; i++)
@@ -446,9 +461,8 @@ psim_engine_order psim_engine_order_from_env(void) {
     static int warned; /* once per process */
     if (!warned++)
       fprintf(stderr,
-              "plansim: PSIM_ENGINE=%s is not ready, program-order, level-order or "
-              "pass-level-order; "
-              "using ready\n",
+              "plansim: PSIM_ENGINE=%s is not ready, program-order, level-order, "
+              "pass-level-order or issue-order; using ready\n",
               v);
   }
   return o;

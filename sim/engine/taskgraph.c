@@ -76,6 +76,7 @@ void psim_tg_destroy(psim_taskgraph *g) {
   psim_free(g->edge_to);
   psim_free(g->issue);
   psim_free(g->bytes);
+  psim_free(g->position);
   free_csr(g);
   memset(g, 0, sizeof *g);
 }
@@ -126,6 +127,8 @@ static psim_status grow_tasks_to(psim_taskgraph *g, size_t need) {
     PSIM_CHECK(regrow((void **)&g->issue, cap, sizeof *g->issue, cap, "tasks"));
   if (g->bytes)
     PSIM_CHECK(regrow((void **)&g->bytes, cap, sizeof *g->bytes, cap, "tasks"));
+  if (g->position)
+    PSIM_CHECK(regrow((void **)&g->position, cap, sizeof *g->position, cap, "tasks"));
   g->cap_tasks = cap;
   return PSIM_OK;
 }
@@ -181,6 +184,22 @@ psim_status psim_tg_track_bytes(psim_taskgraph *g, bool on) {
   return g->bytes ? PSIM_OK : psim_error(PSIM_ENOMEM, "task graph: out of memory");
 }
 
+psim_status psim_tg_track_positions(psim_taskgraph *g, bool on) {
+  if (!on || g->position) {
+    if (!on)
+      psim_free(g->position);
+    g->position = on ? g->position : NULL;
+    return PSIM_OK;
+  }
+  size_t cap = g->cap_tasks ? g->cap_tasks : 1;
+  g->position = psim_malloc(cap * sizeof *g->position);
+  if (!g->position)
+    return psim_error(PSIM_ENOMEM, "task graph: out of memory");
+  for (size_t i = 0; i < cap; i++)
+    g->position[i] = -1;
+  return PSIM_OK;
+}
+
 /* Whether (res, issue_s) is a valid issue latency in g. */
 static inline bool issue_ok(const psim_taskgraph *g, int32_t res, double issue_s) {
   return res >= 0 && res < g->n_resources && issue_s >= 0 && isfinite(issue_s);
@@ -234,6 +253,8 @@ static inline int32_t push_task(psim_taskgraph *g, double duration_s, const int3
     g->issue[t] = issue ? *issue : (psim_task_issue){0, -1, 0};
   if (g->bytes)
     g->bytes[t] = 0;
+  if (g->position)
+    g->position[t] = -1;
   g->res_first[t + 1] = (int32_t)g->n_res;
   g->n_tasks = t + 1;
   g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */
@@ -306,6 +327,8 @@ psim_status psim_tg_append_tasks(psim_taskgraph *g, const psim_taskgraph *src, i
   }
   for (size_t i = 0; g->bytes && i < n; i++)
     g->bytes[(size_t)at + i] = src->bytes ? src->bytes[(size_t)t0 + i] : 0;
+  for (size_t i = 0; g->position && i < n; i++)
+    g->position[(size_t)at + i] = src->position ? src->position[(size_t)t0 + i] : -1;
   g->n_res += nr;
   g->n_tasks = at + (int32_t)n;
   g->finalized = 0; /* successor lists are stale; their buffers stay for the next finalize */

@@ -82,6 +82,11 @@ typedef struct psim_taskgraph {
    * turned it on (the simulation does with keep_graph, for tests and traces):
    * the search pays nothing for it. */
   double *bytes;
+  /* Per task, its issue position (PSIM_ENGINE_ISSUE): where the program issues it, in the
+   * builder's ideal schedule time (sim/builder/schedules.c), or -1 for a task issued after
+   * the last of its predecessors (communication, barriers: they inherit). NULL unless
+   * psim_tg_track_positions turned it on (the builder does for that order only). */
+  int32_t *position;
   int finalized;
   /* Built by finalize for the engine: per task (n_tasks + 1 entries) its
    * res_first and succ_first side by side, so one cache line serves both.
@@ -92,7 +97,7 @@ typedef struct psim_taskgraph {
 
 /* The order in which each resource serves its tasks (docs/simulator.md, "A fixed order per
  * resource"). READY is list scheduling in ready-time order: each resource serves first come,
- * first served (the default). The two others are static: tasks are taken in an order computed
+ * first served (the default). The others are static: tasks are taken in an order computed
  * from the graph's structure alone, never from durations, so every start time is a max-plus
  * expression of the durations and no duration made longer can make the makespan shorter. */
 typedef enum psim_engine_order {
@@ -101,10 +106,13 @@ typedef enum psim_engine_order {
   PSIM_ENGINE_LEVEL,      /* hop level (longest path in edges from a source), then id */
   PSIM_ENGINE_PASS_LEVEL, /* level weighted by pass: a backward kernel 2, other kernels 1,
                              communication and barriers 0; then id */
+  PSIM_ENGINE_ISSUE,      /* issue position (g->position; the most of the predecessors' where
+                             -1 or above it), then id */
   PSIM_ENGINE_ORDER_COUNT
 } psim_engine_order;
 
-/* Parses "ready", "program-order", "level-order" or "pass-level-order"; false otherwise. */
+/* Parses "ready", "program-order", "level-order", "pass-level-order" or "issue-order"; false
+ * otherwise. */
 bool psim_engine_order_parse(const char *name, psim_engine_order *out);
 const char *psim_engine_order_name(psim_engine_order o);
 /* The order named by the environment variable PSIM_ENGINE (the experiment's switch, read by
@@ -168,6 +176,14 @@ psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, doub
 /* Turns g->bytes on (allocated, 0 for the tasks already in g) or off (freed).
  * It stays as set across psim_tg_clear. */
 psim_status psim_tg_track_bytes(psim_taskgraph *g, bool on);
+/* Turns g->position on (allocated, -1 for the tasks already in g) or off (freed); it stays
+ * as set across psim_tg_clear. New tasks get -1 (inherit). */
+psim_status psim_tg_track_positions(psim_taskgraph *g, bool on);
+/* Sets task's issue position (>= 0); nothing unless g tracks positions. */
+static inline void psim_tg_set_position(psim_taskgraph *g, int32_t task, int32_t position) {
+  if (g->position)
+    g->position[task] = position;
+}
 /* Records that task moves bytes over links; nothing unless g tracks bytes. */
 static inline void psim_tg_set_bytes(psim_taskgraph *g, int32_t task, double bytes) {
   if (g->bytes)

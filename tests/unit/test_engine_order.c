@@ -1,6 +1,7 @@
 /* test_engine_order.c - the engine's static orders (psim_engine_order, issue 18): program order
- * (Kahn's algorithm, lowest ready id first) and level order (longest path in edges, then id)
- * against first come (ready order). docs/simulator.md, "A fixed order per resource". */
+ * (Kahn's algorithm, lowest ready id first), level order (longest path in edges, then id) and
+ * issue order (the builder's issue positions, inherited where -1) against first come (ready
+ * order). docs/simulator.md, "A fixed order per resource". */
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
@@ -127,10 +128,18 @@ static void random_dag(psim_taskgraph *g, unsigned *seed, bool host) {
   ck_assert_int_eq(psim_tg_finalize(g), PSIM_OK);
 }
 
+/* Gives g's tasks issue positions (PSIM_ENGINE_ISSUE) 0-7 in a random order, a quarter -1
+ * (inherit), from a seed of their own (the DAGs stay those of the other orders). */
+static void random_positions(psim_taskgraph *g, unsigned *seed) {
+  ck_assert_int_eq(psim_tg_track_positions(g, true), PSIM_OK);
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    psim_tg_set_position(g, i, rand_r(seed) % 4 == 0 ? -1 : rand_r(seed) % 8);
+}
+
 /* Over random DAGs, lengthens each task in turn by 1.5 s: the number of (DAG, task) pairs
  * where some task then ends earlier (*ends) or the makespan falls (returned). */
 static int count_anomalies(psim_engine_order o, int dags, int *ends) {
-  unsigned seed = 2026;
+  unsigned seed = 2026, pseed = 11;
   psim_schedule_result r;
   psim_schedule_result_init(&r);
   int shorter = 0;
@@ -138,6 +147,8 @@ static int count_anomalies(psim_engine_order o, int dags, int *ends) {
   for (int t = 0; t < dags; t++) {
     psim_taskgraph g;
     random_dag(&g, &seed, true);
+    if (o == PSIM_ENGINE_ISSUE)
+      random_positions(&g, &pseed);
     int32_t n = g.n_tasks;
     double m0 = run(&g, &r, o), *e0 = malloc((size_t)n * sizeof *e0);
     memcpy(e0, r.end_s, (size_t)n * sizeof *e0);
@@ -167,6 +178,8 @@ START_TEST(static_orders_are_monotone_first_come_is_not) {
   ck_assert_int_eq(ends, 0);
   ck_assert_int_eq(count_anomalies(PSIM_ENGINE_PASS_LEVEL, 400, &ends), 0);
   ck_assert_int_eq(ends, 0);
+  ck_assert_int_eq(count_anomalies(PSIM_ENGINE_ISSUE, 400, &ends), 0);
+  ck_assert_int_eq(ends, 0);
   int shorter = count_anomalies(PSIM_ENGINE_READY, 400, &ends);
   ck_assert_int_gt(shorter, 0); /* Graham's anomaly: 233 pairs (988 with some task earlier) */
   ck_assert_int_gt(ends, shorter);
@@ -174,7 +187,8 @@ START_TEST(static_orders_are_monotone_first_come_is_not) {
 END_TEST
 
 /* Naive reference of the static orders (no host issue): repeatedly takes the ready task of
- * least (level, id), level 0 throughout in program order. */
+ * least (level, id), level 0 throughout in program order; in issue order (g->position set)
+ * the level is the most of the predecessors' and the task's own position. */
 static void reference(const psim_taskgraph *g, bool by_level, double *start, double *end) {
   int32_t n = g->n_tasks;
   char *done = calloc((size_t)n, 1);
@@ -192,8 +206,11 @@ static void reference(const psim_taskgraph *g, bool by_level, double *start, dou
           int32_t u = g->edge_from[e];
           ok = done[u];
           t = ok ? fmax(t, end[u]) : t;
-          lv = ok && by_level && level[u] + 1 > lv ? level[u] + 1 : lv;
+          int32_t up = level[u] + (by_level ? 1 : 0); /* issue order inherits, step 0 */
+          lv = ok && (by_level || g->position) && up > lv ? up : lv;
         }
+      if (g->position && g->position[v] > lv)
+        lv = g->position[v];
       if (ok && (best < 0 || lv < level[best])) {
         best = v, best_t = t, level[v] = lv;
       }
@@ -229,6 +246,11 @@ START_TEST(static_orders_match_a_naive_reference) {
       }
       ck_assert_double_eq(mk, want);
     }
+    random_positions(&g, &seed); /* issue order against the same reference */
+    reference(&g, false, s, e);
+    run(&g, &r, PSIM_ENGINE_ISSUE);
+    for (int32_t i = 0; i < n; i++)
+      ck_assert_double_eq(r.start_s[i], s[i]);
     free(s), free(e);
     psim_tg_destroy(&g);
   }
@@ -242,6 +264,7 @@ START_TEST(order_names_and_bad_order) {
   ck_assert(psim_engine_order_parse("program-order", &o) && o == PSIM_ENGINE_PROGRAM);
   ck_assert(psim_engine_order_parse("level-order", &o) && o == PSIM_ENGINE_LEVEL);
   ck_assert(psim_engine_order_parse("ready", &o) && o == PSIM_ENGINE_READY);
+  ck_assert(psim_engine_order_parse("issue-order", &o) && o == PSIM_ENGINE_ISSUE);
   ck_assert(!psim_engine_order_parse("fifo", &o) && !psim_engine_order_parse(NULL, &o));
   ck_assert_str_eq(psim_engine_order_name(PSIM_ENGINE_PROGRAM), "program-order");
   psim_taskgraph g;
