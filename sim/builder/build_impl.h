@@ -533,6 +533,7 @@ psim_status psim_build_issue_compute(psim_build *b);
 /* Issues the kernels of virtual stage vs for micro-batch mu and a pass (kernels.c): a forward,
  * the recompute and backward unit by unit, or the weight gradients (PSIM_DIR_WGT). */
 psim_status psim_build_issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_kind);
+psim_status psim_build_issue_merged(psim_build *b, int32_t vs, int32_t mu_f, int32_t mu_b);
 void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                               psim_group *g);
 psim_status psim_build_group_fits(const psim_group *g);

@@ -686,6 +686,62 @@ psim_status psim_build_issue_slot(psim_build *b, int32_t vs, int32_t mu, int pas
   return PSIM_OK;
 }
 
+/* Combined 1F1B (the stack's moe_a2a_overlap): a virtual stage's ops cut where a MoE
+ * all-to-all runs, after each dispatch (its output reaches the experts) and before each
+ * combine (its input comes back): a segment starts at op o. */
+static bool a2a_cut(const psim_model *m, int32_t o) {
+  return o > 0 && (m->ops[o - 1].kind == PSIM_OP_DISPATCH || m->ops[o].kind == PSIM_OP_COMBINE);
+}
+
+/* The forward segment of virtual stage vs from op *f; *f moves to the next one. */
+static psim_status fwd_segment(psim_build *b, int32_t vs, int32_t mu, int32_t *f) {
+  int32_t o = *f;
+  do {
+    if (b->s->ops[o].stage == vs)
+      PSIM_CHECK(op_kernels(b, o, mu, PSIM_DIR_FWD));
+    o++;
+  } while (o < b->m->n_ops && !a2a_cut(b->m, o));
+  *f = o;
+  return PSIM_OK;
+}
+
+/* The backward segment ending at op *hi (its recomputed ops first, in forward order, then
+ * the backward in reverse); *hi moves to the segment before. */
+static psim_status bwd_segment(psim_build *b, int32_t vs, int32_t mu, int32_t *hi) {
+  int32_t lo = *hi;
+  while (lo > 0 && !a2a_cut(b->m, lo))
+    lo--;
+  for (int32_t o = lo; o <= *hi; o++)
+    if (b->s->ops[o].stage == vs && psim_build_recomputed(b, o))
+      PSIM_CHECK(op_kernels(b, o, mu, PSIM_DIR_REC));
+  for (int32_t o = *hi; o >= lo; o--)
+    if (b->s->ops[o].stage == vs)
+      PSIM_CHECK(op_kernels(b, o, mu, PSIM_DIR_BWD));
+  *hi = lo - 1;
+  return PSIM_OK;
+}
+
+/* Micro-batch mu_b's backward and mu_f's forward of virtual stage vs as one merged slot:
+ * their segments alternate, backward first, the forward's layers ascending while the
+ * backward's descend, so each all-to-all (between two segments of one pass) runs while
+ * the other pass's segment computes. Megatron-Core's schedule_layer_1f1b
+ * (Megatron-LM megatron/core/models/common/model_chunk_schedule_plan.py @ d428de40): combine
+ * backward (comm) | attention forward; dispatch forward (comm) | MLP backward; dispatch
+ * backward (comm) | MLP forward; combine forward (comm) | attention backward. */
+psim_status psim_build_issue_merged(psim_build *b, int32_t vs, int32_t mu_f, int32_t mu_b) {
+  const psim_stage *st = &b->s->stages[vs];
+  for (int32_t i = 0; i < st->n_devices; i++)
+    b->need_sync[st->devices[i]] = SYNC_SLOT;
+  int32_t f = 0, hi = b->m->n_ops - 1;
+  while (f < b->m->n_ops || hi >= 0) {
+    if (hi >= 0)
+      PSIM_CHECK(bwd_segment(b, vs, mu_b, &hi));
+    if (f < b->m->n_ops)
+      PSIM_CHECK(fwd_segment(b, vs, mu_f, &f));
+  }
+  return PSIM_OK;
+}
+
 /* The sender's kernel that waits for a pipeline send issued after kernel `from` (-1: none).
  * Megatron-LM's sends block the sender: its next kernel. Megatron-Core's interleaved schedule
  * with overlap_p2p_comm (the stack's pp_overlap) isends and waits before the sender's next

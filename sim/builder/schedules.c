@@ -350,6 +350,41 @@ static void set_positions(psim_build *b, int32_t t0, int32_t t1, int32_t start, 
   }
 }
 
+/* Whether slots j and j + 1 of stage i issue as one merged slot: the stack's
+ * moe_a2a_overlap without pipelining (Megatron-Core's combined_1f1b_schedule_for_no_pipelining,
+ * megatron/core/pipeline_parallel/combined_1f1b.py: the first forward runs alone, then
+ * forward i + 1 with backward i, then the last backward alone), 1F1B's order F0 B0 F1 B1 ...
+ * pairing each backward with the forward after it. */
+static bool merged_pair(const psim_build *b, const order *o, int32_t j) {
+  const psim_strategy *s = b->s;
+  if (!b->c->stack.moe_a2a_overlap || s->n_stages != 1 || s->virtual_stages > 1 ||
+      s->schedule == PSIM_SCHED_GPIPE || psim_schedule_splits_backward(s->schedule) ||
+      j + 1 >= o->n)
+    return false;
+  return o->out[j].pass_kind == PSIM_DIR_BWD && o->out[j + 1].pass_kind == PSIM_DIR_FWD;
+}
+
+/* A merged slot's tasks [t0, t1) spread in issue order over the two slots' span. */
+static void set_merged_positions(psim_build *b, int32_t t0, int32_t t1, int32_t start,
+                                 int32_t units) {
+  int64_t base = (int64_t)start * ISSUE_UNIT, span = (int64_t)units * ISSUE_UNIT;
+  for (int32_t t = t0; t < t1; t++) {
+    int64_t p = base + span * (t - t0) / (t1 - t0);
+    psim_tg_set_position(&b->g, t, p < INT32_MAX ? (int32_t)p : INT32_MAX - 1);
+  }
+}
+
+/* Slots j (a backward) and j + 1 (a forward) of stage 0 as one merged slot. */
+static psim_status issue_merged(psim_build *b, ideal *d, int32_t j) {
+  const slot *sb = &d->orders[0].out[j], *sf = sb + 1;
+  int32_t t0 = b->g.n_tasks;
+  PSIM_CHECK(psim_build_issue_merged(b, 0, sf->micro, sb->micro));
+  if (b->g.position && b->g.n_tasks > t0)
+    set_merged_positions(b, t0, b->g.n_tasks, d->start[j],
+                         slot_units(d, 0, PSIM_DIR_BWD) + slot_units(d, 0, PSIM_DIR_FWD));
+  return PSIM_OK;
+}
+
 /* Issues every stage's slots in order (positions from d when b's graph tracks them; rank:
  * each op's place among its virtual stage's ops, count: their number per virtual stage). */
 static psim_status issue_all(psim_build *b, ideal *d, const int32_t *rank, const int32_t *count) {
@@ -359,6 +394,10 @@ static psim_status issue_all(psim_build *b, ideal *d, const int32_t *rank, const
       const slot *sl = &d->orders[i].out[j];
       int32_t vs = psim_schedule_rank_chunk(s->schedule, s->n_stages, i, sl->chunk);
       int32_t t0 = b->g.n_tasks;
+      if (merged_pair(b, &d->orders[i], j)) {
+        PSIM_CHECK(issue_merged(b, d, j++));
+        continue;
+      }
       PSIM_CHECK(psim_build_issue_slot(b, vs, sl->micro, sl->pass_kind));
       if (b->g.position && b->g.n_tasks > t0)
         set_positions(b, t0, b->g.n_tasks, d->start[i * d->per + j],

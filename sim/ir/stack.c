@@ -229,6 +229,7 @@ static psim_status read_flags(psim_jctx *j, const cJSON *o, psim_stack *s) {
   PSIM_CHECK(psim_json_bool(j, o, "fp8_tp_all_gather", false, &s->fp8_tp_all_gather));
   PSIM_CHECK(psim_json_bool(j, o, "moe_dispatch_sync", false, &s->moe_dispatch_sync));
   PSIM_CHECK(psim_json_bool(j, o, "moe_grouped_host_calls", false, &s->moe_grouped_host_calls));
+  PSIM_CHECK(psim_json_bool(j, o, "moe_a2a_overlap", false, &s->moe_a2a_overlap));
   const char *scaling = NULL;
   PSIM_CHECK(psim_json_string(j, o, "fp8_scaling", false, &scaling));
   if (scaling && strcmp(scaling, "rowwise") != 0 && strcmp(scaling, "tensorwise") != 0) {
@@ -281,6 +282,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *o, psim_stack *s) {
                                      "fp8_tp_all_gather",
                                      "moe_dispatch_sync",
                                      "moe_grouped_host_calls",
+                                     "moe_a2a_overlap",
                                      "moe_dispatcher",
                                      "comm_sms",
                                      "flash_attention",

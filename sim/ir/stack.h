@@ -97,6 +97,11 @@ typedef struct psim_stack {
    * deepep / hybridep send a token once per destination rank inside a node and once per
    * destination node across nodes, forwarding over NVLink (sim/builder/moe_a2a.c). */
   psim_moe_dispatcher moe_dispatcher;
+  /* Megatron-Core's overlap_moe_expert_parallel_comm (combined 1F1B): without pipelining,
+   * micro-batch i's backward and i+1's forward issue as one merged slot, their MoE
+   * segments alternating so that one's all-to-all runs under the other's kernels
+   * (sim/builder/schedules.c, kernels.c psim_build_issue_merged). */
+  bool moe_a2a_overlap;
   psim_optim_impl optimizer;
   psim_dp_bucket_rule dp_bucket; /* default bucket size (PSIM_BUCKET_DDP: the strategy's) */
   /* GEMM efficiency by shape: wave quantisation of 128x128 (Ampere) / 128x256

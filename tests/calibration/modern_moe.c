@@ -77,6 +77,10 @@ void modern_moe_read(const modern_csv *c, modern_row *r) {
    * non_blocking = num_permuted_tokens is not None; DeepEP's blocking dispatch "is not
    * compatible with CUDA graph"). Off: the stack's moe_dispatch_sync (sim/builder/kernels.c). */
   e->graphed = find(ov, "\"full_iteration\"") != NULL;
+  /* moe_a2a_overlap (Megatron-Bridge's alias of Megatron-Core's
+   * overlap_moe_expert_parallel_comm): combined 1F1B, each all-to-all under the other
+   * micro-batch's kernels (the stack's moe_a2a_overlap, sim/builder/schedules.c) */
+  e->a2a_overlap = find(ov, "\"moe_a2a_overlap\": true") != NULL;
   /* The flex dispatcher's backend (the preset's moe_flex_dispatcher_backend; the CSV lists
    * the dispatcher among a preset's non-default fields): DeepEP and HybridEP send a token
    * once per destination rank and node (sim/builder/moe_a2a.c); rows without it run
