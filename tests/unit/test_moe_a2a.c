@@ -146,6 +146,25 @@ static void make_dropless(cJSON *ops) {
   }
 }
 
+/* f's model generated from o (dropless) and its cluster: `nodes` nodes of the preset. */
+static void load_model_and_cluster(fixture *f, const psim_gen_tf_opts *o, const char *preset,
+                                   int nodes) {
+  cJSON *doc = NULL;
+  ck_assert_msg(psim_gen_moe(o, &doc) == PSIM_OK, "%s", psim_error_message());
+  make_dropless(cJSON_GetObjectItem(doc, "ops"));
+  psim_model_init(&f->m);
+  ck_assert_msg(psim_model_from_json("moe", doc, &f->m) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(doc);
+  psim_preset_opts po;
+  psim_preset_opts_init(&po);
+  po.preset = preset;
+  po.nodes = nodes;
+  ck_assert(psim_preset_cluster(&po, &doc) == PSIM_OK);
+  psim_cluster_init(&f->c);
+  ck_assert_msg(psim_cluster_from_json("h100", doc, &f->c) == PSIM_OK, "%s", psim_error_message());
+  cJSON_Delete(doc);
+}
+
 /* One MoE layer of EXPERTS experts, top-4, on `nodes` nodes of the preset (8 GPUs each; two
  * DGX H100 unless told): data parallel over the GPUs, the experts split as many ways (ep 16
  * over two nodes). */
@@ -162,20 +181,8 @@ static void setup_on(fixture *f, psim_moe_dispatcher disp, const char *preset, i
   o.batch = GPUS;
   o.experts = EXPERTS;
   o.top_k = TOP_K;
+  load_model_and_cluster(f, &o, preset, nodes);
   cJSON *doc = NULL;
-  ck_assert_msg(psim_gen_moe(&o, &doc) == PSIM_OK, "%s", psim_error_message());
-  make_dropless(cJSON_GetObjectItem(doc, "ops"));
-  psim_model_init(&f->m);
-  ck_assert_msg(psim_model_from_json("moe", doc, &f->m) == PSIM_OK, "%s", psim_error_message());
-  cJSON_Delete(doc);
-  psim_preset_opts po;
-  psim_preset_opts_init(&po);
-  po.preset = preset;
-  po.nodes = nodes;
-  ck_assert(psim_preset_cluster(&po, &doc) == PSIM_OK);
-  psim_cluster_init(&f->c);
-  ck_assert_msg(psim_cluster_from_json("h100", doc, &f->c) == PSIM_OK, "%s", psim_error_message());
-  cJSON_Delete(doc);
   f->c.stack.moe_dispatcher = disp;
   char js[1024];
   snprintf(js, sizeof js,
@@ -350,20 +357,8 @@ static void setup_combined(fixture *f, int micro) {
   o.batch = 8 * micro;
   o.experts = 16;
   o.top_k = TOP_K;
+  load_model_and_cluster(f, &o, "dgx-h100", 1);
   cJSON *doc = NULL;
-  ck_assert_msg(psim_gen_moe(&o, &doc) == PSIM_OK, "%s", psim_error_message());
-  make_dropless(cJSON_GetObjectItem(doc, "ops"));
-  psim_model_init(&f->m);
-  ck_assert_msg(psim_model_from_json("moe", doc, &f->m) == PSIM_OK, "%s", psim_error_message());
-  cJSON_Delete(doc);
-  psim_preset_opts po;
-  psim_preset_opts_init(&po);
-  po.preset = "dgx-h100";
-  po.nodes = 1;
-  ck_assert(psim_preset_cluster(&po, &doc) == PSIM_OK);
-  psim_cluster_init(&f->c);
-  ck_assert_msg(psim_cluster_from_json("h100", doc, &f->c) == PSIM_OK, "%s", psim_error_message());
-  cJSON_Delete(doc);
   char js[1024];
   snprintf(js, sizeof js,
            "{\"format\":\"plansim.strategy/1\",\"mesh\":{\"axes\":{\"dp\":8}},\"layout\":{"
