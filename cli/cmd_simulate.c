@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/cli_load.h"
+#include "sim/builder/build.h"
 #include "sim/builder/routing.h"
 #include "sim/core/json.h"
 #include "sim/core/units.h"
@@ -184,6 +185,10 @@ psim_status psim_cmd_simulate(int argc, char **argv) {
     s = psim_cli_apply_stack(&in, a.stack);
   if (s == PSIM_OK)
     s = psim_routing_check_model(a.opts.routing, &in.model);
+  if (s == PSIM_OK && in.cluster.stack.moe_a2a_overlap &&
+      !psim_build_combines_1f1b(&in.cluster, &in.strategy))
+    fprintf(stderr, "plansim: warning: the stack's moe_a2a_overlap applies to one pipeline stage "
+                    "under 1F1B only (combined 1F1B); this strategy runs without it\n");
   psim_sim_result r;
   psim_sim_result_init(&r);
   psim_fault_report rep; /* issue 8 */

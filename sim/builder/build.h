@@ -41,6 +41,11 @@ psim_status psim_build_graph_reusing(psim_build **out, const psim_model *m, psim
                                      psim_taskgraph *spare);
 void psim_build_free(psim_build *b);
 
+/* Whether the stack's moe_a2a_overlap applies to s (schedules.c: combined 1F1B without
+ * pipelining: one stage, no virtual stages, a 1F1B-ordered schedule that keeps backward
+ * whole); the CLI warns where it is set and does not. */
+bool psim_build_combines_1f1b(const psim_cluster *c, const psim_strategy *s);
+
 /* The build's task graph (the caller may move it out, leaving an empty one). */
 psim_taskgraph *psim_build_taskgraph(psim_build *b);
 

@@ -355,11 +355,13 @@ static void set_positions(psim_build *b, int32_t t0, int32_t t1, int32_t start, 
  * megatron/core/pipeline_parallel/combined_1f1b.py: the first forward runs alone, then
  * forward i + 1 with backward i, then the last backward alone), 1F1B's order F0 B0 F1 B1 ...
  * pairing each backward with the forward after it. */
+bool psim_build_combines_1f1b(const psim_cluster *c, const psim_strategy *s) {
+  return c->stack.moe_a2a_overlap && s->n_stages == 1 && s->virtual_stages <= 1 &&
+         s->schedule != PSIM_SCHED_GPIPE && !psim_schedule_splits_backward(s->schedule);
+}
+
 static bool merged_pair(const psim_build *b, const order *o, int32_t j) {
-  const psim_strategy *s = b->s;
-  if (!b->c->stack.moe_a2a_overlap || s->n_stages != 1 || s->virtual_stages > 1 ||
-      s->schedule == PSIM_SCHED_GPIPE || psim_schedule_splits_backward(s->schedule) ||
-      j + 1 >= o->n)
+  if (!psim_build_combines_1f1b(b->c, b->s) || j + 1 >= o->n)
     return false;
   return o->out[j].pass_kind == PSIM_DIR_BWD && o->out[j + 1].pass_kind == PSIM_DIR_FWD;
 }

@@ -50,6 +50,16 @@ expect "unknown --stack" 2 stdout-empty stderr-nonempty '' 'no-such-stack'
 echo '{"format":"plansim.stack/1","name":"x","optimizer":"adam"}' >"$TEST_TMP/bad.json"
 run simulate "$M" "$C" "$S" --stack "$TEST_TMP/bad.json"
 expect "bad profile file" 2 stdout-empty stderr-nonempty '' 'bad.json.*optimizer'
+# moe_a2a_overlap (combined 1F1B) applies to one pipeline stage only: a warning elsewhere.
+echo '{"format":"plansim.stack/1","name":"ov","base":"megatron-core","moe_a2a_overlap":true}' \
+  >"$TEST_TMP/ov.json"
+run simulate "$M" "$C" "$S" --json --stack "$TEST_TMP/ov.json"
+expect "moe_a2a_overlap at pp 1: no warning" 0 stdout-nonempty stderr-empty
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["pp"] = 2; d["tp"] = 4
+json.dump(d, open(sys.argv[2], "w"))' "$S" "$TEST_TMP/pp2.json"
+run simulate "$M" "$C" "$TEST_TMP/pp2.json" --json --stack "$TEST_TMP/ov.json"
+expect "moe_a2a_overlap at pp 2: a warning" 0 stdout-nonempty stderr-nonempty '' \
+  'warning: .*moe_a2a_overlap.*runs without it'
 run plan "$M" "$C" --search grid --budget 1 --stack no-such-stack
 expect "plan: unknown --stack" 2 stdout-empty stderr-nonempty '' 'no-such-stack'
 finish
