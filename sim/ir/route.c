@@ -656,7 +656,7 @@ static psim_status translated(const psim_cluster *c, psim_route_cache *r, int32_
   if (j > 0)
     psim_route_shift_links(r->shift, e0->links, e0->n, j, links);
   else
-    psim_route_blocks_links(r->blocks, &g, &m, e0->links, e0->n, c->links, links);
+    psim_route_blocks_links(r->blocks, &g, &m, e0->links, e0->n, links);
   *e = (entry){links, e0->n, 1};
   *done = true;
   r->n_translated++;

@@ -53,8 +53,12 @@ void psim_route_blocks_free(psim_route_blocks *b) {
 static bool label(const psim_cluster *c, const psim_route_graph *g, int32_t *lab[LEVELS]) {
   int32_t nv = c->n_vertices, *dist = psim_malloc(((size_t)nv + 1) * sizeof *dist),
           *queue = psim_malloc(((size_t)nv + 1) * sizeof *queue), tail = 0;
-  bool ok = dist && queue;
-  for (int32_t v = 0; v < nv && ok; v++) {
+  if (!dist || !queue) {
+    psim_free(dist);
+    psim_free(queue);
+    return false;
+  }
+  for (int32_t v = 0; v < nv; v++) {
     bool device = v < c->n_devices;
     dist[v] = device ? 0 : -1;
     lab[0][v] = device ? c->devices[v].node : -1;
@@ -62,7 +66,7 @@ static bool label(const psim_cluster *c, const psim_route_graph *g, int32_t *lab
     if (device)
       queue[tail++] = v;
   }
-  for (int32_t head = 0; head < tail && ok; head++) {
+  for (int32_t head = 0; head < tail; head++) {
     int32_t u = queue[head];
     for (int32_t k = g->adj_start[u]; k < g->adj_start[u + 1]; k++) {
       int32_t v = g->adj_dst[k];
@@ -79,7 +83,7 @@ static bool label(const psim_cluster *c, const psim_route_graph *g, int32_t *lab
   }
   psim_free(dist);
   psim_free(queue);
-  return ok;
+  return true;
 }
 
 /* Block k's members: the vertices labelled k, in vertex order, with their positions. */
@@ -311,7 +315,8 @@ void psim_route_blocks_rep(psim_route_blocks *b, const psim_route_graph *g, int3
 
 void psim_route_blocks_links(const psim_route_blocks *b, const psim_route_graph *g,
                              const psim_route_moves *m, const int32_t *links, int32_t n,
-                             const psim_link *all, int32_t *out) {
+                             int32_t *out) {
+  const psim_link *all = b->c->links;
   for (int32_t i = 0; i < n; i++) {
     int32_t link = links[i];
     for (int32_t k = m->n - 1; k >= 0; k--) {

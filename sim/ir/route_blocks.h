@@ -47,6 +47,6 @@ void psim_route_blocks_rep(psim_route_blocks *b, const psim_route_graph *g, int3
  * the pair from its representative's. */
 void psim_route_blocks_links(const psim_route_blocks *b, const psim_route_graph *g,
                              const psim_route_moves *m, const int32_t *links, int32_t n,
-                             const psim_link *all, int32_t *out);
+                             int32_t *out);
 
 #endif
