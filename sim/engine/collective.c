@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "sim/core/alloc.h"
+#include "sim/core/sort.h"
 
 /* ---- costing a plan over the topology ---- */
 
@@ -46,6 +47,8 @@ typedef struct coll_ctx {
   const coll_phase *routed; /* that phase, or NULL */
   int32_t *pairs;           /* group 0's (source, destination) devices of the phase */
   size_t cap_pairs;
+  int32_t *kpairs; /* those of the group being routed (phase_routes) */
+  size_t cap_kpairs;
   int32_t routed_groups; /* the groups routed there */
   int32_t routed_self;   /* and the own group's index among them */
   int32_t rbase;         /* rl's group of index k is k + rbase (the own group alone: routed_self) */
@@ -113,11 +116,15 @@ static psim_status phase_routes(coll_ctx *x, const coll_plan *p, const coll_phas
   x->entry = -1;
   if (!memo ||
       !psim_coll_routes_find(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn, &x->entry)) {
-    for (int32_t k = 0; k < x->groups; k++)
+    PSIM_CHECK(PSIM_VEC_RESERVE(x->kpairs, x->cap_kpairs, 2 * (size_t)ph->n));
+    for (int32_t k = 0; k < x->groups; k++) { /* one group's pairs at a time, under one lock */
       for (int32_t i = 0; i < ph->n; i++) {
-        size_t at = (size_t)k * (size_t)ph->n + (size_t)i;
-        PSIM_CHECK(route(x, k, &p->msgs[ph->first + i], &x->rl[at], &x->rn[at]));
+        x->kpairs[2 * i] = group_device(x, k, p->msgs[ph->first + i].src);
+        x->kpairs[2 * i + 1] = group_device(x, k, p->msgs[ph->first + i].dst);
       }
+      size_t at = (size_t)k * (size_t)ph->n;
+      PSIM_CHECK(psim_cluster_routes(x->c, x->kpairs, ph->n, &x->rl[at], &x->rn[at]));
+    }
     if (memo)
       PSIM_CHECK(
           psim_coll_routes_put(memo, x->pairs, ph->n, x->groups, stride, x->rl, x->rn, &x->entry));
@@ -181,6 +188,42 @@ static psim_status phase_rate(coll_ctx *x, const coll_plan *p, const coll_phase 
   return PSIM_OK;
 }
 
+/* x->marks[0 .. *n_marks): the links of the group's own routes that the phase saturates at
+ * bottleneck bandwidth bw (phase_rate's): their load (the routes of every concurrent group
+ * crossing them) times bw reaches their bandwidth, and no other concurrent group's route
+ * crosses them (those share by division). Loads are set. */
+static psim_status collect_saturated(coll_ctx *x, const coll_phase *ph, double bw,
+                                     int32_t *n_marks) {
+  *n_marks = 0;
+  if (!isfinite(bw))
+    return PSIM_OK;
+  for (int32_t i = 0; i < ph->n; i++) { /* the own group's routes, of phase_routes' */
+    size_t at = (size_t)(x->self + x->rbase) * (size_t)ph->n + (size_t)i;
+    const int32_t *links = x->rl[at];
+    for (int32_t j = 0; j < x->rn[at]; j++) {
+      int32_t l = links[j];
+      if (x->load[l] != x->own[l] ||
+          !psim_coll_saturates(x->load[l] * bw, psim_coll_link_bw(&x->c->links[l])))
+        continue;
+      PSIM_CHECK(PSIM_VEC_RESERVE(x->marks, x->cap_marks, (size_t)*n_marks + 1));
+      x->marks[(*n_marks)++] = l;
+    }
+  }
+  return PSIM_OK;
+}
+
+/* The memo's held links of the phase routed last for the own group, from the loads and the
+ * rate phase_rate_alone has just set and found (what mark_phase would find again with two
+ * more passes over every group's routes). */
+static psim_status keep_held(coll_ctx *x, const coll_phase *ph, double bw) {
+  const int32_t *kept;
+  int32_t n;
+  if (x->entry < 0 || psim_coll_routes_held(x->d->routes, x->entry, x->self, &kept, &n))
+    return PSIM_OK;
+  PSIM_CHECK(collect_saturated(x, ph, bw, &n));
+  return psim_coll_routes_put_held(x->d->routes, x->entry, x->self, x->marks, n);
+}
+
 /* phase_rate under the phase's own loads (set here and cleared), or the rate the routes
  * memo keeps for its routes: phase_rate's bandwidth and latency read only the routes of
  * every group and the loads they make, so a phase routed the same way (another bucket of
@@ -198,6 +241,8 @@ static psim_status phase_rate_alone(coll_ctx *x, const coll_plan *p, const coll_
   }
   PSIM_CHECK(phase_load(x, p, ph, 0, 1));
   psim_status s = phase_rate(x, p, ph, bw, lat, bytes);
+  if (s == PSIM_OK)
+    s = keep_held(x, ph, *bw);
   PSIM_CHECK(phase_load(x, p, ph, 0, -1));
   PSIM_CHECK(s);
   if (x->entry >= 0)
@@ -308,6 +353,7 @@ static void ctx_free(coll_ctx *x, psim_status s) {
   psim_free(x->rl);
   psim_free(x->rn);
   psim_free(x->pairs);
+  psim_free(x->kpairs);
 }
 
 /* Builds the plan and the context (load array) for d. */
@@ -400,10 +446,6 @@ psim_status psim_coll_add_barrier(psim_taskgraph *g, const psim_task_info *info,
   return psim_tg_add_task(g, 0.0, NULL, 0, &t, id);
 }
 
-/* Marks in held[] the links of the group's own routes that the phase
- * saturates: their load (the routes of every concurrent group crossing them)
- * times the phase's rate reaches their bandwidth, and that no other
- * concurrent group's route crosses (those share by division). Loads are set. */
 /* Adds link l to the held links. */
 static psim_status hold(coll_ctx *x, int32_t l) {
   if (x->held[l])
@@ -414,26 +456,15 @@ static psim_status hold(coll_ctx *x, int32_t l) {
   return PSIM_OK;
 }
 
+/* Marks in held[] the links of the group's own routes that the phase saturates
+ * (collect_saturated). Loads are set. */
 static psim_status mark_saturated(coll_ctx *x, const coll_plan *p, const coll_phase *ph,
                                   int32_t *n_marks) {
   double bw, lat, bytes;
-  *n_marks = 0;
   PSIM_CHECK(phase_rate(x, p, ph, &bw, &lat, &bytes));
-  if (!isfinite(bw))
-    return PSIM_OK;
-  for (int32_t i = 0; i < ph->n; i++) { /* the own group's routes, of phase_routes' */
-    size_t at = (size_t)(x->self + x->rbase) * (size_t)ph->n + (size_t)i;
-    const int32_t *links = x->rl[at];
-    for (int32_t j = 0; j < x->rn[at]; j++) {
-      int32_t l = links[j];
-      if (x->load[l] != x->own[l] ||
-          !psim_coll_saturates(x->load[l] * bw, psim_coll_link_bw(&x->c->links[l])))
-        continue;
-      PSIM_CHECK(hold(x, l));
-      PSIM_CHECK(PSIM_VEC_RESERVE(x->marks, x->cap_marks, (size_t)*n_marks + 1));
-      x->marks[(*n_marks)++] = l;
-    }
-  }
+  PSIM_CHECK(collect_saturated(x, ph, bw, n_marks));
+  for (int32_t i = 0; i < *n_marks; i++)
+    PSIM_CHECK(hold(x, x->marks[i]));
   return PSIM_OK;
 }
 
@@ -459,11 +490,6 @@ static psim_status mark_phase(coll_ctx *x, const coll_plan *p, const coll_phase 
   return entry >= 0 ? psim_coll_routes_put_held(memo, entry, x->self, x->marks, n) : PSIM_OK;
 }
 
-static int cmp_int32(const void *a, const void *b) {
-  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Resource list of the aggregated task: comm engines, then the links some
  * phase saturates in increasing order (x->load and x->held are left zeroed). */
 static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t **res,
@@ -472,8 +498,8 @@ static psim_status aggregated_resources(coll_ctx *x, const coll_plan *p, int32_t
   psim_status s = PSIM_OK;
   for (size_t i = 0; i < p->n_phases && s == PSIM_OK; i++)
     s = mark_phase(x, p, &p->phases[i]);
-  if (x->n_held > 1) /* held_list is NULL while nothing is held: UBSan */
-    qsort(x->held_list, x->n_held, sizeof *x->held_list, cmp_int32);
+  if (s == PSIM_OK && x->n_held > 1) /* held_list is NULL while nothing is held: UBSan */
+    s = psim_sort_nonneg_i32(x->held_list, x->n_held);
   cnt += (int32_t)x->n_held;
   *res = s == PSIM_OK ? psim_malloc(((size_t)cnt + 1) * sizeof **res) : NULL;
   if (s == PSIM_OK && !*res)

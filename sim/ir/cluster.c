@@ -2,6 +2,7 @@
  * connectivity check, the igraph graph (built on request) and writing the explicit form. */
 #include <assert.h>
 #include <igraph/igraph.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -350,4 +351,15 @@ psim_status psim_coll_kind_parse(const char *s, psim_coll_kind *out) {
                     "unknown collective '%.80s'; expected all_reduce, all_gather, "
                     "reduce_scatter, all_to_all, broadcast, reduce, gather or scatter",
                     s);
+}
+
+void psim_cluster_route_cost(const psim_cluster *c, const int32_t *links, int32_t n_links,
+                             double *bw, double *latency_s) {
+  *bw = INFINITY;
+  *latency_s = 0;
+  for (int32_t i = 0; i < n_links; i++) {
+    const psim_link *l = &c->links[links[i]];
+    *bw = fmin(*bw, l->bw / l->slowdown);
+    *latency_s += l->latency_s;
+  }
 }

@@ -170,6 +170,11 @@ psim_status psim_cluster_igraph(psim_cluster *c, const void **graph);
  * a shortest-path search. Thread-safe. */
 psim_status psim_cluster_route(psim_cluster *c, int32_t src, int32_t dst, const int32_t **links,
                                int32_t *n_links);
+/* psim_cluster_route of n pairs (pairs[2i] -> pairs[2i + 1]) under one lock and without the
+ * per-thread memory (a concurrent group's phase asks for thousands of distinct pairs at once,
+ * which the memory's 1,024 slots would only churn): the same links. */
+psim_status psim_cluster_routes(psim_cluster *c, const int32_t *pairs, int32_t n,
+                                const int32_t **links, int32_t *n_links);
 /* The route cache's counts (tests, benchmarks): routes found by a search, and routes
  * translated from their representative pair's by the rotation of the nodes' devices
  * (sim/ir/route_shift.h). */

@@ -30,7 +30,8 @@
  * rack transpositions (route_blocks.h) are automorphisms of the links' graph, a pair is its
  * representative's route translated if that route is the only shortest path (translated,
  * unique_shortest once per representative): 3 full racks of DGX nodes search 23 pairs of
- * 9,120 (issue 19). One mutex guards the cache. */
+ * 9,120 (issue 19). One mutex guards the cache; route_build.c builds its graph (adjacency,
+ * colouring, automorphisms) on the first route. */
 #include <assert.h>
 #include <math.h>
 #include <pthread.h>
@@ -40,58 +41,9 @@
 #include <string.h>
 
 #include "sim/core/alloc.h"
-#include "sim/core/hashmap.h"
-#include "sim/ir/cluster_impl.h"
-#include "sim/ir/route_blocks.h"
-#include "sim/ir/route_shift.h"
-
-#define CHUNK_INTS 65536
-
-/* A cached route: n links from links[0]. */
-typedef struct entry {
-  const int32_t *links;
-  int32_t n;
-  uint8_t unique; /* 1: the only shortest path of the links' graph; 2: not; 0: not known */
-} entry;
-
-struct psim_route_cache {
-  uint64_t id; /* unique over the process: names this cache in the threads' memories */
-  pthread_mutex_t mu;
-  psim_hmap index; /* (src, dst) -> routes[i] */
-  entry *routes;
-  size_t n_routes, cap_routes;
-  int32_t **chunks; /* route storage; never moved, so returned pointers stay valid */
-  size_t n_chunks, chunks_cap, chunk_used;
-  int32_t *adj_start, *adj; /* out-links of each vertex (CSR) */
-  int32_t *adj_dst;         /* adj's links' destinations, beside them: the pair search's scan of a
-                             * switch's links reads no link record (issue 19) */
-  int32_t *adj_sorted;      /* a wide vertex's slots of adj sorted by (destination, slot) */
-  int32_t last_src;         /* source of the (partial) search below, -1 none */
-  int32_t head, tail;       /* its queue: vertices before head are expanded */
-  int32_t *hops, *pred, *queue;
-  double *lat, *bw;
-  /* the goal-directed search (pair_search): in-links (CSR), hop distances to the goal over
-   * them (-1 unknown) with their queue, and the forward labels of the pruned search */
-  int32_t *in_start, *in_adj, *in_src, *back, *back_queue; /* in_src: in_adj's links' sources */
-  int32_t back_goal, back_head, back_tail, back_radius, p_tail;
-  int32_t *p_hops, *p_pred, *p_queue;
-  double *p_lat, *p_bw;
-  /* a 2-colouring of the links' undirected graph, when it has one (no cycle of odd length:
-   * a fat tree of GPUs, NICs and switches): every route between u and v then has a length of
-   * the parity of colour[u] ^ colour[v], and pair_search skips the bounds of the other */
-  uint8_t *colour;
-  bool bipartite;
-  /* the rotation of the nodes' devices where it is an automorphism (route_shift.h), and the
-   * path counts of unique_shortest (capped at 2) */
-  psim_route_shift *shift;
-  psim_route_blocks *blocks; /* node and rack transpositions (route_blocks.h), or NULL */
-  uint8_t *p_count;
-  int64_t n_searched, n_translated;
-  int64_t n_rejected; /* pairs searched because their representative's route is not unique */
-};
+#include "sim/ir/route_impl.h"
 
 static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER;
-static atomic_uint_fast64_t next_cache_id;
 
 /* Each thread remembers its recent lookups in front of the mutex (the
  * builder asks for the same few pairs again and again). Safe because a
@@ -104,177 +56,6 @@ typedef struct remembered {
   int32_t n;
 } remembered;
 static _Thread_local remembered thread_routes[THREAD_ROUTES];
-
-void psim_route_cache_free(psim_route_cache *r) {
-  if (!r)
-    return;
-  pthread_mutex_destroy(&r->mu);
-  for (size_t i = 0; i < r->n_chunks; i++)
-    psim_free(r->chunks[i]);
-  psim_free(r->chunks);
-  psim_hmap_destroy(&r->index);
-  psim_free(r->routes);
-  psim_free(r->adj_start);
-  psim_free(r->adj);
-  psim_free(r->adj_dst);
-  psim_free(r->adj_sorted);
-  psim_free(r->hops);
-  psim_free(r->pred);
-  psim_free(r->queue);
-  psim_free(r->lat);
-  psim_free(r->bw);
-  psim_free(r->in_start);
-  psim_free(r->in_adj);
-  psim_free(r->in_src);
-  psim_free(r->back);
-  psim_free(r->back_queue);
-  psim_free(r->p_hops);
-  psim_free(r->p_pred);
-  psim_free(r->p_queue);
-  psim_free(r->p_lat);
-  psim_free(r->p_bw);
-  psim_free(r->colour);
-  psim_free(r->p_count);
-  psim_route_shift_free(r->shift);
-  psim_route_blocks_free(r->blocks);
-  psim_free(r);
-}
-
-/* Vertices with at least WIDE_DEGREE out-links (a rack's leaf, the spine) have them sorted by
- * destination too, for pair_search's lookups toward its goal (relax_toward_goal). */
-enum { WIDE_DEGREE = 32 };
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Sorts each wide vertex's adjacency slots by (destination, slot); false when out of memory. */
-static bool sort_wide(psim_route_cache *r, const psim_cluster *c) {
-  int32_t most = 0;
-  for (int32_t v = 0; v < c->n_vertices; v++) {
-    int32_t deg = r->adj_start[v + 1] - r->adj_start[v];
-    most = deg > most ? deg : most;
-  }
-  if (most < WIDE_DEGREE)
-    return true;
-  uint64_t *keys = psim_malloc(sizeof *keys * (size_t)most);
-  if (!keys)
-    return false;
-  for (int32_t v = 0; v < c->n_vertices; v++) {
-    int32_t lo = r->adj_start[v], deg = r->adj_start[v + 1] - lo;
-    if (deg < WIDE_DEGREE)
-      continue;
-    for (int32_t i = 0; i < deg; i++)
-      keys[i] = (uint64_t)(uint32_t)r->adj_dst[lo + i] << 32 | (uint32_t)(lo + i);
-    qsort(keys, (size_t)deg, sizeof *keys, cmp_u64);
-    for (int32_t i = 0; i < deg; i++)
-      r->adj_sorted[lo + i] = (int32_t)(uint32_t)keys[i];
-  }
-  psim_free(keys);
-  return true;
-}
-
-/* Two-colours the links' undirected graph breadth-first from each uncoloured vertex
- * (r->queue as scratch): r->bipartite false when some link joins two vertices of one
- * colour, i.e. the graph has a cycle of odd length. O(V + E). */
-static void two_colour(psim_route_cache *r, const psim_cluster *c) {
-  uint8_t *col = r->colour; /* 0: not yet; 1 or 2 */
-  memset(col, 0, (size_t)c->n_vertices);
-  r->bipartite = true;
-  for (int32_t s0 = 0; s0 < c->n_vertices && r->bipartite; s0++) {
-    if (col[s0])
-      continue;
-    int32_t head = 0, tail = 0;
-    col[s0] = 1;
-    r->queue[tail++] = s0;
-    while (head < tail && r->bipartite) {
-      int32_t u = r->queue[head++];
-      for (int side = 0; side < 2; side++) {
-        const int32_t *start = side ? r->in_start : r->adj_start;
-        const int32_t *far = side ? r->in_src : r->adj_dst;
-        for (int32_t k = start[u]; k < start[u + 1]; k++) {
-          int32_t v = far[k];
-          if (!col[v]) {
-            col[v] = (uint8_t)(3 - col[u]);
-            r->queue[tail++] = v;
-          } else if (col[v] == col[u]) {
-            r->bipartite = false;
-          }
-        }
-      }
-    }
-  }
-}
-
-static psim_route_graph graph_of(const psim_route_cache *r) {
-  return (psim_route_graph){r->adj_start, r->adj,    r->adj_dst, r->adj_sorted,
-                            r->in_start,  r->in_adj, r->in_src,  WIDE_DEGREE};
-}
-
-static bool build_adjacency(psim_route_cache *r, const psim_cluster *c) {
-  for (int32_t i = 0; i < c->n_links; i++)
-    r->adj_start[c->links[i].src + 1]++;
-  for (int32_t v = 0; v < c->n_vertices; v++)
-    r->adj_start[v + 1] += r->adj_start[v];
-  int32_t *fill = r->queue; /* scratch: next free slot per vertex */
-  memcpy(fill, r->adj_start, sizeof(int32_t) * (size_t)c->n_vertices);
-  for (int32_t i = 0; i < c->n_links; i++) /* in link order: ties go to the first link */
-    r->adj[fill[c->links[i].src]++] = i;
-  for (int32_t i = 0; i < c->n_links; i++) /* in-links, for the distances to a goal */
-    r->in_start[c->links[i].dst + 1]++;
-  for (int32_t v = 0; v < c->n_vertices; v++)
-    r->in_start[v + 1] += r->in_start[v];
-  memcpy(fill, r->in_start, sizeof(int32_t) * (size_t)c->n_vertices);
-  for (int32_t i = 0; i < c->n_links; i++)
-    r->in_adj[fill[c->links[i].dst]++] = i;
-  for (int32_t k = 0; k < c->n_links; k++) {
-    r->adj_dst[k] = c->links[r->adj[k]].dst;
-    r->in_src[k] = c->links[r->in_adj[k]].src;
-  }
-  for (int32_t v = 0; v < c->n_vertices; v++)
-    r->back[v] = r->p_hops[v] = -1;
-  two_colour(r, c);
-  if (!sort_wide(r, c))
-    return false;
-  psim_route_graph g = graph_of(r);
-  psim_route_shift_build(c, &g, &r->shift);
-  psim_route_blocks_build(c, &g, &r->blocks);
-  return true;
-}
-
-static psim_status create(const psim_cluster *c, psim_route_cache **out) {
-  psim_route_cache *r = psim_calloc(1, sizeof *r);
-  if (!r)
-    return psim_error(PSIM_ENOMEM, "out of memory creating the route cache");
-  size_t nv = (size_t)c->n_vertices + 1;
-  r->last_src = -1;
-  psim_hmap_init(&r->index);
-  r->id = atomic_fetch_add(&next_cache_id, 1) + 1;
-  size_t ne = (size_t)c->n_links + 1, i4 = sizeof(int32_t), f8 = sizeof(double);
-  r->adj_start = psim_calloc(nv, i4), r->in_start = psim_calloc(nv, i4);
-  r->adj = psim_malloc(i4 * ne), r->adj_dst = psim_malloc(i4 * ne);
-  r->adj_sorted = psim_malloc(i4 * ne), r->in_adj = psim_malloc(i4 * ne);
-  r->in_src = psim_malloc(i4 * ne);
-  r->hops = psim_malloc(i4 * nv), r->pred = psim_malloc(i4 * nv), r->queue = psim_malloc(i4 * nv);
-  r->lat = psim_malloc(f8 * nv), r->bw = psim_malloc(f8 * nv);
-  r->back_goal = -1;
-  r->back = psim_malloc(i4 * nv), r->back_queue = psim_malloc(i4 * nv);
-  r->p_hops = psim_malloc(i4 * nv), r->p_pred = psim_malloc(i4 * nv);
-  r->p_queue = psim_malloc(i4 * nv);
-  r->p_lat = psim_malloc(f8 * nv), r->p_bw = psim_malloc(f8 * nv);
-  r->colour = psim_malloc(nv), r->p_count = psim_malloc(nv);
-  bool pair = r->in_start && r->in_adj && r->in_src && r->adj_dst && r->adj_sorted && r->back &&
-              r->back_queue && r->p_hops && r->p_pred && r->p_queue && r->p_lat && r->p_bw &&
-              r->colour && r->p_count;
-  if (!r->adj_start || !r->adj || !r->hops || !r->pred || !r->queue || !r->lat || !r->bw || !pair ||
-      pthread_mutex_init(&r->mu, NULL) != 0 || !build_adjacency(r, c)) {
-    psim_route_cache_free(r);
-    return psim_error(PSIM_ENOMEM, "out of memory creating the route cache");
-  }
-  *out = r;
-  return PSIM_OK;
-}
 
 /* ---- search ------------------------------------------------------------------ */
 
@@ -709,7 +490,7 @@ static psim_status ensure_cache(psim_cluster *c, psim_route_cache **out) {
   psim_status s = PSIM_OK;
   if (!c->routes) {
     psim_route_cache *r = NULL;
-    s = create(c, &r);
+    s = psim_route_cache_create(c, &r);
     if (s == PSIM_OK)
       __atomic_store_n(&c->routes, r, __ATOMIC_RELEASE);
   }
@@ -747,15 +528,35 @@ psim_status psim_cluster_route(psim_cluster *c, int32_t src, int32_t dst, const 
   return s;
 }
 
-void psim_cluster_route_cost(const psim_cluster *c, const int32_t *links, int32_t n_links,
-                             double *bw, double *latency_s) {
-  *bw = INFINITY;
-  *latency_s = 0;
-  for (int32_t i = 0; i < n_links; i++) {
-    const psim_link *l = &c->links[links[i]];
-    *bw = fmin(*bw, l->bw / l->slowdown);
-    *latency_s += l->latency_s;
+/* lookup's links. Caller holds r->mu. */
+static psim_status lookup_links(const psim_cluster *c, psim_route_cache *r, int32_t src,
+                                int32_t dst, const int32_t **links, int32_t *n_links) {
+  entry e = {NULL, 0, 0};
+  PSIM_CHECK(lookup(c, r, src, dst, &e));
+  *links = e.links;
+  *n_links = e.n;
+  return PSIM_OK;
+}
+
+psim_status psim_cluster_routes(psim_cluster *c, const int32_t *pairs, int32_t n,
+                                const int32_t **links, int32_t *n_links) {
+  for (int32_t i = 0; i < n; i++)
+    if (pairs[2 * i] < 0 || pairs[2 * i + 1] < 0 || pairs[2 * i] >= c->n_devices ||
+        pairs[2 * i + 1] >= c->n_devices)
+      return psim_error(PSIM_EINPUT, "route between devices %d and %d: the cluster has %d devices",
+                        (int)pairs[2 * i], (int)pairs[2 * i + 1], (int)c->n_devices);
+  psim_route_cache *r;
+  PSIM_CHECK(ensure_cache(c, &r));
+  pthread_mutex_lock(&r->mu);
+  psim_status s = PSIM_OK;
+  for (int32_t i = 0; i < n && s == PSIM_OK; i++) {
+    links[i] = NULL;
+    n_links[i] = 0;
+    if (pairs[2 * i] != pairs[2 * i + 1])
+      s = lookup_links(c, r, pairs[2 * i], pairs[2 * i + 1], &links[i], &n_links[i]);
   }
+  pthread_mutex_unlock(&r->mu);
+  return s;
 }
 
 /* The cache's counts (zero before it exists) and whether it holds a rotation. */

@@ -1,4 +1,4 @@
-/* test_core.c - statuses, allocation wrapper, units, JSON errors, the hash map. */
+/* test_core.c - statuses, allocation wrapper, units, JSON errors, the hash map, sorting. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include "sim/core/alloc.h"
 #include "sim/core/hashmap.h"
 #include "sim/core/json.h"
+#include "sim/core/sort.h"
 #include "sim/core/units.h"
 
 START_TEST(units_parse_bandwidth) {
@@ -305,6 +306,39 @@ START_TEST(hashmap_variable_keys) {
 }
 END_TEST
 
+static int cmp_i32(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* psim_sort_nonneg_i32 against qsort on random arrays: sizes on both sides of the insertion
+ * sort's threshold, value ranges that need one, two and three radix passes, duplicates. */
+START_TEST(sort_matches_qsort) {
+  const size_t sizes[] = {0, 1, 2, 63, 64, 65, 1000, 100000};
+  const int32_t ranges[] = {1, 2047, 2048, 1 << 22, INT32_MAX};
+  uint64_t seed = 12345;
+  for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++)
+    for (size_t ri = 0; ri < sizeof ranges / sizeof *ranges; ri++) {
+      size_t n = sizes[si];
+      int32_t *a = malloc((n + 1) * sizeof *a), *b = malloc((n + 1) * sizeof *b);
+      ck_assert_ptr_nonnull(a);
+      ck_assert_ptr_nonnull(b);
+      for (size_t i = 0; i < n; i++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        a[i] = b[i] = (int32_t)((seed >> 33) % ((uint64_t)ranges[ri] + 1));
+      }
+      if (n > 0)
+        a[n / 2] = b[n / 2] = ranges[ri]; /* the largest value needs every pass */
+      ck_assert_int_eq(psim_sort_nonneg_i32(a, n), PSIM_OK);
+      qsort(b, n, sizeof *b, cmp_i32);
+      for (size_t i = 0; i < n; i++)
+        ck_assert_msg(a[i] == b[i], "n %zu range %d: [%zu] %d != %d", n, ranges[ri], i, a[i], b[i]);
+      free(a);
+      free(b);
+    }
+}
+END_TEST
+
 int main(void) {
   psim_json_init_hooks();
   Suite *s = suite_create("core");
@@ -320,6 +354,7 @@ int main(void) {
   tcase_add_test(tc, hashmap_matches_brute_force);
   tcase_add_test(tc, hashmap_growth_and_reserve);
   tcase_add_test(tc, hashmap_variable_keys);
+  tcase_add_test(tc, sort_matches_qsort);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
