@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sim/core/alloc.h"
 #include "sim/engine/taskgraph.h"
 
 static int32_t add(psim_taskgraph *g, double d, const int32_t *res, int32_t n) {
@@ -413,6 +414,33 @@ START_TEST(stream_order_links_each_stream_once) {
 }
 END_TEST
 
+/* Every allocation of a stream-order simulation failing in turn (the result's scratch, the
+ * links' and the streams' arrays, the heap) gives PSIM_ENOMEM, and the same result, reused,
+ * then runs the graph: ASan or valgrind see no leak (psim_schedule_result_destroy frees all). */
+START_TEST(stream_order_allocation_failures_are_clean) {
+  unsigned seed = 5;
+  psim_taskgraph g;
+  random_dag(&g, &seed, true);
+  g.n_streams = 2;
+  int failures = 0;
+  for (long n = 1; n < 12; n++) {
+    psim_schedule_result r;
+    psim_schedule_result_init(&r);
+    r.order = PSIM_ENGINE_STREAM;
+    psim_alloc_fail_at(n);
+    psim_status st = psim_tg_simulate(&g, &r);
+    bool pending = psim_alloc_fail_pending() > 0;
+    psim_alloc_fail_at(0);
+    ck_assert(st == (pending ? PSIM_OK : PSIM_ENOMEM));
+    failures += st == PSIM_ENOMEM;
+    ck_assert_int_eq(psim_tg_simulate(&g, &r), PSIM_OK);
+    psim_schedule_result_destroy(&r);
+  }
+  ck_assert_int_ge(failures, 6); /* start, end, state, res_free, heap, chain, last */
+  psim_tg_destroy(&g);
+}
+END_TEST
+
 /* Unknown orders are refused. */
 START_TEST(order_names_and_bad_order) {
   psim_engine_order o = PSIM_ENGINE_READY;
@@ -445,6 +473,7 @@ int main(void) {
   tcase_add_test(tc, stream_order_serves_streams_in_key_order_links_first_come);
   tcase_add_test(tc, stream_order_links_each_stream_once);
   tcase_add_test(tc, stream_order_never_deadlocks_and_keeps_link_anomalies);
+  tcase_add_test(tc, stream_order_allocation_failures_are_clean);
   tcase_add_test(tc, order_names_and_bad_order);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
