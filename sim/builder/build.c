@@ -76,6 +76,7 @@ static void begin(psim_build *b, const psim_model *m, psim_cluster *c, const psi
     psim_tg_init(spare, 0);
     psim_tg_clear(&b->g, 3 * c->n_devices + c->n_links);
   }
+  b->g.n_streams = 2 * c->n_devices; /* compute and comm of each device (PSIM_ENGINE_STREAM) */
 }
 
 /* Forgets prev and the per-build incremental state once nothing reads them. */
@@ -95,7 +96,8 @@ static psim_status fill_phases(psim_build *b, const psim_model *m, psim_build *p
                                const uint8_t *changed) {
   const psim_sim_options *o = b->o;
   PSIM_CHECK(psim_tg_track_bytes(&b->g, o->keep_graph)); /* bytes per task, for traces and tests */
-  PSIM_CHECK(psim_tg_track_positions(&b->g, o->engine == PSIM_ENGINE_ISSUE)); /* schedules.c */
+  PSIM_CHECK(psim_tg_track_positions(&b->g, o->engine == PSIM_ENGINE_ISSUE ||
+                                                o->engine == PSIM_ENGINE_STREAM)); /* schedules.c */
   PSIM_CHECK(psim_build_apply_precision(b));
   PSIM_CHECK(alloc_state(b));
   PSIM_CHECK(psim_build_recompute_units(b));

@@ -137,6 +137,8 @@ void psim_schedule_result_destroy(psim_schedule_result *r) {
   psim_free(r->state_);
   psim_free(r->res_free_);
   psim_free(r->heap_);
+  psim_free(r->chain_);
+  psim_free(r->last_);
   memset(r, 0, sizeof *r);
 }
 
@@ -187,8 +189,9 @@ static inline int32_t own_position(const psim_taskgraph *g, int32_t i) {
 }
 
 /* Seeds the heap with the tasks that have no predecessors (ready order's key (0 s, id) is the
- * static orders' (level 0, id); issue order's level is the task's own position). */
-static psim_status seed(const psim_taskgraph *g, psim_schedule_result *r, size_t *hn) {
+ * static orders' (level 0, id); issue order's level, by_position, is the task's own position). */
+static psim_status seed(const psim_taskgraph *g, psim_schedule_result *r, bool by_position,
+                        size_t *hn) {
   int32_t n = g->n_tasks;
   task_state *ts = r->state_;
   for (int32_t i = 0; i < n; i++)
@@ -199,8 +202,7 @@ static psim_status seed(const psim_taskgraph *g, psim_schedule_result *r, size_t
     if (g->n_pred[i] != 0)
       continue;
     PSIM_CHECK(heap_room(r, *hn));
-    heap_push(r->heap_, hn,
-              r->order == PSIM_ENGINE_ISSUE ? static_key(own_position(g, i), i) : key_of(0.0, i));
+    heap_push(r->heap_, hn, by_position ? static_key(own_position(g, i), i) : key_of(0.0, i));
   }
   assert(*hn <= (size_t)n); /* the sources, each once */
   return PSIM_OK;
@@ -244,34 +246,45 @@ static inline void prefetch_task(const psim_taskgraph *g, const psim_schedule_re
   __builtin_prefetch(&r->end_s[v], 1);
 }
 
-/* Releases u's successors. The smallest newly ready one is returned in *next
- * (id -1 if none) instead of being pushed, so that a chain runs without heap
- * traffic; the others go to the heap. */
-static inline psim_status release(const psim_taskgraph *g, psim_schedule_result *r, int32_t u,
-                                  double end, size_t *hn, heap_entry *next) {
+/* Releases one edge into v, whose predecessor ended at end. When that makes v ready, v is held
+ * back in *next if that is empty or v precedes it (the one held back before going to the heap),
+ * else v goes to the heap. */
+static inline psim_status offer(const psim_taskgraph *g, psim_schedule_result *r, int32_t v,
+                                double end, size_t *hn, heap_entry *next) {
   task_state *ts = r->state_;
-  next->id = -1;
-  for (int32_t k = g->index_[u][1], e = g->index_[u + 1][1]; k < e; k++) {
-    int32_t v = g->succ[k];
-    ENGINE_ASSERT(v >= 0 && v < g->n_tasks && ts[v].left > 0); /* one release per edge */
-    ts[v].ready = ts[v].ready < end ? end : ts[v].ready;
-    if (--ts[v].left != 0)
-      continue;
-    heap_entry x = {ts[v].ready, v};
-    prefetch_task(g, r, v);
-    if (next->id < 0) {
-      *next = x;
-      continue;
-    }
-    if (*hn + 1 > r->cap_heap_)
-      PSIM_CHECK(heap_room(r, *hn));
-    if (entry_less(x, *next)) {
-      heap_entry t = *next;
-      *next = x;
-      x = t;
-    }
-    heap_push(r->heap_, hn, key_of(x.t, x.id));
+  ENGINE_ASSERT(v >= 0 && v < g->n_tasks && ts[v].left > 0); /* one release per edge */
+  ts[v].ready = ts[v].ready < end ? end : ts[v].ready;
+  if (--ts[v].left != 0)
+    return PSIM_OK;
+  heap_entry x = {ts[v].ready, v};
+  prefetch_task(g, r, v);
+  if (next->id < 0) {
+    *next = x;
+    return PSIM_OK;
   }
+  if (*hn + 1 > r->cap_heap_)
+    PSIM_CHECK(heap_room(r, *hn));
+  if (entry_less(x, *next)) {
+    heap_entry t = *next;
+    *next = x;
+    x = t;
+  }
+  heap_push(r->heap_, hn, key_of(x.t, x.id));
+  return PSIM_OK;
+}
+
+/* Releases u's successors, and in stream order (chain != NULL) the next task on each of its
+ * streams. The smallest newly ready one is returned in *next (id -1 if none) instead of being
+ * pushed, so that a chain runs without heap traffic; the others go to the heap. */
+static inline psim_status release(const psim_taskgraph *g, psim_schedule_result *r, int32_t u,
+                                  double end, const int32_t *chain, size_t *hn, heap_entry *next) {
+  next->id = -1;
+  for (int32_t k = g->index_[u][1], e = g->index_[u + 1][1]; k < e; k++)
+    PSIM_CHECK(offer(g, r, g->succ[k], end, hn, next));
+  if (chain)
+    for (int32_t k = g->index_[u][0], e = g->index_[u + 1][0]; k < e; k++)
+      if (chain[k] >= 0)
+        PSIM_CHECK(offer(g, r, chain[k], end, hn, next));
   return PSIM_OK;
 }
 
@@ -391,9 +404,13 @@ static psim_status simulate_static(const psim_taskgraph *g, psim_schedule_result
   return PSIM_OK;
 }
 
-/* Runs every task first come (ready-time order); *done counts the tasks run. */
-static psim_status simulate_ready(const psim_taskgraph *g, psim_schedule_result *r, size_t hn,
-                                  int32_t *done) {
+/* Runs every task first come (ready-time order), in stream order (chain != NULL) after the task
+ * before it on each of its streams too; *done counts the tasks run. Inlined into its two callers
+ * so that ready order's loop has no test of chain. */
+__attribute__((always_inline)) static inline psim_status simulate_ready(const psim_taskgraph *g,
+                                                                        psim_schedule_result *r,
+                                                                        const int32_t *chain,
+                                                                        size_t hn, int32_t *done) {
   double makespan = 0;
   heap_entry cur = {0, -1};
   double *issue_end = r->record_issue ? r->issue_end_s : NULL;
@@ -405,7 +422,7 @@ static psim_status simulate_ready(const psim_taskgraph *g, psim_schedule_result 
     r->end_s[u] = end;
     if (end > makespan)
       makespan = end;
-    PSIM_CHECK(release(g, r, u, end, &hn, &cur));
+    PSIM_CHECK(release(g, r, u, end, chain, &hn, &cur));
     PSIM_CHECK(choose_next(r, &hn, &cur));
     if ((++*done & 0xFFFF) == 0 && psim_interrupted())
       return psim_error(PSIM_EINTERRUPTED, "simulation interrupted after %d of %d tasks", *done,
@@ -413,6 +430,80 @@ static psim_status simulate_ready(const psim_taskgraph *g, psim_schedule_result 
   }
   r->makespan_s = makespan;
   return PSIM_OK;
+}
+
+/* Stream order (PSIM_ENGINE_STREAM): each device stream (a resource below g->n_streams) serves
+ * its tasks in issue order's sequence, every other resource (links, hosts) first come. A first
+ * pass walks issue order without durations (Kahn's algorithm, least (inherited position, id)
+ * first, as simulate_static) and links each task to the next one on each of its streams
+ * (r->chain_, per resource slot); the second is ready order with those links as finish-to-start
+ * edges (a stream serves one task at a time, so an edge is exactly its order). Every link
+ * follows the one linear extension of the graph that the walk takes, so links and edges cannot
+ * close a cycle, which per-resource orders chosen apart could. */
+
+/* Links u, taken now by the walk, behind the last task so far on each of its streams: returns
+ * on how many it waits (a stream u holds twice counts once). */
+static inline int32_t chain_task(const psim_taskgraph *g, psim_schedule_result *r, int32_t u) {
+  int32_t a = g->index_[u][0], b = g->index_[u + 1][0], waits = 0;
+  for (int32_t k = a; k < b; k++) {
+    int32_t s = g->res[k];
+    r->chain_[k] = -1;
+    if (s >= g->n_streams)
+      continue;
+    int32_t l = r->last_[s];
+    if (l >= a && l < b)
+      continue; /* u itself */
+    if (l >= 0) {
+      r->chain_[l] = u;
+      waits++;
+    }
+    r->last_[s] = k;
+  }
+  return waits;
+}
+
+/* The first pass: walks issue order from the seeded heap (hn entries), linking each stream's
+ * tasks; leaves in each task's level the number of its links. */
+static psim_status walk_streams(const psim_taskgraph *g, psim_schedule_result *r, size_t hn) {
+  task_state *ts = r->state_;
+  PSIM_CHECK(PSIM_VEC_RESERVE(r->chain_, r->cap_chain_, g->n_res ? g->n_res : 1));
+  int32_t ns = g->n_streams > 0 ? g->n_streams : 0;
+  PSIM_CHECK(PSIM_VEC_RESERVE(r->last_, r->cap_last_, (size_t)(ns ? ns : 1)));
+  for (int32_t s = 0; s < ns; s++)
+    r->last_[s] = -1;
+  int32_t done = 0;
+  heap_key cur = NO_KEY;
+  choose_static(r, &hn, &cur);
+  while (cur != NO_KEY) {
+    int32_t u = (int32_t)(uint32_t)cur, level = (int32_t)(uint32_t)(cur >> 32);
+    int32_t waits = chain_task(g, r, u);
+    PSIM_CHECK(release_static(g, r, u, 0.0, level, g->position, &hn, &cur));
+    ts[u].level = waits; /* u's level is spent: release_static read it from the key */
+    choose_static(r, &hn, &cur);
+    done++;
+  }
+  if (done != g->n_tasks)
+    return psim_error(PSIM_EFAILED, "simulation: only %d of %d tasks ran (cycle?)", done,
+                      g->n_tasks);
+  return PSIM_OK;
+}
+
+/* Stream order: the walk, then ready order with every task also waiting on its links. */
+static psim_status simulate_stream(const psim_taskgraph *g, psim_schedule_result *r, size_t hn,
+                                   int32_t *done) {
+  PSIM_CHECK(walk_streams(g, r, hn));
+  task_state *ts = r->state_;
+  memset(r->res_free_, 0, (size_t)g->n_resources * sizeof *r->res_free_);
+  hn = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    ts[i] = (task_state){0.0, g->n_pred[i] + ts[i].level, 0};
+    if (ts[i].left != 0)
+      continue;
+    if (hn + 1 > r->cap_heap_) /* the walk's seed held every source already */
+      PSIM_CHECK(heap_room(r, hn));
+    heap_push(r->heap_, &hn, key_of(0.0, i));
+  }
+  return simulate_ready(g, r, r->chain_, hn, done);
 }
 
 psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
@@ -424,10 +515,13 @@ psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
   r->n_tasks = g->n_tasks;
   r->makespan_s = 0;
   size_t hn = 0;
-  PSIM_CHECK(seed(g, r, &hn));
+  bool by_position = r->order == PSIM_ENGINE_ISSUE || r->order == PSIM_ENGINE_STREAM;
+  PSIM_CHECK(seed(g, r, by_position, &hn));
   int32_t done = 0;
   if (r->order == PSIM_ENGINE_READY)
-    PSIM_CHECK(simulate_ready(g, r, hn, &done));
+    PSIM_CHECK(simulate_ready(g, r, NULL, hn, &done));
+  else if (r->order == PSIM_ENGINE_STREAM)
+    PSIM_CHECK(simulate_stream(g, r, hn, &done));
   else
     PSIM_CHECK(simulate_static(g, r, r->order, hn, &done));
   if (done != g->n_tasks) {
@@ -439,7 +533,7 @@ psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
 }
 
 static const char *const order_names[PSIM_ENGINE_ORDER_COUNT] = {
-    "ready", "program-order", "level-order", "pass-level-order", "issue-order"};
+    "ready", "program-order", "level-order", "pass-level-order", "issue-order", "stream-order"};
 
 bool psim_engine_order_parse(const char *name, psim_engine_order *out) {
   for (int i = 0; name && i < PSIM_ENGINE_ORDER_COUNT; i++)
@@ -462,7 +556,7 @@ psim_engine_order psim_engine_order_from_env(void) {
     if (!warned++)
       fprintf(stderr,
               "plansim: PSIM_ENGINE=%s is not ready, program-order, level-order, "
-              "pass-level-order or issue-order; using ready\n",
+              "pass-level-order, issue-order or stream-order; using ready\n",
               v);
   }
   return o;

@@ -86,6 +86,7 @@ void psim_tg_clear(psim_taskgraph *g, int32_t n_resources) {
   g->n_res = 0;
   g->n_edges = 0;
   g->n_resources = n_resources > 0 ? n_resources : 0;
+  g->n_streams = 0;
   if (g->res_first)
     g->res_first[0] = 0;
   g->finalized = 0;

@@ -87,6 +87,10 @@ typedef struct psim_taskgraph {
    * the last of its predecessors (communication, barriers: they inherit). NULL unless
    * psim_tg_track_positions turned it on (the builder does for that order only). */
   int32_t *position;
+  /* Resources [0, n_streams) are device streams (compute streams and comm engines, the
+   * builder's psim_res_compute / psim_res_comm): PSIM_ENGINE_STREAM serves them in issue
+   * order, the others (links, hosts) first come. 0 after init and clear (no streams). */
+  int32_t n_streams;
   int finalized;
   /* Built by finalize for the engine: per task (n_tasks + 1 entries) its
    * res_first and succ_first side by side, so one cache line serves both.
@@ -108,11 +112,14 @@ typedef enum psim_engine_order {
                              communication and barriers 0; then id */
   PSIM_ENGINE_ISSUE,      /* issue position (g->position; the most of the predecessors' where
                              -1 or above it), then id */
+  PSIM_ENGINE_STREAM,     /* stream order: each device stream (resources below n_streams)
+                             serves its tasks in issue order's (PSIM_ENGINE_ISSUE) sequence,
+                             every other resource first come as READY */
   PSIM_ENGINE_ORDER_COUNT
 } psim_engine_order;
 
-/* Parses "ready", "program-order", "level-order", "pass-level-order" or "issue-order"; false
- * otherwise. */
+/* Parses "ready", "program-order", "level-order", "pass-level-order", "issue-order" or
+ * "stream-order"; false otherwise. */
 bool psim_engine_order_parse(const char *name, psim_engine_order *out);
 const char *psim_engine_order_name(psim_engine_order o);
 /* The order named by the environment variable PSIM_ENGINE (the experiment's switch, read by
@@ -140,6 +147,10 @@ typedef struct psim_schedule_result {
   int32_t cap_resources_; /* capacity of res_free_ */
   void *heap_;            /* ready heap entries */
   size_t cap_heap_;
+  int32_t *chain_;   /* stream order: per resource slot, the task next on its stream */
+  size_t cap_chain_; /* capacity of chain_ */
+  int32_t *last_;    /* stream order: per stream, the slot of its last task so far */
+  size_t cap_last_;  /* capacity of last_ */
 } psim_schedule_result;
 
 void psim_tg_init(psim_taskgraph *g, int32_t n_resources);

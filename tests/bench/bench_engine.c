@@ -11,7 +11,8 @@
  * 64 x 512 x 2 x 16 = 1,048,576 tasks.
  *
  * Usage: bench_engine [STAGES MICRO_BATCHES CHAIN [REPEATS]]
- * PSIM_ENGINE=program-order (or level-order) times the static orders (taskgraph.h). */
+ * PSIM_ENGINE=program-order (or level-order, issue-order) times the static orders, stream-order
+ * the hybrid (taskgraph.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
@@ -125,6 +126,7 @@ int main(int argc, char **argv) {
   }
   psim_taskgraph g;
   psim_tg_init(&g, 2 * b.stages + 2 * b.stages);
+  g.n_streams = 2 * b.stages; /* compute and comm of each stage (PSIM_ENGINE_STREAM) */
   double t0 = now_s();
   psim_status st = build(&g, &b);
   double build_s = now_s() - t0;

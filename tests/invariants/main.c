@@ -12,9 +12,9 @@
  * --shard K/N runs only the cases i < --cases with i mod N = K (0 <= K < N): N processes
  * with K = 0..N-1 together run exactly the cases of one unsharded run (same seeds), so a long
  * run spreads over N cores (docs/testing.md, "The invariant suite").
- * --engine ORDER (ready, program-order, level-order, pass-level-order, issue-order; default ready,
- * or PSIM_ENGINE) makes every simulation of the run serve resources in that order
- * (docs/simulator.md, "A fixed order per resource"); it sets PSIM_ENGINE, which
+ * --engine ORDER (ready, program-order, level-order, pass-level-order, issue-order,
+ * stream-order; default ready, or PSIM_ENGINE) makes every simulation of the run serve resources in
+ * that order (docs/simulator.md, "A fixed order per resource"); it sets PSIM_ENGINE, which
  * psim_sim_options_init reads. Properties named in --expect-fail are known failures (defects being
  * fixed): their failures are reported as such and do not fail the run. Exit 0 when every other
  * property passed, 1 otherwise, 2 on usage errors. */
@@ -237,8 +237,8 @@ static int usage(void) {
   fprintf(stderr,
           "usage: psim-invariants [--seed N] [--cases N] [--only NAME,...] "
           "[--expect-fail NAME,...] [--case SEED] [--time-limit S] [--shard K/N] "
-          "[--engine ready|program-order|level-order|pass-level-order|issue-order] [--no-shrink] "
-          "[--list] "
+          "[--engine ready|program-order|level-order|pass-level-order|issue-order|stream-order] "
+          "[--no-shrink] [--list] "
           "[--verbose]\n");
   return 2;
 }
