@@ -219,18 +219,28 @@ psim_status psim_build_recompute_units(psim_build *b) {
   return PSIM_OK;
 }
 
-/* need_sync: the next kernel starts a pipeline slot (drains only when pp > 1) or
- * follows a host synchronisation of the MoE dispatcher (always drains). */
-enum { SYNC_SLOT = 1, SYNC_DISPATCH = 2 };
+/* need_sync: the next kernel starts a pipeline slot (drains only when pp > 1),
+ * follows a host synchronisation of the MoE dispatcher (always drains) or reads
+ * what a DeepEP dispatch received (waits for its inputs: mark_multihot_sync). */
+enum { SYNC_SLOT = 1, SYNC_DISPATCH = 2, SYNC_INPUTS = 3 };
 
-/* Whether the host must wait for device dev's stream to drain before it
- * issues the next kernel (the first of a pipeline slot, a dropless dispatch);
- * one kernel takes it. */
+/* What the host waits for before it issues the next kernel on device dev: its
+ * stream to drain (PSIM_ISSUE_DRAIN: the first kernel of a pipeline slot, a
+ * dropless dispatch), that and the kernel's inputs (PSIM_ISSUE_INPUTS), or
+ * nothing (0); one kernel takes it. */
 static int32_t take_sync(psim_build *b, int32_t dev) {
   uint8_t why = b->need_sync[dev];
-  bool sync = why && (why == SYNC_DISPATCH || b->s->n_stages > 1) && b->last_task[dev] >= 0;
   b->need_sync[dev] = 0;
-  return sync ? 1 : 0;
+  if (!why || b->last_task[dev] < 0)
+    return 0;
+  if (why == SYNC_INPUTS)
+    return PSIM_ISSUE_INPUTS;
+  return why == SYNC_DISPATCH || b->s->n_stages > 1 ? PSIM_ISSUE_DRAIN : 0;
+}
+
+/* Whether the stack's moe_multihot_sync applies: DeepEP's dispatcher under it. */
+static bool multihot_sync(const psim_build *b) {
+  return b->c->stack.moe_multihot_sync && b->c->stack.moe_dispatcher == PSIM_MOE_DEEPEP;
 }
 
 /* A dropless MoE dispatch's forward (and recompute) under the stack's
@@ -254,6 +264,25 @@ static void mark_dispatch_sync(psim_build *b, int32_t o, int pass_kind, int32_t 
   if (b->c->stack.moe_dispatch_sync && (pass_kind == PSIM_DIR_FWD || pass_kind == PSIM_DIR_REC) &&
       op->kind == PSIM_OP_DISPATCH && op->attrs.dropless)
     b->need_sync[dev] = SYNC_DISPATCH;
+}
+
+/* After a DeepEP dispatch's forward (and recompute) kernel under the stack's
+ * moe_multihot_sync: the next kernel the host issues waits for the dispatch's
+ * received tokens. Megatron-Core's _DeepepManager (Megatron-LM
+ * megatron/core/transformer/moe/token_dispatcher.py @ b0cc2706, which
+ * Megatron-Bridge v0.3.0 pins; core_v0.15.0 alike) turns DeepEP's received top-k
+ * indices into a multi-hot map for the expert GEMMs; without the experimental
+ * flag (megatron/core/config.py ENABLE_EXPERIMENTAL) _indices_to_multihot does it
+ * with indices[mask], repeat_interleave(mask.sum(dim=1)) and probs[mask], each
+ * sizing its output from device data, so the host waits on the received tokens
+ * (the first of the three; the other two, a few element-wise kernels later, and
+ * the backward's before the dispatch's backward all-to-all, which this host does
+ * not issue, are not modelled). The experimental fused_indices_to_multihot (one
+ * Triton kernel) does not wait. */
+static void mark_multihot_sync(psim_build *b, int32_t o, int pass_kind, int32_t dev) {
+  if (b->m->ops[o].kind == PSIM_OP_DISPATCH && multihot_sync(b) &&
+      (pass_kind == PSIM_DIR_FWD || pass_kind == PSIM_DIR_REC))
+    b->need_sync[dev] = SYNC_INPUTS;
 }
 
 /* What the host does to issue a kernel: calls from Python (each runtime.host_issue_s) and
@@ -571,6 +600,7 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
   PSIM_CHECK(chain(b, loc->device, last_s, &info, calls, id));
   if (backward)
     b->last_bwd[loc->device] = *id;
+  mark_multihot_sync(b, o, pass_kind, loc->device);
   return account_kernel(b, tc, *id, loc->device);
 }
 
@@ -615,6 +645,7 @@ static psim_status copy_kernels(psim_build *b, int32_t o, int32_t mu, int pass_k
     if (b->last_task[dev] >= 0)
       psim_tg_add_edge_reserved(&b->g, b->last_task[dev], id);
     stream_push(b, dev, id);
+    mark_multihot_sync(b, o, pass_kind, dev);
     if (pass_kind == PSIM_DIR_BWD)
       b->last_bwd[dev] = id;
     PSIM_CHECK(account_kernel(b, c, id, dev));

@@ -219,6 +219,8 @@ static inline double run_task(const psim_taskgraph *g, double *res_free, int32_t
     double h = res_free[is->res];
     if (is->sync && b > a && res_free[res[a]] > h)
       h = res_free[res[a]];
+    if (is->sync == PSIM_ISSUE_INPUTS && t > h) /* t: the task's inputs are there */
+      h = t;
     h += is->issue_s;
     res_free[is->res] = h;
     if (issue_end)

@@ -211,7 +211,7 @@ psim_status psim_tg_set_issue(psim_taskgraph *g, int32_t task, int32_t res, doub
   if (task < 0 || task >= g->n_tasks || !issue_ok(g, res, issue_s))
     return psim_error(PSIM_EINPUT, "task graph: bad issue latency for task %d", task);
   PSIM_CHECK(ensure_issue(g));
-  g->issue[task] = (psim_task_issue){issue_s, res, sync ? 1 : 0};
+  g->issue[task] = (psim_task_issue){issue_s, res, sync ? PSIM_ISSUE_DRAIN : 0};
   return PSIM_OK;
 }
 

@@ -53,11 +53,15 @@ typedef struct psim_task_info {
 /* An issue latency: before a task can start, the thread issuing it (a host
  * resource) spends issue_s on it; the thread runs ahead of the device, except
  * that a `sync` task is issued only once the task's first resource (its
- * stream) has drained. Equivalent to a chain of host tasks, without them. */
+ * stream) has drained (PSIM_ISSUE_DRAIN), or once that stream has drained and
+ * every predecessor of the task has ended (PSIM_ISSUE_INPUTS: the host reads
+ * the task's inputs, transfers included). Equivalent to a chain of host tasks,
+ * without them. */
+enum { PSIM_ISSUE_DRAIN = 1, PSIM_ISSUE_INPUTS = 2 };
 typedef struct psim_task_issue {
   double issue_s;
   int32_t res;  /* issuing resource, -1 = none */
-  int32_t sync; /* 1: wait for the stream to drain first */
+  int32_t sync; /* 0, PSIM_ISSUE_DRAIN or PSIM_ISSUE_INPUTS: what the host waits for first */
 } psim_task_issue;
 
 typedef struct psim_taskgraph {

@@ -66,6 +66,7 @@ static const psim_stack builtin[] = {
      .cuda_graphs = true,
      .moe_dispatch_sync = true,      /* token_dispatcher.py, fused_a2a.py (docs/stacks.md) */
      .moe_grouped_host_calls = true, /* TE grouped_linear.py (docs/stacks.md) */
+     .moe_multihot_sync = true,      /* token_dispatcher.py _DeepepManager (docs/stacks.md) */
      .fit = {{"h100", 1.275, 1.10}, {"gb200", 0.40, 0.96}, {"gb300", 0.425, 1.28}},
      .n_fit = 3},
     {.name = "pytorch-fsdp2",
@@ -229,6 +230,7 @@ static psim_status read_flags(psim_jctx *j, const cJSON *o, psim_stack *s) {
   PSIM_CHECK(psim_json_bool(j, o, "fp8_tp_all_gather", false, &s->fp8_tp_all_gather));
   PSIM_CHECK(psim_json_bool(j, o, "moe_dispatch_sync", false, &s->moe_dispatch_sync));
   PSIM_CHECK(psim_json_bool(j, o, "moe_grouped_host_calls", false, &s->moe_grouped_host_calls));
+  PSIM_CHECK(psim_json_bool(j, o, "moe_multihot_sync", false, &s->moe_multihot_sync));
   PSIM_CHECK(psim_json_bool(j, o, "moe_a2a_overlap", false, &s->moe_a2a_overlap));
   const char *scaling = NULL;
   PSIM_CHECK(psim_json_string(j, o, "fp8_scaling", false, &scaling));
@@ -282,6 +284,7 @@ static psim_status from_json(psim_jctx *j, const cJSON *o, psim_stack *s) {
                                      "fp8_tp_all_gather",
                                      "moe_dispatch_sync",
                                      "moe_grouped_host_calls",
+                                     "moe_multihot_sync",
                                      "moe_a2a_overlap",
                                      "moe_dispatcher",
                                      "comm_sms",

@@ -87,6 +87,12 @@ typedef struct psim_stack {
    * alltoall dispatcher synchronises on its device-to-host copy, DeepEP's and HybridEP's
    * dispatch wait on the CPU for the counts; sim/builder/kernels.c). */
   bool moe_dispatch_sync;
+  /* DeepEP's received top-k indices become a multi-hot routing map by boolean indexing
+   * (Megatron-Core's _DeepepManager._indices_to_multihot without the experimental flag):
+   * under the deepep dispatcher the host waits for the dispatch's received tokens before
+   * it issues the next kernel, and for the stream before the dispatch's backward
+   * (sim/builder/kernels.c mark_multihot_sync). */
+  bool moe_multihot_sync;
   /* A grouped expert linear (a matmul over the expert dim) launches its quantize and GEMM
    * kernels once per local expert from C++, each at the launch overhead, as Transformer
    * Engine's GroupedLinear does (a gate and an

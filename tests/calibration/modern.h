@@ -45,6 +45,7 @@ typedef struct modern_moe {
   bool graphed;  /* cuda_graph_impl full_iteration: no host sync at the dispatch (modern_moe.c) */
   bool a2a_overlap;   /* moe_a2a_overlap: combined 1F1B (the stack's moe_a2a_overlap) */
   int32_t dispatcher; /* psim_moe_dispatcher from moe_flex_dispatcher_backend (modern_moe.c) */
+  bool experimental;  /* enable_megatron_core_experimental: fused multi-hot (modern_moe.c) */
 } modern_moe;
 
 typedef struct modern_row {

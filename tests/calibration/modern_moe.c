@@ -88,6 +88,11 @@ void modern_moe_read(const modern_csv *c, modern_row *r) {
   e->dispatcher = find(ov, "\"moe_flex_dispatcher_backend\": \"hybridep\"") ? PSIM_MOE_HYBRIDEP
                   : find(ov, "\"moe_flex_dispatcher_backend\": \"deepep\"") ? PSIM_MOE_DEEPEP
                                                                             : PSIM_MOE_ALLTOALL;
+  /* Megatron-Bridge's DeepSeek-V3 performance recipes set enable_megatron_core_experimental
+   * (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py @ v0.3.0; the Qwen3
+   * ones do not): DeepEP's indices become a multi-hot map in one Triton kernel
+   * (fused_indices_to_multihot), without the host waits of the stack's moe_multihot_sync */
+  e->experimental = e->kv_lora > 0;
   const char *etp = find(ov, "\"expert_tensor_parallel_size\": ");
   e->etp = etp ? (int32_t)strtol(etp + strlen("\"expert_tensor_parallel_size\": "), NULL, 10) : 0;
   if (r->unsupported[0])

@@ -80,6 +80,8 @@ static psim_status set_stack(const modern_row *r, const modern_stack_opts *o, ps
   if (r->moe.experts > 0) /* the row's dispatcher (modern_moe.c) */
     c->stack.moe_dispatcher = (psim_moe_dispatcher)r->moe.dispatcher;
   c->stack.moe_a2a_overlap = c->stack.moe_a2a_overlap || r->moe.a2a_overlap;
+  c->stack.moe_multihot_sync =
+      c->stack.moe_multihot_sync && !r->moe.graphed && !r->moe.experimental;
   /* NeMo's MLPerf GPT-3 (mlcommons/training_results_v4.0 NVIDIA/benchmarks/gpt3/
    * implementations/nemo): distributed_fused_adam with grad_sync_dtype bf16
    * (conf/optim/distributed_fused_adam.yaml) and FP8_PARAMS=True (config_common.sh: the

@@ -286,6 +286,33 @@ END_TEST
 
 /* Copying a block of tasks and its edges into another graph, and undoing
  * the copy when an edge has no counterpart (the incremental builder's use). */
+/* What the host waits for before it issues a kernel (psim_task_issue.sync): kernel K0 of 1 s
+ * on stream 0, a transfer T of 3 s on a link, then kernel K1 on stream 0 after both, issued
+ * by the host (0.5 s). Closed forms: no sync, the host issued K1 at 0.5 s: K1 starts when T
+ * ends (3 s); PSIM_ISSUE_DRAIN, the host waits for the stream (1 s): still 3 s;
+ * PSIM_ISSUE_INPUTS, the host waits for T too: 3 + 0.5 s. */
+START_TEST(issue_sync_waits_for_stream_or_inputs) {
+  const int32_t syncs[3] = {0, PSIM_ISSUE_DRAIN, PSIM_ISSUE_INPUTS};
+  const double want[3] = {3.0, 3.0, 3.5};
+  for (int i = 0; i < 3; i++) {
+    psim_taskgraph g;
+    psim_tg_init(&g, 3);
+    int32_t stream = 0, link = 1, k0 = -1, k1 = -1;
+    ck_assert_int_eq(psim_tg_add_kernel(&g, 1.0, stream, NULL, NULL, -1, &k0), PSIM_OK);
+    int32_t t = add(&g, 3.0, &link, 1);
+    psim_task_issue is = {0.5, 2, syncs[i]};
+    ck_assert_int_eq(psim_tg_add_kernel(&g, 1.0, stream, NULL, &is, k0, &k1), PSIM_OK);
+    edge(&g, t, k1);
+    psim_schedule_result r;
+    psim_schedule_result_init(&r);
+    ck_assert_double_eq(simulate(&g, &r), want[i] + 1.0);
+    ck_assert_double_eq(r.start_s[k1], want[i]);
+    psim_schedule_result_destroy(&r);
+    psim_tg_destroy(&g);
+  }
+}
+END_TEST
+
 START_TEST(append_copies_and_truncate_undoes) {
   psim_taskgraph src, dst;
   psim_tg_init(&src, 2);
@@ -407,6 +434,7 @@ int main(void) {
   tcase_add_test(tc, cycle_is_rejected_naming_a_task_on_it);
   tcase_add_test(tc, bad_arguments_are_rejected);
   tcase_add_test(tc, add_kernel_equals_its_three_calls);
+  tcase_add_test(tc, issue_sync_waits_for_stream_or_inputs);
   tcase_add_test(tc, append_copies_and_truncate_undoes);
   tcase_add_test(tc, empty_graph_and_reuse);
   tcase_add_test(tc, interrupt_stops_simulation);

@@ -3,8 +3,9 @@
  * on an uncontended switch is the pairwise exchange, each device's expert
  * GEMM follows the tokens a Zipf routing sends its expert, capacity caps
  * them, bad --routing values are refused naming the option or file, a dropless
- * dispatch drains the host (the stack's moe_dispatch_sync), and a grouped expert
- * linear issues its calls per local expert (moe_grouped_host_calls). */
+ * dispatch drains the host (the stack's moe_dispatch_sync), a grouped expert
+ * linear issues its calls per local expert (moe_grouped_host_calls), and DeepEP's
+ * multi-hot conversion waits for the received tokens (moe_multihot_sync). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -519,6 +520,66 @@ START_TEST(dropless_dispatch_drains_the_host) {
 }
 END_TEST
 
+/* The time task u of r became ready: the latest end of its predecessors (0: none). */
+static double ready_time(const psim_sim_result *r, int32_t u) {
+  const psim_taskgraph *g = r->graph;
+  double t = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    for (int32_t k = g->index_[i][1]; k < g->index_[i + 1][1]; k++)
+      if (g->succ[k] == u)
+        t = fmax(t, r->schedule->end_s[i]);
+  return t;
+}
+
+/* Simulates f under dispatcher `disp` with host issue time host_s per call, the stack's
+ * moe_multihot_sync as `multihot` and no dispatch drain. */
+static void simulate_multihot(fixture *f, int disp, double host_s, bool multihot,
+                              psim_sim_result *r) {
+  f->c.stack.moe_dispatcher = (psim_moe_dispatcher)disp;
+  f->c.stack.moe_multihot_sync = multihot;
+  simulate_host(f, host_s, false, r);
+}
+
+/* DeepEP's received top-k indices become a multi-hot map by boolean indexing in
+ * Megatron-Core (the stack's moe_multihot_sync; token_dispatcher.py @ b0cc2706,
+ * _DeepepManager._indices_to_multihot): the host, which runs ahead of the device, waits
+ * for the tokens a DeepEP dispatch delivers before it issues the first expert GEMM, so
+ * that kernel starts one host issue time H after its inputs arrive, where it starts when
+ * they arrive without the key. With H below every kernel's time the host is ahead again
+ * after it, so the iteration (one layer, one micro-batch, every device alike) grows by
+ * exactly H; under the alltoall dispatcher the key changes nothing. */
+START_TEST(deepep_multihot_waits_for_the_received_tokens) {
+  fixture f;
+  setup(&f, true, 100e9);
+  psim_sim_result r0, on, off;
+  simulate_multihot(&f, PSIM_MOE_DEEPEP, 0, false, &r0);
+  double h = 0.5 * min_kernel_s(&r0);
+  simulate_multihot(&f, PSIM_MOE_DEEPEP, h, true, &on);
+  simulate_multihot(&f, PSIM_MOE_DEEPEP, h, false, &off);
+  int32_t fc1 = op_named(&f.m, "layer.0.fc1");
+  for (int32_t d = 0; d < EP; d++) {
+    int32_t u = fwd_kernel(&on, fc1, d), v = fwd_kernel(&off, fc1, d);
+    double wait_on = on.schedule->start_s[u] - ready_time(&on, u);
+    double wait_off = off.schedule->start_s[v] - ready_time(&off, v);
+    ck_assert_msg(fabs(wait_on - h) < 1e-9 * h, "device %d: fc1 %g s after its inputs, want %g", d,
+                  wait_on, h);
+    ck_assert_msg(fabs(wait_off) < 1e-9 * h, "device %d: fc1 waits %g s without the key", d,
+                  wait_off);
+  }
+  double grow = on.iteration_time_s - off.iteration_time_s;
+  ck_assert_msg(fabs(grow - h) < 1e-9 * h, "iteration +%g s, want +%g s (one wait)", grow, h);
+  psim_sim_result_destroy(&on);
+  psim_sim_result_destroy(&off);
+  simulate_multihot(&f, PSIM_MOE_ALLTOALL, h, true, &on);
+  simulate_multihot(&f, PSIM_MOE_ALLTOALL, h, false, &off);
+  ck_assert(on.iteration_time_s == off.iteration_time_s);
+  psim_sim_result_destroy(&r0);
+  psim_sim_result_destroy(&on);
+  psim_sim_result_destroy(&off);
+  teardown(&f);
+}
+END_TEST
+
 /* A one-layer Qwen3-style decoder (gate, up and down expert GEMMs in FP8) of 4 EP experts,
  * split EP ways over EP devices (4 local experts each), dropless or padded to capacity. */
 static void setup_grouped(fixture *f, bool dropless) {
@@ -627,6 +688,7 @@ int main(void) {
   tcase_add_test(tc, grouped_gemm_tile_quantisation);
   tcase_add_test(tc, dropless_dispatch_drains_the_host);
   tcase_add_test(tc, grouped_linear_issues_per_expert);
+  tcase_add_test(tc, deepep_multihot_waits_for_the_received_tokens);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
