@@ -68,28 +68,44 @@ static psim_status bd_preds(bd_ctx *b) {
   return PSIM_OK;
 }
 
-/* One stable counting pass of the radix sort on 16 bits of the keys at `shift`. */
+/* The radix sort's digits: 11 bits, 6 passes over the 64 key bits. 2,048 buckets keep each
+ * pass's counters in L1 and its scatter to as many write streams as the cache and TLB hold;
+ * 16-bit digits (65,536 streams) spent twice as long on 14 M tasks (perf, docs/performance.md,
+ * "Session 22"). */
+enum { BD_DIGIT_BITS = 11, BD_BUCKETS = 1 << BD_DIGIT_BITS, BD_PASSES = 6 };
+
+/* One stable counting pass on the digit at `shift`, from its histogram `count` (BD_BUCKETS). */
 static void radix_pass(size_t n, const uint64_t *key, const int32_t *ord, uint64_t *key2,
                        int32_t *ord2, int shift, size_t *count) {
-  memset(count, 0, sizeof *count * 65537);
-  for (size_t i = 0; i < n; i++)
-    count[((key[i] >> shift) & 0xFFFF) + 1]++;
-  for (size_t v = 0; v < 65536; v++)
-    count[v + 1] += count[v];
+  size_t sum = 0;
+  for (size_t v = 0; v < BD_BUCKETS; v++) {
+    size_t c = count[v];
+    count[v] = sum;
+    sum += c;
+  }
   for (size_t i = 0; i < n; i++) {
-    size_t j = count[(key[i] >> shift) & 0xFFFF]++;
+    size_t j = count[(key[i] >> shift) & (BD_BUCKETS - 1)]++;
     key2[j] = key[i];
     ord2[j] = ord[i];
   }
 }
 
+/* Every pass's histogram in one read of the keys (BD_PASSES x BD_BUCKETS counters). */
+static void radix_histograms(size_t n, const uint64_t *key, size_t *count) {
+  memset(count, 0, sizeof *count * BD_PASSES * BD_BUCKETS);
+  for (size_t i = 0; i < n; i++)
+    for (int p = 0; p < BD_PASSES; p++)
+      count[p * BD_BUCKETS + ((key[i] >> (p * BD_DIGIT_BITS)) & (BD_BUCKETS - 1))]++;
+}
+
 /* b->order: the tasks by (start, id), a stable LSD radix sort on the IEEE-754 bits of the start
- * times (non-negative doubles order as their bits). O(V). */
+ * times (non-negative doubles order as their bits). A pass whose digit is the same in every key
+ * (all starts share their top bits) leaves the order as it is and is skipped. O(V). */
 static psim_status bd_order(bd_ctx *b) {
   size_t n = (size_t)b->g->n_tasks;
   uint64_t *key = psim_malloc(sizeof *key * (n + 1)), *key2 = psim_malloc(sizeof *key2 * (n + 1));
   int32_t *ord2 = psim_malloc(sizeof *ord2 * (n + 1));
-  size_t *count = psim_malloc(sizeof *count * 65537);
+  size_t *count = psim_malloc(sizeof *count * BD_PASSES * BD_BUCKETS);
   b->order = psim_malloc(sizeof *b->order * (n + 1));
   psim_status st = key && key2 && ord2 && count && b->order ? PSIM_OK : oom();
   for (size_t t = 0; st == PSIM_OK && t < n; t++) {
@@ -97,8 +113,13 @@ static psim_status bd_order(bd_ctx *b) {
     memcpy(&key[t], &s, sizeof s);
     b->order[t] = (int32_t)t;
   }
-  for (int shift = 0; st == PSIM_OK && shift < 64; shift += 16) {
-    radix_pass(n, key, b->order, key2, ord2, shift, count);
+  if (st == PSIM_OK && n > 0)
+    radix_histograms(n, key, count);
+  for (int p = 0; st == PSIM_OK && n > 0 && p < BD_PASSES; p++) {
+    size_t *c = count + (size_t)p * BD_BUCKETS;
+    if (c[(key[0] >> (p * BD_DIGIT_BITS)) & (BD_BUCKETS - 1)] == n)
+      continue; /* one digit value: the pass would copy the keys in place */
+    radix_pass(n, key, b->order, key2, ord2, p * BD_DIGIT_BITS, c);
     uint64_t *tk = key;
     key = key2;
     key2 = tk;
