@@ -92,9 +92,13 @@ def fit_type(rows, L):
 
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
-    base = run(build, ["--gemm", "1", "--attn", "1"])
-    rg = run(build, ["--gemm", str(G1), "--attn", "1"])
-    ra = run(build, ["--gemm", "1", "--attn", str(A1)])
+    # every run but the launch probe at L0: the model's T0, G and A are taken at L = L0
+    # (without --launch a row runs at its stack's own overhead, 5 us for megatron-core,
+    # and the fit credited it K x 16.6 us it never had; session 22)
+    l0 = ["--launch", str(L0)]
+    base = run(build, ["--gemm", "1", "--attn", "1"] + l0)
+    rg = run(build, ["--gemm", str(G1), "--attn", "1"] + l0)
+    ra = run(build, ["--gemm", "1", "--attn", str(A1)] + l0)
     rl = run(build, ["--gemm", "1", "--attn", "1", "--launch", str(L1)])
     data = {}
     for k, (stack, typ, held, meas, p0, dup) in base.items():
