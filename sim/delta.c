@@ -41,8 +41,8 @@ void psim_delta_options_init(psim_delta_options *o) {
  * builder reads; devices owned). */
 typedef struct op_snapshot {
   int32_t degree[PSIM_MAX_OP_DIMS];
-  int32_t replicas, stage, n_devices, cap_devices;
-  int32_t *devices; /* NULL: never taken */
+  int32_t replicas, stage, n_devices;
+  const int32_t *devices; /* the config's list, shared (devlist.h); NULL: never taken */
 } op_snapshot;
 
 /* What the memo remembers of a strategy already costed. */
@@ -237,7 +237,7 @@ void psim_delta_free(psim_delta *d) {
   psim_build_free(d->prev);
   psim_tg_destroy(&d->spare);
   for (int32_t o = 0; o < d->m->n_ops; o++)
-    psim_free(d->seen[o].devices);
+    psim_devlist_release(d->seen[o].devices);
   psim_free(d->seen);
   psim_free(d->changed);
   psim_hmap_destroy(&d->memo);
@@ -252,21 +252,17 @@ const psim_delta_stats *psim_delta_get_stats(const psim_delta *d) {
 static bool same_config(const psim_op_config *a, const op_snapshot *b) {
   return b->devices && a->n_devices == b->n_devices && a->replicas == b->replicas &&
          a->stage == b->stage && memcmp(a->degree, b->degree, sizeof b->degree) == 0 &&
-         memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) == 0;
+         (a->devices == b->devices ||
+          memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) == 0);
 }
 
-/* Takes a copy of cfg into snap (its device list grows as needed). */
+/* Takes a copy of cfg into snap, its device list shared: an edit of cfg's list copies it
+ * first (psim_op_config_writable), so the snapshot keeps what the last graph was built for. */
 static psim_status snapshot(const psim_op_config *cfg, op_snapshot *snap) {
-  if (!snap->devices || cfg->n_devices > snap->cap_devices) {
-    int32_t cap = cfg->n_devices > 0 ? cfg->n_devices : 1;
-    int32_t *devs = psim_realloc(snap->devices, sizeof *devs * (size_t)cap);
-    if (!devs)
-      return psim_error(PSIM_ENOMEM, "out of memory remembering a configuration");
-    snap->devices = devs;
-    snap->cap_devices = cap;
-  }
+  const int32_t *devs = psim_devlist_share(cfg->devices);
+  psim_devlist_release(snap->devices);
+  snap->devices = devs;
   memcpy(snap->degree, cfg->degree, sizeof snap->degree);
-  memcpy(snap->devices, cfg->devices, sizeof(int32_t) * (size_t)cfg->n_devices);
   snap->n_devices = cfg->n_devices;
   snap->replicas = cfg->replicas;
   snap->stage = cfg->stage;

@@ -32,14 +32,17 @@ static int32_t entry_of(const psim_op_config *cfg, int32_t dev) {
   return -1;
 }
 
-/* Removes the slice of batch index j from op o's config. */
-static void drop_slice(const psim_op *op, psim_op_config *cfg, int32_t ib, int32_t j) {
-  int32_t n = 0;
+/* Removes the slice of batch index j from op o's config (its list made its own first: the
+ * copied strategy shares it with the original and with other ops, devlist.h). */
+static psim_status drop_slice(const psim_op *op, psim_op_config *cfg, int32_t ib, int32_t j) {
+  int32_t *d, n = 0;
+  PSIM_CHECK(psim_op_config_writable(cfg, cfg->n_devices, &d));
   for (int32_t e = 0; e < cfg->n_devices; e++)
     if (psim_faults_shard_coord(op, cfg, e / cfg->replicas, ib) != j)
-      cfg->devices[n++] = cfg->devices[e];
+      d[n++] = d[e];
   cfg->n_devices = n;
   cfg->degree[ib]--;
+  return PSIM_OK;
 }
 
 /* Stage device sets: keep only devices some op still uses. */
@@ -85,8 +88,8 @@ static psim_status drop_ops(const psim_model *m, psim_strategy *s, int32_t dev) 
                         "op %s on device %d is not split on the batch dim: no "
                         "data-parallel redundancy",
                         m->ops[o].name, (int)dev);
-    drop_slice(&m->ops[o], cfg, ib,
-               psim_faults_shard_coord(&m->ops[o], cfg, e / cfg->replicas, ib));
+    PSIM_CHECK(drop_slice(&m->ops[o], cfg, ib,
+                          psim_faults_shard_coord(&m->ops[o], cfg, e / cfg->replicas, ib)));
   }
   return PSIM_OK;
 }
@@ -119,10 +122,8 @@ static psim_status add_to_op(const psim_model *m, psim_op_config *cfg, int32_t o
                         m->ops[o].name);
   if (ib < 0 || cfg->replicas != 1)
     return psim_error(PSIM_EINPUT, "join: op %s is not data-parallel", m->ops[o].name);
-  int32_t *d = psim_realloc(cfg->devices, sizeof *d * ((size_t)cfg->n_devices + 1));
-  if (!d)
-    return psim_error(PSIM_ENOMEM, "out of memory");
-  cfg->devices = d;
+  int32_t *d; /* its own list (copy on write: the other ops and the original share it) */
+  PSIM_CHECK(psim_op_config_writable(cfg, cfg->n_devices + 1, &d));
   d[cfg->n_devices++] = dev;
   cfg->degree[ib]++;
   return PSIM_OK;

@@ -87,9 +87,10 @@ static int32_t devices_used(const psim_strategy *s, int32_t n_devices) {
     const psim_op_config *cf = &s->ops[o];
     bool seen = false;
     for (int32_t k = 0; k < n_recent && !seen; k++)
-      seen =
-          recent[k]->n_devices == cf->n_devices &&
-          memcmp(recent[k]->devices, cf->devices, sizeof *cf->devices * (size_t)cf->n_devices) == 0;
+      seen = recent[k]->n_devices == cf->n_devices &&
+             (recent[k]->devices == cf->devices || /* a shared list (devlist.h) */
+              memcmp(recent[k]->devices, cf->devices,
+                     sizeof *cf->devices * (size_t)cf->n_devices) == 0);
     if (seen)
       continue;
     recent[n_recent < RECENT ? n_recent++ : o % RECENT] = cf;

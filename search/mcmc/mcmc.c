@@ -100,7 +100,8 @@ static bool propagate(const shared *sh, const psim_strategy *s, int32_t o, int32
 static bool config_equal(const psim_op_config *a, const psim_op_config *b) {
   return a->n_devices == b->n_devices && a->replicas == b->replicas &&
          memcmp(a->degree, b->degree, sizeof a->degree) == 0 &&
-         memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) == 0;
+         (a->devices == b->devices ||
+          memcmp(a->devices, b->devices, sizeof(int32_t) * (size_t)a->n_devices) == 0);
 }
 
 /* Proposes a new configuration for a random op into *out; returns the op. */
@@ -295,8 +296,8 @@ static psim_status chain_loop(chain *ch) {
       st = maybe_restart(ch);
     progress(ch, &last);
   }
-  psim_free(prop.devices);
-  psim_free(saved.devices);
+  psim_op_config_destroy(&prop);
+  psim_op_config_destroy(&saved);
   if (st == PSIM_EINTERRUPTED) {
     psim_error_clear();
     st = PSIM_OK;

@@ -195,9 +195,13 @@ static psim_status fix_whole(const psim_model *m, int32_t o, const psim_constrai
     return fix_error(so, p, "the device count is not a multiple of the split's shards");
   }
   psim_op_config *cfg = &s->ops[o];
-  psim_free(cfg->devices);
+  const int32_t *list = psim_devlist_from(d, n);
+  psim_free(d);
+  if (!list)
+    return psim_error(PSIM_ENOMEM, "out of memory");
+  psim_devlist_release(cfg->devices);
   memcpy(cfg->degree, degree, sizeof cfg->degree);
-  cfg->devices = d;
+  cfg->devices = list;
   cfg->n_devices = n;
   cfg->replicas = n / shards;
   psim_space_fix_op(sp, o);
@@ -444,7 +448,7 @@ static psim_status shard_weights(const psim_model *m, const psim_strategy *s, co
   want.replicas = 1;
   if (!psim_space_allows(sp, o, &want))
     return PSIM_OK;
-  return psim_space_config_copy(&want, cfg);
+  return psim_space_config_set(&want, cfg); /* want.devices: the stage's or the fixed list */
 }
 
 /* When the start does not fit in memory (replicated embedding tables, say),

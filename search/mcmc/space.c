@@ -89,14 +89,10 @@ static void placement_positions(const psim_space *sp, int32_t st, int32_t p, int
   }
 }
 
-/* Makes cfg a placement of p devices, one shard each (devices to be filled). */
-static psim_status resize_devices(psim_op_config *cfg, int32_t p) {
-  if (cfg->n_devices != p) {
-    int32_t *d = psim_realloc(cfg->devices, sizeof *d * (size_t)p);
-    if (!d)
-      return psim_error(PSIM_ENOMEM, "out of memory for a placement");
-    cfg->devices = d;
-  }
+/* Makes cfg a placement of p devices, one shard each, in a list of its own (copy on write:
+ * the current strategy and the delta's snapshot may share the old one); *d to be filled. */
+static psim_status resize_devices(psim_op_config *cfg, int32_t p, int32_t **d) {
+  PSIM_CHECK(psim_op_config_writable(cfg, p, d));
   cfg->n_devices = p;
   cfg->replicas = 1;
   return PSIM_OK;
@@ -104,13 +100,13 @@ static psim_status resize_devices(psim_op_config *cfg, int32_t p) {
 
 static psim_status set_devices(const psim_space *sp, int32_t st, int32_t p, int64_t idx,
                                psim_op_config *cfg) {
-  int32_t pos[4096];
+  int32_t pos[4096], *d;
   if (p > 4096)
     return psim_error(PSIM_ELIMIT, "a placement of %d devices is over the limit of 4096", p);
   placement_positions(sp, st, p, idx, pos);
-  PSIM_CHECK(resize_devices(cfg, p));
+  PSIM_CHECK(resize_devices(cfg, p, &d));
   for (int32_t i = 0; i < p; i++)
-    cfg->devices[i] = sp->stage_devices[st][pos[i]];
+    d[i] = sp->stage_devices[st][pos[i]];
   return PSIM_OK;
 }
 
@@ -133,8 +129,9 @@ static psim_status op_set_devices(const psim_space *sp, const psim_space_op *so,
                                   int64_t idx, psim_op_config *cfg) {
   if (!so->fixed_devices)
     return set_devices(sp, so->stage, p, idx, cfg);
-  PSIM_CHECK(resize_devices(cfg, p));
-  memcpy(cfg->devices, so->fixed_devices, sizeof(int32_t) * (size_t)p);
+  int32_t *d;
+  PSIM_CHECK(resize_devices(cfg, p, &d));
+  memcpy(d, so->fixed_devices, sizeof(int32_t) * (size_t)p);
   return PSIM_OK;
 }
 
@@ -411,15 +408,15 @@ psim_status psim_space_fix_dim(psim_space *sp, int32_t o, int32_t op_dim, int32_
 }
 
 psim_status psim_space_config_copy(const psim_op_config *src, psim_op_config *dst) {
-  if (dst->n_devices != src->n_devices || !dst->devices) {
-    int32_t *d =
-        psim_realloc(dst->devices, sizeof *d * (size_t)(src->n_devices ? src->n_devices : 1));
-    if (!d)
-      return psim_error(PSIM_ENOMEM, "out of memory copying a configuration");
-    dst->devices = d;
-  }
+  psim_op_config_copy(src, dst);
+  return PSIM_OK;
+}
+
+psim_status psim_space_config_set(const psim_op_config *src, psim_op_config *dst) {
+  int32_t *d;
+  PSIM_CHECK(psim_op_config_writable(dst, src->n_devices, &d));
+  memmove(d, src->devices, sizeof(int32_t) * (size_t)src->n_devices);
   memcpy(dst->degree, src->degree, sizeof dst->degree);
-  memcpy(dst->devices, src->devices, sizeof(int32_t) * (size_t)src->n_devices);
   dst->n_devices = src->n_devices;
   dst->replicas = src->replicas;
   dst->stage = src->stage;

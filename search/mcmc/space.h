@@ -117,7 +117,10 @@ psim_status psim_space_fix_devices(psim_space *sp, int32_t o, const int32_t *dev
 uint64_t psim_space_rand(uint64_t *state);
 uint64_t psim_space_rand_below(uint64_t *state, uint64_t n);
 
-/* Copies cfg into dst (devices reallocated). */
+/* Copies config src (holding a list, devlist.h) into dst, the list shared: O(1). */
 psim_status psim_space_config_copy(const psim_op_config *src, psim_op_config *dst);
+/* Copies src into dst with src->devices any array of src->n_devices entries (a stage's
+ * devices, a --fix list) other than dst's own list: written into a list of dst's own. */
+psim_status psim_space_config_set(const psim_op_config *src, psim_op_config *dst);
 
 #endif

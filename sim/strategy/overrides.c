@@ -106,7 +106,13 @@ static psim_status override_devices(psim_jctx *c, const psim_strategy *s,
   if (devs) {
     psim_op_config_destroy(cfg);
     size_t sv = psim_jctx_key(c, "devices");
-    PSIM_CHECK(psim_strategy_read_devices(c, devs, cl, &cfg->devices, &cfg->n_devices));
+    int32_t *read = NULL, n = 0;
+    PSIM_CHECK(psim_strategy_read_devices(c, devs, cl, &read, &n));
+    cfg->devices = psim_devlist_from(read, n);
+    psim_free(read);
+    if (!cfg->devices)
+      return psim_error(PSIM_ENOMEM, "out of memory reading a device list");
+    cfg->n_devices = n;
     psim_jctx_pop(c, sv);
     avail = cfg->n_devices;
   }
@@ -118,9 +124,11 @@ static psim_status override_devices(psim_jctx *c, const psim_strategy *s,
                      "number the product of the split degrees times replicas)",
                      (long long)avail, (long long)prod, (long long)(r ? r : 1));
   cfg->replicas = (int32_t)r;
-  if (!devs) {
+  if (!devs) { /* the template's list may be shared by the op's peers: its own copy */
+    int32_t *d;
+    PSIM_CHECK(psim_op_config_writable(cfg, (int32_t)(prod * r), &d));
     cfg->n_devices = (int32_t)(prod * r);
-    memcpy(cfg->devices, st->devices, (size_t)cfg->n_devices * sizeof *cfg->devices);
+    memcpy(d, st->devices, (size_t)cfg->n_devices * sizeof *d);
   }
   return PSIM_OK;
 }

@@ -1,5 +1,5 @@
-/* strategy.c - the explicit strategy: lifetime, copies, names, the
- * mesh+layout expansion of one op, and the invariants of the explicit form. */
+/* strategy.c - the explicit strategy: lifetime, copies, names and the invariants of the
+ * explicit form (the mesh+layout expansion of one op is in mesh.c). */
 #include "sim/strategy/strategy.h"
 
 #include <stdio.h>
@@ -26,9 +26,21 @@ void psim_strategy_init(psim_strategy *s) {
 }
 
 void psim_op_config_destroy(psim_op_config *cfg) {
-  psim_free(cfg->devices);
+  psim_devlist_release(cfg->devices);
   cfg->devices = NULL;
   cfg->n_devices = 0;
+}
+
+void psim_op_config_copy(const psim_op_config *src, psim_op_config *dst) {
+  const int32_t *d = psim_devlist_share(src->devices); /* before the release: src may be dst */
+  psim_devlist_release(dst->devices);
+  *dst = *src;
+  dst->devices = d;
+}
+
+psim_status psim_op_config_writable(psim_op_config *cfg, int32_t cap, int32_t **out) {
+  int32_t keep = cfg->devices ? (cfg->n_devices < cap ? cfg->n_devices : cap) : 0;
+  return psim_devlist_writable(&cfg->devices, keep, cap, out);
 }
 
 void psim_strategy_destroy(psim_strategy *s) {
@@ -114,11 +126,8 @@ static psim_status copy_ops(const psim_strategy *src, psim_strategy *dst) {
   if (!dst->ops)
     return psim_error(PSIM_ENOMEM, "out of memory copying a strategy");
   dst->n_ops = src->n_ops;
-  for (int32_t i = 0; i < src->n_ops; i++) {
-    dst->ops[i] = src->ops[i];
-    dst->ops[i].devices = NULL;
-    PSIM_CHECK(dup_ints(src->ops[i].devices, src->ops[i].n_devices, &dst->ops[i].devices));
-  }
+  for (int32_t i = 0; i < src->n_ops; i++) /* the lists shared, not copied (devlist.h) */
+    psim_op_config_copy(&src->ops[i], &dst->ops[i]);
   return PSIM_OK;
 }
 
@@ -227,213 +236,6 @@ ENUM_NAME_PARSE(psim_allreduce_algo, psim_allreduce_algo_name, psim_allreduce_al
                 allreduces)
 ENUM_NAME_PARSE(psim_ps_mode, psim_ps_mode_name, psim_ps_mode_parse, ps_modes)
 
-/* ---- mesh + layout ---- */
-
-int32_t psim_mesh_size(const psim_mesh *mesh) {
-  int32_t n = mesh->n_axes > 0 ? 1 : 0;
-  for (int32_t a = 0; a < mesh->n_axes; a++)
-    n *= mesh->size[a];
-  return n;
-}
-
-/* A routed tensor: a dispatch's output, or an expert op's output that keeps
- * an expert-role dim. */
-static bool tensor_routed(const psim_model *m, int32_t t) {
-  const psim_tensor *x = &m->tensors[t];
-  if (x->producer < 0)
-    return false;
-  const psim_op *p = &m->ops[x->producer];
-  if (p->kind == PSIM_OP_DISPATCH)
-    return true;
-  bool expert_dim = false;
-  for (int32_t k = 0; k < x->rank; k++)
-    expert_dim = expert_dim || m->dims[x->dims[k]].role == PSIM_ROLE_EXPERT;
-  return expert_dim && psim_mesh_expert_op(m, x->producer);
-}
-
-bool psim_mesh_expert_op(const psim_model *m, int32_t o) {
-  const psim_op *op = &m->ops[o];
-  if (op->kind == PSIM_OP_DISPATCH || op->kind == PSIM_OP_COMBINE ||
-      m->role_dim[PSIM_ROLE_EXPERT] < 0)
-    return false;
-  for (int32_t i = 0; i < op->n_in; i++)
-    if (tensor_routed(m, op->in[i]))
-      return true;
-  return false;
-}
-
-/* The layout an op uses: the expert layout for expert ops when it has entries. */
-typedef struct layout_view {
-  const char (*key)[PSIM_MESH_NAME];
-  const int32_t *axis;
-  int32_t n;
-  bool expert_op, fallbacks;
-} layout_view;
-
-static layout_view layout_of(const psim_mesh *mesh, const psim_model *m, const psim_op *op) {
-  layout_view v = {mesh->layout_key, mesh->layout_axis, mesh->n_layout, false, true};
-  v.expert_op = psim_mesh_expert_op(m, (int32_t)(op - m->ops));
-  if (v.expert_op && mesh->n_expert_layout > 0) {
-    v.key = mesh->expert_layout_key;
-    v.axis = mesh->expert_layout_axis;
-    v.n = mesh->n_expert_layout;
-    v.fallbacks = false;
-  }
-  return v;
-}
-
-static bool dim_matches(const psim_model *m, int32_t dim, const char *key) {
-  return strcmp(m->dims[dim].name, key) == 0 ||
-         (m->dims[dim].role != PSIM_ROLE_NONE &&
-          strcmp(psim_role_name(m->dims[dim].role), key) == 0);
-}
-
-/* Op dim i claims the free axes of the layout entries naming its dim (by
- * name; by role when no entry names it). */
-static void claim_axes(const psim_mesh *mesh, const layout_view *v, const psim_model *m,
-                       const psim_op *op, int32_t i, int32_t *dim_of_axis) {
-  int32_t dim = op->dims[i].dim;
-  bool by_name = false;
-  for (int32_t k = 0; k < v->n && !by_name; k++)
-    by_name = strcmp(v->key[k], m->dims[dim].name) == 0;
-  for (int32_t k = 0; k < v->n; k++) {
-    bool match = by_name ? strcmp(v->key[k], m->dims[dim].name) == 0
-                         : m->dims[dim].role != PSIM_ROLE_NONE &&
-                               strcmp(v->key[k], psim_role_name(m->dims[dim].role)) == 0;
-    int32_t a = v->axis[k];
-    if (match && a >= 0 && a < mesh->n_axes && dim_of_axis[a] < 0)
-      dim_of_axis[a] = i;
-  }
-}
-
-/* dim_of_axis[a]: the op dim index (into op->dims) split over axis a, or -1. */
-void psim_mesh_map_axes(const psim_mesh *mesh, const psim_model *m, const psim_op *op,
-                        int32_t *dim_of_axis) {
-  for (int32_t a = 0; a < mesh->n_axes; a++)
-    dim_of_axis[a] = -1;
-  layout_view v = layout_of(mesh, m, op);
-  for (int32_t i = 0; v.expert_op && i < op->n_dims; i++)
-    if (m->dims[op->dims[i].dim].role == PSIM_ROLE_EXPERT)
-      claim_axes(mesh, &v, m, op, i, dim_of_axis);
-  for (int32_t i = 0; i < op->n_dims; i++)
-    claim_axes(mesh, &v, m, op, i, dim_of_axis);
-  for (int32_t a = 0; v.fallbacks && a < mesh->n_axes; a++) {
-    if (dim_of_axis[a] >= 0 || mesh->fallback[a][0] == '\0')
-      continue;
-    for (int32_t i = 0; i < op->n_dims && dim_of_axis[a] < 0; i++)
-      if (dim_matches(m, op->dims[i].dim, mesh->fallback[a]))
-        dim_of_axis[a] = i;
-  }
-}
-
-/* Mesh coordinates of (shard s, replica r) -> linear mesh index. A dim split
- * over several axes takes its coordinate row-major over them (first slowest). */
-static int32_t mesh_index(const psim_mesh *mesh, const psim_op_config *cfg, int32_t n_dims,
-                          const int32_t *dim_of_axis, int32_t s, int32_t r) {
-  int32_t coord_of_dim[PSIM_MAX_OP_DIMS];
-  for (int32_t i = n_dims - 1; i >= 0; i--) {
-    coord_of_dim[i] = s % cfg->degree[i];
-    s /= cfg->degree[i];
-  }
-  int32_t idx = 0, stride = 1;
-  for (int32_t a = mesh->n_axes - 1; a >= 0; a--) {
-    int32_t c;
-    if (dim_of_axis[a] >= 0) {
-      c = coord_of_dim[dim_of_axis[a]] % mesh->size[a];
-      coord_of_dim[dim_of_axis[a]] /= mesh->size[a];
-    } else {
-      c = r % mesh->size[a];
-      r /= mesh->size[a];
-    }
-    idx += c * stride;
-    stride *= mesh->size[a];
-  }
-  return idx;
-}
-
-/* Op `op`'s degrees and replicas over a stage of n_stage_devices (cfg zeroed first, no
- * device list) and its dim_of_axis. */
-static psim_status mesh_op_shape(const psim_mesh *mesh, const psim_model *m, int32_t op,
-                                 int32_t n_stage_devices, psim_op_config *cfg,
-                                 int32_t *dim_of_axis) {
-  const psim_op *o = &m->ops[op];
-  memset(cfg, 0, sizeof *cfg);
-  for (int32_t i = 0; i < PSIM_MAX_OP_DIMS; i++)
-    cfg->degree[i] = 1;
-  cfg->replicas = n_stage_devices;
-  if (mesh->n_axes > 0 && psim_mesh_size(mesh) != n_stage_devices)
-    return psim_error(PSIM_EINPUT, "the mesh has %d devices but the stage of op '%s' has %d",
-                      (int)psim_mesh_size(mesh), o->name, (int)n_stage_devices);
-  psim_mesh_map_axes(mesh, m, o, dim_of_axis);
-  for (int32_t a = 0; a < mesh->n_axes; a++) {
-    if (dim_of_axis[a] < 0)
-      continue;
-    cfg->degree[dim_of_axis[a]] *= mesh->size[a];
-    cfg->replicas /= mesh->size[a];
-  }
-  return PSIM_OK;
-}
-
-/* The split of op `op` (its degrees, replicas and the dim per mesh axis, from
- * mesh_op_shape): what mesh_index reads besides the shard and replica. */
-static void split_of(const psim_mesh *mesh, const psim_model *m, int32_t op,
-                     const psim_op_config *cfg, const int32_t *dim_of_axis, psim_mesh_split *sp) {
-  memset(sp, 0, sizeof *sp);
-  sp->n_dims = m->ops[op].n_dims;
-  sp->replicas = cfg->replicas;
-  for (int32_t i = 0; i < sp->n_dims && i < PSIM_MAX_OP_DIMS; i++)
-    sp->degree[i] = cfg->degree[i];
-  for (int32_t a = 0; a < mesh->n_axes && a < PSIM_MESH_MAX_AXES; a++)
-    sp->dim_of_axis[a] = dim_of_axis[a];
-}
-
-psim_status psim_mesh_op_config_like(const psim_mesh *mesh, const psim_model *m, int32_t op,
-                                     const int32_t *stage_devices, int32_t n_stage_devices,
-                                     psim_mesh_memo *memo, psim_op_config *cfg) {
-  int32_t ax[PSIM_MESH_MAX_AXES];
-  PSIM_CHECK(mesh_op_shape(mesh, m, op, n_stage_devices, cfg, ax));
-  psim_mesh_split sp;
-  split_of(mesh, m, op, cfg, ax, &sp);
-  int32_t k = 0;
-  while (k < memo->n && (memo->devices[k] == NULL || memcmp(&memo->split[k], &sp, sizeof sp) != 0))
-    k++;
-  size_t bytes = (size_t)(n_stage_devices > 0 ? n_stage_devices : 1) * sizeof(int32_t);
-  if (k < memo->n) { /* the same split over the same devices: the same list */
-    cfg->devices = psim_malloc(bytes);
-    if (!cfg->devices)
-      return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
-    cfg->n_devices = n_stage_devices;
-    memcpy(cfg->devices, memo->devices[k], bytes);
-    return PSIM_OK;
-  }
-  PSIM_CHECK(psim_mesh_op_config(mesh, m, op, stage_devices, n_stage_devices, cfg));
-  k = memo->n < PSIM_MESH_MEMO ? memo->n++ : PSIM_MESH_MEMO - 1; /* the oldest dropped */
-  memmove(&memo->split[1], &memo->split[0], (size_t)k * sizeof memo->split[0]);
-  memmove(&memo->devices[1], &memo->devices[0], (size_t)k * sizeof memo->devices[0]);
-  memo->split[0] = sp;
-  memo->devices[0] = cfg->devices;
-  return PSIM_OK;
-}
-
-psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int32_t op,
-                                const int32_t *stage_devices, int32_t n_stage_devices,
-                                psim_op_config *cfg) {
-  const psim_op *o = &m->ops[op];
-  int32_t dim_of_axis[PSIM_MESH_MAX_AXES];
-  PSIM_CHECK(mesh_op_shape(mesh, m, op, n_stage_devices, cfg, dim_of_axis));
-  cfg->devices = psim_malloc((size_t)(n_stage_devices > 0 ? n_stage_devices : 1) * sizeof(int32_t));
-  if (!cfg->devices)
-    return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
-  cfg->n_devices = n_stage_devices;
-  int32_t n_shards = cfg->replicas > 0 ? n_stage_devices / cfg->replicas : 0;
-  for (int32_t sh = 0; sh < n_shards; sh++)
-    for (int32_t r = 0; r < cfg->replicas; r++) {
-      int32_t idx = mesh->n_axes > 0 ? mesh_index(mesh, cfg, o->n_dims, dim_of_axis, sh, r) : r;
-      cfg->devices[sh * cfg->replicas + r] = stage_devices[idx];
-    }
-  return PSIM_OK;
-}
-
 /* ---- invariants ---- */
 
 int64_t psim_strategy_dim_extent(const psim_strategy *s, const psim_model *m, int32_t dim) {
@@ -516,8 +318,10 @@ static psim_status check_op(vctx *v, int32_t i) {
   snprintf(where, sizeof where, "ops.%.200s.devices", o->name);
   bool passed = false;
   for (int32_t k = 0; k < v->n_passed && !passed; k++)
-    passed = v->n_passed_devs[k] == cfg->n_devices &&
-             memcmp(v->passed[k], cfg->devices, (size_t)cfg->n_devices * sizeof *cfg->devices) == 0;
+    passed =
+        v->n_passed_devs[k] == cfg->n_devices &&
+        (v->passed[k] == cfg->devices || /* a shared list (devlist.h) */
+         memcmp(v->passed[k], cfg->devices, (size_t)cfg->n_devices * sizeof *cfg->devices) == 0);
   if (!passed) {
     PSIM_CHECK(check_device_list(v, cfg->devices, cfg->n_devices, where));
     int32_t n = v->n_passed < VALID_LISTS ? v->n_passed++ : VALID_LISTS - 1;

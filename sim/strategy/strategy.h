@@ -26,6 +26,7 @@
 #include "sim/core/status.h"
 #include "sim/ir/cluster.h"
 #include "sim/ir/model.h"
+#include "sim/strategy/devlist.h"
 
 /* Pipeline schedules (sim/strategy/schedule.c has their rules, sim/builder/schedules.c their
  * orders). The last three are torchtitan's (torch.distributed.pipelining, schedules.py of
@@ -94,9 +95,11 @@ typedef enum psim_ps_mode { PSIM_PS_SYNC = 0, PSIM_PS_ASYNC, PSIM_PS_BACKUP } ps
 typedef struct psim_op_config {
   int32_t degree[PSIM_MAX_OP_DIMS]; /* per op->dims[i]; 1 = not split */
   int32_t replicas;                 /* devices computing each shard, >= 1 */
-  int32_t *devices;                 /* n_devices device indices, owned */
-  int32_t n_devices;                /* == product of degrees * replicas */
-  int32_t stage;                    /* pipeline stage (virtual stage when interleaved) */
+  /* n_devices device indices: a shared list (sim/strategy/devlist.h) holding one reference,
+   * read-only; written through psim_op_config_writable (copy on write) */
+  const int32_t *devices;
+  int32_t n_devices; /* == product of degrees * replicas */
+  int32_t stage;     /* pipeline stage (virtual stage when interleaved) */
 } psim_op_config;
 
 typedef struct psim_stage {
@@ -389,7 +392,7 @@ bool psim_mesh_expert_op(const psim_model *m, int32_t o);
 /* Devices of the mesh (product of axis sizes; 0 when n_axes == 0). */
 int32_t psim_mesh_size(const psim_mesh *mesh);
 /* The config op `op` gets from mesh+layout over a stage's devices (stage not
- * set; cfg->devices allocated, release with psim_op_config_destroy).
+ * set; cfg->devices a new list, released by psim_op_config_destroy).
  * O(n_devices * n_dims). */
 psim_status psim_mesh_op_config(const psim_mesh *mesh, const psim_model *m, int32_t op,
                                 const int32_t *stage_devices, int32_t n_stage_devices,
@@ -402,22 +405,37 @@ typedef struct psim_mesh_split {
   int32_t dim_of_axis[PSIM_MESH_MAX_AXES];
 } psim_mesh_split;
 
-/* Splits met over one stage's devices, the newest first, with their device lists (owned
- * by the configs they were made for, which must outlive the memo). Zero-initialise. */
+/* The device lists psim_mesh_op_config_like made, the newest first, each a split over a
+ * stage's list (by address: the strategy's stages, which must outlive the memo), with a
+ * reference of the memo's own; and each split's positions in a stage's list, which every
+ * stage of the same size shares. Zero-initialise; psim_mesh_memo_destroy. */
 #define PSIM_MESH_MEMO 32
 typedef struct psim_mesh_memo {
   psim_mesh_split split[PSIM_MESH_MEMO];
+  const int32_t *stage[PSIM_MESH_MEMO];
   const int32_t *devices[PSIM_MESH_MEMO];
   int32_t n;
+  psim_mesh_split pos_split[PSIM_MESH_MEMO];
+  int32_t *pos[PSIM_MESH_MEMO]; /* owned */
+  int32_t n_pos;
 } psim_mesh_memo;
+void psim_mesh_memo_destroy(psim_mesh_memo *memo);
 
-/* psim_mesh_op_config over the stage devices the memo was used with, the device list
- * copied when an earlier op of the memo split alike, else computed and remembered: an
- * O(n_devices) copy instead of O(n_devices * n_dims) index arithmetic per op (issue 19). */
+/* psim_mesh_op_config through the memo: the device list shared (one more reference,
+ * devlist.h) when an earlier op split alike over the same stage, else gathered from the
+ * split's positions, which are computed once for all stages: O(1) or O(n_devices) per op
+ * instead of O(n_devices * n_dims) index arithmetic, or an O(n_devices) copy (issue 19). */
 psim_status psim_mesh_op_config_like(const psim_mesh *mesh, const psim_model *m, int32_t op,
                                      const int32_t *stage_devices, int32_t n_stage_devices,
                                      psim_mesh_memo *memo, psim_op_config *cfg);
 void psim_op_config_destroy(psim_op_config *cfg);
+/* dst becomes a copy of src sharing its device list (dst's own reference dropped): O(1). */
+void psim_op_config_copy(const psim_op_config *src, psim_op_config *dst);
+/* cfg's device list made its own and writable, with room for cap entries and its first
+ * min(n_devices, cap) kept (copied only when shared: psim_devlist_writable); n_devices is
+ * not changed. Every in-place edit of a config's list goes through here, so the other
+ * configs sharing it keep theirs. */
+psim_status psim_op_config_writable(psim_op_config *cfg, int32_t cap, int32_t **out);
 /* Extent of op dim i within one micro-batch: the model dim size, divided by
  * n_micro for the batch-role dim. */
 int64_t psim_strategy_dim_extent(const psim_strategy *s, const psim_model *m, int32_t dim);

@@ -99,10 +99,10 @@ psim_status psim_strategy_apply_mesh(psim_strategy *s, const psim_model *m) {
   if (!s->ops)
     return psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
   s->n_ops = m->n_ops;
-  /* per stage, the splits met: a layer's ops repeat a few, whose device lists are copied
-   * rather than computed again (issue 19: 16,384 devices a stage at 131,072 GPUs) */
+  /* the splits met: a layer's ops repeat a few, whose device lists are shared rather than
+   * computed again (issue 19: 16,384 devices a stage at 131,072 GPUs) */
   int32_t n_st = s->n_stages * (s->virtual_stages > 0 ? s->virtual_stages : 1);
-  psim_mesh_memo *memo = psim_calloc((size_t)n_st + 1, sizeof *memo);
+  psim_mesh_memo *memo = psim_calloc(1, sizeof *memo);
   psim_status rc = memo ? PSIM_OK : psim_error(PSIM_ENOMEM, "out of memory expanding a strategy");
   for (int32_t i = 0; rc == PSIM_OK && i < m->n_ops; i++) {
     int32_t st = psim_strategy_layer_stage(s, psim_strategy_op_layer(s, m, i));
@@ -112,9 +112,11 @@ psim_status psim_strategy_apply_mesh(psim_strategy *s, const psim_model *m) {
       break;
     }
     rc = psim_mesh_op_config_like(&s->mesh, m, i, s->stages[st].devices, s->stages[st].n_devices,
-                                  &memo[st], &s->ops[i]);
+                                  memo, &s->ops[i]);
     s->ops[i].stage = st;
   }
+  if (memo)
+    psim_mesh_memo_destroy(memo);
   psim_free(memo);
   return rc;
 }

@@ -82,7 +82,7 @@ static int walk(const psim_model *m, psim_cluster *c, int n, walk_figures *w) {
   w->engine_s = ds->engine_s;
   w->built = ds->segments_built;
   w->copied = ds->segments_copied;
-  psim_free(undo.devices);
+  psim_op_config_destroy(&undo);
   psim_delta_free(d);
   psim_space_destroy(&sp);
   psim_strategy_destroy(&s);

@@ -127,7 +127,7 @@ static void delta_walk(const psim_model *m, psim_cluster *c, psim_strategy *s, i
   const psim_delta_stats *st = psim_delta_get_stats(d);
   ck_assert_int_eq(st->evaluations, steps);
   ck_assert_int_eq(st->simulated + st->memo_hits, steps);
-  psim_free(undo.devices);
+  psim_op_config_destroy(&undo);
   psim_delta_free(d);
   psim_space_destroy(&sp);
 }
@@ -283,7 +283,7 @@ static int64_t graph_walk(const psim_model *m, psim_cluster *c, psim_strategy *s
   psim_build_free(prev);
   psim_tg_destroy(&spare);
   psim_free(changed);
-  psim_free(undo.devices);
+  psim_op_config_destroy(&undo);
   psim_space_destroy(&sp);
   psim_strategy_destroy(&seen);
   return copied - built;

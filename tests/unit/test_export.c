@@ -77,9 +77,11 @@ START_TEST(megatron_refuses_a_moved_op) {
   ck_assert(psim_strategy_megatron(&M, &C, &o, &s) == PSIM_OK);
   int32_t op = psim_model_find_op(&M, "layer.2.fc2");
   ck_assert_int_ge(op, 0);
-  int32_t t = s.ops[op].devices[0]; /* swap two devices of one op: a per-op placement */
-  s.ops[op].devices[0] = s.ops[op].devices[1];
-  s.ops[op].devices[1] = t;
+  int32_t *dv; /* swap two devices of one op: a per-op placement */
+  ck_assert(psim_op_config_writable(&s.ops[op], s.ops[op].n_devices, &dv) == PSIM_OK);
+  int32_t t = dv[0];
+  dv[0] = dv[1];
+  dv[1] = t;
   psim_megatron_opts got;
   ck_assert_int_eq(psim_export_match_megatron(&M, &C, &s, &got), PSIM_EFAILED);
   ck_assert_msg(strstr(psim_error_message(), "'layer.2.fc2'"), "%s", psim_error_message());
@@ -150,9 +152,13 @@ static void per_op_megatron(const int32_t *perm, psim_plan_doc *d) {
   o.tp = 4, o.dp = 2;
   ck_assert(psim_strategy_megatron(&M, &C, &o, &d->strategy) == PSIM_OK);
   memset(&d->strategy.mesh, 0, sizeof d->strategy.mesh);
-  for (int32_t i = 0; i < d->strategy.n_ops; i++)
-    for (int32_t j = 0; j < d->strategy.ops[i].n_devices; j++)
-      d->strategy.ops[i].devices[j] = perm[d->strategy.ops[i].devices[j]];
+  for (int32_t i = 0; i < d->strategy.n_ops; i++) {
+    psim_op_config *cfg = &d->strategy.ops[i];
+    int32_t *dv;
+    ck_assert(psim_op_config_writable(cfg, cfg->n_devices, &dv) == PSIM_OK);
+    for (int32_t j = 0; j < cfg->n_devices; j++)
+      dv[j] = perm[dv[j]];
+  }
 }
 
 /* The inferred mesh must give every tensor the spec the template's mesh gives it. */

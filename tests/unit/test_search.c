@@ -196,7 +196,7 @@ START_TEST(space_counts_match_brute_force) {
                              sizeof(int32_t) * (size_t)cf[i].n_devices) == 0));
       }
       for (int64_t i = 0; i < n; i++)
-        psim_free(cf[i].devices);
+        psim_op_config_destroy(&cf[i]);
       psim_free(cf);
       /* samples are in the space */
       uint64_t rng = 5;
@@ -205,7 +205,7 @@ START_TEST(space_counts_match_brute_force) {
         ck_assert(psim_space_sample(&sp, 0, &rng, &c) == PSIM_OK);
         ck_assert(psim_space_allows(&sp, 0, &c));
       }
-      psim_free(c.devices);
+      psim_op_config_destroy(&c);
       psim_space_destroy(&sp);
     }
   psim_strategy_destroy(&s);
@@ -253,7 +253,7 @@ START_TEST(space_blocks_follow_nodes) {
   for (int p = 1; p <= 8; p++)
     ck_assert_msg(__builtin_popcount(starts[p]) == want[p], "P = %d: %d blocks, brute force %d", p,
                   __builtin_popcount(starts[p]), want[p]);
-  psim_free(cfg.devices);
+  psim_op_config_destroy(&cfg);
   psim_space_destroy(&sp);
   psim_strategy_destroy(&s);
   unload(&f);
@@ -290,13 +290,15 @@ START_TEST(space_fixed_devices) {
     ck_assert(psim_space_sample(&sp, 0, &rng, &cfg) == PSIM_OK);
     ck_assert(cfg.devices[0] == 3 && cfg.devices[1] == 1);
   }
-  cfg.devices[0] = 0; /* another placement of the same split is not allowed */
+  int32_t *dv; /* another placement of the same split is not allowed */
+  ck_assert(psim_op_config_writable(&cfg, cfg.n_devices, &dv) == PSIM_OK);
+  dv[0] = 0;
   ck_assert(!psim_space_allows(&sp, 0, &cfg));
   const int32_t twice[2] = {1, 1}, outside[1] = {4};
   ck_assert_int_eq(psim_space_fix_devices(&sp, 1, twice, 2), PSIM_EINPUT);
   ck_assert_int_eq(psim_space_fix_devices(&sp, 1, outside, 1), PSIM_EINPUT);
   psim_error_clear();
-  psim_free(cfg.devices);
+  psim_op_config_destroy(&cfg);
   psim_space_destroy(&sp);
   psim_strategy_destroy(&s);
   unload(&f);

@@ -630,7 +630,9 @@ START_TEST(to_json_round_trip) {
   round_trip(&s);
   ck_assert_int_eq(psim_strategy_copy(&s, &c), PSIM_OK);
   ck_assert(psim_strategy_equal(&s, &c));
-  c.ops[3].devices[0] = 15;
+  int32_t *dv;
+  ck_assert(psim_op_config_writable(&c.ops[3], c.ops[3].n_devices, &dv) == PSIM_OK);
+  dv[0] = 15;
   ck_assert(!psim_strategy_equal(&s, &c));
   round_trip(&c); /* a changed op comes back through an override */
   psim_strategy_destroy(&c);
