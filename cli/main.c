@@ -6,7 +6,6 @@
 
 #include "cli/cli.h"
 #include "psim_config.h"
-#include "sim/core/alloc.h"
 #include "sim/core/json.h"
 #include "sim/engine/taskgraph.h"
 
@@ -281,7 +280,6 @@ static int run_command(const psim_cli_command *c, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-  psim_alloc_retain_freed(); /* a simulation's phases reuse each other's arrays (alloc.h) */
   psim_json_init_hooks();
   if (argc < 2) {
     print_usage(stderr);

@@ -17,9 +17,6 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 /* Blocks below this are left as they are: glibc serves them from its heap in small pieces,
  * and a huge page for a 1 MB array would grow the resident set for no fault saved. */
@@ -38,21 +35,6 @@ static void advise_huge(void *p, size_t bytes) {
 #else
   (void)p;
   (void)bytes;
-#endif
-}
-
-/* glibc maps every block over its mmap threshold (128 KiB to 32 MiB) on its own and unmaps it
- * on free, and trims the heap's top when it frees more than 128 KiB there: the next phase's
- * arrays then come from the kernel again, zeroed page by page. A simulation's phases (build,
- * finalize, engine, breakdown) each allocate and free arrays of bytes per task: at 14.1 M tasks
- * the process mapped 3.74 GB of fresh memory for a 2.3 GB peak, each page zeroed by the kernel
- * on first touch; retained, it grows its heap by 2.84 GB (strace; docs/performance.md, "Session
- * 23"). With no maps (M_MMAP_MAX 0; glibc still maps when the heap cannot grow) and no trimming
- * (mallopt(3): M_TRIM_THRESHOLD -1 "disables trimming completely") a freed array is reused. */
-void psim_alloc_retain_freed(void) {
-#if defined(__GLIBC__)
-  (void)mallopt(M_MMAP_MAX, 0); /* hints: where one is refused, memory is returned as before */
-  (void)mallopt(M_TRIM_THRESHOLD, -1);
 #endif
 }
 

@@ -17,14 +17,6 @@ void psim_free(void *ptr);
 void psim_free_each(void *const *ptrs, size_t n);
 char *psim_strdup(const char *s);
 
-/* Process-wide: memory the process frees is kept for its next allocations instead of being
- * returned to the kernel (which zeroes it again when it comes back). For programs, called once
- * at start-up (cli/main.c, the calibration and benchmark tools); a library does not change its
- * host's allocator behind its back. glibc only; elsewhere nothing. Peak memory stays about
- * the same (what is kept is what the process held at its peak; the heap's fragmentation aside:
- * +1% to +4% measured, docs/performance.md, "Session 23"). */
-void psim_alloc_retain_freed(void);
-
 /* Makes the n-th allocation from now fail (n >= 1); 0 disables injection. */
 void psim_alloc_fail_at(long n);
 /* Allocation calls still to come before the injected failure (0 when it has

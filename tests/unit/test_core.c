@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "sim/core/alloc.h"
 #include "sim/core/hashmap.h"
@@ -181,36 +180,6 @@ START_TEST(large_blocks_advised_huge) {
   }
   psim_free(r);
   psim_free(q);
-}
-END_TEST
-
-static long minor_faults(void) {
-  struct rusage u;
-  ck_assert_int_eq(getrusage(RUSAGE_SELF, &u), 0);
-  return u.ru_minflt;
-}
-
-/* After psim_alloc_retain_freed a freed 64 MiB block serves the next one without a page fault
- * (alloc.c: glibc otherwise unmaps it and the kernel zeroes the next one page by page: at
- * least 32 faults with 2 MiB pages, 16,384 with 4 KiB ones). Runs in its own forked process
- * (Check's default), as the setting is process-wide. glibc without a sanitizer only: the
- * sanitizers' allocators quarantine freed blocks by design. */
-START_TEST(freed_memory_is_reused) {
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
-  psim_alloc_retain_freed();
-  size_t big = (size_t)64 << 20;
-  char *p = psim_malloc(big);
-  ck_assert_ptr_nonnull(p);
-  memset(p, 1, big);
-  psim_free(p);
-  long before = minor_faults();
-  char *q = psim_malloc(big);
-  ck_assert_ptr_nonnull(q);
-  memset(q, 2, big);
-  long faults = minor_faults() - before;
-  psim_free(q);
-  ck_assert_msg(faults < 8, "%ld page faults for a reused 64 MiB block", faults);
-#endif
 }
 END_TEST
 
@@ -435,7 +404,6 @@ int main(void) {
   tcase_add_test(tc, json_unknown_and_duplicate_keys);
   tcase_add_test(tc, alloc_failure_injection);
   tcase_add_test(tc, large_blocks_advised_huge);
-  tcase_add_test(tc, freed_memory_is_reused);
   tcase_add_test(tc, atomic_write_replaces_file);
   tcase_add_test(tc, hashmap_matches_brute_force);
   tcase_add_test(tc, hashmap_growth_and_reserve);
