@@ -33,7 +33,7 @@ typedef struct bd_ctx {
   uint8_t *peer;         /* per device: computes in one of d's pipeline stages */
   int32_t *pred_first;   /* n_tasks + 1: predecessors in CSR form */
   int32_t *pred;         /* n_edges */
-  int32_t *order;        /* task ids by (start, id) */
+  const int32_t *order;  /* task ids as the engine took them (r->taken, not owned) */
   int32_t *res_prev;     /* per task: the task that last held one of its resources, or -1 */
   double part[BD_COUNT]; /* s */
 } bd_ctx;
@@ -68,81 +68,17 @@ static psim_status bd_preds(bd_ctx *b) {
   return PSIM_OK;
 }
 
-/* The radix sort's digits: 11 bits, 6 passes over the 64 key bits. 2,048 buckets keep each
- * pass's counters in L1 and its scatter to as many write streams as the cache and TLB hold;
- * 16-bit digits (65,536 streams) spent twice as long on 14 M tasks (perf, docs/performance.md,
- * "Session 22"). */
-enum { BD_DIGIT_BITS = 11, BD_BUCKETS = 1 << BD_DIGIT_BITS, BD_PASSES = 6 };
-
-/* One stable counting pass on the digit at `shift`, from its histogram `count` (BD_BUCKETS). */
-static void radix_pass(size_t n, const uint64_t *key, const int32_t *ord, uint64_t *key2,
-                       int32_t *ord2, int shift, size_t *count) {
-  size_t sum = 0;
-  for (size_t v = 0; v < BD_BUCKETS; v++) {
-    size_t c = count[v];
-    count[v] = sum;
-    sum += c;
-  }
-  for (size_t i = 0; i < n; i++) {
-    size_t j = count[(key[i] >> shift) & (BD_BUCKETS - 1)]++;
-    key2[j] = key[i];
-    ord2[j] = ord[i];
-  }
-}
-
-/* Every pass's histogram in one read of the keys (BD_PASSES x BD_BUCKETS counters). */
-static void radix_histograms(size_t n, const uint64_t *key, size_t *count) {
-  memset(count, 0, sizeof *count * BD_PASSES * BD_BUCKETS);
-  for (size_t i = 0; i < n; i++)
-    for (int p = 0; p < BD_PASSES; p++)
-      count[p * BD_BUCKETS + ((key[i] >> (p * BD_DIGIT_BITS)) & (BD_BUCKETS - 1))]++;
-}
-
-/* b->order: the tasks by (start, id), a stable LSD radix sort on the IEEE-754 bits of the start
- * times (non-negative doubles order as their bits). A pass whose digit is the same in every key
- * (all starts share their top bits) leaves the order as it is and is skipped. O(V). */
-static psim_status bd_order(bd_ctx *b) {
-  size_t n = (size_t)b->g->n_tasks;
-  uint64_t *key = psim_malloc(sizeof *key * (n + 1)), *key2 = psim_malloc(sizeof *key2 * (n + 1));
-  int32_t *ord2 = psim_malloc(sizeof *ord2 * (n + 1));
-  size_t *count = psim_malloc(sizeof *count * BD_PASSES * BD_BUCKETS);
-  b->order = psim_malloc(sizeof *b->order * (n + 1));
-  psim_status st = key && key2 && ord2 && count && b->order ? PSIM_OK : oom();
-  for (size_t t = 0; st == PSIM_OK && t < n; t++) {
-    double s = b->r->start_s[t] > 0 ? b->r->start_s[t] : 0; /* also -0 */
-    memcpy(&key[t], &s, sizeof s);
-    b->order[t] = (int32_t)t;
-  }
-  if (st == PSIM_OK && n > 0)
-    radix_histograms(n, key, count);
-  for (int p = 0; st == PSIM_OK && n > 0 && p < BD_PASSES; p++) {
-    size_t *c = count + (size_t)p * BD_BUCKETS;
-    if (c[(key[0] >> (p * BD_DIGIT_BITS)) & (BD_BUCKETS - 1)] == n)
-      continue; /* one digit value: the pass would copy the keys in place */
-    radix_pass(n, key, b->order, key2, ord2, p * BD_DIGIT_BITS, c);
-    uint64_t *tk = key;
-    key = key2;
-    key2 = tk;
-    int32_t *to = b->order;
-    b->order = ord2;
-    ord2 = to;
-  }
-  psim_free(key);
-  psim_free(key2);
-  psim_free(ord2);
-  psim_free(count);
-  return st;
-}
-
 static void bd_consider(const bd_ctx *b, int32_t c, int32_t *best) {
   const double *end = b->r->end_s;
   if (*best < 0 || end[c] > end[*best] || (end[c] == end[*best] && c < *best))
     *best = c;
 }
 
-/* b->res_prev: per task, of the tasks that held one of its resources before it (each resource
- * serves its tasks one at a time, in start order), the one that ended last. Only tasks that took
- * time count: a zero-length task neither delays another nor closes a loop. O(V + S). */
+/* b->res_prev: per task, of the tasks that held one of its resources before it, the one that
+ * ended last. Each resource serves its tasks in the order the engine took them, each ending
+ * before the next starts (r->taken), so the last one taken on a resource is the one before it
+ * there. Only tasks that took time count: a zero-length task neither delays another nor closes
+ * a loop. O(V + S). */
 static psim_status bd_res_prev(bd_ctx *b) {
   const psim_taskgraph *g = b->g;
   int32_t *last = psim_malloc(sizeof *last * ((size_t)g->n_resources + 1));
@@ -156,8 +92,8 @@ static psim_status bd_res_prev(bd_ctx *b) {
   for (int32_t i = 0; i < g->n_tasks; i++) {
     int32_t t = b->order[i], best = -1;
     for (int32_t k = g->res_first[t]; k < g->res_first[t + 1]; k++) {
-      int32_t p = last[g->res[k]]; /* (one starting with t and ordered first did not precede it) */
-      if (p >= 0 && b->r->end_s[p] <= b->r->start_s[t])
+      int32_t p = last[g->res[k]];
+      if (p >= 0 && b->r->end_s[p] <= b->r->start_s[t]) /* always, in the order taken */
         bd_consider(b, p, &best);
     }
     b->res_prev[t] = best;
@@ -257,8 +193,8 @@ static bool on_stream(const psim_taskgraph *g, int32_t t, int32_t q) {
   return false;
 }
 
-/* Walks d's compute stream in start order: busy time is compute, each gap (and the tail up to
- * t_end) is attributed by bd_walk. */
+/* Walks d's compute stream in start order (the order taken, on one resource): busy time is compute,
+ * each gap (and the tail up to t_end) is attributed by bd_walk. */
 static void bd_stream(bd_ctx *b, double t_end, psim_sim_result *out) {
   const psim_taskgraph *g = b->g;
   int32_t q = psim_res_compute(b->d);
@@ -285,9 +221,10 @@ psim_status psim_sim_breakdown(const psim_taskgraph *g, const psim_schedule_resu
   bd_ctx b = {.g = g, .r = r, .d = d};
   b.ps = s->sync == PSIM_SYNC_PS;
   b.pipelined = s->n_stages > 1;
-  psim_status st = bd_order(&b); /* first: its scratch is freed before the rest is allocated */
-  if (st == PSIM_OK)
-    st = bd_preds(&b);
+  if (!r->taken)
+    return psim_error(PSIM_EFAILED, "time breakdown: the schedule did not record its order");
+  b.order = r->taken;
+  psim_status st = bd_preds(&b);
   if (st == PSIM_OK)
     st = bd_res_prev(&b);
   if (st == PSIM_OK)
@@ -303,7 +240,6 @@ psim_status psim_sim_breakdown(const psim_taskgraph *g, const psim_schedule_resu
   psim_free(b.peer);
   psim_free(b.pred_first);
   psim_free(b.pred);
-  psim_free(b.order);
   psim_free(b.res_prev);
   return st;
 }

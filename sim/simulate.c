@@ -206,7 +206,8 @@ psim_status psim_sim_pipeline(const psim_model *m, psim_cluster *c, const psim_s
   if (st == PSIM_OK && psim_ps_needs_rebuild(s)) /* issue 8: the k earliest pushes (ps.c) */
     st = psim_ps_backup_rebuild(*b);
   r->build_s = psim_clock_now_s() - t0;
-  assert(st != PSIM_OK || *b); /* a build that succeeded exists */
+  assert(st != PSIM_OK || *b);                       /* a build that succeeded exists */
+  sched->record_taken = figures == PSIM_FIGURES_ALL; /* the breakdown reads it */
   if (st == PSIM_OK)
     st = schedule(*b, o, sched, r);
   if (st == PSIM_OK && figures == PSIM_FIGURES_ALL)

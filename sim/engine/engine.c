@@ -134,6 +134,7 @@ void psim_schedule_result_destroy(psim_schedule_result *r) {
   psim_free(r->start_s);
   psim_free(r->end_s);
   psim_free(r->issue_end_s);
+  psim_free(r->taken);
   psim_free(r->state_);
   psim_free(r->res_free_);
   psim_free(r->heap_);
@@ -163,6 +164,12 @@ static psim_status reserve_result(psim_schedule_result *r, size_t n, int32_t nre
     if (!e)
       return psim_error(PSIM_ENOMEM, "simulation: out of memory for %zu tasks", n);
     r->issue_end_s = e;
+  }
+  if (r->record_taken) { /* sized with the graph each time: full figures only */
+    int32_t *t = psim_realloc(r->taken, (n ? n : 1) * sizeof *t);
+    if (!t)
+      return psim_error(PSIM_ENOMEM, "simulation: out of memory for %zu tasks", n);
+    r->taken = t;
   }
   if (nres > r->cap_resources_ || !r->res_free_) {
     double *f = psim_realloc(r->res_free_, (size_t)(nres ? nres : 1) * sizeof *f);
@@ -387,6 +394,7 @@ static psim_status simulate_static(const psim_taskgraph *g, psim_schedule_result
   const int32_t *pos = o == PSIM_ENGINE_ISSUE ? g->position : NULL;
   double makespan = 0;
   double *issue_end = r->record_issue ? r->issue_end_s : NULL;
+  int32_t *taken = r->record_taken ? r->taken : NULL;
   heap_key cur = NO_KEY;
   choose_static(r, &hn, &cur);
   while (cur != NO_KEY) {
@@ -394,6 +402,8 @@ static psim_status simulate_static(const psim_taskgraph *g, psim_schedule_result
     ENGINE_ASSERT(u < g->n_tasks && ts[u].left == 0);
     double end = run_task(g, r->res_free_, u, ts[u].ready, &r->start_s[u], issue_end);
     r->end_s[u] = end;
+    if (taken)
+      taken[*done] = u;
     if (end > makespan)
       makespan = end;
     PSIM_CHECK(release_static(g, r, u, end, level + level_step(g, o, u), pos, &hn, &cur));
@@ -416,12 +426,15 @@ __attribute__((always_inline)) static inline psim_status simulate_ready(const ps
   double makespan = 0;
   heap_entry cur = {0, -1};
   double *issue_end = r->record_issue ? r->issue_end_s : NULL;
+  int32_t *taken = r->record_taken ? r->taken : NULL;
   PSIM_CHECK(choose_next(r, &hn, &cur));
   while (cur.id >= 0) {
     int32_t u = cur.id;
     ENGINE_ASSERT(u < g->n_tasks);
     double end = run_task(g, r->res_free_, u, cur.t, &r->start_s[u], issue_end);
     r->end_s[u] = end;
+    if (taken)
+      taken[*done] = u;
     if (end > makespan)
       makespan = end;
     PSIM_CHECK(release(g, r, u, end, chain, &hn, &cur));

@@ -143,6 +143,13 @@ typedef struct psim_schedule_result {
    * host's track. Default off: the search does not pay for it. */
   bool record_issue;
   double *issue_end_s;
+  /* Set record_taken before psim_tg_simulate to get taken[i], the i-th task the engine took
+   * (owned; n_tasks entries). Each resource serves its tasks in the order taken, so restricted
+   * to one resource it is that resource's tasks in start order, each positive-duration one
+   * ending before the next starts. For the time breakdown (sim/breakdown.c), which otherwise
+   * sorted every task by start time. Default off: the search does not pay for it. */
+  bool record_taken;
+  int32_t *taken;
   /* Engine scratch, kept between calls so that repeated simulations (search)
    * allocate nothing once warm. Private to engine.c. */
   size_t cap_tasks_;      /* capacity of start_s, end_s, state_ */
