@@ -390,6 +390,9 @@ static inline int32_t *psim_build_pass_tasks(const psim_build *x, int pass_kind)
 /* The part of op o's backward that computes weight gradients, which a schedule that splits
  * the backward runs as a kernel of its own (kernels.c); 0 otherwise. */
 double psim_build_wgrad_share(const psim_build *b, int32_t o);
+/* The weight gradient's share of op o's backward however it is issued (0.5 for a matmul or
+ * convolution with weights, 1 for an embedding, else 0). */
+double psim_build_weight_share(const psim_build *b, int32_t o);
 
 /* The task array holding the last kernel of op o's backward that its gradient sync waits for:
  * its weight-gradient kernels where the schedule splits them off, else its backward. */
@@ -526,7 +529,7 @@ bool psim_build_fold_taint(const psim_build *b, uint64_t *taint); /* false: no f
 psim_status psim_build_fold_note_coll(psim_build *b, const psim_coll_desc *d, int32_t t0);
 psim_status psim_build_choose_simulated(psim_build *b);
 psim_status psim_build_make_locals(psim_build *b);
-/* The kernel that waits for an async pipeline send issued after kernel from (kernels.c). */
+/* The kernel that waits for an async pipeline send issued after kernel from (schedules.c). */
 int32_t psim_build_send_waiter(const psim_build *b, int32_t from);
 /* Issues every stage's kernels in its pipeline schedule's order (schedules.c). */
 psim_status psim_build_issue_compute(psim_build *b);
@@ -607,10 +610,24 @@ static inline bool psim_build_async_tp(const psim_build *b) {
                                                : b->c->stack.tp_overlap;
 }
 int32_t psim_build_tp_scatter_chunks(const psim_build *b, int32_t o);
+/* Whether Transformer Engine's backward TP overlap is on (context.c): async TP, the
+ * stack's tp_overlap_bwd and sequence parallelism. */
+static inline bool psim_build_tp_bwd_overlap(const psim_build *b) {
+  return psim_build_async_tp(b) && b->c->stack.tp_overlap_bwd && b->s->sequence_parallel;
+}
 /* The time of one of the n chunks (1/n of the rows) of shard k of matmul o's
  * pass, from the cost model; whole_s / n when the rows do not split. */
 double psim_build_tp_chunk_s(const psim_build *b, int32_t o, int32_t k, int pass_kind, int32_t n,
                              double whole_s);
+/* Transformer Engine's backward TP overlap of shard k of matmul o (context.c): kernel
+ * times of the dgrad before the output gradient's gather ends (0: none), the dgrad's
+ * rest, the wgrad; extra_s the chunked GEMMs' cost over the unsplit dgrad. False when
+ * no pair applies (then the plan is unset). */
+typedef struct psim_tp_bwd_plan {
+  double early_s, dgrad_s, wgrad_s, extra_s;
+} psim_tp_bwd_plan;
+bool psim_build_tp_bwd_plan(const psim_build *b, int32_t o, int32_t k, double duration_s,
+                            psim_tp_bwd_plan *p);
 /* Compute slowdown on device dev while a reduce-scatter holds the stack's
  * comm_sms SMs: n_sms / (n_sms - comm_sms), 1 when not set. */
 double psim_build_comm_sm_slowdown(const psim_build *b, int32_t dev);

@@ -310,7 +310,7 @@ psim_status psim_build_add_transfer_after(psim_build *b, int32_t x, int32_t from
     PSIM_CHECK(psim_tg_add_edge(&b->g, from, entry));
   if (pipeline && b->inc.record)
     b->inc.seg_fixed[b->inc.cur_seg] = 1; /* the edge below depends on other ops' streams */
-  int32_t waiter = pipeline && from >= 0 ? psim_build_send_waiter(b, from) : -1; /* kernels.c */
+  int32_t waiter = pipeline && from >= 0 ? psim_build_send_waiter(b, from) : -1; /* schedules.c */
   if (waiter >= 0)
     PSIM_CHECK(psim_tg_add_edge(&b->g, exit, waiter));
   return psim_tg_add_edge(&b->g, exit, arrived);

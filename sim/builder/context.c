@@ -105,7 +105,7 @@ void psim_build_gqa_region(const psim_build *b, int32_t o, const int32_t *coord,
  * ends after max(M, C + M / n): the kernel is split in two, (n - 1) / n
  * that needs only local data (or feeds the scatter) and 1 / n, so that the
  * collective overlaps the larger part. Forward and recompute passes; the
- * backward's pairs are not modelled. */
+ * backward's pairs are TE's (psim_build_tp_bwd_plan, below). */
 int32_t psim_build_tp_gather_chunks(const psim_build *b, int32_t o, int32_t k) {
   const psim_op *op = &b->m->ops[o];
   if (!psim_build_async_tp(b) || !b->s->sequence_parallel || op->kind != PSIM_OP_MATMUL)
@@ -179,4 +179,40 @@ double psim_build_comm_sm_slowdown(const psim_build *b, int32_t dev) {
   const psim_device_type *t = &b->c->types[b->c->devices[dev].type];
   int32_t total = psim_kernels_arch(t->name).n_sms;
   return sms > 0 && total > sms ? (double)total / (total - sms) : 1.0;
+}
+
+/* Transformer Engine's backward TP overlap (the stack's tp_overlap_bwd, with async TP and
+ * sequence parallelism; docs/stacks.md). A matmul whose output was reduce-scattered forward
+ * (Linear, row parallel: proj, fc2) gets its output gradient by an all-gather, which TE runs
+ * as a ring exchange inside the dgrad GEMM (ub_split_ag / ub_overlap_ag on the proj_dgrad,
+ * fc2_dgrad buffers, linear.py _Linear.backward): the dgrad is split as the forward's
+ * gathers are, (n - 1) / n on the local shard, the last 1 / n when the gather is done; the
+ * wgrad, which reads the whole gradient, after it. A matmul whose input was all-gathered
+ * forward (LayerNormLinear, column parallel: qkv, fc1) reduce-scatters its input gradient;
+ * with ub_bulk_wgrad the dgrad GEMM runs first and the reduce-scatter of its output overlaps
+ * the wgrad GEMM (UbufOverlapAlgo.BULK_OVERLAP_RS), on the SMs the bulk kernel leaves
+ * (comm_sms; TE's default 16 with set_sm_margin, base.py get_default_config)
+ * (layernorm_linear.py _LayerNormLinear.backward, TransformerEngine @ 3ec87875). The dgrad /
+ * wgrad split is the builder's (psim_build_weight_share); a split backward (b->wgt) has
+ * its wgrad in a pass of its own. */
+bool psim_build_tp_bwd_plan(const psim_build *b, int32_t o, int32_t k, double duration_s,
+                            psim_tp_bwd_plan *p) {
+  if (!psim_build_tp_bwd_overlap(b) || b->m->ops[o].kind != PSIM_OP_MATMUL)
+    return false;
+  int32_t n = psim_build_tp_scatter_chunks(b, o); /* ranks the output gradient comes from */
+  double w = psim_build_weight_share(b, o), dgrad_share = 1 - w;
+  bool bulk = !b->wgt && w > 0 && psim_build_tp_gather_chunks(b, o, k) > 1;
+  if ((n <= 1 && !bulk) || dgrad_share <= 0)
+    return false;
+  double dgrad_s = b->wgt ? duration_s : duration_s * dgrad_share, chunked_s = dgrad_s;
+  if (n > 1) /* n dgrad GEMMs of 1/n of the rows */
+    chunked_s =
+        n * dgrad_share * psim_build_tp_chunk_s(b, o, k, PSIM_DIR_BWD, n, dgrad_s / dgrad_share);
+  int32_t dev = b->locals[b->loc_first[o] + k].device;
+  *p = (psim_tp_bwd_plan){.early_s = n > 1 ? chunked_s * (n - 1) / n : 0,
+                          .dgrad_s = n > 1 ? chunked_s / n : chunked_s,
+                          .wgrad_s = (duration_s - dgrad_s) *
+                                     (bulk ? psim_build_comm_sm_slowdown(b, dev) : 1.0),
+                          .extra_s = chunked_s - dgrad_s};
+  return true;
 }

@@ -85,6 +85,22 @@ static psim_status add_dp_collective(psim_build *b, psim_group *g, sync_state *s
   return stream_order(b, g, ss->dp_last, *entry, *exit);
 }
 
+/* The last kernel of the pass of kernel id's op and micro-batch on its stream: a backward
+ * that Transformer Engine's TP overlap splits ends with its weight gradient (kernels.c
+ * tp_backward_pairs), after the kernel its input gradient leaves from. */
+static int32_t last_kernel(const psim_build *b, int32_t id) {
+  if (id < 0)
+    return id;
+  const psim_task_info *in = &b->g.info[id];
+  for (int32_t n = b->next_compute[id]; n >= 0; n = b->next_compute[n]) {
+    const psim_task_info *x = &b->g.info[n];
+    if (x->op != in->op || x->micro != in->micro || x->pass != in->pass || x->shard != in->shard)
+      break;
+    id = n;
+  }
+  return id;
+}
+
 /* One collective for the group holding entry e of the bucket's first op:
  * an all-reduce, or under ZeRO (any stage; Megatron-LM's distributed
  * optimizer) a reduce-scatter onto the shards each rank updates. Under HSDP
@@ -113,8 +129,8 @@ static psim_status sync_group(psim_build *b, psim_group *g, void *ctx) {
     if (!b->simulated[dev])
       continue;
     int32_t dep = b->s->overlap_grad_reduce
-                      ? psim_build_src_task(b, psim_build_grad_tasks(b, bk->last_op), bk->last_op,
-                                            dev, b->n_micro - 1)
+                      ? last_kernel(b, psim_build_src_task(b, psim_build_grad_tasks(b, bk->last_op),
+                                                           bk->last_op, dev, b->n_micro - 1))
                       : b->last_bwd[dev];
     if (dep >= 0 && (!ss->across || shard == 1))
       PSIM_CHECK(psim_tg_add_edge(&b->g, dep, entry));

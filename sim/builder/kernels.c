@@ -511,9 +511,7 @@ static int32_t ring_steps(const psim_build *b, int32_t o, int pass_kind) {
  * a norm's gamma and beta as for its dx; an embedding's backward is all weight gradient (its
  * ids have none). torch.distributed.pipelining runs the two as separate autograd passes
  * (stage_backward_input, stage_backward_weight in _backward.py, pytorch 00722e648b). */
-double psim_build_wgrad_share(const psim_build *b, int32_t o) {
-  if (!b->wgt)
-    return 0;
+double psim_build_weight_share(const psim_build *b, int32_t o) {
   const psim_op *op = &b->m->ops[o];
   bool weights = false;
   for (int32_t i = 0; i < op->n_in; i++)
@@ -521,6 +519,10 @@ double psim_build_wgrad_share(const psim_build *b, int32_t o) {
   if (!weights)
     return 0;
   return op->kind == PSIM_OP_EMBEDDING ? 1.0 : 0.5;
+}
+
+double psim_build_wgrad_share(const psim_build *b, int32_t o) {
+  return b->wgt ? psim_build_weight_share(b, o) : 0;
 }
 
 /* The weight gradient's share w of n host calls (at least one of them when there are any;
@@ -550,6 +552,27 @@ static psim_task_cost pass_cost(psim_build *b, int32_t o, int32_t k, int pass_ki
   return c;
 }
 
+/* Transformer Engine's backward TP pairs (context.c psim_build_tp_bwd_plan): the dgrad (cut
+ * around a ring-exchange all-gather), then the wgrad (under a bulk reduce-scatter); *id is
+ * the kernel the incoming gradient and the input gradient's collective attach to. */
+static psim_status tp_backward_pairs(psim_build *b, int32_t o, const psim_task_cost *tc,
+                                     const psim_task_info *info, host_work calls,
+                                     const psim_tp_bwd_plan *p, int32_t *id) {
+  int32_t dev = info->device, last;
+  if (p->early_s > 0) {
+    PSIM_CHECK(chain(b, dev, p->early_s, info, calls, &last));
+    calls = (host_work){0, 0};
+  }
+  PSIM_CHECK(chain(b, dev, p->dgrad_s, info, calls, id));
+  last = *id;
+  if (p->wgrad_s > 0)
+    PSIM_CHECK(chain(b, dev, p->wgrad_s, info, (host_work){0, 0}, &last));
+  b->compute_by_origin[tc->origin] += p->extra_s;
+  b->last_bwd[dev] = last;
+  mark_multihot_sync(b, o, PSIM_DIR_BWD, dev);
+  return account_kernel(b, tc, last, dev);
+}
+
 static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu, int pass_kind,
                                 int32_t *id) {
   const psim_op_local *loc = &b->locals[b->loc_first[o] + k];
@@ -572,6 +595,9 @@ static psim_status compute_task(psim_build *b, int32_t o, int32_t k, int32_t mu,
   bool has_work = tc->duration_s > 0; /* a kernel of no time issues nothing */
   host_work calls = {has_work ? tc->host_calls : 0, has_work ? tc->host_launches : 0};
   mark_dispatch_sync(b, o, pass_kind, loc->device);
+  psim_tp_bwd_plan plan;
+  if (pass_kind == PSIM_DIR_BWD && psim_build_tp_bwd_plan(b, o, k, tc->duration_s, &plan))
+    return tp_backward_pairs(b, o, tc, &info, calls, &plan, id);
   bool gather = false; /* async TP's all-gather chunks (else a context-parallel ring) */
   if (steps == 1 && !backward)
     gather = (steps = psim_build_tp_gather_chunks(b, o, k)) > 1;
@@ -771,28 +797,4 @@ psim_status psim_build_issue_merged(psim_build *b, int32_t vs, int32_t mu_f, int
       PSIM_CHECK(fwd_segment(b, vs, mu_f, &f));
   }
   return PSIM_OK;
-}
-
-/* The sender's kernel that waits for a pipeline send issued after kernel `from` (-1: none).
- * Megatron-LM's sends block the sender: its next kernel. Megatron-Core's interleaved schedule
- * with overlap_p2p_comm (the stack's pp_overlap) isends and waits before the sender's next
- * step in the same direction (megatron/core/pipeline_parallel/schedules.py,
- * forward_backward_pipelining_with_interleaving: a forward send's handles before the next
- * forward step, a backward send's before the next backward step): the send blocks the next
- * step in warmup (forwards only) and cooldown (backwards only) and overlaps one step of the
- * other direction in the steady 1F1B state. 1F1B without interleaving blocks, as there. */
-int32_t psim_build_send_waiter(const psim_build *b, int32_t from) {
-  psim_schedule sched = b->s->schedule;
-  if (sched == PSIM_SCHED_LOOPED_BFS || psim_schedule_splits_backward(sched))
-    return -1; /* torch.distributed.pipelining's runtime isends and waits at the step's end
-                  (_PipelineScheduleRuntime._step_microbatches, pytorch 00722e648b) */
-  if (!b->c->stack.pp_overlap || sched != PSIM_SCHED_INTERLEAVED)
-    return b->next_compute[from];
-  const psim_task_info *f = &b->g.info[from];
-  for (int32_t k = b->next_compute[from]; k >= 0; k = b->next_compute[k]) {
-    const psim_task_info *in = &b->g.info[k];
-    if (in->pass == f->pass && (in->micro != f->micro || in->stage != f->stage))
-      return k;
-  }
-  return -1;
 }

@@ -464,3 +464,27 @@ psim_status psim_build_issue_compute(psim_build *b) {
   free_ideal(&d, slots, queue);
   return st;
 }
+
+/* The sender's kernel that waits for a pipeline send issued after kernel `from` (-1: none).
+ * Megatron-LM's sends block the sender: its next kernel. Megatron-Core's interleaved schedule
+ * with overlap_p2p_comm (the stack's pp_overlap) isends and waits before the sender's next
+ * step in the same direction (megatron/core/pipeline_parallel/schedules.py,
+ * forward_backward_pipelining_with_interleaving: a forward send's handles before the next
+ * forward step, a backward send's before the next backward step): the send blocks the next
+ * step in warmup (forwards only) and cooldown (backwards only) and overlaps one step of the
+ * other direction in the steady 1F1B state. 1F1B without interleaving blocks, as there. */
+int32_t psim_build_send_waiter(const psim_build *b, int32_t from) {
+  psim_schedule sched = b->s->schedule;
+  if (sched == PSIM_SCHED_LOOPED_BFS || psim_schedule_splits_backward(sched))
+    return -1; /* torch.distributed.pipelining's runtime isends and waits at the step's end
+                  (_PipelineScheduleRuntime._step_microbatches, pytorch 00722e648b) */
+  if (!b->c->stack.pp_overlap || sched != PSIM_SCHED_INTERLEAVED)
+    return b->next_compute[from];
+  const psim_task_info *f = &b->g.info[from];
+  for (int32_t k = b->next_compute[from]; k >= 0; k = b->next_compute[k]) {
+    const psim_task_info *in = &b->g.info[k];
+    if (in->pass == f->pass && (in->micro != f->micro || in->stage != f->stage))
+      return k;
+  }
+  return -1;
+}

@@ -119,6 +119,8 @@ typedef struct psim_stack {
   /* Overlap and runtime flags: read by no cost yet (docs/stacks.md lists them);
    * the builder may read them later. */
   bool dp_overlap, tp_overlap, pp_overlap, cuda_graphs, compile;
+  /* With tp_overlap: Transformer Engine's backward pairs too (docs/stacks.md tp_overlap_bwd). */
+  bool tp_overlap_bwd;
   int32_t comm_sms; /* SMs NCCL/userbuffers take from compute; 0 = unknown */
   /* Fitted per device type (the calibration's one set per stack and device type):
    * device types named here use these scales instead of attn_scale / gemm_scale. */

@@ -329,9 +329,9 @@ static int fwd_kernels(const psim_sim_result *r, int32_t o, double *d) {
   return n;
 }
 
-/* The cost model's time of device 0's forward shard of matmul o (one
- * micro-batch) with its rows (the sequence dim) cut to 1/rows_div. */
-static double shard_cost(const fixture *f, int32_t o, int64_t rows_div) {
+/* The cost model's time of device 0's shard of matmul o (one micro-batch) in
+ * pass `pass`, with its rows (the sequence dim) cut to 1/rows_div. */
+static double pass_cost(const fixture *f, int32_t o, int64_t rows_div, psim_pass pass) {
   const psim_op *op = &f->m.ops[o];
   int64_t ext[PSIM_MAX_OP_DIMS];
   for (int32_t i = 0; i < op->n_dims; i++) {
@@ -342,7 +342,11 @@ static double shard_cost(const fixture *f, int32_t o, int64_t rows_div) {
     ext[i] = size / deg / (f->m.dims[op->dims[i].dim].role == PSIM_ROLE_SEQUENCE ? rows_div : 1);
   }
   psim_cost_origin origin;
-  return psim_cost_compute(&f->c, 0, &f->m, op, ext, PSIM_PASS_FWD, NULL, &origin);
+  return psim_cost_compute(&f->c, 0, &f->m, op, ext, pass, NULL, &origin);
+}
+
+static double shard_cost(const fixture *f, int32_t o, int64_t rows_div) {
+  return pass_cost(f, o, rows_div, PSIM_PASS_FWD);
 }
 
 /* Async TP's chunked GEMMs (torch fused_all_gather_matmul and
@@ -411,9 +415,99 @@ START_TEST(megatron_core_overlaps_tp) {
   ck_assert_msg(on.exposed_comm_s[0] < 0.95 * off.exposed_comm_s[0],
                 "exposed TP %g s with the profile's overlap, %g s without", on.exposed_comm_s[0],
                 off.exposed_comm_s[0]);
-  ck_assert(on.exposed_comm_s[0] > 0); /* the backward's collectives stay exposed */
+  ck_assert(on.exposed_comm_s[0] > 0); /* not every collective hides behind a GEMM */
   psim_sim_result_destroy(&on);
   psim_sim_result_destroy(&off);
+  teardown(&f);
+}
+END_TEST
+
+/* Durations of the backward kernels of op o on device 0, micro-batch 0, in issue
+ * order (at most 3); their count. */
+static int bwd_kernels(const psim_sim_result *r, int32_t o, double *d) {
+  const psim_taskgraph *g = r->graph;
+  int n = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].pass == PSIM_TP_BWD &&
+        g->info[i].device == 0 && g->info[i].micro == 0 && g->info[i].op == o && n < 3)
+      d[n++] = g->duration_s[i];
+  return n;
+}
+
+/* Exposed TP time and device 0's backward matmul time of the GQA layer on the
+ * megatron-core profile with its backward pairs on or off. */
+static double exposed_bwd(fixture *f, bool on, double *bwd_mm_s) {
+  f->c.stack.tp_overlap_bwd = on;
+  psim_sim_result r;
+  simulate(f, &r);
+  const psim_taskgraph *g = r.graph;
+  *bwd_mm_s = 0;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].pass == PSIM_TP_BWD &&
+        g->info[i].device == 0 && g->info[i].op >= 0 &&
+        f->m.ops[g->info[i].op].kind == PSIM_OP_MATMUL)
+      *bwd_mm_s += g->duration_s[i];
+  double t = r.exposed_comm_s[0];
+  psim_sim_result_destroy(&r);
+  return t;
+}
+
+/* Transformer Engine's backward TP overlap (tp_overlap_bwd; linear.py and
+ * layernorm_linear.py `backward` @ 3ec87875): a row-parallel matmul (wo, w2) gets
+ * its output gradient by a ring-exchange all-gather inside the dgrad GEMM, so its
+ * backward is three kernels: the dgrad as TP GEMMs of 1/TP of the rows cut
+ * (TP - 1) / TP and 1 / TP (the gather's), then the unsplit wgrad, half the
+ * backward's time; a column-parallel one (wq, wk, wv, w1, w3, the output layer)
+ * reduce-scatters its input gradient under the wgrad GEMM (ub_bulk_wgrad): the
+ * dgrad half, then the wgrad half n_sms / (n_sms - 16) slower. So each pair ends
+ * after max(GEMM, collective + GEMM / n) rather than GEMM + collective: less TP
+ * time is exposed than without, no less than the backward matmuls can hide
+ * (before: one backward kernel per shard, the collectives exposed). */
+START_TEST(te_backward_pairs_overlap) {
+  fixture f;
+  setup(&f, NULL);
+  ck_assert_int_eq(psim_stack_builtin("megatron-core", &f.c.stack), PSIM_OK);
+  ck_assert(f.c.stack.tp_overlap && f.c.stack.tp_overlap_bwd);
+  psim_sim_result off, on;
+  f.c.stack.tp_overlap_bwd = false;
+  simulate(&f, &off);
+  f.c.stack.tp_overlap_bwd = true;
+  simulate(&f, &on);
+  int32_t n_sms = psim_kernels_arch(f.c.types[f.c.devices[0].type].name).n_sms;
+  double slow = (double)n_sms / (n_sms - 16);
+  int rows = 0, cols = 0;
+  for (int32_t o = 0; o < f.m.n_ops; o++) {
+    double d0[3], d1[3];
+    if (f.m.ops[o].kind != PSIM_OP_MATMUL || bwd_kernels(&on, o, d1) < 2)
+      continue;
+    const char *name = f.m.ops[o].name;
+    ck_assert_int_eq(bwd_kernels(&off, o, d0), 1);
+    double whole = pass_cost(&f, o, 1, PSIM_PASS_BWD), chunk = pass_cost(&f, o, TP, PSIM_PASS_BWD);
+    ck_assert_msg(fabs(d0[0] / whole - 1) < 1e-9, "%s: %g s, cost %g s", name, d0[0], whole);
+    if (bwd_kernels(&on, o, d1) == 3) { /* dgrad ring exchange, then wgrad */
+      ck_assert_msg(fabs((d1[0] + d1[1]) / (TP * chunk / 2) - 1) < 1e-9, "%s: %g + %g s", name,
+                    d1[0], d1[1]);
+      ck_assert_msg(fabs(d1[0] / ((TP - 1) * d1[1]) - 1) < 1e-9, "%s: %g, %g s", name, d1[0],
+                    d1[1]);
+      ck_assert_msg(fabs(d1[2] / (whole / 2) - 1) < 1e-9, "%s: wgrad %g s", name, d1[2]);
+      rows++;
+    } else { /* dgrad, then the wgrad under the bulk reduce-scatter */
+      ck_assert_msg(fabs(d1[0] / (whole / 2) - 1) < 1e-9, "%s: dgrad %g s", name, d1[0]);
+      ck_assert_msg(fabs(d1[1] / (slow * whole / 2) - 1) < 1e-9, "%s: wgrad %g s", name, d1[1]);
+      cols++;
+    }
+  }
+  ck_assert_int_eq(rows, 2); /* wo, w2 */
+  ck_assert_int_eq(cols, 6); /* wq, wk, wv, w1, w3, output */
+  psim_sim_result_destroy(&off);
+  psim_sim_result_destroy(&on);
+  double mm_off, mm_on;
+  double e_off = exposed_bwd(&f, false, &mm_off), e_on = exposed_bwd(&f, true, &mm_on);
+  ck_assert_msg(mm_on >= mm_off * (1 - 1e-12), "split %g s, unsplit %g s", mm_on, mm_off);
+  ck_assert_msg(e_on < 0.95 * e_off, "exposed TP %g s with the backward pairs, %g s without", e_on,
+                e_off);
+  ck_assert_msg(e_on >= fmax(0, e_off - mm_off) - 1e-12, "exposed %g below %g - %g", e_on, e_off,
+                mm_off);
   teardown(&f);
 }
 END_TEST
@@ -430,6 +524,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, async_tp_overlaps_forward_matmuls);
   tcase_add_test(tc, async_tp_chunks_are_small_gemms);
   tcase_add_test(tc, megatron_core_overlaps_tp);
+  tcase_add_test(tc, te_backward_pairs_overlap);
   suite_add_tcase(s, tc);
   return s;
 }
