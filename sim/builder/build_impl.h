@@ -381,6 +381,19 @@ static inline double psim_build_region_elems(const psim_region *a, int32_t rank)
   return psim_build_overlap(a, a, rank);
 }
 
+/* psim_build_overlap(a, c, rank) == psim_build_region_elems(c, rank) without the products:
+ * an empty c is covered by anything, else every dim of c lies in a's. The same answer for
+ * regions of under 2^53 elements (where the doubles' products are exact). */
+static inline bool psim_build_covers(const psim_region *a, const psim_region *c, int32_t rank) {
+  bool inside = true;
+  for (int32_t j = 0; j < rank; j++) {
+    if (c->hi[j] <= c->lo[j])
+      return true;
+    inside = inside && a->lo[j] <= c->lo[j] && c->hi[j] <= a->hi[j];
+  }
+  return inside;
+}
+
 /* What psim_build_tensor_region reads of op o and tensor t that does not depend on
  * the shard, read once for the thousands of shards of a stage at scale (issue 19). A
  * region is a product of one interval per dim of t, each fixed by one coordinate of the

@@ -408,8 +408,7 @@ static bool locality_uniform(const psim_build *b, int32_t from, int32_t to, int3
     psim_build_plan_region(b, &pt, to, e / ct->replicas, t, &rt);
     if (ef >= 0)
       psim_build_plan_region(b, &pf, from, ef / cf->replicas, t, &rf);
-    int here = ef >= 0 &&
-               psim_build_overlap(&rf, &rt, ten->rank) == psim_build_region_elems(&rt, ten->rank);
+    int here = ef >= 0 && psim_build_covers(&rf, &rt, ten->rank);
     ok = local < 0 || here == local;
     local = here;
   }
