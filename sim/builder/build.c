@@ -31,12 +31,13 @@ static psim_status alloc_state(psim_build *b) {
   b->memo = psim_calloc(1, sizeof(psim_comm_cache));
   b->where = psim_calloc(1, sizeof(psim_comm_cache));
   b->colls = psim_build_colls_new();
+  b->groups = psim_build_group_memo_new();
   size_t nd = (size_t)b->c->n_devices;
   b->last_task = psim_malloc(sizeof *b->last_task * nd);
   b->last_bwd = psim_malloc(sizeof *b->last_bwd * nd);
   b->need_sync = psim_calloc(nd, 1);
-  if (!b->cache || !b->memo || !b->where || !b->colls || !b->last_task || !b->last_bwd ||
-      !b->need_sync)
+  if (!b->cache || !b->memo || !b->where || !b->colls || !b->groups || !b->last_task ||
+      !b->last_bwd || !b->need_sync)
     return psim_error(PSIM_ENOMEM, "out of memory");
   memset(b->last_task, 0xff, sizeof *b->last_task * nd);
   memset(b->last_bwd, 0xff, sizeof *b->last_bwd * nd);
@@ -265,6 +266,7 @@ void psim_build_destroy(psim_build *b) {
     psim_free(arrays[i]);
   free_reuse(&b->inc);
   psim_build_colls_free(b->colls);
+  psim_build_group_memo_free(b->groups);
   psim_bcache_free(b->cache);
   psim_bcache_free(b->memo);
   psim_bcache_free(b->where);

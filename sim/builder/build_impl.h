@@ -128,6 +128,34 @@ typedef struct psim_group {
   int32_t index; /* this group's place among the concurrent ones (psim_coll_desc.group_index) */
 } psim_group;
 
+/* Slots of the partial-group memo: the gradient sync asks for the same few groups in every
+ * layer of a stage (every weight, then every bucket's flush; 2,048 or 16,384 members each
+ * at 131,072 GPUs, GPT-175B tp 8 pp 8): about 12 distinct ones a layer, which 8 slots
+ * thrashed (1,336 misses of 11,385 calls) and 16 hold (593 misses, one per group and stage). */
+#define PSIM_GROUP_MEMO_SLOTS 16
+/* Smaller groups are made, not looked up: a lookup scans the slots (about 80 instructions)
+ * and a miss copies the group in, where making one costs 10 to 40 instructions a member
+ * (callgrind, 1,024 GPUs: with every group memoised the build took 0.005e9 more). */
+#define PSIM_GROUP_MEMO_MIN 64
+
+/* One group psim_build_partial_group made, with everything it read: the op config's
+ * device list (by address: lists are read-only while a build holds its strategy), its
+ * size, replicas and degrees, the mask and the entry. */
+typedef struct psim_group_memo_slot {
+  const int32_t *list;
+  int32_t n_devices, replicas, n_dims, e;
+  uint32_t mask;
+  int32_t degree[PSIM_MAX_OP_DIMS];
+  int32_t n, cap; /* members held; room in devices and entries */
+  int32_t *devices, *entries;
+} psim_group_memo_slot;
+
+typedef struct psim_group_memo {
+  psim_group_memo_slot slot[PSIM_GROUP_MEMO_SLOTS];
+  int32_t next;         /* the slot a miss fills (round robin) */
+  int64_t hits, misses; /* for tests */
+} psim_group_memo;
+
 /* ---- the build ------------------------------------------------------------- */
 
 typedef struct psim_coll_cache psim_coll_cache; /* colls.c */
@@ -223,6 +251,7 @@ struct psim_build {
   psim_comm_cache *memo;     /* per-edge decisions kept for every micro-batch (comm.c) */
   psim_comm_cache *where;    /* (op, device) -> entry / simulated shard, wide ops (locals.c) */
   psim_coll_cache *colls;    /* costed collective templates (colls.c) */
+  psim_group_memo *groups;   /* recent partial groups (colls.c); NULL: none kept */
   int32_t direct_local;      /* scratch: connect() found a local dependency on this shard */
   bool reduce_local;         /* scratch: ... or a reduction whose result stays local */
   int32_t reduce_leader;     /* scratch: first device of the last reduction's group */
@@ -350,6 +379,75 @@ static inline double psim_build_overlap(const psim_region *a, const psim_region 
 /* Elements of a region of a tensor of rank n. */
 static inline double psim_build_region_elems(const psim_region *a, int32_t rank) {
   return psim_build_overlap(a, a, rank);
+}
+
+/* psim_build_overlap(a, c, rank) == psim_build_region_elems(c, rank) without the products:
+ * an empty c is covered by anything, else every dim of c lies in a's. The same answer for
+ * regions of under 2^53 elements (where the doubles' products are exact). */
+static inline bool psim_build_covers(const psim_region *a, const psim_region *c, int32_t rank) {
+  bool inside = true;
+  for (int32_t j = 0; j < rank; j++) {
+    if (c->hi[j] <= c->lo[j])
+      return true;
+    inside = inside && a->lo[j] <= c->lo[j] && c->hi[j] <= a->hi[j];
+  }
+  return inside;
+}
+
+/* What psim_build_tensor_region reads of op o and tensor t that does not depend on
+ * the shard, read once for the thousands of shards of a stage at scale (issue 19). A
+ * region is a product of one interval per dim of t, each fixed by one coordinate of the
+ * shard: the intervals are tabled per dim and coordinate (degree entries, 2,048 for a
+ * data-parallel dim at 131,072 GPUs), so a shard's region is a lookup per dim instead of
+ * psim_build_shard_offset and psim_shard_size per dim and shard (16,384 shards of 40
+ * layout pairs, 0.15e9 instructions at 131,072 GPUs before). */
+typedef struct psim_region_plan {
+  const psim_op *op;
+  const psim_op_config *cfg;
+  int32_t rank;
+  bool general;                 /* MoE token split or GQA: psim_build_tensor_region itself */
+  int64_t n[PSIM_MAX_RANK];     /* t's extent per dim (per micro-batch) */
+  int32_t i[PSIM_MAX_RANK];     /* the op dim splitting it, or -1 */
+  int32_t below[PSIM_MAX_RANK]; /* shards per step of coordinate i: the degrees after i */
+  int64_t *lo[PSIM_MAX_RANK];   /* per coordinate of dim i[j]: the interval; NULL: none */
+  int64_t *hi[PSIM_MAX_RANK];
+  int64_t *table; /* lo and hi's block (NULL when out of memory: computed per shard) */
+} psim_region_plan;
+
+/* The plan of op o's regions of tensor t (regions.c); psim_build_region_plan_free frees it. */
+void psim_build_region_plan_init(const psim_build *b, int32_t o, int32_t t, psim_region_plan *p);
+void psim_build_region_plan_free(psim_region_plan *p);
+/* Sets the dims of r that no op dim of p splits (alike in every shard's region). */
+static inline void psim_build_plan_fixed(const psim_region_plan *p, psim_region *r) {
+  for (int32_t j = 0; j < p->rank; j++)
+    if (p->i[j] < 0) {
+      r->lo[j] = 0;
+      r->hi[j] = p->n[j];
+    }
+}
+
+/* psim_build_tensor_region(b, o, shard, t, r) from o's plan, r's other dims set by
+ * psim_build_plan_fixed: the same intervals (coordinate i of a shard is shard / below % degree,
+ * psim_build_shard_coords' digits). */
+static inline void psim_build_plan_region(const psim_build *b, const psim_region_plan *p, int32_t o,
+                                          int32_t shard, int32_t t, psim_region *r) {
+  if (p->general) {
+    psim_build_tensor_region(b, o, shard, t, r);
+    return;
+  }
+  for (int32_t j = 0; j < p->rank; j++) {
+    int32_t i = p->i[j];
+    if (i < 0)
+      continue;
+    int32_t deg = p->cfg->degree[i], c = shard / p->below[j] % deg;
+    if (p->table) {
+      r->lo[j] = p->lo[j][c];
+      r->hi[j] = p->hi[j][c];
+    } else {
+      r->lo[j] = psim_build_shard_offset(p->n[j], deg, c);
+      r->hi[j] = r->lo[j] + psim_shard_size(p->n[j], deg, c);
+    }
+  }
 }
 
 /* Entry index (shard * replicas + replica) of op o on device d, or -1. */
@@ -537,8 +635,18 @@ psim_status psim_build_issue_compute(psim_build *b);
  * the recompute and backward unit by unit, or the weight gradients (PSIM_DIR_WGT). */
 psim_status psim_build_issue_slot(psim_build *b, int32_t vs, int32_t mu, int pass_kind);
 psim_status psim_build_issue_merged(psim_build *b, int32_t vs, int32_t mu_f, int32_t mu_b);
+/* The group of the devices holding the partial sums entry e of op o reduces with over the
+ * dims in mask (comm.c), from b->groups when it holds the same request. */
 void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
                               psim_group *g);
+psim_group_memo *psim_build_group_memo_new(void);
+void psim_build_group_memo_free(psim_group_memo *gm);
+/* Copies the group of (o, e, mask) from gm into g; false when gm does not hold it. */
+bool psim_build_group_memo_get(psim_group_memo *gm, const psim_build *b, int32_t o, int32_t e,
+                               uint32_t mask, psim_group *g);
+/* Keeps g, the group of (o, e, mask), in gm (nothing when out of memory: a later miss). */
+void psim_build_group_memo_put(psim_group_memo *gm, const psim_build *b, int32_t o, int32_t e,
+                               uint32_t mask, const psim_group *g);
 psim_status psim_build_group_fits(const psim_group *g);
 /* A group with room for every device of the cluster (a member is a device), in
  * one block: psim_free frees it. NULL when out of memory (colls.c). */

@@ -218,6 +218,76 @@ psim_group *psim_build_group_new(const psim_build *b) {
   return g;
 }
 
+/* ---- the partial-group memo ---------------------------------------------------- */
+
+psim_group_memo *psim_build_group_memo_new(void) {
+  return psim_calloc(1, sizeof(psim_group_memo));
+}
+
+void psim_build_group_memo_free(psim_group_memo *gm) {
+  if (!gm)
+    return;
+  for (int32_t i = 0; i < PSIM_GROUP_MEMO_SLOTS; i++)
+    psim_free(gm->slot[i].devices);
+  psim_free(gm);
+}
+
+/* Whether slot sl holds the group of (o, e, mask): every field the group is made from. */
+static bool memo_slot_is(const psim_group_memo_slot *sl, const psim_op *op,
+                         const psim_op_config *cfg, int32_t e, uint32_t mask) {
+  if (sl->list != cfg->devices || sl->e != e || sl->mask != mask ||
+      sl->n_devices != cfg->n_devices || sl->replicas != cfg->replicas || sl->n_dims != op->n_dims)
+    return false;
+  return memcmp(sl->degree, cfg->degree, sizeof(int32_t) * (size_t)op->n_dims) == 0;
+}
+
+bool psim_build_group_memo_get(psim_group_memo *gm, const psim_build *b, int32_t o, int32_t e,
+                               uint32_t mask, psim_group *g) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  for (int32_t i = 0; i < PSIM_GROUP_MEMO_SLOTS; i++) {
+    const psim_group_memo_slot *sl = &gm->slot[i];
+    if (!sl->list || !memo_slot_is(sl, op, cfg, e, mask))
+      continue;
+    memcpy(g->devices, sl->devices, sizeof(int32_t) * (size_t)sl->n);
+    memcpy(g->entries, sl->entries, sizeof(int32_t) * (size_t)sl->n);
+    g->n = g->wanted = sl->n;
+    g->n_groups = cfg->n_devices / (sl->n ? sl->n : 1);
+    g->stride = 0;
+    gm->hits++;
+    return true;
+  }
+  gm->misses++;
+  return false;
+}
+
+void psim_build_group_memo_put(psim_group_memo *gm, const psim_build *b, int32_t o, int32_t e,
+                               uint32_t mask, const psim_group *g) {
+  const psim_op *op = &b->m->ops[o];
+  const psim_op_config *cfg = &b->s->ops[o];
+  psim_group_memo_slot *sl = &gm->slot[gm->next];
+  gm->next = (gm->next + 1) % PSIM_GROUP_MEMO_SLOTS;
+  sl->list = NULL; /* empty until filled */
+  if (g->n > sl->cap) {
+    int32_t *mem = psim_realloc(sl->devices, 2 * sizeof(int32_t) * (size_t)g->n);
+    if (!mem)
+      return; /* the slot stays empty: the next request is a miss */
+    sl->devices = mem;
+    sl->cap = g->n;
+  }
+  sl->entries = sl->devices + sl->cap;
+  memcpy(sl->devices, g->devices, sizeof(int32_t) * (size_t)g->n);
+  memcpy(sl->entries, g->entries, sizeof(int32_t) * (size_t)g->n);
+  memcpy(sl->degree, cfg->degree, sizeof(int32_t) * (size_t)op->n_dims);
+  sl->n = g->n;
+  sl->n_devices = cfg->n_devices;
+  sl->replicas = cfg->replicas;
+  sl->n_dims = op->n_dims;
+  sl->e = e;
+  sl->mask = mask;
+  sl->list = cfg->devices;
+}
+
 psim_coll_cache *psim_build_colls_new(void) {
   return psim_calloc(1, sizeof(psim_coll_cache));
 }

@@ -52,15 +52,13 @@ static void masked_members(const psim_op *op, const psim_op_config *cfg, int32_t
   }
 }
 
-/* Devices holding the partial sums that entry e of op o reduces with. */
-void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
-                              psim_group *g) {
+/* Devices holding the partial sums that entry e of op o reduces with, k of them (the
+ * product of the degrees in mask). */
+static void partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask, int32_t k,
+                          psim_group *g) {
   const psim_op *op = &b->m->ops[o];
   const psim_op_config *cfg = &b->s->ops[o];
-  int32_t r = e % cfg->replicas, k = 1;
-  for (int32_t i = 0; i < op->n_dims; i++)
-    if (mask & (1u << i))
-      k *= cfg->degree[i];
+  int32_t r = e % cfg->replicas;
   g->wanted = k;
   g->n = k;
   assert(k >= 1 && cfg->n_devices % k == 0); /* the group's degrees divide the op's devices */
@@ -73,6 +71,21 @@ void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_
     g->devices[n] = cfg->devices[g->entries[n]];
   g->n_groups = cfg->n_devices / (g->n ? g->n : 1);
   g->stride = 0;
+}
+
+void psim_build_partial_group(const psim_build *b, int32_t o, int32_t e, uint32_t mask,
+                              psim_group *g) {
+  const psim_op *op = &b->m->ops[o];
+  int32_t k = 1;
+  for (int32_t i = 0; i < op->n_dims; i++)
+    if (mask & (1u << i))
+      k *= b->s->ops[o].degree[i];
+  bool memo = b->groups && k >= PSIM_GROUP_MEMO_MIN;
+  if (memo && psim_build_group_memo_get(b->groups, b, o, e, mask, g))
+    return;
+  partial_group(b, o, e, mask, k, g);
+  if (memo)
+    psim_build_group_memo_put(b->groups, b, o, e, mask, g);
 }
 
 psim_status psim_build_group_fits(const psim_group *g) {

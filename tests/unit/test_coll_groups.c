@@ -207,12 +207,112 @@ START_TEST(partial_groups_match_their_definition) {
 }
 END_TEST
 
+/* Devices of the largest random_config: 8 x 16 x 3 x 3 shards x 2 replicas. */
+#define MEMO_TEST_DEVICES (8 * 16 * 3 * 3 * 2)
+
+/* A random op config over devs: dims 0 and 1 split 4-8 and 16 ways (groups over both are
+ * memoised, PSIM_GROUP_MEMO_MIN), up to two more dims 1-3 ways, 1-2 replicas. */
+static void random_config(psim_op *op, psim_op_config *cfg, int32_t *devs) {
+  *op = (psim_op){0};
+  *cfg = (psim_op_config){0};
+  op->n_dims = 2 + rand() % 3;
+  cfg->degree[0] = 4 + rand() % 5;
+  cfg->degree[1] = 16;
+  int32_t shards = cfg->degree[0] * cfg->degree[1];
+  for (int32_t i = 2; i < op->n_dims; i++) {
+    cfg->degree[i] = 1 + rand() % 3;
+    shards *= cfg->degree[i];
+  }
+  cfg->replicas = 1 + rand() % 2;
+  cfg->n_devices = shards * cfg->replicas;
+  cfg->devices = devs;
+}
+
+/* Whether the group of op's mask is memoised (PSIM_GROUP_MEMO_MIN members or more). */
+static bool memoised(const psim_op *op, const psim_op_config *cfg, uint32_t mask) {
+  int32_t k = 1;
+  for (int32_t i = 0; i < op->n_dims; i++)
+    k *= mask & (1u << i) ? cfg->degree[i] : 1;
+  return k >= PSIM_GROUP_MEMO_MIN;
+}
+
+/* psim_build_partial_group into g with the memo (cached) and into want without (plain):
+ * every field and member alike. */
+static void same_as_uncached(psim_build *cached, psim_build *plain, int32_t o, int32_t e,
+                             uint32_t mask, psim_group *g, psim_group *want) {
+  g->stride = want->stride = 7; /* a caller's leftovers: reset by both */
+  psim_build_partial_group(cached, o, e, mask, g);
+  psim_build_partial_group(plain, o, e, mask, want);
+  ck_assert_int_eq(g->n, want->n);
+  ck_assert_int_eq(g->wanted, want->wanted);
+  ck_assert_int_eq(g->n_groups, want->n_groups);
+  ck_assert_int_eq(g->stride, want->stride);
+  for (int32_t i = 0; i < g->n; i++) {
+    ck_assert_int_eq(g->devices[i], want->devices[i]);
+    ck_assert_int_eq(g->entries[i], want->entries[i]);
+  }
+}
+
+/* The partial-group memo (b->groups) against the uncached call: requests drawn with repeats
+ * from four ops: two split alike over two lists, two sharing one list of one size with different
+ * degrees (same address, another group: mask 5 gives 256 and 64 members), and three masks (mask 1
+ * too small to memoise) give every field and member the uncached call gives; the memoised
+ * repeats are served from the memo (hits counted). A memo never consulted, or keyed without
+ * the list, the degrees, the mask or the entry, fails. */
+START_TEST(partial_group_memo_matches_uncached) {
+  srand(19);
+  enum { N_OPS = 4 };
+  static int32_t devs[3][MEMO_TEST_DEVICES];
+  for (int32_t k = 0; k < 3; k++)
+    for (int32_t d = 0; d < MEMO_TEST_DEVICES; d++)
+      devs[k][d] = 5000 * k + 3 * d;
+  for (int trial = 0; trial < 100; trial++) {
+    psim_op ops[N_OPS];
+    psim_op_config cfgs[N_OPS];
+    random_config(&ops[0], &cfgs[0], devs[0]);
+    ops[1] = ops[0]; /* op 0's split over another list: other devices */
+    cfgs[1] = cfgs[0];
+    cfgs[1].devices = devs[1];
+    for (int32_t o = 2; o < N_OPS; o++) { /* list 2 split 16 x 4 x 16 and 16 x 16 x 4 */
+      ops[o] = (psim_op){.n_dims = 3};
+      cfgs[o] = (psim_op_config){.degree = {16, o == 2 ? 4 : 16, o == 2 ? 16 : 4},
+                                 .replicas = 1,
+                                 .n_devices = 1024,
+                                 .devices = devs[2]};
+    }
+    psim_model m = {.ops = ops, .n_ops = N_OPS};
+    psim_strategy st = {.ops = cfgs};
+    psim_cluster c = {.n_devices = MEMO_TEST_DEVICES};
+    psim_build cached = {.m = &m, .s = &st, .c = &c}, plain = cached;
+    cached.groups = psim_build_group_memo_new();
+    psim_group *g = psim_build_group_new(&cached), *want = psim_build_group_new(&plain);
+    ck_assert(cached.groups && g && want);
+    const uint32_t masks[3] = {1u, 3u, 5u};
+    int64_t memo_calls = 0;
+    for (int call = 0; call < 60; call++) {
+      int32_t o = rand() % N_OPS, e = rand() % 2;
+      uint32_t mask = masks[rand() % 3] & ((1u << ops[o].n_dims) - 1);
+      memo_calls += memoised(&ops[o], &cfgs[o], mask);
+      same_as_uncached(&cached, &plain, o, e, mask, g, want);
+    }
+    /* at most 4 ops x 2 entries x 2 masks (3 and 5) memoised: all fit the slots */
+    ck_assert_int_eq(cached.groups->hits + cached.groups->misses, memo_calls);
+    ck_assert_int_ge(cached.groups->hits, memo_calls - 16);
+    ck_assert_int_gt(cached.groups->hits, 0);
+    psim_build_group_memo_free(cached.groups);
+    psim_free(g);
+    psim_free(want);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("coll_groups");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, family_members_share_links);
   tcase_add_test(tc, twice_the_bandwidth_never_slower);
   tcase_add_test(tc, partial_groups_match_their_definition);
+  tcase_add_test(tc, partial_group_memo_matches_uncached);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);

@@ -104,6 +104,27 @@ START_TEST(stage_ops_share_one_list) {
 }
 END_TEST
 
+/* Ops of a stage whose lists hold the same devices in the same order hold one list, whatever
+ * their splits (different degrees can order a stage alike): the compares by address in
+ * folding's twins, the validation and devices_used then find them without reading them. */
+START_TEST(equal_lists_of_a_stage_are_one) {
+  psim_strategy s;
+  megatron(&s);
+  int32_t unlike = 0;
+  for (int32_t o = 1; o < s.n_ops; o++)
+    for (int32_t p = 0; p < o; p++)
+      if (s.ops[p].stage == s.ops[o].stage && s.ops[p].n_devices == s.ops[o].n_devices &&
+          memcmp(s.ops[p].devices, s.ops[o].devices,
+                 sizeof(int32_t) * (size_t)s.ops[o].n_devices) == 0) {
+        ck_assert_msg(s.ops[p].devices == s.ops[o].devices,
+                      "ops %s and %s: equal lists, two copies", M.ops[p].name, M.ops[o].name);
+        unlike += memcmp(s.ops[p].degree, s.ops[o].degree, sizeof s.ops[o].degree) != 0;
+      }
+  ck_assert_int_gt(unlike, 0); /* some of them split unlike */
+  psim_strategy_destroy(&s);
+}
+END_TEST
+
 /* The memo's lists (positions computed once for all stages, the lists per stage) are the
  * ones psim_mesh_op_config computes for each op alone. */
 START_TEST(memo_lists_match_the_definition) {
@@ -202,6 +223,7 @@ static Suite *suite(void) {
   tcase_add_checked_fixture(t, setup, teardown);
   tcase_add_test(t, writable_copies_only_when_shared);
   tcase_add_test(t, stage_ops_share_one_list);
+  tcase_add_test(t, equal_lists_of_a_stage_are_one);
   tcase_add_test(t, memo_lists_match_the_definition);
   tcase_add_test(t, edit_of_one_op_copies_the_shared_list);
   tcase_add_test(t, faults_leave_the_original_alone);
