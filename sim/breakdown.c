@@ -3,14 +3,14 @@
  *
  * The device's compute stream is busy (compute_s) or idle. Each idle interval is attributed by
  * walking back from the task that ended it along its chain of causes, read off the schedule
- * (no recording in the engine): the engine starts a task at the latest of its predecessors'
- * ends, the free time of its resources (the end of the task before it on each, first in first
- * out) and the host's issue; so what a task waited for last is its last-arriving predecessor or
- * the task before it on one of its resources, and a start later than both is the host issuing
- * it late. Each cause covers the part of the interval it ran in and is classified by what it
- * is: a collective or transfer (exposed communication by kind), another pipeline stage's
- * compute (bubble), parameter-server traffic or updates, another device of the same stage
- * (straggler), the host. The parts sum to the iteration time. */
+ * and the order the engine took the tasks in (r->taken, its one record for the breakdown): the
+ * engine starts a task at the latest of its predecessors' ends, the free time of its resources
+ * (the end of the last task taken before it on each) and the host's issue; so what a task waited
+ * for last is its last-arriving predecessor or the task before it on one of its resources, and a
+ * start later than both is the host issuing it late. Each cause covers the part of the interval it
+ * ran in and is classified by what it is: a collective or transfer (exposed communication by kind),
+ * another pipeline stage's compute (bubble), parameter-server traffic or updates, another device of
+ * the same stage (straggler), the host. The parts sum to the iteration time. */
 #include <assert.h>
 #include <math.h>
 #include <string.h>
@@ -221,7 +221,7 @@ psim_status psim_sim_breakdown(const psim_taskgraph *g, const psim_schedule_resu
   bd_ctx b = {.g = g, .r = r, .d = d};
   b.ps = s->sync == PSIM_SYNC_PS;
   b.pipelined = s->n_stages > 1;
-  if (!r->taken)
+  if (!r->taken || r->n_taken != g->n_tasks) /* a schedule of this graph, recorded */
     return psim_error(PSIM_EFAILED, "time breakdown: the schedule did not record its order");
   b.order = r->taken;
   psim_status st = bd_preds(&b);

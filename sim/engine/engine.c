@@ -526,6 +526,7 @@ psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
     return psim_error(PSIM_EFAILED, "simulation: the task graph is not finalized");
   if ((unsigned)r->order >= PSIM_ENGINE_ORDER_COUNT)
     return psim_error(PSIM_EINPUT, "simulation: unknown engine order %d", (int)r->order);
+  r->n_taken = 0;
   PSIM_CHECK(reserve_result(r, (size_t)g->n_tasks, g->n_resources));
   r->n_tasks = g->n_tasks;
   r->makespan_s = 0;
@@ -544,6 +545,7 @@ psim_status psim_tg_simulate(const psim_taskgraph *g, psim_schedule_result *r) {
     return psim_error(PSIM_EFAILED, "simulation: only %d of %d tasks ran (cycle?)", done,
                       g->n_tasks);
   }
+  r->n_taken = r->record_taken ? done : 0;
   return PSIM_OK;
 }
 

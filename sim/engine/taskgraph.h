@@ -147,9 +147,11 @@ typedef struct psim_schedule_result {
    * (owned; n_tasks entries). Each resource serves its tasks in the order taken, so restricted
    * to one resource it is that resource's tasks in start order, each positive-duration one
    * ending before the next starts. For the time breakdown (sim/breakdown.c), which otherwise
-   * sorted every task by start time. Default off: the search does not pay for it. */
+   * sorted every task by start time. Default off: the search pays one predicted branch per
+   * task for it. */
   bool record_taken;
   int32_t *taken;
+  int32_t n_taken; /* entries of taken the last psim_tg_simulate wrote: n_tasks, or 0 */
   /* Engine scratch, kept between calls so that repeated simulations (search)
    * allocate nothing once warm. Private to engine.c. */
   size_t cap_tasks_;      /* capacity of start_s, end_s, state_ */

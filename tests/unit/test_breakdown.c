@@ -259,16 +259,20 @@ static void random_graph(hand *h, unsigned *seed) {
 
 /* The breakdown reads the order the engine took the tasks in (each resource serves them in
  * that order); before, it sorted every task by start. A sort by (start, positive length, id)
- * gives every resource the same sequence, so on 300 random schedules, every device, pipelined
- * or not, the two give the same parts bit for bit. */
+ * gives every resource the same sequence, so on 300 random schedules (every engine order),
+ * every device, pipelined or not, the two give the same parts bit for bit; a schedule that did
+ * not record its order (or recorded another graph's) is refused. */
 START_TEST(engine_order_equals_start_order) {
   unsigned seed = 20261207;
   for (int c = 0; c < 300; c++) {
     hand h;
     hand_init(&h, 3, 1 + c % 2, PSIM_SYNC_ALLREDUCE);
     random_graph(&h, &seed);
+    if (c % 3 == 0)
+      h.g.n_streams = 6; /* stream order: the devices' compute streams and comm engines */
     ck_assert_int_eq(psim_tg_finalize(&h.g), PSIM_OK);
     h.r.record_taken = true;
+    h.r.order = (psim_engine_order)(c % PSIM_ENGINE_ORDER_COUNT); /* every engine order */
     ck_assert_int_eq(psim_tg_simulate(&h.g, &h.r), PSIM_OK);
     int32_t *taken = h.r.taken, *sorted = malloc(sizeof *sorted * (size_t)h.g.n_tasks);
     ck_assert_ptr_nonnull(sorted);
@@ -298,6 +302,12 @@ START_TEST(engine_order_equals_start_order) {
       psim_sim_result_destroy(&b);
     }
     free(sorted);
+    psim_sim_result refused;
+    psim_sim_result_init(&refused);
+    h.r.n_taken--; /* as if recorded for a graph of one task less */
+    ck_assert_int_eq(psim_sim_breakdown(&h.g, &h.r, 0, 3, h.r.makespan_s, &h.s, &refused),
+                     PSIM_EFAILED);
+    psim_sim_result_destroy(&refused);
     hand_destroy(&h);
   }
 }
