@@ -546,6 +546,13 @@ static inline int32_t psim_build_rc_unit(const psim_build *b, int32_t o) {
 /* Points b->m at a copy of the model with the strategy's FP8 linears where psim_strategy.fp8
  * changes any op's flag (precision.c); otherwise leaves it. */
 psim_status psim_build_apply_precision(psim_build *b);
+/* The first recomputed op of x's checkpoint unit on x's stage, at or before x (the first
+ * kernel of the backward slot x's gradient starts), or -1 (schedules.c). */
+int32_t psim_build_first_recomputed(const psim_build *b, int32_t x);
+/* Copies the pipeline edges e0.. into x's backward kernel k to the recompute kernel of op r
+ * on the same device: a slot's recompute waits for the next stage's gradient (schedules.c). */
+psim_status psim_build_gate_recompute(psim_build *b, int32_t x, int32_t k, int32_t r, int32_t mu,
+                                      size_t e0);
 /* b->rc_unit from the strategy's recompute method and layer count (kernels.c). */
 psim_status psim_build_recompute_units(psim_build *b);
 

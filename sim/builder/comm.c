@@ -770,9 +770,15 @@ psim_status psim_build_connect_grads(psim_build *b, int32_t y, int32_t mu) {
     int32_t x = b->m->tensors[t].producer;
     if (x < 0)
       continue;
+    bool cross = b->s->ops[x].stage != b->s->ops[y].stage;
+    int32_t r = cross ? psim_build_first_recomputed(b, x) : -1;
     int32_t nk = b->loc_first[x + 1] - b->loc_first[x];
-    for (int32_t k = 0; k < nk; k++)
+    for (int32_t k = 0; k < nk; k++) {
+      size_t e0 = b->g.n_edges;
       PSIM_CHECK(connect(b, y, i, b->bwd, x, k, b->bwd, t, mu, PSIM_DIR_BWD));
+      if (r >= 0)
+        PSIM_CHECK(psim_build_gate_recompute(b, x, k, r, mu, e0));
+    }
     PSIM_CHECK(flush_exchange(b));
   }
   return PSIM_OK;

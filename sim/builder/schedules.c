@@ -488,3 +488,34 @@ int32_t psim_build_send_waiter(const psim_build *b, int32_t from) {
   }
   return -1;
 }
+
+/* The first op of x's checkpoint unit on x's stage that is recomputed, at or before x: its
+ * recompute kernel is the first kernel of the backward slot that x's gradient starts
+ * (kernels.c issue_layer_backward); -1 when the unit recomputes nothing. */
+int32_t psim_build_first_recomputed(const psim_build *b, int32_t x) {
+  int32_t vs = b->s->ops[x].stage, unit = psim_build_rc_unit(b, x), first = -1;
+  for (int32_t o = x; o >= 0 && b->s->ops[o].stage == vs && psim_build_rc_unit(b, o) == unit; o--)
+    if (psim_build_recomputed(b, o))
+      first = o;
+  return first;
+}
+
+/* The recompute of a backward slot waits for the gradient from the next stage: Megatron-LM
+ * receives it (recv_backward) before backward_step, whose autograd call runs the
+ * checkpointed forward first (megatron/core/pipeline_parallel/schedules.py). The edges
+ * e0.. into x's backward kernel k that come from pipeline transfers are copied to the
+ * recompute kernel of r (psim_build_first_recomputed) on the same device. */
+psim_status psim_build_gate_recompute(psim_build *b, int32_t x, int32_t k, int32_t r, int32_t mu,
+                                      size_t e0) {
+  int32_t to = *psim_build_task_slot(b, b->bwd, x, k, mu);
+  int32_t dev = b->locals[b->loc_first[x] + k].device, rec = -1;
+  for (int32_t j = 0; j < b->loc_first[r + 1] - b->loc_first[r] && rec < 0; j++)
+    if (b->locals[b->loc_first[r] + j].device == dev)
+      rec = *psim_build_task_slot(b, b->rec, r, j, mu);
+  if (rec < 0 || to < 0)
+    return PSIM_OK;
+  for (size_t e = e0, n = b->g.n_edges; e < n; e++)
+    if (b->g.edge_to[e] == to && b->g.edge_from[e] != rec)
+      PSIM_CHECK(psim_tg_add_edge(&b->g, b->g.edge_from[e], rec));
+  return PSIM_OK;
+}

@@ -296,6 +296,61 @@ static void simulate_recompute_trio(fixture *f, psim_megatron_opts mo, int32_t e
   }
 }
 
+/* Earliest start of the compute tasks of pass `pass` of micro-batch mu on stage st (when
+ * `last` is false), or the latest end of the backward of stage st's first op (when true). */
+static double stage_time(const psim_sim_result *r, int32_t st, int pass, int32_t mu, bool last) {
+  const psim_taskgraph *g = r->graph;
+  int32_t first = -1;
+  for (int32_t i = 0; i < g->n_tasks; i++)
+    if (g->info[i].stage == st && g->info[i].kind == PSIM_TASK_COMPUTE && g->info[i].op >= 0 &&
+        (first < 0 || g->info[i].op < first))
+      first = g->info[i].op;
+  double t = last ? 0 : INFINITY;
+  for (int32_t i = 0; i < g->n_tasks; i++) {
+    const psim_task_info *in = &g->info[i];
+    if (in->stage != st || in->kind != PSIM_TASK_COMPUTE || in->pass != pass || in->micro != mu)
+      continue;
+    if (!last)
+      t = fmin(t, r->schedule->start_s[i]);
+    else if (in->op == first)
+      t = fmax(t, r->schedule->end_s[i]);
+  }
+  return t;
+}
+
+/* A backward slot's recompute waits for the gradient from the next stage (Megatron-LM
+ * receives it before backward_step, whose autograd call runs the checkpointed forward):
+ * on stage 0 of GPT-1.3B at tp 4 x pp 2, each micro-batch's recompute starts after stage
+ * 1's backward of its first op has ended. Failed before the gate (comm.c gate_recompute):
+ * the recompute ran right after the forward, in the pipeline bubble (invariant suite seed
+ * 4305970014: full recompute faster than selective). */
+START_TEST(recompute_waits_for_the_next_stages_gradient) {
+  fixture f;
+  load(&f, ROOT "models/gpt-1.3b.json", ROOT "topologies/dgx-a100-x1.json");
+  for (int k = 0; k < 2; k++) {
+    psim_megatron_opts mo;
+    psim_megatron_opts_init(&mo);
+    mo.tp = 4;
+    mo.pp = 2;
+    mo.dp = 1;
+    mo.micro_batch = 4;
+    mo.recompute = k == 0 ? PSIM_RECOMPUTE_FULL : PSIM_RECOMPUTE_SELECTIVE;
+    psim_sim_result r;
+    run(&f, &mo, false, &r);
+    for (int32_t mu = 0; mu < 2; mu++) {
+      double rec = stage_time(&r, 0, PSIM_TP_RECOMPUTE, mu, false);
+      double grad = stage_time(&r, 1, PSIM_TP_BWD, mu, true);
+      ck_assert_msg(isfinite(rec) && grad > 0, "%s mb %d: no recompute or backward",
+                    k ? "selective" : "full", mu);
+      ck_assert_msg(rec >= grad, "%s mb %d: recompute at %.9g s, gradient ready at %.9g s",
+                    k ? "selective" : "full", mu, rec, grad);
+    }
+    psim_sim_result_destroy(&r);
+  }
+  unload(&f);
+}
+END_TEST
+
 /* Full recompute of every second block only (recompute_every 2: torchtitan's
  * layer-level selective AC, selective_ac_option "2"): the forward FLOPs recomputed
  * are half of full recompute's on LLaMA-2 7B's 32 blocks, the iteration lies
@@ -718,6 +773,7 @@ int main(void) {
   tcase_add_test(tc, folded_equals_unfolded);
   tcase_add_test(tc, selective_recomputes_the_attention_core);
   tcase_add_test(tc, op_level_sac_recomputes_every_second_matmul);
+  tcase_add_test(tc, recompute_waits_for_the_next_stages_gradient);
   tcase_add_test(tc, full_recompute_of_every_second_block);
   tcase_add_test(tc, every_nth_block_counts_per_pipeline_rank);
   tcase_add_test(tc, block_recompute_spans_none_to_full);
