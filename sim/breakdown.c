@@ -13,7 +13,6 @@
  * the same stage (straggler), the host. The parts sum to the iteration time. */
 #include <assert.h>
 #include <math.h>
-#include <string.h>
 
 #include "sim/core/alloc.h"
 #include "sim/simulate_impl.h"
@@ -93,7 +92,8 @@ static psim_status bd_res_prev(bd_ctx *b) {
     int32_t t = b->order[i], best = -1;
     for (int32_t k = g->res_first[t]; k < g->res_first[t + 1]; k++) {
       int32_t p = last[g->res[k]];
-      if (p >= 0 && b->r->end_s[p] <= b->r->start_s[t]) /* always, in the order taken */
+      assert(p < 0 || b->r->end_s[p] <= b->r->start_s[t]); /* the resource served p first */
+      if (p >= 0)
         bd_consider(b, p, &best);
     }
     b->res_prev[t] = best;
