@@ -216,7 +216,7 @@ static const psim_taskgraph *sort_graph;
 /* (start, positive length, id): at one start a resource serves its zero-length tasks before the
  * positive-length one (which holds it past that start). The former sort by (start, id) put a
  * positive task of lower id first, and a zero-length task starting with it lost its true
- * predecessor on that resource (case 0 below: a wait 2 s off; breakdown.c now asserts the order). */
+ * predecessor on that resource (case 0 below: a wait 2 s off; breakdown.c asserts it now). */
 static int by_start_then_id(const void *a, const void *b) {
   int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
   double sx = sort_sched->start_s[x], sy = sort_sched->start_s[y];
